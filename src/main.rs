@@ -1,0 +1,151 @@
+//! The `berth` command: argument parsing and dispatch only.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use berth::store;
+
+#[derive(Parser)]
+#[command(
+    name = "berth",
+    version,
+    about = "A whole single-node Kubernetes-compatible cluster in one binary"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the cluster.
+    Serve {
+        /// Where berth keeps its state.
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Page cache of the object store, in MiB.
+        #[arg(long, default_value_t = 64)]
+        store_cache_mib: u64,
+    },
+    /// Storage schema migrations.
+    Migrate {
+        #[command(subcommand)]
+        command: MigrateCommand,
+    },
+    /// Save or restore the whole object store (berth must not be running on it).
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MigrateCommand {
+    /// Print the storage schema version and the pending migrations.
+    Status {
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Write a consistent copy of the store to FILE.
+    Save {
+        file: PathBuf,
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Create the store of an empty data directory from FILE.
+    Restore {
+        file: PathBuf,
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+}
+
+fn data_dir(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(berth::app::default_data_dir)
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve {
+            data_dir: dir,
+            store_cache_mib,
+        } => {
+            let mut config = store::Config::new(data_dir(dir));
+            config.cache_bytes = store_cache_mib << 20;
+            let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
+            rt.block_on(async { berth::app::serve(config, shutdown_signal()).await })?;
+        }
+        Command::Migrate {
+            command: MigrateCommand::Status { data_dir: dir },
+        } => {
+            let dir = data_dir(dir);
+            let status = store::migrate::status(&dir)
+                .with_context(|| format!("read the store in {}", dir.display()))?;
+            print!("{status}");
+        }
+        Command::Snapshot { command } => match command {
+            SnapshotCommand::Save {
+                file,
+                data_dir: dir,
+            } => {
+                let info = store::snapshot::save(&data_dir(dir), &file)?;
+                println!(
+                    "saved {} entries at revision {} (schema v{}) to {}",
+                    info.entries,
+                    info.revision,
+                    info.schema,
+                    file.display()
+                );
+            }
+            SnapshotCommand::Restore {
+                file,
+                data_dir: dir,
+            } => {
+                let info = store::snapshot::restore(&file, &dir)?;
+                println!(
+                    "restored {} entries at revision {} (schema v{}) into {}",
+                    info.entries,
+                    info.revision,
+                    info.schema,
+                    dir.display()
+                );
+            }
+        },
+    }
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM. The handlers are installed when this is called, so a
+/// signal that arrives while berth is still starting is not lost.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    async move {
+        let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = wait(term.take()) => {}
+            _ = wait(int.take()) => {}
+        }
+    }
+}

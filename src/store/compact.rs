@@ -1,0 +1,95 @@
+//! Compaction of the event log: explicit ([`compact_to`]) and by the retention policy
+//! (keep the last `retain_events` events or the last `retain_for`, whichever keeps more).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use tokio::sync::oneshot;
+
+use super::{Config, Error, Result, Shared, now_ms};
+
+/// Events dropped per step, so a large compaction never holds the disk for long.
+const DROP_CHUNK: usize = 10_000;
+
+/// Raises the compaction floor to `revision` (capped at the current revision), records it
+/// durably and then drops the events below it. Returns the floor.
+pub(super) async fn compact_to(shared: &Arc<Shared>, revision: u64) -> Result<u64> {
+    let floor = revision.min(shared.cache.revision());
+    let before = shared.compacted.fetch_max(floor, Ordering::AcqRel);
+    if floor <= before {
+        return Ok(before);
+    }
+    let backend = shared.backend.clone();
+    tokio::task::spawn_blocking(move || {
+        backend.set_compacted(floor)?;
+        while backend.drop_events(floor, DROP_CHUNK)? > 0 {}
+        Ok::<_, Error>(())
+    })
+    .await
+    .map_err(|e| Error::Backend {
+        context: "compact".into(),
+        message: e.to_string(),
+    })??;
+    tracing::debug!(floor, "event log compacted");
+    Ok(floor)
+}
+
+/// The floor that the retention policy allows now.
+fn policy_floor(shared: &Shared, config: &Config) -> Result<u64> {
+    let revision = shared.cache.revision();
+    let by_count = revision.saturating_sub(config.retain_events);
+    let low = shared.compacted();
+    if by_count <= low {
+        return Ok(low);
+    }
+    // Events are in commit-time order, so binary search for the newest one older than
+    // the cutoff among those the count would drop.
+    let cutoff = now_ms().saturating_sub(config.retain_for.as_millis() as u64);
+    let (mut lo, mut hi) = (low, by_count);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        match shared.backend.event_time(mid)? {
+            Some(t) if t < cutoff => lo = mid,
+            Some(_) => hi = mid - 1,
+            // Already gone: below the floor some other compaction set.
+            None => lo = mid,
+        }
+    }
+    Ok(lo)
+}
+
+/// Enforces the retention policy every `config.compact_every` until stopped.
+pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot::Receiver<()>) {
+    let mut tick = tokio::time::interval(config.compact_every);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let floor = {
+            let (s, c) = (shared.clone(), config.clone());
+            match tokio::task::spawn_blocking(move || policy_floor(&s, &c)).await {
+                Ok(Ok(floor)) => floor,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "compaction: read event log");
+                    continue;
+                }
+                Err(_) => continue,
+            }
+        };
+        if floor > shared.compacted() {
+            if let Err(e) = compact_to(&shared, floor).await {
+                tracing::warn!(error = %e, "compaction failed; will retry");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) fn floor_for_test(shared: &Shared, config: &Config) -> u64 {
+    policy_floor(shared, config).unwrap()
+}

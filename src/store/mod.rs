@@ -1,0 +1,362 @@
+//! The object store: untyped keys and JSON objects with one global revision, durable
+//! group commit, an in-memory cache for reads, watches from any retained revision,
+//! compaction, migrations and snapshots.
+//!
+//! Contract (see ARCHITECTURE.md): every committed write gets the next revision, which is
+//! stamped into the object as `metadata.resourceVersion`; a write is acknowledged only once
+//! it is on disk; expected outcomes (already exists, conflict, not found) are values
+//! ([`Outcome`]); watchers see every later event exactly once, in revision order, and never
+//! slow writers down.
+
+mod backend;
+mod cache;
+mod committer;
+mod compact;
+pub mod migrate;
+mod sled_backend;
+pub mod snapshot;
+mod stamp;
+#[cfg(test)]
+mod tests;
+mod watch;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+pub use backend::{Event, EventKind, Record};
+pub use stamp::InvalidValue;
+pub use watch::{Watch, WatchEvent, WatchOptions};
+
+use backend::Backend;
+use cache::Cache;
+use committer::{Op, Request};
+use watch::Hub;
+
+/// Errors of the store layer. Expected outcomes of writes are [`Outcome`]s, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{key}: {source}")]
+    InvalidValue { key: String, source: InvalidValue },
+    #[error("the store is closed")]
+    Closed,
+    #[error("the store stopped taking writes after a failed commit ({0}); restart berth")]
+    Failed(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("{context}: {message}")]
+    Backend { context: String, message: String },
+    #[error(
+        "data directory {dir} is in use by another berth process; stop it first, or pass another --data-dir"
+    )]
+    InUse { dir: String },
+    #[error(
+        "data directory {dir} was written by a newer berth (storage schema v{found}, this berth knows up to v{known}); run that newer berth, or restore a backup from {dir}/backups with `berth snapshot restore`"
+    )]
+    NewerSchema { dir: String, found: u32, known: u32 },
+    #[error("migration {number:04}: {message}")]
+    Migration { number: u32, message: String },
+    #[error("snapshot {path}: {message}")]
+    Snapshot { path: String, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Tuning of a store; [`Config::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data directory: the database lives in `store/`, backups in `backups/`.
+    pub data_dir: PathBuf,
+    /// Size of the backend's page cache in bytes.
+    pub cache_bytes: u64,
+    /// Keep at least this many of the latest events ...
+    pub retain_events: u64,
+    /// ... or all events of this last stretch of time, whichever keeps more.
+    pub retain_for: Duration,
+    /// How often the retention above is enforced.
+    pub compact_every: Duration,
+    /// Events a watcher may fall behind before it is ended with [`WatchEvent::TooSlow`].
+    pub watch_buffer: usize,
+    /// Recent events kept in memory to resume watches without reading the disk.
+    pub history: usize,
+    /// Most writes committed by one flush.
+    pub max_batch: usize,
+}
+
+impl Config {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            cache_bytes: 64 << 20,
+            retain_events: 100_000,
+            retain_for: Duration::from_secs(3600),
+            compact_every: Duration::from_secs(60),
+            watch_buffer: 8192,
+            history: 8192,
+            max_batch: 1024,
+        }
+    }
+
+    pub(crate) fn store_dir(&self) -> PathBuf {
+        store_dir(&self.data_dir)
+    }
+}
+
+pub(crate) fn store_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("store")
+}
+
+/// How a write went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Committed and durable. For a deletion, the object's last state.
+    Written(Record),
+    /// `create` of a key that exists; the current object.
+    AlreadyExists(Record),
+    /// A precondition did not hold; the current object.
+    Conflict(Record),
+    /// `update` or `delete` of a key that does not exist.
+    NotFound,
+}
+
+/// Conditions a stored object must meet for an update or deletion to go ahead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The object's current revision (its resourceVersion).
+    pub revision: Option<u64>,
+    /// The object's `metadata.uid`.
+    pub uid: Option<String>,
+}
+
+impl Preconditions {
+    pub fn revision(revision: u64) -> Self {
+        Self {
+            revision: Some(revision),
+            uid: None,
+        }
+    }
+}
+
+/// State shared by handles, the committer, the compactor and watches.
+struct Shared {
+    backend: Arc<dyn Backend>,
+    cache: Cache,
+    hub: Hub,
+    compacted: AtomicU64,
+}
+
+impl Shared {
+    fn compacted(&self) -> u64 {
+        self.compacted.load(Ordering::Acquire)
+    }
+}
+
+/// A handle to an open store. Cheap to clone; [`Store::close`] shuts it down.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Request>,
+    tasks: Arc<std::sync::Mutex<Tasks>>,
+}
+
+struct Tasks {
+    committer: Option<std::thread::JoinHandle<()>>,
+    compactor: Option<tokio::task::JoinHandle<()>>,
+    stop_compactor: Option<oneshot::Sender<()>>,
+}
+
+impl Store {
+    /// Opens the store in `config.data_dir`, applying pending migrations (after a backup).
+    pub async fn open(config: Config) -> Result<Self> {
+        let cfg = config.clone();
+        let (backend, meta, objects) = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&cfg.data_dir).map_err(|source| Error::Io {
+                context: format!("create data directory {}", cfg.data_dir.display()),
+                source,
+            })?;
+            let backend: Arc<dyn Backend> = Arc::new(sled_backend::SledBackend::open(
+                &cfg.store_dir(),
+                cfg.cache_bytes,
+            )?);
+            migrate::apply_pending(backend.as_ref(), &cfg.data_dir)?;
+            let meta = backend.meta()?;
+            // Finish a compaction that a crash interrupted.
+            while backend.drop_events(meta.compacted, 10_000)? > 0 {}
+            let objects = backend.objects()?;
+            Ok::<_, Error>((backend, meta, objects))
+        })
+        .await
+        .map_err(|e| Error::Backend {
+            context: "open store".into(),
+            message: e.to_string(),
+        })??;
+        tracing::debug!(
+            revision = meta.revision,
+            objects = objects.len(),
+            schema = meta.schema,
+            "store opened"
+        );
+        let shared = Arc::new(Shared {
+            backend,
+            cache: Cache::new(objects, meta.revision),
+            hub: Hub::new(meta.revision, config.history, config.watch_buffer),
+            compacted: AtomicU64::new(meta.compacted),
+        });
+        let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 4);
+        let committer =
+            committer::spawn(shared.clone(), rx, config.max_batch.max(1), meta.revision)?;
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let compactor = tokio::spawn(compact::run(Arc::downgrade(&shared), config, stop_rx));
+        Ok(Self {
+            shared,
+            tx,
+            tasks: Arc::new(std::sync::Mutex::new(Tasks {
+                committer: Some(committer),
+                compactor: Some(compactor),
+                stop_compactor: Some(stop_tx),
+            })),
+        })
+    }
+
+    /// The object at `key`.
+    pub fn get(&self, key: &str) -> Option<Record> {
+        self.shared.cache.get(key)
+    }
+
+    /// Every object whose key starts with `prefix`, in key order, and the revision the
+    /// list reflects.
+    pub fn list(&self, prefix: &str) -> (Vec<(Arc<str>, Record)>, u64) {
+        self.shared.cache.list(prefix, None, usize::MAX)
+    }
+
+    /// Up to `limit` objects under `prefix` whose keys sort after `start_after`.
+    pub fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<(Arc<str>, Record)>, u64) {
+        self.shared.cache.list(prefix, start_after, limit)
+    }
+
+    /// Number of objects under `prefix`.
+    pub fn count(&self, prefix: &str) -> usize {
+        self.shared.cache.count(prefix)
+    }
+
+    /// The revision of the last committed write.
+    pub fn revision(&self) -> u64 {
+        self.shared.cache.revision()
+    }
+
+    /// Events at or below this revision are no longer available to watches.
+    pub fn compacted(&self) -> u64 {
+        self.shared.compacted()
+    }
+
+    /// Creates `key` if it does not exist.
+    pub async fn create(&self, key: &str, value: impl Into<Bytes>) -> Result<Outcome> {
+        let template = prepare(key, value.into())?;
+        self.submit(Op::Create {
+            key: Arc::from(key),
+            template,
+        })
+        .await
+    }
+
+    /// Replaces the object at `key` if it exists and meets `pre`.
+    pub async fn update(
+        &self,
+        key: &str,
+        value: impl Into<Bytes>,
+        pre: Preconditions,
+    ) -> Result<Outcome> {
+        let template = prepare(key, value.into())?;
+        self.submit(Op::Update {
+            key: Arc::from(key),
+            template,
+            pre,
+        })
+        .await
+    }
+
+    /// Deletes the object at `key` if it exists and meets `pre`.
+    pub async fn delete(&self, key: &str, pre: Preconditions) -> Result<Outcome> {
+        self.submit(Op::Delete {
+            key: Arc::from(key),
+            pre,
+        })
+        .await
+    }
+
+    async fn submit(&self, op: Op) -> Result<Outcome> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Write { op, reply })
+            .await
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Watches for changes; see [`WatchOptions`].
+    pub fn watch(&self, opts: WatchOptions) -> Result<Watch> {
+        Watch::start(&self.shared, opts)
+    }
+
+    /// Drops the event history at and below `revision` (at most the current revision).
+    /// Returns the new compaction floor.
+    pub async fn compact(&self, revision: u64) -> Result<u64> {
+        compact::compact_to(&self.shared, revision).await
+    }
+
+    /// Stops taking writes, finishes those already queued and ends every watch. The
+    /// database itself is released when the last handle and watch are gone.
+    pub async fn close(&self) -> Result<()> {
+        let (committer, compactor, stop) = {
+            let mut t = self.tasks.lock().expect("tasks lock");
+            (
+                t.committer.take(),
+                t.compactor.take(),
+                t.stop_compactor.take(),
+            )
+        };
+        if let Some(stop) = stop {
+            let _ = stop.send(());
+        }
+        if let Some(compactor) = compactor {
+            let _ = compactor.await;
+        }
+        if let Some(committer) = committer {
+            let (reply, done) = oneshot::channel();
+            if self.tx.send(Request::Close { reply }).await.is_ok() {
+                let _ = done.await;
+            }
+            tokio::task::spawn_blocking(move || committer.join())
+                .await
+                .ok();
+        }
+        self.shared.hub.close();
+        self.shared.backend.flush()
+    }
+}
+
+fn prepare(key: &str, value: Bytes) -> Result<stamp::Template> {
+    stamp::prepare(value).map_err(|source| Error::InvalidValue {
+        key: key.to_string(),
+        source,
+    })
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,741 @@
+//! Store tests on a real temporary database: the rules one by one, then a model-based
+//! property test against a `BTreeMap` model with random operations and reopens.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn obj(name: &str, n: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "data": {"n": n.to_string()},
+    }))
+    .unwrap()
+}
+
+fn parse(b: &[u8]) -> Value {
+    serde_json::from_slice(b).unwrap()
+}
+
+fn rv(b: &[u8]) -> u64 {
+    parse(b)["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn config(dir: &Path) -> Config {
+    let mut c = Config::new(dir);
+    c.cache_bytes = 4 << 20;
+    c
+}
+
+async fn open(dir: &Path) -> Store {
+    Store::open(config(dir)).await.unwrap()
+}
+
+/// The revision a fresh store starts at: the bootstrap migration's writes.
+fn bootstrap_revision() -> u64 {
+    4
+}
+
+async fn next(w: &mut Watch) -> WatchEvent {
+    tokio::time::timeout(Duration::from_secs(10), w.next())
+        .await
+        .expect("watch event in time")
+        .expect("watch still open")
+}
+
+fn written(o: Outcome) -> Record {
+    match o {
+        Outcome::Written(r) => r,
+        other => panic!("expected a write, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_new_store_holds_the_default_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let (items, rev) = s.list("/registry/namespaces/");
+    let names: Vec<&str> = items.iter().map(|(k, _)| &k[21..]).collect();
+    assert_eq!(
+        names,
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
+    assert_eq!(rev, bootstrap_revision());
+    let ns = parse(&items[0].1.value);
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert_eq!(rv(&items[0].1.value), items[0].1.revision);
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn create_stamps_the_revision_and_refuses_an_existing_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let r = written(s.create("/a", obj("a", 1)).await.unwrap());
+    assert_eq!(r.revision, bootstrap_revision() + 1);
+    assert_eq!(rv(&r.value), r.revision);
+    assert_eq!(s.get("/a"), Some(r.clone()));
+    assert_eq!(s.revision(), r.revision);
+    assert_eq!(
+        s.create("/a", obj("a", 2)).await.unwrap(),
+        Outcome::AlreadyExists(r.clone())
+    );
+    assert_eq!(
+        s.revision(),
+        r.revision,
+        "a refused write takes no revision"
+    );
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn update_with_stale_resource_version_is_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let r1 = written(s.create("/a", obj("a", 1)).await.unwrap());
+    let r2 = written(
+        s.update("/a", obj("a", 2), Preconditions::revision(r1.revision))
+            .await
+            .unwrap(),
+    );
+    assert!(r2.revision > r1.revision);
+    assert_eq!(
+        s.update("/a", obj("a", 3), Preconditions::revision(r1.revision))
+            .await
+            .unwrap(),
+        Outcome::Conflict(r2.clone())
+    );
+    assert_eq!(parse(&s.get("/a").unwrap().value)["data"]["n"], "2");
+    // No precondition: last writer wins.
+    let r3 = written(
+        s.update("/a", obj("a", 3), Preconditions::default())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(r3.revision, r2.revision + 1);
+    assert_eq!(
+        s.update("/missing", obj("m", 1), Preconditions::default())
+            .await
+            .unwrap(),
+        Outcome::NotFound
+    );
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn delete_checks_uid_and_returns_the_last_state_at_the_delete_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let r1 = written(s.create("/a", obj("a", 1)).await.unwrap());
+    let wrong = Preconditions {
+        revision: None,
+        uid: Some("uid-other".into()),
+    };
+    assert_eq!(
+        s.delete("/a", wrong).await.unwrap(),
+        Outcome::Conflict(r1.clone())
+    );
+    let right = Preconditions {
+        revision: Some(r1.revision),
+        uid: Some("uid-a".into()),
+    };
+    let gone = written(s.delete("/a", right).await.unwrap());
+    assert_eq!(gone.revision, r1.revision + 1);
+    assert_eq!(rv(&gone.value), gone.revision);
+    assert_eq!(parse(&gone.value)["data"]["n"], "1");
+    assert_eq!(s.get("/a"), None);
+    assert_eq!(
+        s.delete("/a", Preconditions::default()).await.unwrap(),
+        Outcome::NotFound
+    );
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn invalid_values_are_refused_before_they_reach_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    for bad in [&b"[1,2]"[..], b"{\"a\":", b"\"str\"", b"{\"metadata\":[]}"] {
+        let err = s.create("/bad", bad.to_vec()).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { .. }), "{err}");
+    }
+    assert_eq!(s.revision(), bootstrap_revision());
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_pages_by_prefix_at_one_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    for i in 0..5 {
+        s.create(&format!("/p/{i}"), obj("x", i)).await.unwrap();
+    }
+    s.create("/q/0", obj("y", 0)).await.unwrap();
+    let (all, rev) = s.list("/p/");
+    assert_eq!(all.len(), 5);
+    assert_eq!(rev, s.revision());
+    assert_eq!(s.count("/p/"), 5);
+    let (page1, _) = s.list_page("/p/", None, 2);
+    let (page2, _) = s.list_page("/p/", Some(&page1[1].0), 2);
+    let (page3, _) = s.list_page("/p/", Some(&page2[1].0), 2);
+    let keys: Vec<String> = [page1, page2, page3]
+        .concat()
+        .into_iter()
+        .map(|(k, _)| k.to_string())
+        .collect();
+    assert_eq!(keys, ["/p/0", "/p/1", "/p/2", "/p/3", "/p/4"]);
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn watch_replays_history_then_follows_live_writes_with_prev_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let start = s.revision();
+    let a = written(s.create("/w/a", obj("a", 1)).await.unwrap());
+    s.create("/other", obj("o", 1)).await.unwrap();
+    let mut w = s
+        .watch(WatchOptions {
+            prefix: "/w/".into(),
+            after: Some(start),
+            ..Default::default()
+        })
+        .unwrap();
+    let WatchEvent::Event(e) = next(&mut w).await else {
+        panic!()
+    };
+    assert_eq!(
+        (e.kind, e.revision, e.prev.clone()),
+        (EventKind::Created, a.revision, None)
+    );
+    let b = written(
+        s.update("/w/a", obj("a", 2), Preconditions::default())
+            .await
+            .unwrap(),
+    );
+    let WatchEvent::Event(e) = next(&mut w).await else {
+        panic!()
+    };
+    assert_eq!((e.kind, e.revision), (EventKind::Updated, b.revision));
+    assert_eq!(e.prev, Some(a.clone()));
+    let d = written(s.delete("/w/a", Preconditions::default()).await.unwrap());
+    let WatchEvent::Event(e) = next(&mut w).await else {
+        panic!()
+    };
+    assert_eq!((e.kind, e.revision), (EventKind::Deleted, d.revision));
+    assert_eq!(e.object, d.value);
+    assert_eq!(e.prev.as_ref().map(|p| p.revision), Some(b.revision));
+    s.close().await.unwrap();
+    assert!(w.next().await.is_none(), "closing the store ends watches");
+}
+
+#[tokio::test]
+async fn watch_resumes_from_the_disk_log_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let start = s.revision();
+    for i in 0..20 {
+        s.create(&format!("/k/{i}"), obj("k", i)).await.unwrap();
+    }
+    s.close().await.unwrap();
+    drop(s);
+    let s = open(dir.path()).await;
+    assert_eq!(s.revision(), start + 20);
+    let mut w = s
+        .watch(WatchOptions {
+            after: Some(start + 5),
+            ..Default::default()
+        })
+        .unwrap();
+    for want in start + 6..=start + 20 {
+        let WatchEvent::Event(e) = next(&mut w).await else {
+            panic!()
+        };
+        assert_eq!(e.revision, want);
+    }
+    let live = written(s.create("/k/live", obj("k", 99)).await.unwrap());
+    let WatchEvent::Event(e) = next(&mut w).await else {
+        panic!()
+    };
+    assert_eq!(e.revision, live.revision);
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_watch_from_before_the_compaction_floor_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    for i in 0..10 {
+        s.create(&format!("/c/{i}"), obj("c", i)).await.unwrap();
+    }
+    let floor = s.compact(s.revision() - 3).await.unwrap();
+    assert_eq!(floor, s.revision() - 3);
+    assert_eq!(s.compacted(), floor);
+    let mut w = s
+        .watch(WatchOptions {
+            after: Some(floor - 1),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(
+        matches!(next(&mut w).await, WatchEvent::Compacted { compacted } if compacted == floor)
+    );
+    assert!(w.next().await.is_none());
+    // Exactly at the floor is still fine.
+    let mut w = s
+        .watch(WatchOptions {
+            after: Some(floor),
+            ..Default::default()
+        })
+        .unwrap();
+    let WatchEvent::Event(e) = next(&mut w).await else {
+        panic!()
+    };
+    assert_eq!(e.revision, floor + 1);
+    // The floor survives a restart.
+    s.close().await.unwrap();
+    drop((s, w));
+    let s = open(dir.path()).await;
+    assert_eq!(s.compacted(), floor);
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_slow_watcher_is_ended_without_holding_up_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.watch_buffer = 8;
+    let s = Store::open(c).await.unwrap();
+    let mut slow = s.watch(WatchOptions::default()).unwrap();
+    for i in 0..50 {
+        s.create(&format!("/s/{i}"), obj("s", i)).await.unwrap();
+    }
+    assert!(matches!(next(&mut slow).await, WatchEvent::TooSlow));
+    assert!(slow.next().await.is_none());
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_quiet_watch_reports_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let mut w = s
+        .watch(WatchOptions {
+            prefix: "/quiet/".into(),
+            progress_every: Some(Duration::from_millis(20)),
+            ..Default::default()
+        })
+        .unwrap();
+    s.create("/loud/a", obj("a", 1)).await.unwrap();
+    let want = s.revision();
+    // Progress may come before the unrelated write was seen; it must reach it.
+    loop {
+        match next(&mut w).await {
+            WatchEvent::Progress(r) if r == want => break,
+            WatchEvent::Progress(r) => assert!(r < want),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn retention_keeps_the_larger_of_the_count_and_time_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    for i in 0..30 {
+        s.create(&format!("/r/{i}"), obj("r", i)).await.unwrap();
+    }
+    let mut c = config(dir.path());
+    c.retain_events = 10;
+    // Everything is younger than an hour: the time window keeps all of it.
+    assert_eq!(compact::floor_for_test(&s.shared, &c), 0);
+    // With no time window, only the count applies.
+    c.retain_for = Duration::ZERO;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(compact::floor_for_test(&s.shared, &c), s.revision() - 10);
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_retention_policy_runs_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.retain_events = 5;
+    c.retain_for = Duration::ZERO;
+    c.compact_every = Duration::from_millis(10);
+    let s = Store::open(c).await.unwrap();
+    for i in 0..20 {
+        s.create(&format!("/r/{i}"), obj("r", i)).await.unwrap();
+    }
+    let want = s.revision() - 5;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while s.compacted() < want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "compaction did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.compacted(), want);
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_directory_from_a_newer_berth_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let b = sled_backend::SledBackend::open(&store_dir(dir.path()), 1 << 20).unwrap();
+        b.commit(&backend::CommitBatch {
+            revision: 0,
+            events: &[],
+            schema: Some(migrate::latest() + 1),
+        })
+        .unwrap();
+    }
+    let err = Store::open(config(dir.path())).await.err().unwrap();
+    assert!(matches!(err, Error::NewerSchema { .. }), "{err}");
+    assert!(err.to_string().contains("newer berth"), "{err}");
+    let status = migrate::status(dir.path()).unwrap();
+    assert_eq!(status.current, migrate::latest() + 1);
+}
+
+#[tokio::test]
+async fn pending_migrations_are_applied_after_a_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store at schema 0 that already holds data (as an older berth would leave it).
+    {
+        let b = sled_backend::SledBackend::open(&store_dir(dir.path()), 1 << 20).unwrap();
+        let e = std::sync::Arc::new(Event {
+            revision: 1,
+            key: "/old".into(),
+            kind: EventKind::Created,
+            object: bytes::Bytes::from_static(b"{\"metadata\":{\"resourceVersion\":\"1\"}}"),
+            prev: None,
+            time_ms: 1,
+        });
+        b.commit(&backend::CommitBatch {
+            revision: 1,
+            events: &[e],
+            schema: None,
+        })
+        .unwrap();
+    }
+    assert_eq!(migrate::status(dir.path()).unwrap().pending.len(), 1);
+    let s = open(dir.path()).await;
+    assert_eq!(s.revision(), 1 + bootstrap_revision());
+    assert!(s.get("/old").is_some());
+    assert_eq!(s.count("/registry/namespaces/"), 4);
+    s.close().await.unwrap();
+    drop(s);
+    let backups: Vec<_> = std::fs::read_dir(dir.path().join("backups"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(backups.len(), 1);
+    assert!(backups[0].ends_with("-v0"), "{backups:?}");
+    // The backup restores to the pre-migration state.
+    let restored = tempfile::tempdir().unwrap();
+    let info = snapshot::restore(
+        &dir.path().join("backups").join(&backups[0]),
+        restored.path(),
+    )
+    .unwrap();
+    assert_eq!((info.revision, info.schema), (1, 0));
+    let status = migrate::status(dir.path()).unwrap();
+    assert!(status.pending.is_empty());
+}
+
+#[tokio::test]
+async fn snapshots_round_trip_and_damage_is_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    for i in 0..50 {
+        s.create(&format!("/snap/{i}"), obj("s", i)).await.unwrap();
+    }
+    let (want, rev) = s.list("");
+    s.close().await.unwrap();
+    drop(s);
+    let file = dir.path().join("out.snap");
+    let info = snapshot::save(dir.path(), &file).unwrap();
+    assert_eq!(info.revision, rev);
+
+    let target = tempfile::tempdir().unwrap();
+    snapshot::restore(&file, target.path()).unwrap();
+    let s = open(target.path()).await;
+    assert_eq!(s.list(""), (want, rev));
+    // Revisions continue where they were.
+    let r = written(s.create("/after", obj("a", 1)).await.unwrap());
+    assert_eq!(r.revision, rev + 1);
+    s.close().await.unwrap();
+    drop(s);
+
+    // Restoring over an existing store is refused.
+    let err = snapshot::restore(&file, target.path()).unwrap_err();
+    assert!(err.to_string().contains("already holds a store"), "{err}");
+
+    // A flipped byte or a cut file is refused and leaves nothing behind.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    let damaged = dir.path().join("damaged.snap");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    assert!(snapshot::restore(&damaged, empty.path()).is_err());
+    assert!(!store_dir(empty.path()).exists());
+    let cut = dir.path().join("cut.snap");
+    std::fs::write(&cut, &std::fs::read(&file).unwrap()[..mid]).unwrap();
+    let err = snapshot::restore(&cut, empty.path()).unwrap_err();
+    assert!(err.to_string().contains("truncated"), "{err}");
+    assert!(!store_dir(empty.path()).exists());
+}
+
+#[tokio::test]
+async fn a_second_process_cannot_open_a_store_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let err = migrate::status(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::InUse { .. }), "{err}");
+    s.close().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// The model-based property test.
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    pub enum Step {
+        Create(u8),
+        Update { key: u8, stale: bool },
+        Delete { key: u8, stale: bool },
+        Get(u8),
+        List(u8),
+        Watch { back: u8, prefix: u8 },
+        Compact { back: u8 },
+        Reopen,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (0u8..6).prop_map(Step::Create),
+            4 => (0u8..6, any::<bool>()).prop_map(|(key, stale)| Step::Update { key, stale }),
+            2 => (0u8..6, any::<bool>()).prop_map(|(key, stale)| Step::Delete { key, stale }),
+            1 => (0u8..6).prop_map(Step::Get),
+            1 => (0u8..3).prop_map(Step::List),
+            2 => (0u8..12, 0u8..3).prop_map(|(back, prefix)| Step::Watch { back, prefix }),
+            1 => (0u8..12).prop_map(|back| Step::Compact { back }),
+            1 => Just(Step::Reopen),
+        ]
+    }
+
+    fn key(k: u8) -> String {
+        format!("/{}/{}", if k % 2 == 0 { "even" } else { "odd" }, k)
+    }
+
+    fn prefix(p: u8) -> &'static str {
+        ["", "/even/", "/odd/"][p as usize]
+    }
+
+    /// What the store should hold.
+    #[derive(Default)]
+    struct Model {
+        objects: BTreeMap<String, (u64, u64)>, // key -> (revision, payload)
+        revision: u64,
+        compacted: u64,
+        /// (revision, key, kind)
+        events: Vec<(u64, String, EventKind)>,
+        payload: u64,
+    }
+
+    async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Some(open(dir.path()).await);
+        let mut m = Model {
+            revision: bootstrap_revision(),
+            ..Default::default()
+        };
+        for (i, ns) in ["default", "kube-system", "kube-public", "kube-node-lease"]
+            .iter()
+            .enumerate()
+        {
+            let k = format!("/registry/namespaces/{ns}");
+            m.events.push((i as u64 + 1, k, EventKind::Created));
+        }
+        for step in steps {
+            let s = store.as_ref().unwrap();
+            match step {
+                Step::Create(k) => {
+                    m.payload += 1;
+                    let out = s.create(&key(k), obj("o", m.payload)).await.unwrap();
+                    match m.objects.get(&key(k)) {
+                        Some(&(rev, _)) => {
+                            prop_assert!(
+                                matches!(out, Outcome::AlreadyExists(r) if r.revision == rev)
+                            )
+                        }
+                        None => {
+                            m.revision += 1;
+                            let r = written(out);
+                            prop_assert_eq!(r.revision, m.revision);
+                            m.objects.insert(key(k), (m.revision, m.payload));
+                            m.events.push((m.revision, key(k), EventKind::Created));
+                        }
+                    }
+                }
+                Step::Update { key: k, stale } | Step::Delete { key: k, stale } => {
+                    let is_update = matches!(step, Step::Update { .. });
+                    let current = m.objects.get(&key(k)).copied();
+                    let expect = current.map(|(rev, _)| if stale { rev - 1 } else { rev });
+                    let pre = Preconditions {
+                        revision: expect,
+                        uid: None,
+                    };
+                    m.payload += 1;
+                    let out = if is_update {
+                        s.update(&key(k), obj("o", m.payload), pre).await.unwrap()
+                    } else {
+                        s.delete(&key(k), pre).await.unwrap()
+                    };
+                    match current {
+                        None => prop_assert_eq!(out, Outcome::NotFound),
+                        Some((rev, _)) if stale => {
+                            prop_assert!(matches!(out, Outcome::Conflict(r) if r.revision == rev))
+                        }
+                        Some(_) => {
+                            m.revision += 1;
+                            prop_assert_eq!(written(out).revision, m.revision);
+                            let kind = if is_update {
+                                m.objects.insert(key(k), (m.revision, m.payload));
+                                EventKind::Updated
+                            } else {
+                                m.objects.remove(&key(k));
+                                EventKind::Deleted
+                            };
+                            m.events.push((m.revision, key(k), kind));
+                        }
+                    }
+                }
+                Step::Get(k) => {
+                    let got = s.get(&key(k)).map(|r| {
+                        let n: u64 = parse(&r.value)["data"]["n"]
+                            .as_str()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        (r.revision, n)
+                    });
+                    prop_assert_eq!(got, m.objects.get(&key(k)).copied());
+                }
+                Step::List(p) => {
+                    let (items, rev) = s.list(prefix(p));
+                    prop_assert_eq!(rev, m.revision);
+                    let got: Vec<(String, u64)> = items
+                        .iter()
+                        .map(|(k, r)| (k.to_string(), r.revision))
+                        .collect();
+                    let want: Vec<(String, u64)> = m
+                        .objects
+                        .iter()
+                        .filter(|(k, _)| k.starts_with(prefix(p)))
+                        .map(|(k, &(r, _))| (k.clone(), r))
+                        .collect();
+                    let got: Vec<_> = got
+                        .into_iter()
+                        .filter(|(k, _)| !k.starts_with("/registry/"))
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
+                Step::Watch { back, prefix: p } => {
+                    let after = m.revision.saturating_sub(back as u64);
+                    let mut w = s
+                        .watch(WatchOptions {
+                            prefix: prefix(p).into(),
+                            after: Some(after),
+                            ..Default::default()
+                        })
+                        .unwrap();
+                    if after < m.compacted {
+                        let ev = next(&mut w).await;
+                        prop_assert!(matches!(ev, WatchEvent::Compacted { .. }), "{:?}", ev);
+                    } else {
+                        let want: Vec<_> = m
+                            .events
+                            .iter()
+                            .filter(|(r, k, _)| *r > after && k.starts_with(prefix(p)))
+                            .cloned()
+                            .collect();
+                        for (rev, k, kind) in want {
+                            let WatchEvent::Event(e) = next(&mut w).await else {
+                                return Err(TestCaseError::fail("expected an event"));
+                            };
+                            prop_assert_eq!(
+                                (e.revision, e.key.to_string(), e.kind),
+                                (rev, k, kind)
+                            );
+                        }
+                        // Nothing more: the next write must be the next thing seen.
+                        let probe = s.create("/probe/x", obj("p", 0)).await.unwrap();
+                        m.revision += 1;
+                        prop_assert_eq!(written(probe).revision, m.revision);
+                        s.delete("/probe/x", Preconditions::default())
+                            .await
+                            .unwrap();
+                        m.revision += 1;
+                        m.events
+                            .push((m.revision - 1, "/probe/x".into(), EventKind::Created));
+                        m.events
+                            .push((m.revision, "/probe/x".into(), EventKind::Deleted));
+                        if prefix(p).is_empty() {
+                            let WatchEvent::Event(e) = next(&mut w).await else {
+                                return Err(TestCaseError::fail("expected the probe"));
+                            };
+                            prop_assert_eq!(e.revision, m.revision - 1);
+                        }
+                    }
+                }
+                Step::Compact { back } => {
+                    let to = m.revision.saturating_sub(back as u64);
+                    let floor = s.compact(to).await.unwrap();
+                    m.compacted = m.compacted.max(to);
+                    prop_assert_eq!(floor, m.compacted);
+                }
+                Step::Reopen => {
+                    let s = store.take().unwrap();
+                    s.close().await.unwrap();
+                    drop(s);
+                    let s = open(dir.path()).await;
+                    prop_assert_eq!(s.revision(), m.revision);
+                    prop_assert_eq!(s.compacted(), m.compacted);
+                    store = Some(s);
+                }
+            }
+        }
+        store.unwrap().close().await.unwrap();
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+        #[test]
+        fn the_store_behaves_like_its_model(steps in proptest::collection::vec(step(), 1..40)) {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(run(steps))?;
+        }
+    }
+}
