@@ -28,6 +28,12 @@ enum Command {
         /// Page cache of the object store, in MiB.
         #[arg(long, default_value_t = 64)]
         store_cache_mib: u64,
+        /// Keep at least this many of the latest events for watches to resume from ...
+        #[arg(long, default_value_t = 100_000)]
+        store_retain_events: u64,
+        /// ... or every event of this many last seconds, whichever keeps more.
+        #[arg(long, default_value_t = 3600)]
+        store_retain_seconds: u64,
     },
     /// Storage schema migrations.
     Migrate {
@@ -82,9 +88,13 @@ fn main() -> anyhow::Result<()> {
         Command::Serve {
             data_dir: dir,
             store_cache_mib,
+            store_retain_events,
+            store_retain_seconds,
         } => {
             let mut config = store::Config::new(data_dir(dir));
             config.cache_bytes = store_cache_mib << 20;
+            config.retain_events = store_retain_events;
+            config.retain_for = std::time::Duration::from_secs(store_retain_seconds);
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
             rt.block_on(async { berth::app::serve(config, shutdown_signal()).await })?;
         }

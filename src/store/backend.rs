@@ -61,13 +61,20 @@ pub struct CommitBatch<'a> {
 /// One raw stored entry: key and value bytes as the backend keeps them.
 pub type RawEntry = (Vec<u8>, Vec<u8>);
 
-/// Persistent storage for the store. Implementations must make [`Backend::commit`]
-/// atomic (all of a batch or nothing survives a crash) and durable when it returns.
+/// Persistent storage for the store. Implementations must make [`Backend::write`]
+/// atomic (all of a batch or nothing survives a crash) and [`Backend::flush`] make every
+/// write that returned before it durable.
 pub trait Backend: Send + Sync + 'static {
     fn meta(&self) -> Result<Meta>;
     /// Every current object, in key order.
     fn objects(&self) -> Result<Vec<(Arc<str>, Record)>>;
-    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()>;
+    /// Writes a batch atomically; it is durable once a later [`Backend::flush`] returns.
+    fn write(&self, batch: &CommitBatch<'_>) -> Result<()>;
+    /// Writes a batch atomically and durably.
+    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        self.write(batch)?;
+        self.flush()
+    }
     /// Up to `limit` events with revisions above `after`, in revision order.
     fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
     /// The commit time of the event at `revision`, if it is still in the log.

@@ -177,10 +177,7 @@ impl Store {
     pub async fn open(config: Config) -> Result<Self> {
         let cfg = config.clone();
         let (backend, meta, objects) = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&cfg.data_dir).map_err(|source| Error::Io {
-                context: format!("create data directory {}", cfg.data_dir.display()),
-                source,
-            })?;
+            create_private_dir(&cfg.data_dir)?;
             let backend: Arc<dyn Backend> = Arc::new(sled_backend::SledBackend::open(
                 &cfg.store_dir(),
                 cfg.cache_bytes,
@@ -345,6 +342,24 @@ impl Store {
         self.shared.hub.close();
         self.shared.backend.flush()
     }
+}
+
+/// Creates the data directory, readable only by its owner (it will hold credentials).
+fn create_private_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let io = |source| Error::Io {
+        context: format!("create data directory {}", dir.display()),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    Ok(())
 }
 
 fn prepare(key: &str, value: Bytes) -> Result<stamp::Template> {

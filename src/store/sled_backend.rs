@@ -8,7 +8,10 @@
 //! | `m/rev`                 | revision of the last commit, u64 big-endian   |
 //! | `m/compacted`           | compaction floor, u64 big-endian              |
 //! | `o/<key>`               | revision (u64 BE) then the object's JSON      |
-//! | `e/<revision u64 BE>`   | one event (see [`encode_event`])              |
+//! | `e/<revision u64 BE>`   | a segment: the events of one commit, from this revision on (see [`encode_segment`]) |
+//!
+//! Keeping a whole commit's events in one entry makes the log cost one insert per group
+//! commit instead of one per write.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +42,11 @@ fn backend_err(context: impl Into<String>) -> impl FnOnce(sled::Error) -> Error 
     }
 }
 
+fn is_lock_error(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
+        || e.to_string().contains("lock")
+}
+
 fn corrupt(what: &str) -> Error {
     Error::Backend {
         context: "read store".into(),
@@ -49,24 +57,31 @@ fn corrupt(what: &str) -> Error {
 impl SledBackend {
     /// Opens (or creates) the database in `dir` with a page cache of `cache_bytes`.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .flush_every_ms(None)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| {
-                let in_use = matches!(&e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
-                    || e.to_string().contains("lock");
-                if in_use {
-                    Error::InUse {
-                        dir: dir.display().to_string(),
+        // sled's background threads release the directory lock a moment after the last
+        // handle is dropped, so a reopen in the same process may briefly find it taken.
+        let mut delay = std::time::Duration::from_millis(5);
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            let opened = sled::Config::new()
+                .path(dir)
+                .cache_capacity(cache_bytes)
+                .flush_every_ms(None)
+                .mode(sled::Mode::HighThroughput)
+                .open();
+            match opened {
+                Ok(db) => return Ok(Self { db }),
+                Err(e) if is_lock_error(&e) => {
+                    if std::time::Instant::now() >= give_up {
+                        return Err(Error::InUse {
+                            dir: dir.display().to_string(),
+                        });
                     }
-                } else {
-                    backend_err(format!("open store in {}", dir.display()))(e)
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(std::time::Duration::from_millis(100));
                 }
-            })?;
-        Ok(Self { db })
+                Err(e) => return Err(backend_err(format!("open store in {}", dir.display()))(e)),
+            }
+        }
     }
 
     fn read_u64(&self, key: &[u8]) -> Result<u64> {
@@ -97,57 +112,93 @@ fn event_key(revision: u64) -> [u8; 10] {
     k
 }
 
-/// `time u64 | kind u8 | key_len u32 | key | object_len u32 | object | prev_rev u64 | prev`
-/// with `prev_rev` 0 when there is no previous object.
-fn encode_event(e: &Event) -> Vec<u8> {
-    let prev_len = e.prev.as_ref().map_or(0, |p| p.value.len());
-    let mut out = Vec::with_capacity(29 + e.key.len() + e.object.len() + prev_len);
-    out.extend_from_slice(&e.time_ms.to_be_bytes());
-    out.push(match e.kind {
-        EventKind::Created => 0,
-        EventKind::Updated => 1,
-        EventKind::Deleted => 2,
-    });
-    out.extend_from_slice(&(e.key.len() as u32).to_be_bytes());
-    out.extend_from_slice(e.key.as_bytes());
-    out.extend_from_slice(&(e.object.len() as u32).to_be_bytes());
-    out.extend_from_slice(&e.object);
-    match &e.prev {
-        None => out.extend_from_slice(&0u64.to_be_bytes()),
-        Some(p) => {
-            out.extend_from_slice(&p.revision.to_be_bytes());
-            out.extend_from_slice(&p.value);
+/// `time u64 | count u32`, then each event as
+/// `kind u8 | key_len u32 | key | object_len u32 | object | prev_rev u64 [| prev_len u32 | prev]`
+/// (`prev_rev` 0 when there is no previous object). The events of a segment have
+/// consecutive revisions starting at the segment's key, and share one commit time.
+fn encode_segment(events: &[Arc<Event>]) -> Vec<u8> {
+    let size: usize = events
+        .iter()
+        .map(|e| 29 + e.key.len() + e.object.len() + e.prev.as_ref().map_or(0, |p| p.value.len()))
+        .sum();
+    let mut out = Vec::with_capacity(12 + size);
+    out.extend_from_slice(&events.first().map_or(0, |e| e.time_ms).to_be_bytes());
+    out.extend_from_slice(&(events.len() as u32).to_be_bytes());
+    for e in events {
+        out.push(match e.kind {
+            EventKind::Created => 0,
+            EventKind::Updated => 1,
+            EventKind::Deleted => 2,
+        });
+        out.extend_from_slice(&(e.key.len() as u32).to_be_bytes());
+        out.extend_from_slice(e.key.as_bytes());
+        out.extend_from_slice(&(e.object.len() as u32).to_be_bytes());
+        out.extend_from_slice(&e.object);
+        match &e.prev {
+            None => out.extend_from_slice(&0u64.to_be_bytes()),
+            Some(p) => {
+                out.extend_from_slice(&p.revision.to_be_bytes());
+                out.extend_from_slice(&(p.value.len() as u32).to_be_bytes());
+                out.extend_from_slice(&p.value);
+            }
         }
     }
     out
 }
 
-fn decode_event(revision: u64, b: &[u8]) -> Result<Event> {
+/// The commit time and number of events of a segment.
+fn segment_header(b: &[u8]) -> Result<(u64, u32)> {
+    let mut r = Reader(b);
+    Ok((r.u64()?, r.u32()?))
+}
+
+fn decode_segment(first: u64, b: &[u8]) -> Result<Vec<Event>> {
     let mut r = Reader(b);
     let time_ms = r.u64()?;
-    let kind = match r.take(1)?[0] {
-        0 => EventKind::Created,
-        1 => EventKind::Updated,
-        2 => EventKind::Deleted,
-        _ => return Err(corrupt("event")),
-    };
-    let key_len = r.u32()? as usize;
-    let key = std::str::from_utf8(r.take(key_len)?).map_err(|_| corrupt("event"))?;
-    let obj_len = r.u32()? as usize;
-    let object = Bytes::copy_from_slice(r.take(obj_len)?);
-    let prev_rev = r.u64()?;
-    let prev = (prev_rev != 0).then(|| Record {
-        revision: prev_rev,
-        value: Bytes::copy_from_slice(r.0),
-    });
-    Ok(Event {
-        revision,
-        key: Arc::from(key),
-        kind,
-        object,
-        prev,
-        time_ms,
-    })
+    let count = r.u32()?;
+    let mut out = Vec::with_capacity(count.min(4096) as usize);
+    for i in 0..u64::from(count) {
+        let kind = match r.take(1)?[0] {
+            0 => EventKind::Created,
+            1 => EventKind::Updated,
+            2 => EventKind::Deleted,
+            _ => return Err(corrupt("event")),
+        };
+        let key_len = r.u32()? as usize;
+        let key = std::str::from_utf8(r.take(key_len)?).map_err(|_| corrupt("event"))?;
+        let obj_len = r.u32()? as usize;
+        let object = Bytes::copy_from_slice(r.take(obj_len)?);
+        let prev_rev = r.u64()?;
+        let prev = if prev_rev == 0 {
+            None
+        } else {
+            let len = r.u32()? as usize;
+            Some(Record {
+                revision: prev_rev,
+                value: Bytes::copy_from_slice(r.take(len)?),
+            })
+        };
+        out.push(Event {
+            revision: first + i,
+            key: Arc::from(key),
+            kind,
+            object,
+            prev,
+            time_ms,
+        });
+    }
+    if !r.0.is_empty() {
+        return Err(corrupt("event"));
+    }
+    Ok(out)
+}
+
+fn segment_start(k: &[u8]) -> Result<u64> {
+    Ok(u64::from_be_bytes(
+        k.get(2..10)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| corrupt("event"))?,
+    ))
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -210,7 +261,7 @@ impl Backend for SledBackend {
         Ok(out)
     }
 
-    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
+    fn write(&self, batch: &CommitBatch<'_>) -> Result<()> {
         let mut b = sled::Batch::default();
         for e in batch.events {
             match e.kind {
@@ -222,39 +273,61 @@ impl Backend for SledBackend {
                     b.insert(object_key(&e.key), v);
                 }
             }
-            b.insert(&event_key(e.revision)[..], encode_event(e));
+        }
+        if let Some(first) = batch.events.first() {
+            debug_assert!(
+                batch
+                    .events
+                    .iter()
+                    .enumerate()
+                    .all(|(i, e)| e.revision == first.revision + i as u64),
+                "a commit's revisions are consecutive"
+            );
+            b.insert(&event_key(first.revision)[..], encode_segment(batch.events));
         }
         b.insert(REVISION, &batch.revision.to_be_bytes()[..]);
         if let Some(schema) = batch.schema {
             b.insert(SCHEMA, &schema.to_be_bytes()[..]);
         }
         self.db.apply_batch(b).map_err(backend_err("write batch"))?;
-        self.flush()
+        Ok(())
     }
 
     fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         let Some(start) = after.checked_add(1) else {
             return Ok(Vec::new());
         };
+        // Begin with the segment that holds `start`, which may begin before it.
+        let from = match self.db.range(event_key(0)..=event_key(start)).next_back() {
+            Some(kv) => kv.map_err(backend_err("read event log"))?.0.to_vec(),
+            None => event_key(0).to_vec(),
+        };
         let mut out = Vec::new();
-        for kv in self
-            .db
-            .range(event_key(start)..=event_key(u64::MAX))
-            .take(limit)
-        {
+        for kv in self.db.range(from..=event_key(u64::MAX).to_vec()) {
             let (k, v) = kv.map_err(backend_err("read event log"))?;
-            let revision = u64::from_be_bytes(k[2..].try_into().map_err(|_| corrupt("event"))?);
-            out.push(decode_event(revision, &v)?);
+            for e in decode_segment(segment_start(&k)?, &v)? {
+                if e.revision > after {
+                    out.push(e);
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
+                }
+            }
         }
         Ok(out)
     }
 
     fn event_time(&self, revision: u64) -> Result<Option<u64>> {
-        let v = self
+        let Some(kv) = self
             .db
-            .get(event_key(revision))
-            .map_err(backend_err("read event log"))?;
-        v.map(|v| Reader(&v).u64()).transpose()
+            .range(event_key(0)..=event_key(revision))
+            .next_back()
+        else {
+            return Ok(None);
+        };
+        let (k, v) = kv.map_err(backend_err("read event log"))?;
+        let (time, count) = segment_header(&v)?;
+        Ok((revision < segment_start(&k)? + u64::from(count)).then_some(time))
     }
 
     fn set_compacted(&self, floor: u64) -> Result<()> {
@@ -267,13 +340,14 @@ impl Backend for SledBackend {
     fn drop_events(&self, floor: u64, limit: usize) -> Result<usize> {
         let mut b = sled::Batch::default();
         let mut n = 0;
-        for k in self
-            .db
-            .range(event_key(0)..=event_key(floor))
-            .keys()
-            .take(limit)
-        {
-            b.remove(k.map_err(backend_err("compact event log"))?);
+        for kv in self.db.range(event_key(0)..=event_key(floor)).take(limit) {
+            let (k, v) = kv.map_err(backend_err("compact event log"))?;
+            let (_, count) = segment_header(&v)?;
+            // A segment goes only once all of it is at or below the floor.
+            if segment_start(&k)? + u64::from(count) > floor + 1 {
+                break;
+            }
+            b.remove(k);
             n += 1;
         }
         if n > 0 {
@@ -323,40 +397,98 @@ impl Backend for SledBackend {
 mod tests {
     use super::*;
 
-    #[test]
-    fn events_round_trip_through_their_encoding() {
-        for prev in [
+    fn events() -> Vec<Arc<Event>> {
+        [
             None,
             Some(Record {
                 revision: 3,
                 value: Bytes::from_static(b"{\"a\":1}"),
             }),
-        ] {
-            let e = Event {
-                revision: 9,
-                key: Arc::from("/registry/pods/default/a"),
-                kind: EventKind::Updated,
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, prev)| {
+            Arc::new(Event {
+                revision: 9 + i as u64,
+                key: Arc::from(format!("/registry/pods/default/{i}")),
+                kind: if prev.is_some() {
+                    EventKind::Updated
+                } else {
+                    EventKind::Created
+                },
                 object: Bytes::from_static(b"{\"b\":2}"),
                 prev,
                 time_ms: 1234,
-            };
-            assert_eq!(decode_event(9, &encode_event(&e)).unwrap(), e);
-        }
+            })
+        })
+        .collect()
     }
 
     #[test]
-    fn truncated_events_are_errors_not_panics() {
-        let e = Event {
-            revision: 1,
-            key: Arc::from("k"),
-            kind: EventKind::Created,
-            object: Bytes::from_static(b"{}"),
-            prev: None,
-            time_ms: 1,
-        };
-        let bytes = encode_event(&e);
+    fn segments_round_trip_through_their_encoding() {
+        let want = events();
+        let got = decode_segment(9, &encode_segment(&want)).unwrap();
+        assert_eq!(got, want.iter().map(|e| (**e).clone()).collect::<Vec<_>>());
+        assert_eq!(segment_header(&encode_segment(&want)).unwrap(), (1234, 2));
+    }
+
+    #[test]
+    fn damaged_segments_are_errors_not_panics() {
+        let bytes = encode_segment(&events());
         for n in 0..bytes.len() {
-            assert!(decode_event(1, &bytes[..n]).is_err(), "prefix of {n} bytes");
+            assert!(
+                decode_segment(9, &bytes[..n]).is_err(),
+                "prefix of {n} bytes"
+            );
         }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_segment(9, &longer).is_err());
+    }
+
+    #[test]
+    fn reads_and_compaction_respect_segment_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = SledBackend::open(dir.path(), 1 << 20).unwrap();
+        // Three commits: revisions 1-3, 4, 5-6.
+        let ev = |rev: u64| {
+            Arc::new(Event {
+                revision: rev,
+                key: Arc::from(format!("/k/{rev}")),
+                kind: EventKind::Created,
+                object: Bytes::from_static(b"{}"),
+                prev: None,
+                time_ms: rev * 10,
+            })
+        };
+        for revs in [1..=3u64, 4..=4, 5..=6] {
+            let events: Vec<_> = revs.clone().map(ev).collect();
+            let revision = *revs.end();
+            b.commit(&CommitBatch {
+                revision,
+                events: &events,
+                schema: None,
+            })
+            .unwrap();
+        }
+        let revs = |after, limit| -> Vec<u64> {
+            b.events(after, limit)
+                .unwrap()
+                .iter()
+                .map(|e| e.revision)
+                .collect()
+        };
+        assert_eq!(revs(0, 100), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(revs(1, 100), [2, 3, 4, 5, 6]);
+        assert_eq!(revs(2, 2), [3, 4]);
+        assert_eq!(revs(6, 100), Vec::<u64>::new());
+        assert_eq!(b.event_time(2).unwrap(), Some(10));
+        assert_eq!(b.event_time(6).unwrap(), Some(50));
+        assert_eq!(b.event_time(7).unwrap(), None);
+        // Floor 2 drops nothing (the first segment reaches 3); floor 4 drops two segments.
+        assert_eq!(b.drop_events(2, 100).unwrap(), 0);
+        assert_eq!(b.drop_events(4, 100).unwrap(), 2);
+        assert_eq!(revs(4, 100), [5, 6]);
+        assert_eq!(b.event_time(3).unwrap(), None);
     }
 }

@@ -5,3 +5,4 @@ mod cli;
 mod store_concurrency;
 mod store_crash;
 mod support;
+mod tidy;
