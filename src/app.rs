@@ -1,11 +1,58 @@
-//! The `berth serve` process: opens the data directory, runs until told to stop, and
-//! shuts everything down in order.
+//! The `berth serve` process: opens the data directory (store, certificates, admin token,
+//! kubeconfig), serves the API until told to stop, then shuts everything down in order.
 
 use std::future::Future;
-use std::path::PathBuf;
-use std::time::Instant;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use base64::Engine;
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState, tls};
+use crate::registry::{Registry, User};
 use crate::store::{self, Store};
+
+/// Everything `berth serve` can be told.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub store: store::Config,
+    /// Serve this certificate chain and key (PEM files) instead of the generated ones.
+    pub tls_files: Option<(PathBuf, PathBuf)>,
+    /// How often idle watches that allow bookmarks get one.
+    pub bookmark_every: Duration,
+}
+
+impl Config {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            store: store::Config::new(data_dir),
+            tls_files: None,
+            bookmark_every: Duration::from_secs(60),
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.store.data_dir
+    }
+}
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    #[error(transparent)]
+    Tls(#[from] tls::Error),
+    #[error("{0}")]
+    Registry(#[from] crate::registry::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
 
 /// The data directory used when none is given: `/var/lib/berth` for root, otherwise
 /// `$XDG_DATA_HOME/berth` or `~/.local/share/berth`.
@@ -35,19 +82,195 @@ fn is_root() -> bool {
     }
 }
 
-/// Runs the cluster on `config` until `shutdown` completes.
-pub async fn serve(config: store::Config, shutdown: impl Future<Output = ()>) -> store::Result<()> {
+/// A cluster whose data directory is open and ready to serve.
+pub struct Cluster {
+    pub registry: Registry,
+    pub admin_token: String,
+    /// The CA that signed the serving certificate (PEM).
+    pub ca_pem: String,
+    pub kubeconfig: PathBuf,
+    pub url: String,
+    tls: Arc<rustls::ServerConfig>,
+    address: SocketAddr,
+}
+
+/// The address clients should use for a listen address (`0.0.0.0` means loopback here).
+fn client_address(addr: SocketAddr) -> SocketAddr {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    SocketAddr::new(ip, addr.port())
+}
+
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+}
+
+/// The admin token of `data_dir`, made at first start (random, mode 0600).
+fn admin_token(data_dir: &Path) -> Result<String, Error> {
+    let path = data_dir.join("admin.token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_string();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let mut raw = [0u8; 32];
+    getrandom::fill(&mut raw).map_err(|e| Error::Io {
+        context: "generate the admin token".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+    tls::write_private(&path, format!("{token}\n").as_bytes())?;
+    Ok(token)
+}
+
+fn kubeconfig_text(url: &str, ca_pem: &str, token: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: berth
+  cluster:
+    server: {url}
+    certificate-authority-data: {ca}
+users:
+- name: berth-admin
+  user:
+    token: {token}
+contexts:
+- name: berth
+  context:
+    cluster: berth
+    user: berth-admin
+    namespace: default
+current-context: berth
+preferences: {{}}
+"
+    )
+}
+
+impl Cluster {
+    /// Opens the data directory for serving at `address`.
+    pub async fn open(config: &Config, address: SocketAddr) -> Result<Self, Error> {
+        let data_dir = config.data_dir().to_path_buf();
+        let store = Store::open(config.store.clone()).await?;
+        let registry = Registry::new(store).with_bookmark_interval(config.bookmark_every);
+        let address = client_address(address);
+        let url = format!("https://{address}");
+        let (tls, ca_pem) = match &config.tls_files {
+            Some((cert, key)) => {
+                let read = |p: &Path| {
+                    std::fs::read_to_string(p).map_err(|source| Error::Io {
+                        context: format!("read {}", p.display()),
+                        source,
+                    })
+                };
+                let chain = read(cert)?;
+                let config = tls::server_config(&chain, &read(key)?)?;
+                // Clients trust the given chain's own root; the kubeconfig carries it.
+                (config, chain)
+            }
+            None => {
+                let (ca_pem, ca_key) = tls::ensure_ca(&data_dir)?;
+                let mut hosts = vec![
+                    "127.0.0.1".to_string(),
+                    "::1".to_string(),
+                    "localhost".to_string(),
+                ];
+                hosts.extend(host_name());
+                let ip = address.ip().to_string();
+                if !hosts.contains(&ip) {
+                    hosts.push(ip);
+                }
+                let (chain, key) = tls::serving_cert(&ca_key, &hosts)?;
+                (tls::server_config(&chain, &key)?, ca_pem)
+            }
+        };
+        let admin_token = admin_token(&data_dir)?;
+        registry
+            .register_token(
+                &admin_token,
+                &User {
+                    name: "admin".into(),
+                    groups: vec!["system:masters".into()],
+                    namespace: None,
+                },
+            )
+            .await?;
+        let kubeconfig = data_dir.join("kubeconfig");
+        tls::write_private(
+            &kubeconfig,
+            kubeconfig_text(&url, &ca_pem, &admin_token).as_bytes(),
+        )?;
+        Ok(Self {
+            registry,
+            admin_token,
+            ca_pem,
+            kubeconfig,
+            url,
+            tls,
+            address,
+        })
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then closes the store.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), Error> {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let state = AppState {
+            registry: self.registry.clone(),
+            server_address: self.address.to_string(),
+            shutdown: stopped,
+        };
+        api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
+        tracing::info!("shutting down");
+        self.registry.store().close().await?;
+        Ok(())
+    }
+}
+
+/// Binds `listen`, opens the cluster and serves until `shutdown` completes.
+pub async fn serve(
+    config: Config,
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
     let started = Instant::now();
-    let data_dir = config.data_dir.clone();
-    let store = Store::open(config).await?;
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| Error::Io {
+            context: format!(
+                "listen on {listen} (is another server using it? pass --listen ADDR:PORT)"
+            ),
+            source,
+        })?;
+    let address = listener.local_addr().map_err(|source| Error::Io {
+        context: "read the listening address".into(),
+        source,
+    })?;
+    if !address.ip().is_loopback() {
+        tracing::warn!(
+            %address,
+            "listening beyond loopback: anyone who can reach this address and holds the admin token has full access"
+        );
+    }
+    let cluster = Cluster::open(&config, address).await?;
+    tracing::info!(url = %cluster.url, "serving the Kubernetes API");
+    tracing::info!(kubeconfig = %cluster.kubeconfig.display(), "kubeconfig written (export KUBECONFIG=... to use it)");
     tracing::info!(
-        data_dir = %data_dir.display(),
-        revision = store.revision(),
         elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-        "store ready"
+        data_dir = %config.data_dir().display(),
+        "ready"
     );
-    tracing::warn!("the HTTP API is not served yet: this build runs the object store only");
-    shutdown.await;
-    tracing::info!("shutting down");
-    store.close().await
+    cluster.serve(listener, shutdown).await
 }

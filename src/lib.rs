@@ -5,11 +5,20 @@
 //! - [`store`] — the object store: keys and JSON objects, one global revision, durable
 //!   group commit, an in-memory read cache, watches, compaction, migrations, snapshots.
 //!   It imports nothing else from this crate, and is the only module that names sled.
+//! - [`types`] — API object helpers: timestamps, name syntax, label and field selectors.
+//! - [`registry`] — the generic resource engine and the per-kind rules: Kubernetes object
+//!   semantics on top of the store. Knows kinds, not HTTP.
+//! - [`api`] — the HTTP skin over the registry: routing, TLS, authentication, discovery,
+//!   watch streaming, and errors as `metav1.Status` (chosen in `api::error` only).
 //! - [`app`] — wiring the layers into the `berth serve` process.
 //!
-//! Dependencies point down only: `app` → `store`.
+//! Dependencies point down only: `app` → `api` → `registry` → `store`, and everything
+//! above the store may use `types`.
 
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod app;
+pub mod registry;
 pub mod store;
+pub mod types;

@@ -25,6 +25,15 @@ enum Command {
         /// Where berth keeps its state.
         #[arg(long, env = "BERTH_DATA_DIR")]
         data_dir: Option<PathBuf>,
+        /// Address and port to serve the API on (HTTPS).
+        #[arg(long, default_value = "127.0.0.1:6443")]
+        listen: std::net::SocketAddr,
+        /// Serve this certificate chain (PEM) instead of the generated one; needs --tls-key.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
         /// Page cache of the object store, in MiB.
         #[arg(long, default_value_t = 64)]
         store_cache_mib: u64,
@@ -87,16 +96,20 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve {
             data_dir: dir,
+            listen,
+            tls_cert,
+            tls_key,
             store_cache_mib,
             store_retain_events,
             store_retain_seconds,
         } => {
-            let mut config = store::Config::new(data_dir(dir));
-            config.cache_bytes = store_cache_mib << 20;
-            config.retain_events = store_retain_events;
-            config.retain_for = std::time::Duration::from_secs(store_retain_seconds);
+            let mut config = berth::app::Config::new(data_dir(dir));
+            config.store.cache_bytes = store_cache_mib << 20;
+            config.store.retain_events = store_retain_events;
+            config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
+            config.tls_files = tls_cert.zip(tls_key);
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
-            rt.block_on(async { berth::app::serve(config, shutdown_signal()).await })?;
+            rt.block_on(async { berth::app::serve(config, listen, shutdown_signal()).await })?;
         }
         Command::Migrate {
             command: MigrateCommand::Status { data_dir: dir },

@@ -344,6 +344,11 @@ impl Store {
     }
 }
 
+/// `value` (a JSON object) with `metadata.resourceVersion` set to `revision`.
+pub fn restamp(value: &Bytes, revision: u64) -> Result<Bytes, InvalidValue> {
+    Ok(stamp::prepare(value.clone())?.stamp(revision))
+}
+
 /// Creates the data directory, readable only by its owner (it will hold credentials).
 fn create_private_dir(dir: &Path) -> Result<()> {
     if dir.is_dir() {

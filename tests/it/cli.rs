@@ -24,7 +24,7 @@ fn text(o: &Output) -> String {
 /// Starts `berth serve`, waits until the store is ready and stops it with SIGTERM.
 fn serve_once(dir: &Path) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["serve", "--data-dir"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .env("BERTH_LOG", "info")
         .env("NO_COLOR", "1")
@@ -35,7 +35,7 @@ fn serve_once(dir: &Path) {
     let ready = lines
         .by_ref()
         .map(|l| l.unwrap())
-        .find(|l| l.contains("store ready"));
+        .find(|l| l.contains(" ready"));
     assert!(ready.is_some(), "berth serve never became ready");
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -92,7 +92,8 @@ fn migrate_status_snapshot_save_and_restore_work_from_the_command_line() {
         data_s,
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("at revision 4"), "{}", text(&o));
+    // Four default namespaces and the admin token.
+    assert!(text(&o).contains("at revision 5"), "{}", text(&o));
 
     let restored = dir.path().join("restored");
     let o = berth(&[
@@ -146,7 +147,7 @@ fn migrate_status_snapshot_save_and_restore_work_from_the_command_line() {
 fn a_data_directory_in_use_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["serve", "--data-dir"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("NO_COLOR", "1")
         .stderr(Stdio::piped())
@@ -157,7 +158,7 @@ fn a_data_directory_in_use_is_refused_with_a_clear_message() {
         lines
             .by_ref()
             .map(|l| l.unwrap())
-            .any(|l| l.contains("store ready"))
+            .any(|l| l.contains(" ready"))
     );
     let o = berth(&[
         "migrate",

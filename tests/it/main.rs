@@ -1,6 +1,7 @@
 //! End-to-end tests: the store under real processes and concurrency, and the `berth`
 //! binary driven like a user would.
 
+mod api;
 mod cli;
 mod store_concurrency;
 mod store_crash;

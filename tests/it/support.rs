@@ -21,3 +21,193 @@ pub async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
         .await
         .expect("operation hung")
 }
+
+/// A real berth server on a random loopback port with a temporary data directory, and an
+/// HTTPS client that trusts its CA and carries the admin token.
+pub struct TestServer {
+    pub url: String,
+    pub token: String,
+    pub ca_pem: String,
+    pub client: reqwest::Client,
+    pub dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+pub fn https_client(ca_pem: &str) -> reqwest::Client {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .http1_only()
+        .build()
+        .unwrap()
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_in(tempfile::tempdir().unwrap(), |_| {}).await
+    }
+
+    pub async fn start_with(tune: impl FnOnce(&mut berth::app::Config)) -> Self {
+        Self::start_in(tempfile::tempdir().unwrap(), tune).await
+    }
+
+    /// Starts a server on an existing data directory (for restart tests).
+    pub async fn start_in(
+        dir: tempfile::TempDir,
+        tune: impl FnOnce(&mut berth::app::Config),
+    ) -> Self {
+        let mut config = berth::app::Config::new(dir.path());
+        config.store.cache_bytes = 8 << 20;
+        tune(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cluster = berth::app::Cluster::open(&config, addr).await.unwrap();
+        let (url, token, ca_pem) = (
+            cluster.url.clone(),
+            cluster.admin_token.clone(),
+            cluster.ca_pem.clone(),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            cluster
+                .serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Self {
+            client: https_client(&ca_pem),
+            url,
+            token,
+            ca_pem,
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the server gracefully and hands back its data directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.stop.take().unwrap().send(());
+        within(30, self.task.take().unwrap()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+    }
+
+    /// Sends a request with an optional JSON body; returns the code and the JSON answer.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut r = self.req(method, path);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let code = resp.status().as_u16();
+        let bytes = resp.bytes().await.unwrap();
+        let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+        });
+        (code, v)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.call(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, serde_json::Value) {
+        self.call(reqwest::Method::DELETE, path, None).await
+    }
+
+    pub async fn patch(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let resp = self
+            .req(reqwest::Method::PATCH, path)
+            .header("Content-Type", content_type)
+            .body(serde_json::to_vec(&body).unwrap())
+            .send()
+            .await
+            .unwrap();
+        let code = resp.status().as_u16();
+        (code, resp.json().await.unwrap())
+    }
+
+    /// Opens a watch and returns a reader of its events.
+    pub async fn watch(&self, path: &str) -> WatchReader {
+        let resp = self.req(reqwest::Method::GET, path).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "watch {path}");
+        WatchReader {
+            stream: Box::pin(resp.bytes_stream()),
+            buf: Vec::new(),
+        }
+    }
+}
+
+/// Reads newline-delimited watch events.
+pub struct WatchReader {
+    stream:
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: Vec<u8>,
+}
+
+impl WatchReader {
+    /// The next event, or `None` when the server ended the stream.
+    pub async fn next(&mut self) -> Option<serde_json::Value> {
+        use futures_util::StreamExt;
+        loop {
+            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=pos).collect();
+                return Some(serde_json::from_slice(&line).expect("each line is one JSON event"));
+            }
+            match within(20, self.stream.next()).await {
+                Some(chunk) => self.buf.extend_from_slice(&chunk.unwrap()),
+                None => return None,
+            }
+        }
+    }
+
+    /// The next event that is not a bookmark.
+    pub async fn next_change(&mut self) -> serde_json::Value {
+        loop {
+            let e = self.next().await.expect("the watch is still open");
+            if e["type"] != "BOOKMARK" {
+                return e;
+            }
+        }
+    }
+}

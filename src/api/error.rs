@@ -1,0 +1,220 @@
+//! The one place that turns errors into HTTP answers: a `metav1.Status` body with the
+//! matching code and reason. A 5xx answer never carries internals; those go to the log.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::registry;
+
+/// Errors of the HTTP layer: the registry's, plus what only HTTP can get wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("the server could not find the requested resource")]
+    NoRoute,
+    #[error("the request body is too large: at most {0} bytes are accepted")]
+    TooLarge(usize),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP code, the reason and the `details` of the Status.
+    fn parts(&self) -> (StatusCode, &'static str, Value) {
+        use registry::Error as R;
+        match self {
+            Error::Registry(e) => match e {
+                R::NotFound {
+                    group,
+                    resource,
+                    name,
+                } => (
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    json!({"name": name, "group": group, "kind": plural(resource)}),
+                ),
+                R::AlreadyExists {
+                    group,
+                    resource,
+                    name,
+                } => (
+                    StatusCode::CONFLICT,
+                    "AlreadyExists",
+                    json!({"name": name, "group": group, "kind": plural(resource)}),
+                ),
+                R::Conflict {
+                    group,
+                    resource,
+                    name,
+                    ..
+                } => (
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    json!({"name": name, "group": group, "kind": plural(resource)}),
+                ),
+                R::Invalid {
+                    group,
+                    kind,
+                    name,
+                    causes,
+                } => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    json!({
+                        "name": name, "group": group, "kind": kind,
+                        "causes": causes.iter().map(|c| json!({
+                            "reason": c.reason, "message": c.message, "field": c.field,
+                        })).collect::<Vec<_>>(),
+                    }),
+                ),
+                R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest", json!(null)),
+                R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
+                R::Expired(_) => (StatusCode::GONE, "Expired", json!(null)),
+                R::MethodNotAllowed(_) => (
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "MethodNotAllowed",
+                    json!(null),
+                ),
+                R::UnsupportedMediaType(_) => (
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    json!(null),
+                ),
+                R::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "Timeout", json!(null)),
+                R::Internal(_) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalError",
+                    json!(null),
+                ),
+            },
+            Error::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized", json!(null)),
+            Error::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
+            Error::NoRoute => (StatusCode::NOT_FOUND, "NotFound", json!(null)),
+            Error::TooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                json!(null),
+            ),
+            Error::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest", json!(null)),
+            Error::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                json!(null),
+            ),
+            Error::MethodNotAllowed(_) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                json!(null),
+            ),
+        }
+    }
+
+    /// The Status object for this error.
+    pub fn status(&self) -> (StatusCode, Value) {
+        let (code, reason, details) = self.parts();
+        let message = if code.is_server_error() {
+            tracing::error!(error = %self, "internal error answering a request");
+            "Internal error occurred: see the berth server log for details".to_string()
+        } else {
+            self.to_string()
+        };
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code.as_u16(),
+        });
+        if !details.is_null() {
+            status["details"] = details;
+        }
+        (code, status)
+    }
+}
+
+/// `pods` from `pods` or `leases.coordination.k8s.io`: details name the plural alone.
+fn plural(qualified: &str) -> &str {
+    qualified.split('.').next().unwrap_or(qualified)
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (code, body) = self.status();
+        let mut resp = (code, serde_json::to_vec(&body).expect("JSON serializes")).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if code == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"berth\""),
+            );
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_carry_code_reason_and_details() {
+        let e = Error::from(registry::Error::NotFound {
+            group: "",
+            resource: "pods".into(),
+            name: "nope".into(),
+        });
+        let (code, s) = e.status();
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert_eq!(s["message"], "pods \"nope\" not found");
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(
+            s["details"],
+            json!({"name": "nope", "group": "", "kind": "pods"})
+        );
+        assert_eq!(s["code"], 404);
+    }
+
+    #[test]
+    fn internal_errors_hide_their_detail() {
+        let e = Error::from(registry::Error::Internal(
+            "disk on fire at /secret/path".into(),
+        ));
+        let (code, s) = e.status();
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!s["message"].as_str().unwrap().contains("secret"));
+    }
+
+    #[test]
+    fn invalid_lists_causes() {
+        let e = Error::from(registry::Error::Invalid {
+            group: "",
+            kind: "Pod",
+            name: "invalid".into(),
+            causes: vec![registry::Cause::required("spec.containers")],
+        });
+        let (code, s) = e.status();
+        assert_eq!(code.as_u16(), 422);
+        assert_eq!(
+            s["message"],
+            "Pod \"invalid\" is invalid: spec.containers: Required value"
+        );
+        assert_eq!(s["details"]["causes"][0]["field"], "spec.containers");
+    }
+}

@@ -1,0 +1,230 @@
+//! The HTTP API: an axum router over the registry, served over TLS with bearer-token
+//! authentication. Routes: health and version (open), discovery, and resource requests
+//! under `/api/v1` and `/apis/{group}/{version}`.
+
+pub mod discovery;
+pub mod error;
+mod resources;
+pub mod tls;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+use crate::registry::Registry;
+use error::Error;
+
+pub use resources::MAX_BODY;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Registry,
+    /// `host:port` clients reach the server at (for legacy discovery).
+    pub server_address: String,
+    /// Turns true when the server shuts down; open watches end.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// The router, without TLS or a socket: testable with `oneshot`.
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/api", get(api))
+        .route("/apis", get(apis))
+        .route("/api/v1", get(core_resources))
+        .route("/apis/{group}", get(api_group))
+        .route("/apis/{group}/{version}", get(group_resources))
+        .route("/api/v1/{*rest}", any(core_request))
+        .route("/apis/{group}/{version}/{*rest}", any(group_request))
+        .fallback(|| async { Error::NoRoute })
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .route("/healthz", get(ok))
+        .route("/livez", get(ok))
+        .route("/readyz", get(ok))
+        .route("/version", get(|| async { discovery::version() }))
+        .merge(protected)
+        .fallback(|| async { Error::NoRoute })
+        .with_state(state)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+}
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+/// Every request but health and version needs a valid bearer token.
+async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match token.and_then(|t| state.registry.authenticate(t)) {
+        Some(_user) => next.run(req).await,
+        None => Error::Unauthorized.into_response(),
+    }
+}
+
+async fn api(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    discovery::core(&headers, &state.server_address)
+}
+
+async fn apis(headers: HeaderMap) -> Response {
+    discovery::groups(&headers)
+}
+
+async fn core_resources() -> Response {
+    discovery::resources("", "v1").expect("the core group is served")
+}
+
+async fn api_group(Path(group): Path<String>) -> Response {
+    discovery::group(&group).unwrap_or_else(|| Error::NoRoute.into_response())
+}
+
+async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
+    discovery::resources(&group, &version).unwrap_or_else(|| Error::NoRoute.into_response())
+}
+
+async fn read_body(body: Body) -> Result<bytes::Bytes, Error> {
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| Error::TooLarge(MAX_BODY))
+}
+
+async fn core_request(
+    State(state): State<AppState>,
+    Path(rest): Path<String>,
+    method: Method,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let body = read_body(body).await?;
+        let call = resources::Call {
+            method,
+            query,
+            headers,
+            body,
+        };
+        resources::handle(state, "", "v1", &rest, call).await
+    };
+    result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn group_request(
+    State(state): State<AppState>,
+    Path((group, version, rest)): Path<(String, String, String)>,
+    method: Method,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let body = read_body(body).await?;
+        let call = resources::Call {
+            method,
+            query,
+            headers,
+            body,
+        };
+        resources::handle(state, &group, &version, &rest, call).await
+    };
+    result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` completes; then stops
+/// accepting, ends open watches (through `stop`) and waits for requests in flight.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    stop: watch::Sender<bool>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    // Every connection task holds a clone of `alive`; when all are gone, so are they.
+    let (alive, mut all_done) = tokio::sync::mpsc::channel::<()>(1);
+    let stopping = stop.subscribe();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        let alive = alive.clone();
+        let mut stopping = stopping.clone();
+        tokio::spawn(async move {
+            let _alive = alive;
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    router.clone().oneshot(req.map(Body::new))
+                });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            let stop_requested = async {
+                let _ = stopping.wait_for(|s| *s).await;
+            };
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                () = stop_requested => {
+                    // Finish the request in flight, then close.
+                    conn.as_mut().graceful_shutdown();
+                    conn.as_mut().await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    drop(alive);
+    let _ = stop.send(true);
+    if tokio::time::timeout(Duration::from_secs(10), all_done.recv())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after 10 s; closing anyway");
+    }
+}

@@ -1,0 +1,574 @@
+//! Resource requests: `/api/v1/...` and `/apis/{group}/{version}/...` parsed into a
+//! target (resource, namespace, name, subresource) and dispatched to the registry by verb.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{Error, Result};
+use crate::registry::{
+    self, DeleteOptions, ListOptions, Part, Patch, Propagation, Resource, WatchEvent, WatchOptions,
+    WriteOptions, catalog,
+};
+use crate::types::{fields, labels};
+
+/// Largest request body accepted (3 MiB, as the Kubernetes API server).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// What a request path names.
+#[derive(Debug)]
+struct Target {
+    res: &'static Resource,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let find = |plural: &str| catalog::find(group, version, plural);
+    let (res, namespace, tail) = match segs.as_slice() {
+        ["namespaces", ns, plural, tail @ ..] if find(plural).is_some_and(|r| r.namespaced) => {
+            (find(plural).expect("checked"), Some(ns.to_string()), tail)
+        }
+        [plural, tail @ ..] => (find(plural).ok_or(Error::NoRoute)?, None, tail),
+        [] => return Err(Error::NoRoute),
+    };
+    let (name, sub) = match tail {
+        [] => (None, None),
+        [name] => (Some(name.to_string()), None),
+        [name, sub] => (Some(name.to_string()), Some(sub.to_string())),
+        _ => return Err(Error::NoRoute),
+    };
+    // A namespaced object is only reachable through its namespace.
+    if res.namespaced && namespace.is_none() && name.is_some() {
+        return Err(Error::NoRoute);
+    }
+    match sub.as_deref() {
+        None => {}
+        Some("status") if res.status => {}
+        Some("scale") if res.scale => {}
+        Some(_) => return Err(Error::NoRoute),
+    }
+    Ok(Target {
+        res,
+        namespace,
+        name,
+        sub,
+    })
+}
+
+pub type Query = HashMap<String, String>;
+
+fn flag(q: &Query, name: &str) -> bool {
+    matches!(q.get(name).map(String::as_str), Some("true" | "1"))
+}
+
+fn write_options(q: &Query) -> Result<WriteOptions> {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(Error::BadRequest(format!(
+                "unsupported dryRun value {other:?}: only \"All\" is supported"
+            )));
+        }
+    };
+    Ok(WriteOptions { dry_run })
+}
+
+fn list_options(q: &Query) -> Result<ListOptions> {
+    Ok(ListOptions {
+        label: labels::Selector::parse(q.get("labelSelector").map_or("", String::as_str))
+            .map_err(|e| Error::BadRequest(format!("unable to parse requirement: {e}")))?,
+        field: fields::Selector::parse(q.get("fieldSelector").map_or("", String::as_str))
+            .map_err(Error::BadRequest)?,
+        limit: match q.get("limit") {
+            None => None,
+            Some(l) => Some(
+                l.parse()
+                    .map_err(|_| Error::BadRequest(format!("invalid limit {l:?}: not a number")))?,
+            ),
+        },
+        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: q
+            .get("resourceVersionMatch")
+            .filter(|m| !m.is_empty())
+            .cloned(),
+    })
+}
+
+fn json_ok(code: StatusCode, body: Bytes) -> Response {
+    let mut r = (code, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A list answer, assembled from the stored bytes of its items.
+fn list_body(res: &Resource, list: &registry::List) -> Bytes {
+    let mut meta = json!({"resourceVersion": list.revision.to_string()});
+    if let Some(c) = &list.continue_token {
+        meta["continue"] = json!(c);
+    }
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        json!(res.list_kind()),
+        json!(res.api_version()),
+        meta
+    );
+    let size = head.len() + list.items.iter().map(|i| i.len() + 1).sum::<usize>() + 2;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(head.as_bytes());
+    for (i, item) in list.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+fn media_type(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|ct| {
+            ct.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+}
+
+/// The JSON body of a POST or PUT (no Content-Type means JSON).
+fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
+    match media_type(headers).as_deref() {
+        None | Some("application/json") | Some("") => {}
+        Some(other) => {
+            return Err(Error::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json (got {other})"
+            )));
+        }
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
+    })?;
+    if !v.is_object() {
+        return Err(Error::BadRequest(
+            "the body of the request must be a JSON object".into(),
+        ));
+    }
+    Ok(v)
+}
+
+fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<Patch> {
+    let parse = || {
+        serde_json::from_slice::<Value>(body)
+            .map_err(|e| Error::BadRequest(format!("the patch is not valid JSON: {e}")))
+    };
+    match media_type(headers).as_deref() {
+        Some("application/merge-patch+json") => Ok(Patch::Merge(parse()?)),
+        Some("application/json-patch+json") => Ok(Patch::Json(parse()?)),
+        other => Err(Error::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got {})",
+            other.unwrap_or("no Content-Type")
+        ))),
+    }
+}
+
+fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
+    let v: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| Error::BadRequest(format!("invalid DeleteOptions: {e}")))?
+    };
+    let propagation = v
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| q.get("propagationPolicy").cloned())
+        .or_else(
+            || match v.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some("Orphan".into()),
+                Some(false) => Some("Background".into()),
+                None => None,
+            },
+        );
+    let propagation = match propagation.as_deref() {
+        None => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => {
+            return Err(Error::BadRequest(format!(
+                "unsupported propagationPolicy {other:?}: use Background, Foreground or Orphan"
+            )));
+        }
+    };
+    let dry_run = v
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|d| d == "All"))
+        || write_options(q)?.dry_run;
+    let grace = v
+        .get("gracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()));
+    Ok(DeleteOptions {
+        uid: v
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        resource_version: v
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        propagation,
+        grace_period_seconds: grace,
+        dry_run,
+    })
+}
+
+/// The parts of a request a resource handler reads.
+pub struct Call {
+    pub method: Method,
+    pub query: Query,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// Serves one resource request.
+pub async fn handle(
+    state: AppState,
+    group: &str,
+    version: &str,
+    rest: &str,
+    call: Call,
+) -> Result<Response> {
+    let Call {
+        method,
+        query,
+        headers,
+        body,
+    } = call;
+    let t = parse_target(group, version, rest)?;
+    let reg = &state.registry;
+    let ns = t.namespace.as_deref();
+    let res = t.res;
+    match (&method, t.name.as_deref()) {
+        (&Method::GET, None) if flag(&query, "watch") => watch(state.clone(), res, ns, &query),
+        (&Method::GET, None) => {
+            let list = reg.list(res, ns, &list_options(&query)?).await?;
+            Ok(json_ok(StatusCode::OK, list_body(res, &list)))
+        }
+        (&Method::POST, None) => {
+            let obj = json_body(&headers, &body)?;
+            let created = reg.create(res, ns, obj, &write_options(&query)?).await?;
+            Ok(json_ok(StatusCode::CREATED, created))
+        }
+        (&Method::DELETE, None) => {
+            let list = reg
+                .delete_collection(
+                    res,
+                    ns,
+                    &list_options(&query)?,
+                    &delete_options(&query, &body)?,
+                )
+                .await?;
+            Ok(json_ok(StatusCode::OK, list_body(res, &list)))
+        }
+        (&Method::GET, Some(name)) => {
+            let obj = reg.get(res, ns, name)?;
+            match t.sub.as_deref() {
+                Some("scale") => Ok(json_ok(StatusCode::OK, to_scale(res, &obj)?)),
+                _ => Ok(json_ok(StatusCode::OK, obj)),
+            }
+        }
+        (&Method::PUT, Some(name)) => {
+            let obj = json_body(&headers, &body)?;
+            let opts = write_options(&query)?;
+            let out = match t.sub.as_deref() {
+                Some("scale") => {
+                    let replicas = scale_replicas(&obj)?;
+                    let rv = obj
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty());
+                    let mut patch = json!({"spec": {"replicas": replicas}});
+                    if let Some(rv) = rv {
+                        patch["metadata"] = json!({"resourceVersion": rv});
+                    }
+                    let out = reg
+                        .patch(res, ns, name, &Patch::Merge(patch), Part::Main, &opts)
+                        .await?;
+                    to_scale(res, &out)?
+                }
+                Some("status") => reg.update(res, ns, name, obj, Part::Status, &opts).await?,
+                _ => reg.update(res, ns, name, obj, Part::Main, &opts).await?,
+            };
+            Ok(json_ok(StatusCode::OK, out))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let patch = patch_body(&headers, &body)?;
+            let opts = write_options(&query)?;
+            let out = match t.sub.as_deref() {
+                Some("scale") => {
+                    // Patch the Scale view, then write its replicas back.
+                    let cur = reg.get(res, ns, name)?;
+                    let scale: Value = serde_json::from_slice(&to_scale(res, &cur)?)
+                        .map_err(|e| Error::BadRequest(e.to_string()))?;
+                    let patched = patch.apply(res, &scale).map_err(Error::BadRequest)?;
+                    let replicas = scale_replicas(&patched)?;
+                    let mut p = json!({"spec": {"replicas": replicas}});
+                    if let Some(rv) = patched.pointer("/metadata/resourceVersion") {
+                        p["metadata"] = json!({"resourceVersion": rv});
+                    }
+                    let out = reg
+                        .patch(res, ns, name, &Patch::Merge(p), Part::Main, &opts)
+                        .await?;
+                    to_scale(res, &out)?
+                }
+                Some("status") => {
+                    reg.patch(res, ns, name, &patch, Part::Status, &opts)
+                        .await?
+                }
+                _ => reg.patch(res, ns, name, &patch, Part::Main, &opts).await?,
+            };
+            Ok(json_ok(StatusCode::OK, out))
+        }
+        (&Method::DELETE, Some(name)) if t.sub.is_none() => {
+            let out = reg
+                .delete(res, ns, name, &delete_options(&query, &body)?)
+                .await?;
+            Ok(json_ok(StatusCode::OK, out))
+        }
+        _ => Err(Error::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource: {method}"
+        ))),
+    }
+}
+
+fn scale_replicas(scale: &Value) -> Result<i64> {
+    scale
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .filter(|r| *r >= 0)
+        .ok_or_else(|| {
+            Error::Registry(registry::Error::Invalid {
+                group: "autoscaling",
+                kind: "Scale",
+                name: scale
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
+                causes: vec![registry::Cause::invalid(
+                    "spec.replicas",
+                    scale.pointer("/spec/replicas").unwrap_or(&Value::Null),
+                    "must be an integer greater than or equal to 0",
+                )],
+            })
+        })
+}
+
+/// The autoscaling/v1 Scale view of an object with replicas.
+fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
+    let v: Value = serde_json::from_slice(obj)
+        .map_err(|e| Error::Registry(registry::Error::Internal(e.to_string())))?;
+    let meta = &v["metadata"];
+    let selector = v
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .map(|m| {
+            let map = m
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            labels::Selector::from_map(&map).to_string()
+        })
+        .unwrap_or_default();
+    let scale = json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": v.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "status": {
+            "replicas": v.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector,
+        },
+    });
+    let _ = res;
+    Ok(Bytes::from(
+        serde_json::to_vec(&scale).expect("JSON serializes"),
+    ))
+}
+
+fn event_line(type_name: &str, object: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(object.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(type_name.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+/// A watch: a chunked stream of `{"type","object"}` lines.
+fn watch(state: AppState, res: &'static Resource, ns: Option<&str>, q: &Query) -> Result<Response> {
+    let lo = list_options(q)?;
+    let send_initial_events = match q.get("sendInitialEvents").map(String::as_str) {
+        None | Some("") => None,
+        Some("true" | "1") => Some(true),
+        Some(_) => Some(false),
+    };
+    let opts = WatchOptions {
+        resource_version: lo.resource_version,
+        resource_version_match: lo.resource_version_match,
+        send_initial_events,
+        allow_bookmarks: flag(q, "allowWatchBookmarks"),
+        label: lo.label,
+        field: lo.field,
+    };
+    let timeout = match q.get("timeoutSeconds") {
+        None => None,
+        Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
+            Error::BadRequest(format!("invalid timeoutSeconds {t:?}: not a number"))
+        })?)),
+    };
+    let w = state.registry.watch(res, ns, opts)?;
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let shutdown = state.shutdown.clone();
+    let stream = futures_util::stream::unfold(
+        (w, shutdown, deadline, false),
+        |(mut w, mut shutdown, deadline, ended)| async move {
+            if ended {
+                return None;
+            }
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let stopped = async {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            };
+            let ev = tokio::select! {
+                ev = w.next() => ev,
+                _ = sleep => None,
+                () = stopped => None,
+            };
+            let ev = ev?;
+            let (line, last) = match &ev {
+                WatchEvent::Error(e) => {
+                    let (_, status) = Error::Registry(clone_expired(e)).status();
+                    (
+                        event_line("ERROR", &serde_json::to_vec(&status).expect("JSON")),
+                        true,
+                    )
+                }
+                WatchEvent::Added(o)
+                | WatchEvent::Modified(o)
+                | WatchEvent::Deleted(o)
+                | WatchEvent::Bookmark(o) => (event_line(ev.type_name(), o), false),
+            };
+            Some((
+                Ok::<_, std::convert::Infallible>(line),
+                (w, shutdown, deadline, last),
+            ))
+        },
+    );
+    let mut r = Response::new(Body::from_stream(stream));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}
+
+/// Watch errors end the stream as an ERROR event; only Expired occurs there.
+fn clone_expired(e: &registry::Error) -> registry::Error {
+    match e {
+        registry::Error::Expired(m) => registry::Error::Expired(m.clone()),
+        other => registry::Error::Internal(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_to_targets() {
+        let t = parse_target("", "v1", "namespaces/default/pods/web/status").unwrap();
+        assert_eq!(
+            (
+                t.res.plural,
+                t.namespace.as_deref(),
+                t.name.as_deref(),
+                t.sub.as_deref()
+            ),
+            ("pods", Some("default"), Some("web"), Some("status"))
+        );
+        let t = parse_target("", "v1", "pods").unwrap();
+        assert_eq!((t.res.plural, t.namespace, t.name), ("pods", None, None));
+        let t = parse_target("", "v1", "namespaces/default").unwrap();
+        assert_eq!(
+            (t.res.plural, t.name.as_deref()),
+            ("namespaces", Some("default"))
+        );
+        let t = parse_target("", "v1", "namespaces/kube-system/status").unwrap();
+        assert_eq!(
+            (t.res.plural, t.name.as_deref(), t.sub.as_deref()),
+            ("namespaces", Some("kube-system"), Some("status"))
+        );
+        let t = parse_target("coordination.k8s.io", "v1", "namespaces/x/leases/n").unwrap();
+        assert_eq!(t.res.plural, "leases");
+        for bad in [
+            "pods/web",
+            "nothing",
+            "namespaces/default/pods/web/log",
+            "namespaces/a/pods/b/c/d",
+            "",
+        ] {
+            assert!(parse_target("", "v1", bad).is_err(), "{bad}");
+        }
+        assert!(parse_target("", "v1", "configmaps/x").is_err());
+    }
+
+    #[test]
+    fn lists_are_assembled_from_item_bytes() {
+        let res = catalog::of(registry::Kind::ConfigMap);
+        let list = registry::List {
+            items: vec![
+                Bytes::from_static(b"{\"a\":1}"),
+                Bytes::from_static(b"{\"b\":2}"),
+            ],
+            revision: 7,
+            continue_token: Some("t".into()),
+            remaining: None,
+        };
+        let v: Value = serde_json::from_slice(&list_body(res, &list)).unwrap();
+        assert_eq!(
+            v,
+            json!({"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "7", "continue": "t"}, "items": [{"a":1},{"b":2}]})
+        );
+    }
+}

@@ -1,0 +1,1176 @@
+//! The registry: one generic engine for every kind, with Kubernetes object semantics on
+//! top of the store: names and generateName, uid and timestamps, namespaces that must exist,
+//! resourceVersion preconditions, generation, the spec/status split, finalizers and
+//! deletion, selectors and paging, patches and watches. It knows kinds, not HTTP.
+
+pub mod catalog;
+mod patch;
+pub mod strategy;
+mod tokens;
+mod watch;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::store::{self, Outcome, Preconditions, Store};
+use crate::types::{fields, labels, names};
+
+pub use catalog::{Kind, Resource};
+pub use patch::Patch;
+pub use tokens::User;
+pub use watch::{Watch, WatchEvent, WatchOptions};
+
+/// One field-level problem with an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueRequired`, `FieldValueInvalid`, ...
+    pub reason: String,
+    pub message: String,
+    /// The field path, like `spec.containers[0].image`.
+    pub field: String,
+}
+
+impl Cause {
+    pub fn required(field: &str) -> Self {
+        Self {
+            reason: "FieldValueRequired".into(),
+            message: "Required value".into(),
+            field: field.into(),
+        }
+    }
+
+    pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {value}: {detail}"),
+            field: field.into(),
+        }
+    }
+
+    pub fn not_supported(field: &str, value: &str, allowed: &[&str]) -> Self {
+        let allowed: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+        Self {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                allowed.join(", ")
+            ),
+            field: field.into(),
+        }
+    }
+
+    pub fn forbidden(field: &str, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {detail}"),
+            field: field.into(),
+        }
+    }
+}
+
+/// How a request failed. The API layer turns each into a `Status` with its HTTP code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{resource} {name:?} not found")]
+    NotFound {
+        group: &'static str,
+        resource: String,
+        name: String,
+    },
+    #[error("{resource} {name:?} already exists")]
+    AlreadyExists {
+        group: &'static str,
+        resource: String,
+        name: String,
+    },
+    #[error("Operation cannot be fulfilled on {resource} {name:?}: {message}")]
+    Conflict {
+        group: &'static str,
+        resource: String,
+        name: String,
+        message: String,
+    },
+    #[error("{kind} {name:?} is invalid: {}", causes_text(.causes))]
+    Invalid {
+        group: &'static str,
+        kind: &'static str,
+        name: String,
+        causes: Vec<Cause>,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Forbidden(String),
+    /// The requested history is gone (HTTP 410, reason Expired).
+    #[error("{0}")]
+    Expired(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The request asked for a state the server does not have yet (HTTP 504).
+    #[error("{0}")]
+    Timeout(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn causes_text(causes: &[Cause]) -> String {
+    let parts: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    }
+}
+
+impl From<store::Error> for Error {
+    fn from(e: store::Error) -> Self {
+        Error::Internal(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Options of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub label: labels::Selector,
+    pub field: fields::Selector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct List {
+    pub items: Vec<Bytes>,
+    pub revision: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<u64>,
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Run every check but write nothing (`dryRun=All`).
+    pub dry_run: bool,
+}
+
+/// How dependents are treated when their owner is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+/// Options of a deletion (the body of a DELETE).
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub propagation: Option<Propagation>,
+    pub grace_period_seconds: Option<i64>,
+    pub dry_run: bool,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Main,
+    Status,
+}
+
+/// The registry: cheap to clone.
+#[derive(Clone)]
+pub struct Registry {
+    store: Store,
+    /// How often an idle watch with bookmarks allowed sends one.
+    bookmark_every: Duration,
+}
+
+/// How many times an update is retried when a concurrent writer got there first.
+const UPDATE_RETRIES: usize = 16;
+
+fn parse(bytes: &[u8]) -> Result<Value> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Internal(format!("stored object: {e}")))
+}
+
+fn to_bytes(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).expect("JSON values serialize"))
+}
+
+fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj)?.get(field)?.as_str()
+}
+
+fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>> {
+    let m = obj
+        .as_object_mut()
+        .ok_or_else(|| Error::BadRequest("the body must be a JSON object".into()))?;
+    let meta = m
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    meta.as_object_mut()
+        .ok_or_else(|| Error::BadRequest("metadata must be a JSON object".into()))
+}
+
+/// Parses a resourceVersion given by a client.
+fn parse_rv(rv: &str) -> Result<u64> {
+    rv.parse::<u64>()
+        .map_err(|_| Error::BadRequest(format!("invalid resourceVersion {rv:?}: not a number")))
+}
+
+/// `count` characters from the alphabet Kubernetes uses for generated names.
+fn random_suffix(count: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut bytes = vec![0u8; count];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    rv: u64,
+    start: String,
+}
+
+impl Registry {
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            bookmark_every: Duration::from_secs(60),
+        }
+    }
+
+    /// Sends bookmarks on idle watches this often (when the client allows them).
+    pub fn with_bookmark_interval(mut self, every: Duration) -> Self {
+        self.bookmark_every = every;
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn not_found(res: &Resource, name: &str) -> Error {
+        Error::NotFound {
+            group: res.group,
+            resource: res.qualified_plural(),
+            name: name.to_string(),
+        }
+    }
+
+    fn conflict(res: &Resource, name: &str) -> Error {
+        Error::Conflict {
+            group: res.group,
+            resource: res.qualified_plural(),
+            name: name.to_string(),
+            message: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        }
+    }
+
+    fn invalid(res: &Resource, name: &str, causes: Vec<Cause>) -> Error {
+        Error::Invalid {
+            group: res.group,
+            kind: res.kind_name,
+            name: name.to_string(),
+            causes,
+        }
+    }
+
+    /// The namespace a request addresses, checked against the resource's scope.
+    fn scope<'a>(res: &Resource, namespace: Option<&'a str>) -> Result<Option<&'a str>> {
+        match (res.namespaced, namespace) {
+            (true, Some(ns)) => Ok(Some(ns)),
+            (true, None) => Err(Error::BadRequest(format!(
+                "{} are namespaced: the request must name a namespace",
+                res.plural
+            ))),
+            (false, _) => Ok(None),
+        }
+    }
+
+    /// A new object may only go into a namespace that exists and is not terminating.
+    fn check_namespace_open(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<()> {
+        let Some(ns) = ns else {
+            return Ok(());
+        };
+        let nsres = catalog::of(Kind::Namespace);
+        let Some(rec) = self.store.get(&nsres.key(None, ns)) else {
+            return Err(Self::not_found(nsres, ns));
+        };
+        let obj = parse(&rec.value)?;
+        let terminating = obj.pointer("/status/phase").and_then(Value::as_str)
+            == Some("Terminating")
+            || meta(&obj).is_some_and(|m| m.contains_key("deletionTimestamp"));
+        if terminating {
+            return Err(Error::Forbidden(format!(
+                "{} {name:?} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                res.qualified_plural()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks `apiVersion` and `kind` of a body, filling them in when absent.
+    fn check_type(res: &Resource, obj: &mut Value) -> Result<()> {
+        let m = obj
+            .as_object_mut()
+            .ok_or_else(|| Error::BadRequest("the body must be a JSON object".into()))?;
+        let want_av = res.api_version();
+        match m.get("apiVersion").and_then(Value::as_str) {
+            None => {
+                m.insert("apiVersion".into(), json!(want_av));
+            }
+            Some(av) if av == want_av => {}
+            Some(av) => {
+                return Err(Error::BadRequest(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({want_av})"
+                )));
+            }
+        }
+        match m.get("kind").and_then(Value::as_str) {
+            None => {
+                m.insert("kind".into(), json!(res.kind_name));
+            }
+            Some(k) if k == res.kind_name => {}
+            Some(k) => {
+                return Err(Error::BadRequest(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    res.kind_name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Metadata and kind rules; every problem is collected.
+    fn validate(res: &Resource, obj: &Value) -> Result<()> {
+        let mut causes = Vec::new();
+        let m = meta(obj);
+        let name = m
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if name.is_empty() {
+            causes.push(Cause::required("metadata.name"));
+        } else {
+            for e in strategy::name_errors(res.kind, name) {
+                causes.push(Cause::invalid("metadata.name", &json!(name), &e));
+            }
+        }
+        if let Some(m) = m {
+            match m.get("labels") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(labels)) => {
+                    for (k, v) in labels {
+                        for e in names::qualified_name(k) {
+                            causes.push(Cause::invalid("metadata.labels", &json!(k), &e));
+                        }
+                        match v.as_str() {
+                            Some(v) => {
+                                for e in names::label_value(v) {
+                                    causes.push(Cause::invalid(
+                                        &format!("metadata.labels[{k}]"),
+                                        &json!(v),
+                                        &e,
+                                    ));
+                                }
+                            }
+                            None => causes.push(Cause::invalid(
+                                &format!("metadata.labels[{k}]"),
+                                v,
+                                "must be a string",
+                            )),
+                        }
+                    }
+                }
+                Some(other) => causes.push(Cause::invalid(
+                    "metadata.labels",
+                    other,
+                    "must be a map of strings",
+                )),
+            }
+            match m.get("annotations") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(ann)) => {
+                    let mut size = 0;
+                    for (k, v) in ann {
+                        for e in names::qualified_name(k) {
+                            causes.push(Cause::invalid("metadata.annotations", &json!(k), &e));
+                        }
+                        match v.as_str() {
+                            Some(s) => size += k.len() + s.len(),
+                            None => causes.push(Cause::invalid(
+                                &format!("metadata.annotations[{k}]"),
+                                v,
+                                "must be a string",
+                            )),
+                        }
+                    }
+                    if size > 256 * 1024 {
+                        causes.push(Cause {
+                            reason: "FieldValueTooLong".into(),
+                            message: "Too long: must have at most 262144 bytes".into(),
+                            field: "metadata.annotations".into(),
+                        });
+                    }
+                }
+                Some(other) => causes.push(Cause::invalid(
+                    "metadata.annotations",
+                    other,
+                    "must be a map of strings",
+                )),
+            }
+            if let Some(refs) = m.get("ownerReferences").and_then(Value::as_array) {
+                for (i, r) in refs.iter().enumerate() {
+                    for f in ["apiVersion", "kind", "name", "uid"] {
+                        if r.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                            causes.push(Cause::required(&format!(
+                                "metadata.ownerReferences[{i}].{f}"
+                            )));
+                        }
+                    }
+                }
+                let controllers = refs
+                    .iter()
+                    .filter(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+                    .count();
+                if controllers > 1 {
+                    causes.push(Cause::invalid(
+                        "metadata.ownerReferences",
+                        &Value::Array(refs.clone()),
+                        "Only one reference can have Controller set to true",
+                    ));
+                }
+            }
+            if let Some(fins) = m.get("finalizers").and_then(Value::as_array) {
+                for (i, f) in fins.iter().enumerate() {
+                    let ok = f
+                        .as_str()
+                        .is_some_and(|s| names::qualified_name(s).is_empty());
+                    if !ok {
+                        causes.push(Cause::invalid(
+                            &format!("metadata.finalizers[{i}]"),
+                            f,
+                            "must be a qualified name",
+                        ));
+                    }
+                }
+            }
+        }
+        strategy::validate(res.kind, obj, &mut causes);
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(Self::invalid(res, name, causes))
+        }
+    }
+
+    /// Creates an object; returns it as stored.
+    pub async fn create(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Bytes> {
+        let ns = Self::scope(res, namespace)?;
+        Self::check_type(res, &mut obj)?;
+        let m = meta_mut(&mut obj)?;
+        match (ns, m.get("namespace").and_then(Value::as_str)) {
+            (Some(want), Some(got)) if !got.is_empty() && got != want => {
+                return Err(Error::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+            _ => {}
+        }
+        match ns {
+            Some(ns) => {
+                m.insert("namespace".into(), json!(ns));
+            }
+            None => {
+                m.remove("namespace");
+            }
+        }
+        for field in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+        ] {
+            m.remove(field);
+        }
+        let given = m
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        let generate = m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        if given.is_none() && generate.is_none() {
+            return Err(Self::invalid(
+                res,
+                "",
+                vec![Cause::required("metadata.name")],
+            ));
+        }
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(crate::types::now()));
+        if res.status {
+            m.insert("generation".into(), json!(1));
+        }
+        strategy::default(res.kind, &mut obj);
+        if res.status {
+            strategy::initial_status(res.kind, &mut obj);
+        }
+        for attempt in 0.. {
+            let name = match (&given, &generate) {
+                (Some(n), _) => n.clone(),
+                (None, Some(prefix)) => format!("{}{}", prefix, random_suffix(5)),
+                (None, None) => unreachable!("checked above"),
+            };
+            meta_mut(&mut obj)?.insert("name".into(), json!(name));
+            if res.kind == Kind::Namespace {
+                strategy::default(res.kind, &mut obj);
+            }
+            Self::validate(res, &obj)?;
+            self.check_namespace_open(res, ns, &name)?;
+            if opts.dry_run {
+                return Ok(to_bytes(&obj));
+            }
+            match self
+                .store
+                .create(&res.key(ns, &name), to_bytes(&obj))
+                .await?
+            {
+                Outcome::Written(r) => return Ok(r.value),
+                Outcome::AlreadyExists(_) if given.is_none() && attempt < 8 => continue,
+                Outcome::AlreadyExists(_) => {
+                    return Err(Error::AlreadyExists {
+                        group: res.group,
+                        resource: res.qualified_plural(),
+                        name,
+                    });
+                }
+                Outcome::Conflict(_) | Outcome::NotFound => {
+                    return Err(Error::Internal("unexpected store outcome on create".into()));
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The object `name`.
+    pub fn get(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Bytes> {
+        let ns = Self::scope(res, namespace)?;
+        self.store
+            .get(&res.key(ns, name))
+            .map(|r| r.value)
+            .ok_or_else(|| Self::not_found(res, name))
+    }
+
+    /// Checks a field selector against what the kind supports.
+    pub fn check_field_selector(res: &Resource, sel: &fields::Selector) -> Result<()> {
+        for t in &sel.terms {
+            let ok = matches!(t.field.as_str(), "metadata.name" | "metadata.namespace")
+                || strategy::selectable_fields(res.kind).contains(&t.field.as_str());
+            if !ok {
+                return Err(Error::BadRequest(format!(
+                    "field label not supported: {}",
+                    t.field
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists objects (across namespaces for `namespace: None`).
+    pub async fn list(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<List> {
+        Self::check_field_selector(res, &opts.field)?;
+        // A field selector on the namespace narrows a cluster-wide list to one namespace.
+        let namespace = namespace.or(opts.field.required("metadata.namespace"));
+        let prefix = res.scope_prefix(if res.namespaced { namespace } else { None });
+        if let Some(rv) = opts
+            .resource_version
+            .as_deref()
+            .filter(|rv| !rv.is_empty() && *rv != "0")
+        {
+            let rv = parse_rv(rv)?;
+            self.wait_for_revision(rv).await?;
+            if opts.resource_version_match.as_deref() == Some("Exact")
+                && rv != self.store.revision()
+            {
+                return Err(Error::Expired(format!(
+                    "too old resource version: {rv} ({})",
+                    self.store.revision()
+                )));
+            }
+        }
+        let start = match &opts.continue_token {
+            None => None,
+            Some(token) => {
+                let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(token)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<ContinueToken>(&b).ok())
+                    .ok_or_else(|| Error::BadRequest("invalid continue token".into()))?;
+                if raw.rv < self.store.compacted() {
+                    return Err(Error::Expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
+                    ));
+                }
+                if !raw.start.starts_with(&prefix) {
+                    return Err(Error::BadRequest("invalid continue token".into()));
+                }
+                Some(raw.start)
+            }
+        };
+        let filter = watch::Filter::new(res, &opts.label, &opts.field)?;
+        let limit = opts.limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut last_key = None;
+        let mut more = false;
+        let (page, revision) = if filter.is_trivial() {
+            // Without selectors a page is exactly `limit` entries; ask for one more to
+            // know whether to hand out a continue token.
+            self.store.list_page(
+                &prefix,
+                start.as_deref(),
+                limit.map_or(usize::MAX, |l| l + 1),
+            )
+        } else {
+            self.store.list_page(&prefix, start.as_deref(), usize::MAX)
+        };
+        for (key, rec) in page {
+            if !filter.matches_bytes(&rec.value)? {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() == l) {
+                more = true;
+                break;
+            }
+            last_key = Some(key);
+            items.push(rec.value);
+        }
+        let continue_token = match (more, last_key) {
+            (true, Some(k)) => Some(
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+                    serde_json::to_vec(&ContinueToken {
+                        rv: revision,
+                        start: k.to_string(),
+                    })
+                    .expect("token serializes"),
+                ),
+            ),
+            _ => None,
+        };
+        Ok(List {
+            items,
+            revision,
+            continue_token,
+            remaining: None,
+        })
+    }
+
+    /// Waits (briefly) until the store has reached `revision`.
+    async fn wait_for_revision(&self, revision: u64) -> Result<()> {
+        if self.store.revision() >= revision {
+            return Ok(());
+        }
+        let mut w = self.store.watch(store::WatchOptions {
+            prefix: "\u{10FFFF}".into(),
+            after: None,
+            progress_every: Some(Duration::from_millis(50)),
+        })?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        while self.store.revision() < revision {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Timeout(format!(
+                    "Too large resource version: {revision}, current: {}",
+                    self.store.revision()
+                )));
+            }
+            let _ = tokio::time::timeout_at(deadline, w.next()).await;
+        }
+        Ok(())
+    }
+
+    /// Replaces an object (PUT), or its status.
+    pub async fn update(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        mut obj: Value,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Bytes> {
+        let ns = Self::scope(res, namespace)?;
+        Self::check_type(res, &mut obj)?;
+        let m = meta_mut(&mut obj)?;
+        match m.get("name").and_then(Value::as_str) {
+            Some(n) if n != name => {
+                return Err(Error::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        if let (Some(want), Some(got)) = (ns, m.get("namespace").and_then(Value::as_str)) {
+            if !got.is_empty() && got != want {
+                return Err(Error::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+        }
+        let expect = match m.get("resourceVersion").and_then(Value::as_str) {
+            Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
+            _ => None,
+        };
+        let key = res.key(ns, name);
+        self.update_with(res, &key, name, expect, opts, |_old| Ok(obj.clone()), part)
+            .await
+    }
+
+    /// Applies a patch to an object or its status.
+    pub async fn patch(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Bytes> {
+        let ns = Self::scope(res, namespace)?;
+        let key = res.key(ns, name);
+        self.update_with(
+            res,
+            &key,
+            name,
+            None,
+            opts,
+            |old| patch.apply(res, old).map_err(Error::BadRequest),
+            part,
+        )
+        .await
+    }
+
+    /// The read-modify-write loop shared by update and patch: `change` makes the new object
+    /// from the current one; conflicts with concurrent writers are retried unless the
+    /// client named the resourceVersion it expects.
+    #[allow(clippy::too_many_arguments)]
+    async fn update_with(
+        &self,
+        res: &'static Resource,
+        key: &str,
+        name: &str,
+        expect: Option<u64>,
+        opts: &WriteOptions,
+        change: impl Fn(&Value) -> Result<Value>,
+        part: Part,
+    ) -> Result<Bytes> {
+        for _ in 0..UPDATE_RETRIES {
+            let cur = self
+                .store
+                .get(key)
+                .ok_or_else(|| Self::not_found(res, name))?;
+            let old = parse(&cur.value)?;
+            let mut new = change(&old)?;
+            Self::check_type(res, &mut new)?;
+            // A resourceVersion in the new object (a PUT body or a patch that sets it) is
+            // a precondition.
+            let wanted = match expect {
+                Some(rv) => Some(rv),
+                None => match meta_str(&new, "resourceVersion") {
+                    Some(rv) if !rv.is_empty() && rv != cur.revision.to_string() => {
+                        Some(parse_rv(rv)?)
+                    }
+                    _ => None,
+                },
+            };
+            if wanted.is_some_and(|rv| rv != cur.revision) {
+                return Err(Self::conflict(res, name));
+            }
+            let merged = Self::merge_update(res, &old, new, part)?;
+            Self::validate(res, &merged)?;
+            if same_object(&old, &merged) {
+                return Ok(cur.value);
+            }
+            if opts.dry_run {
+                return Ok(to_bytes(&merged));
+            }
+            let finished = meta(&merged).is_some_and(|m| {
+                m.contains_key("deletionTimestamp")
+                    && m.get("finalizers")
+                        .and_then(Value::as_array)
+                        .is_none_or(|f| f.is_empty())
+            });
+            let pre = Preconditions::revision(cur.revision);
+            let outcome = if finished {
+                // The last finalizer is gone: the deletion completes.
+                self.store.delete(key, pre).await?
+            } else {
+                self.store.update(key, to_bytes(&merged), pre).await?
+            };
+            match outcome {
+                Outcome::Written(r) => return Ok(r.value),
+                Outcome::Conflict(_) if wanted.is_none() => continue,
+                Outcome::Conflict(_) => return Err(Self::conflict(res, name)),
+                Outcome::NotFound => return Err(Self::not_found(res, name)),
+                Outcome::AlreadyExists(_) => {
+                    return Err(Error::Internal("unexpected store outcome on update".into()));
+                }
+            }
+        }
+        Err(Self::conflict(res, name))
+    }
+
+    /// The object that an update of `part` stores: immutable metadata and the other part
+    /// come from `old`; generation moves when anything but metadata and status changed.
+    fn merge_update(res: &Resource, old: &Value, new: Value, part: Part) -> Result<Value> {
+        let mut merged = match part {
+            Part::Status => {
+                let mut m = old.clone();
+                if let (Some(dst), Some(status)) = (m.as_object_mut(), new.get("status")) {
+                    dst.insert("status".into(), status.clone());
+                }
+                m
+            }
+            Part::Main => {
+                let mut m = new;
+                if res.status {
+                    if let Some(dst) = m.as_object_mut() {
+                        match old.get("status") {
+                            Some(s) => {
+                                dst.insert("status".into(), s.clone());
+                            }
+                            None => {
+                                dst.remove("status");
+                            }
+                        }
+                    }
+                }
+                m
+            }
+        };
+        strategy::default(res.kind, &mut merged);
+        let old_meta = meta(old).cloned().unwrap_or_default();
+        let mm = meta_mut(&mut merged)?;
+        for field in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match old_meta.get(field) {
+                Some(v) => {
+                    mm.insert(field.into(), v.clone());
+                }
+                None => {
+                    mm.remove(field);
+                }
+            }
+        }
+        mm.remove("resourceVersion");
+        mm.remove("selfLink");
+        if old_meta.contains_key("deletionTimestamp") {
+            // Finalizers may be removed from an object being deleted, never added.
+            let old_f = finalizers(&old_meta);
+            let new_f = mm
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            if let Some(added) = new_f.iter().find(|f| !old_f.contains(f)) {
+                return Err(Self::invalid(
+                    res,
+                    old_meta.get("name").and_then(Value::as_str).unwrap_or(""),
+                    vec![Cause::forbidden(
+                        "metadata.finalizers",
+                        &format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers [{added:?}]"
+                        ),
+                    )],
+                ));
+            }
+        }
+        if res.status && spec_changed(old, &merged) {
+            let g = old_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            meta_mut(&mut merged)?.insert("generation".into(), json!(g + 1));
+        }
+        Ok(merged)
+    }
+
+    /// Deletes an object, or marks it for deletion when finalizers hold it back.
+    /// Returns the object's last state.
+    pub async fn delete(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Bytes> {
+        let ns = Self::scope(res, namespace)?;
+        let key = res.key(ns, name);
+        let expect_rv = opts.resource_version.as_deref().map(parse_rv).transpose()?;
+        for _ in 0..UPDATE_RETRIES {
+            let cur = self
+                .store
+                .get(&key)
+                .ok_or_else(|| Self::not_found(res, name))?;
+            let mut obj = parse(&cur.value)?;
+            if let Some(uid) = &opts.uid {
+                let have = meta_str(&obj, "uid").unwrap_or("");
+                if have != uid {
+                    return Err(Error::Conflict {
+                        group: res.group,
+                        resource: res.qualified_plural(),
+                        name: name.to_string(),
+                        message: format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                        ),
+                    });
+                }
+            }
+            if let Some(rv) = expect_rv {
+                if rv != cur.revision {
+                    return Err(Error::Conflict {
+                        group: res.group,
+                        resource: res.qualified_plural(),
+                        name: name.to_string(),
+                        message: format!(
+                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                            cur.revision
+                        ),
+                    });
+                }
+            }
+            let policy = opts.propagation.or(match res.kind {
+                // The v1 API orphans an RC's pods unless told otherwise.
+                Kind::ReplicationController => Some(Propagation::Orphan),
+                _ => None,
+            });
+            let m = meta_mut(&mut obj)?;
+            let mut fins = finalizers(m);
+            let had_dependent_finalizer = fins
+                .iter()
+                .any(|f| f == "orphan" || f == "foregroundDeletion");
+            let wanted = match policy {
+                Some(Propagation::Orphan) => Some("orphan"),
+                Some(Propagation::Foreground) => Some("foregroundDeletion"),
+                _ => None,
+            };
+            // A dependent policy only matters while there may be dependents; the garbage
+            // collector removes these finalizers once it has handled them.
+            if let Some(f) = wanted {
+                if !had_dependent_finalizer && self.has_dependents(m) {
+                    fins.push(f.to_string());
+                }
+            }
+            let namespace_finalizers = res.kind == Kind::Namespace
+                && obj
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| !f.is_empty());
+            if !fins.is_empty() || namespace_finalizers {
+                let m = meta_mut(&mut obj)?;
+                m.insert("finalizers".into(), json!(fins));
+                if !m.contains_key("deletionTimestamp") {
+                    m.insert("deletionTimestamp".into(), json!(crate::types::now()));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                if res.kind == Kind::Namespace {
+                    if let Some(o) = obj.as_object_mut() {
+                        o.insert("status".into(), json!({"phase": "Terminating"}));
+                    }
+                }
+                let old = parse(&cur.value)?;
+                if same_object(&old, &obj) || opts.dry_run {
+                    return Ok(if opts.dry_run {
+                        to_bytes(&obj)
+                    } else {
+                        cur.value
+                    });
+                }
+                match self
+                    .store
+                    .update(&key, to_bytes(&obj), Preconditions::revision(cur.revision))
+                    .await?
+                {
+                    Outcome::Written(r) => return Ok(r.value),
+                    Outcome::Conflict(_) => continue,
+                    Outcome::NotFound => return Err(Self::not_found(res, name)),
+                    Outcome::AlreadyExists(_) => {
+                        return Err(Error::Internal("unexpected store outcome".into()));
+                    }
+                }
+            }
+            if opts.dry_run {
+                return Ok(cur.value);
+            }
+            match self
+                .store
+                .delete(&key, Preconditions::revision(cur.revision))
+                .await?
+            {
+                Outcome::Written(r) => return Ok(r.value),
+                Outcome::Conflict(_) => continue,
+                Outcome::NotFound => return Err(Self::not_found(res, name)),
+                Outcome::AlreadyExists(_) => {
+                    return Err(Error::Internal("unexpected store outcome".into()));
+                }
+            }
+        }
+        Err(Self::conflict(res, name))
+    }
+
+    /// Whether any object names the object with metadata `m` as its owner.
+    fn has_dependents(&self, m: &Map<String, Value>) -> bool {
+        let Some(uid) = m.get("uid").and_then(Value::as_str) else {
+            return false;
+        };
+        let needle = format!("\"uid\":\"{uid}\"");
+        let (all, _) = self.store.list("/registry/");
+        all.iter().any(|(_, r)| {
+            // Cheap pre-check on the bytes, then a real look at ownerReferences.
+            memchr::memmem::find(&r.value, needle.as_bytes()).is_some()
+                && serde_json::from_slice::<Value>(&r.value).is_ok_and(|v| {
+                    v.pointer("/metadata/ownerReferences")
+                        .and_then(Value::as_array)
+                        .is_some_and(|refs| refs.iter().any(|o| o["uid"] == uid))
+                })
+        })
+    }
+
+    /// Deletes every object that matches `list` options; returns their last states.
+    pub async fn delete_collection(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<List> {
+        let mut page = self
+            .list(
+                res,
+                namespace,
+                &ListOptions {
+                    limit: None,
+                    continue_token: None,
+                    ..list.clone()
+                },
+            )
+            .await?;
+        let mut deleted = Vec::with_capacity(page.items.len());
+        for item in std::mem::take(&mut page.items) {
+            let obj = parse(&item)?;
+            let name = meta_str(&obj, "name").unwrap_or_default().to_string();
+            let ns = meta_str(&obj, "namespace").map(str::to_string);
+            match self.delete(res, ns.as_deref(), &name, opts).await {
+                Ok(last) => deleted.push(last),
+                Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        page.items = deleted;
+        page.revision = self.store.revision();
+        Ok(page)
+    }
+
+    /// Watches objects of a resource; see [`WatchOptions`].
+    pub fn watch(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        opts: WatchOptions,
+    ) -> Result<Watch> {
+        Watch::start(self, res, namespace, opts)
+    }
+}
+
+fn finalizers(m: &Map<String, Value>) -> Vec<String> {
+    m.get("finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Equal apart from resourceVersion.
+fn same_object(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(old) == strip(new)
+}
+
+/// Whether anything outside metadata and status differs.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let rest = |v: &Value| -> BTreeMap<String, Value> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    rest(old) != rest(new)
+}

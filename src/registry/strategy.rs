@@ -1,0 +1,434 @@
+//! Per-kind rules: defaults, semantic validation, which fields a field selector may name,
+//! and how each kind splits spec from status. One `match` per rule, one arm per kind.
+
+use serde_json::{Map, Value, json};
+
+use super::Cause;
+use super::catalog::Kind;
+use crate::types::names;
+
+/// Fills in the fields the API server defaults, on create and update alike.
+pub fn default(kind: Kind, obj: &mut Value) {
+    match kind {
+        Kind::Pod => default_pod(obj),
+        Kind::ReplicationController => default_rc(obj),
+        Kind::Namespace => {
+            let name = obj["metadata"]["name"].clone();
+            let labels = obj["metadata"]
+                .as_object_mut()
+                .map(|m| m.entry("labels").or_insert_with(|| json!({})));
+            if let Some(Value::Object(labels)) = labels {
+                labels.insert("kubernetes.io/metadata.name".into(), name);
+            }
+            let spec = object_entry(obj, "spec");
+            spec.entry("finalizers")
+                .or_insert_with(|| json!(["kubernetes"]));
+        }
+        Kind::Secret => {
+            if let Some(m) = obj.as_object_mut() {
+                m.entry("type").or_insert_with(|| json!("Opaque"));
+            }
+        }
+        Kind::Event | Kind::Node | Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease => {}
+    }
+}
+
+/// The status a new object starts with (for kinds whose status the server owns).
+pub fn initial_status(kind: Kind, obj: &mut Value) {
+    let Some(m) = obj.as_object_mut() else {
+        return;
+    };
+    match kind {
+        Kind::Pod => {
+            m.insert("status".into(), json!({"phase": "Pending"}));
+        }
+        Kind::ReplicationController => {
+            m.insert("status".into(), json!({"replicas": 0}));
+        }
+        Kind::Namespace => {
+            m.insert("status".into(), json!({"phase": "Active"}));
+        }
+        // A node agent registers its Node with the status it observed.
+        Kind::Node => {}
+        Kind::Event | Kind::ConfigMap | Kind::Secret | Kind::ServiceAccount | Kind::Lease => {}
+    }
+}
+
+fn object_entry<'a>(obj: &'a mut Value, field: &str) -> &'a mut Map<String, Value> {
+    let m = obj.as_object_mut().expect("objects are JSON objects");
+    let e = m.entry(field).or_insert_with(|| json!({}));
+    if !e.is_object() {
+        *e = json!({});
+    }
+    e.as_object_mut().expect("just made an object")
+}
+
+fn default_container(c: &mut Value) {
+    let Some(c) = c.as_object_mut() else {
+        return;
+    };
+    c.entry("terminationMessagePath")
+        .or_insert_with(|| json!("/dev/termination-log"));
+    c.entry("terminationMessagePolicy")
+        .or_insert_with(|| json!("File"));
+    if !c.contains_key("imagePullPolicy") {
+        let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+        let tag = image
+            .rsplit('/')
+            .next()
+            .and_then(|last| last.split_once(':'))
+            .map(|(_, t)| t);
+        let policy = if image.contains('@') || !matches!(tag, None | Some("latest")) {
+            "IfNotPresent"
+        } else {
+            "Always"
+        };
+        c.insert("imagePullPolicy".into(), json!(policy));
+    }
+    c.entry("resources").or_insert_with(|| json!({}));
+}
+
+fn default_pod_spec(spec: &mut Value) {
+    let Some(s) = spec.as_object_mut() else {
+        return;
+    };
+    s.entry("restartPolicy").or_insert_with(|| json!("Always"));
+    s.entry("dnsPolicy")
+        .or_insert_with(|| json!("ClusterFirst"));
+    s.entry("schedulerName")
+        .or_insert_with(|| json!("default-scheduler"));
+    s.entry("terminationGracePeriodSeconds")
+        .or_insert_with(|| json!(30));
+    s.entry("securityContext").or_insert_with(|| json!({}));
+    for list in ["containers", "initContainers"] {
+        if let Some(Value::Array(cs)) = s.get_mut(list) {
+            cs.iter_mut().for_each(default_container);
+        }
+    }
+}
+
+fn default_pod(obj: &mut Value) {
+    if let Some(spec) = obj.get_mut("spec") {
+        default_pod_spec(spec);
+    }
+}
+
+fn default_rc(obj: &mut Value) {
+    let template_labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .cloned()
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()));
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.entry("replicas").or_insert_with(|| json!(1));
+        if let Some(labels) = &template_labels {
+            let empty = spec
+                .get("selector")
+                .and_then(Value::as_object)
+                .is_none_or(|s| s.is_empty());
+            if empty {
+                spec.insert("selector".into(), labels.clone());
+            }
+        }
+        if let Some(tspec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+            default_pod_spec(tspec);
+        }
+    }
+    if let (Some(labels), Some(meta)) = (
+        template_labels,
+        obj.get_mut("metadata").and_then(Value::as_object_mut),
+    ) {
+        let empty = meta
+            .get("labels")
+            .and_then(Value::as_object)
+            .is_none_or(|l| l.is_empty());
+        if empty {
+            meta.insert("labels".into(), labels);
+        }
+    }
+}
+
+/// Which name rule a kind's objects follow.
+pub fn name_errors(kind: Kind, name: &str) -> Vec<String> {
+    match kind {
+        Kind::Namespace => names::dns1123_label(name),
+        _ => names::dns1123_subdomain(name),
+    }
+}
+
+fn required(causes: &mut Vec<Cause>, field: &str) {
+    causes.push(Cause::required(field));
+}
+
+/// Semantic rules beyond the schema, reported as field causes.
+pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
+    match kind {
+        Kind::Pod => match obj.get("spec") {
+            None | Some(Value::Null) => required(causes, "spec"),
+            Some(spec) => validate_pod_spec(spec, "spec", causes),
+        },
+        Kind::ReplicationController => validate_rc(obj, causes),
+        Kind::ConfigMap => {
+            for field in ["data", "binaryData"] {
+                if let Some(Value::Object(m)) = obj.get(field) {
+                    for k in m.keys() {
+                        if !config_key_ok(k) {
+                            causes.push(Cause::invalid(
+                                &format!("{field}[{k}]"),
+                                &Value::String(k.clone()),
+                                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Kind::Secret => {
+            if let Some(Value::Object(m)) = obj.get("data") {
+                for (k, v) in m {
+                    if !config_key_ok(k) {
+                        causes.push(Cause::invalid(
+                            &format!("data[{k}]"),
+                            &Value::String(k.clone()),
+                            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                        ));
+                    }
+                    let ok = v.as_str().is_some_and(|s| {
+                        use base64::Engine;
+                        base64::engine::general_purpose::STANDARD.decode(s).is_ok()
+                    });
+                    if !ok {
+                        causes.push(Cause::invalid(
+                            &format!("data[{k}]"),
+                            v,
+                            "must be base64-encoded bytes",
+                        ));
+                    }
+                }
+            }
+        }
+        Kind::Event => {
+            if obj.get("involvedObject").is_none_or(Value::is_null) {
+                required(causes, "involvedObject");
+            }
+        }
+        Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::Lease => {}
+    }
+}
+
+fn config_key_ok(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 253
+        && k.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let containers = spec.get("containers").and_then(Value::as_array);
+    match containers {
+        None => required(causes, &format!("{path}.containers")),
+        Some(cs) if cs.is_empty() => required(causes, &format!("{path}.containers")),
+        Some(cs) => {
+            let mut seen = std::collections::HashSet::new();
+            for (i, c) in cs.iter().enumerate() {
+                let at = format!("{path}.containers[{i}]");
+                match c.get("name").and_then(Value::as_str) {
+                    None | Some("") => required(causes, &format!("{at}.name")),
+                    Some(name) => {
+                        for e in names::dns1123_label(name) {
+                            causes.push(Cause::invalid(&format!("{at}.name"), &json!(name), &e));
+                        }
+                        if !seen.insert(name) {
+                            causes.push(Cause {
+                                reason: "FieldValueDuplicate".into(),
+                                message: format!("Duplicate value: {}", json!(name)),
+                                field: format!("{at}.name"),
+                            });
+                        }
+                    }
+                }
+                if c.get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(|s| s.trim().is_empty())
+                {
+                    required(causes, &format!("{at}.image"));
+                }
+            }
+        }
+    }
+    if let Some(p) = spec.get("restartPolicy").and_then(Value::as_str) {
+        if !matches!(p, "Always" | "OnFailure" | "Never") {
+            causes.push(Cause::not_supported(
+                &format!("{path}.restartPolicy"),
+                p,
+                &["Always", "OnFailure", "Never"],
+            ));
+        }
+    }
+}
+
+fn validate_rc(obj: &Value, causes: &mut Vec<Cause>) {
+    let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
+        required(causes, "spec");
+        return;
+    };
+    if let Some(r) = spec.get("replicas") {
+        if r.as_i64().is_none_or(|r| r < 0) {
+            causes.push(Cause::invalid(
+                "spec.replicas",
+                r,
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    let selector = spec.get("selector").and_then(Value::as_object);
+    if selector.is_none_or(|s| s.is_empty()) {
+        required(causes, "spec.selector");
+    }
+    match spec.get("template").filter(|t| t.is_object()) {
+        None => required(causes, "spec.template"),
+        Some(t) => {
+            let labels = t.pointer("/metadata/labels").and_then(Value::as_object);
+            if let Some(selector) = selector {
+                let matches = selector
+                    .iter()
+                    .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
+                if !matches {
+                    causes.push(Cause::invalid(
+                        "spec.template.metadata.labels",
+                        &labels.map_or(Value::Null, |l| Value::Object(l.clone())),
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
+            match t.get("spec") {
+                None => required(causes, "spec.template.spec"),
+                Some(ts) => validate_pod_spec(ts, "spec.template.spec", causes),
+            }
+        }
+    }
+}
+
+/// Fields a field selector may name for a kind, besides `metadata.name` and
+/// `metadata.namespace`.
+pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Pod => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        Kind::ReplicationController => &["status.replicas"],
+        Kind::Event => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        Kind::Namespace => &["status.phase"],
+        Kind::Node => &["spec.unschedulable"],
+        Kind::Secret => &["type"],
+        Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease => &[],
+    }
+}
+
+/// The value of a selectable field, rendered as a field selector compares it.
+pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
+    let path = match (kind, field) {
+        (Kind::Event, "source") => "/source/component".to_string(),
+        (_, f) => format!("/{}", f.replace('.', "/")),
+    };
+    match obj.pointer(&path)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_get_their_defaults_and_image_pull_policy() {
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "a", "image": "nginx"},
+            {"name": "b", "image": "nginx:1.27"},
+            {"name": "c", "image": "registry:5000/x:latest"},
+        ]}});
+        default(Kind::Pod, &mut pod);
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(
+            pod["spec"]["containers"][1]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(pod["spec"]["containers"][2]["imagePullPolicy"], "Always");
+    }
+
+    #[test]
+    fn replication_controllers_default_their_selector_from_the_template() {
+        let mut rc = json!({"metadata": {"name": "r"}, "spec": {"template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "a", "image": "x:1"}]}}}});
+        default(Kind::ReplicationController, &mut rc);
+        assert_eq!(rc["spec"]["selector"], json!({"app": "web"}));
+        assert_eq!(rc["spec"]["replicas"], 1);
+        assert_eq!(rc["metadata"]["labels"], json!({"app": "web"}));
+        let mut causes = Vec::new();
+        validate(Kind::ReplicationController, &rc, &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        rc["spec"]["selector"] = json!({"app": "db"});
+        validate(Kind::ReplicationController, &rc, &mut causes);
+        assert_eq!(causes[0].field, "spec.template.metadata.labels");
+    }
+
+    #[test]
+    fn pod_specs_need_named_containers_with_images() {
+        let mut causes = Vec::new();
+        validate(Kind::Pod, &json!({"spec": {"containers": []}}), &mut causes);
+        assert_eq!(causes[0].field, "spec.containers");
+        causes.clear();
+        validate(
+            Kind::Pod,
+            &json!({"spec": {"containers": [{"name": "a"}, {"name": "a", "image": "x"}]}}),
+            &mut causes,
+        );
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["spec.containers[0].image", "spec.containers[1].name"]
+        );
+    }
+
+    #[test]
+    fn field_values_are_read_by_path() {
+        let ev = json!({"involvedObject": {"name": "web"}, "source": {"component": "kubelet"}});
+        assert_eq!(
+            field_value(Kind::Event, &ev, "involvedObject.name").as_deref(),
+            Some("web")
+        );
+        assert_eq!(
+            field_value(Kind::Event, &ev, "source").as_deref(),
+            Some("kubelet")
+        );
+        let node = json!({"spec": {"unschedulable": true}});
+        assert_eq!(
+            field_value(Kind::Node, &node, "spec.unschedulable").as_deref(),
+            Some("true")
+        );
+    }
+}

@@ -1,0 +1,885 @@
+//! The API server end to end over HTTPS: authentication, discovery, CRUD with Kubernetes
+//! semantics, errors as Status, subresources, patches, finalizers, watches, restarts.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, https_client, within};
+
+fn cm(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+}
+
+fn rc(name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"app": name},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]}}}})
+}
+
+fn rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn requests_without_a_valid_token_get_401_but_health_is_open() {
+    let s = TestServer::start().await;
+    let anon = https_client(&s.ca_pem);
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let r = anon.get(format!("{}{path}", s.url)).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        assert_eq!(r.text().await.unwrap(), "ok");
+    }
+    let v: Value = anon
+        .get(format!("{}/version", s.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["major"], "1");
+    for token in [None, Some("wrong")] {
+        let mut r = anon.get(format!("{}/api/v1/namespaces", s.url));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 401);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["kind"], "Status");
+        assert_eq!(body["reason"], "Unauthorized");
+        assert_eq!(body["code"], 401);
+    }
+    let (code, _) = s.get("/api/v1/namespaces").await;
+    assert_eq!(code, 200);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn discovery_is_served_aggregated_and_legacy() {
+    let s = TestServer::start().await;
+    let aggregated =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    for path in ["/api", "/apis"] {
+        let r = s
+            .req(Method::GET, path)
+            .header("Accept", aggregated)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["content-type"],
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        );
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["kind"], "APIGroupDiscoveryList");
+        if path == "/api" {
+            let resources = &v["items"][0]["versions"][0]["resources"];
+            let pods = resources
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["resource"] == "pods")
+                .unwrap();
+            assert_eq!(pods["shortNames"], json!(["po"]));
+            assert_eq!(pods["categories"], json!(["all"]));
+            assert_eq!(pods["scope"], "Namespaced");
+            let rcs = resources
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["resource"] == "replicationcontrollers")
+                .unwrap();
+            let subs: Vec<&str> = rcs["subresources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["subresource"].as_str().unwrap())
+                .collect();
+            assert_eq!(subs, ["scale", "status"]);
+            assert!(v["items"][0]["metadata"].get("name").is_none());
+        } else {
+            assert_eq!(v["items"][0]["metadata"]["name"], "coordination.k8s.io");
+        }
+    }
+    let (_, legacy) = s.get("/api").await;
+    assert_eq!(legacy["kind"], "APIVersions");
+    let (_, groups) = s.get("/apis").await;
+    assert_eq!(
+        groups["groups"][0]["preferredVersion"]["groupVersion"],
+        "coordination.k8s.io/v1"
+    );
+    let (_, core) = s.get("/api/v1").await;
+    let names: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"pods")
+            && names.contains(&"pods/status")
+            && names.contains(&"replicationcontrollers/scale")
+    );
+    let (code, _) = s.get("/apis/coordination.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    let (code, st) = s.get("/apis/nothing.example/v1").await;
+    assert_eq!((code, st["reason"].as_str()), (404, Some("NotFound")));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn create_get_list_update_delete_follow_kubernetes_rules() {
+    let s = TestServer::start().await;
+    let (code, created) = s.post(CMS, cm("a", json!({"app": "web"}))).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert!(
+        created["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    let (code, again) = s.post(CMS, cm("a", json!({}))).await;
+    assert_eq!(code, 409);
+    assert_eq!(again["reason"], "AlreadyExists");
+    assert_eq!(again["message"], "configmaps \"a\" already exists");
+
+    let (code, got) = s.get(&format!("{CMS}/a")).await;
+    assert_eq!((code, &got), (200, &created));
+
+    // generateName
+    let (code, gen_) = s
+        .post(
+            CMS,
+            json!({"metadata": {"generateName": "gen-"}, "data": {}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let name = gen_["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+
+    // Update: stale resourceVersion conflicts; no-op keeps the resourceVersion.
+    let mut changed = created.clone();
+    changed["data"]["k"] = json!("v2");
+    let (code, updated) = s.put(&format!("{CMS}/a"), changed.clone()).await;
+    assert_eq!(code, 200, "{updated}");
+    assert!(rv(&updated) > rv(&created));
+    let (code, conflict) = s.put(&format!("{CMS}/a"), changed).await;
+    assert_eq!(code, 409);
+    assert_eq!(conflict["reason"], "Conflict");
+    assert!(
+        conflict["message"]
+            .as_str()
+            .unwrap()
+            .contains("the object has been modified")
+    );
+    let (code, same) = s.put(&format!("{CMS}/a"), updated.clone()).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        rv(&same),
+        rv(&updated),
+        "a write that changes nothing keeps the resourceVersion"
+    );
+
+    // Name in the body must match the URL.
+    let mut wrong = updated.clone();
+    wrong["metadata"]["name"] = json!("b");
+    let (code, st) = s.put(&format!("{CMS}/a"), wrong).await;
+    assert_eq!((code, st["reason"].as_str()), (400, Some("BadRequest")));
+
+    let (code, gone) = s.delete(&format!("{CMS}/a")).await;
+    assert_eq!(code, 200);
+    assert_eq!(gone["metadata"]["name"], "a");
+    let (code, nf) = s.get(&format!("{CMS}/a")).await;
+    assert_eq!(code, 404);
+    assert_eq!(nf["message"], "configmaps \"a\" not found");
+    assert_eq!(
+        nf["details"],
+        json!({"name": "a", "group": "", "kind": "configmaps"})
+    );
+    let (code, _) = s.delete(&format!("{CMS}/a")).await;
+    assert_eq!(code, 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn lists_select_by_label_and_field_and_page_with_continue() {
+    let s = TestServer::start().await;
+    for (i, app) in ["web", "web", "db", "web", "cache"].iter().enumerate() {
+        let (code, _) = s
+            .post(
+                CMS,
+                cm(&format!("cm-{i}"), json!({"app": app, "i": i.to_string()})),
+            )
+            .await;
+        assert_eq!(code, 201);
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, all) = s.get(CMS).await;
+    assert_eq!(all["kind"], "ConfigMapList");
+    assert_eq!(all["apiVersion"], "v1");
+    assert!(rv(&all) > 0);
+    assert_eq!(names(&all).len(), 5);
+    for (sel, want) in [
+        ("app%3Dweb", vec!["cm-0", "cm-1", "cm-3"]),
+        ("app%20in%20(db,cache)", vec!["cm-2", "cm-4"]),
+        ("app!%3Dweb,i", vec!["cm-2", "cm-4"]),
+        ("!app", vec![]),
+    ] {
+        let (code, v) = s.get(&format!("{CMS}?labelSelector={sel}")).await;
+        assert_eq!(code, 200, "{sel}: {v}");
+        assert_eq!(names(&v), want, "{sel}");
+    }
+    let (_, v) = s
+        .get(&format!("{CMS}?fieldSelector=metadata.name%3Dcm-3"))
+        .await;
+    assert_eq!(names(&v), ["cm-3"]);
+    let (code, v) = s.get(&format!("{CMS}?fieldSelector=data.k%3Dv")).await;
+    assert_eq!(code, 400);
+    assert_eq!(v["message"], "field label not supported: data.k");
+    let (code, v) = s.get(&format!("{CMS}?labelSelector=app%20in%20(")).await;
+    assert_eq!((code, v["reason"].as_str()), (400, Some("BadRequest")));
+
+    // Paging with a selector: two at a time until no continue token.
+    let mut seen = Vec::new();
+    let mut path = format!("{CMS}?labelSelector=app%3Dweb&limit=2");
+    loop {
+        let (code, page) = s.get(&path).await;
+        assert_eq!(code, 200);
+        seen.extend(names(&page));
+        match page["metadata"]["continue"].as_str() {
+            Some(c) => path = format!("{CMS}?labelSelector=app%3Dweb&limit=2&continue={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["cm-0", "cm-1", "cm-3"]);
+    let (code, _) = s.get(&format!("{CMS}?limit=2&continue=garbage")).await;
+    assert_eq!(code, 400);
+
+    // Across namespaces, and a namespace list.
+    let (_, v) = s.get("/api/v1/configmaps").await;
+    assert_eq!(names(&v).len(), 5);
+    let (_, v) = s.get("/api/v1/namespaces").await;
+    assert_eq!(
+        names(&v),
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx_status() {
+    let s = TestServer::start().await;
+    // Invalid objects: every problem, with field paths.
+    let (code, v) = s
+        .post("/api/v1/namespaces/default/pods", json!({"metadata": {"name": "Bad_Name", "labels": {"-x": "y"}}, "spec": {"containers": []}}))
+        .await;
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["reason"], "Invalid");
+    assert_eq!(v["details"]["kind"], "Pod");
+    let fields: Vec<&str> = v["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["metadata.name", "metadata.labels", "spec.containers"]
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Pod \"Bad_Name\" is invalid: [")
+    );
+
+    let (code, v) = s.post(CMS, json!({"metadata": {}})).await;
+    assert_eq!(
+        (code, v["details"]["causes"][0]["field"].as_str()),
+        (422, Some("metadata.name"))
+    );
+
+    // Not JSON, not an object, the wrong kind, a namespace mismatch.
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Content-Type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["kind"], "Status");
+    let (code, _) = s.post(CMS, json!([1, 2])).await;
+    assert_eq!(code, 400);
+    let (code, v) = s
+        .post(CMS, json!({"kind": "Pod", "metadata": {"name": "x"}}))
+        .await;
+    assert_eq!(code, 400, "{v}");
+    let (code, _) = s
+        .post(
+            CMS,
+            json!({"metadata": {"name": "x", "namespace": "other"}}),
+        )
+        .await;
+    assert_eq!(code, 400);
+    // Media types, sizes, methods, paths.
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Content-Type", "text/plain")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let r = s
+        .req(Method::PATCH, &format!("{CMS}/x"))
+        .header("Content-Type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let big = json!({"metadata": {"name": "big"}, "data": {"k": "x".repeat(3 * 1024 * 1024 + 10)}});
+    let (code, v) = s.post(CMS, big).await;
+    assert_eq!(
+        (code, v["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    let (code, _) = s
+        .call(Method::POST, &format!("{CMS}/x"), Some(json!({})))
+        .await;
+    assert_eq!(code, 405);
+    let (code, _) = s.get("/api/v1/namespaces/default/widgets").await;
+    assert_eq!(code, 404);
+    let (code, _) = s.get("/nothing/here").await;
+    assert_eq!(code, 404);
+    // A namespace that does not exist.
+    let (code, v) = s
+        .post("/api/v1/namespaces/nope/configmaps", cm("x", json!({})))
+        .await;
+    assert_eq!(code, 404);
+    assert_eq!(v["message"], "namespaces \"nope\" not found");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
+    let s = TestServer::start().await;
+    let path = "/api/v1/namespaces/default/replicationcontrollers";
+    let (code, created) = s.post(path, rc("web", 2)).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(created["status"], json!({"replicas": 0}));
+
+    // The main resource ignores status.
+    let mut o = created.clone();
+    o["status"] = json!({"replicas": 7});
+    o["metadata"]["labels"] = json!({"app": "web", "extra": "1"});
+    let (_, v) = s.put(&format!("{path}/web"), o).await;
+    assert_eq!(v["status"]["replicas"], 0);
+    assert_eq!(
+        v["metadata"]["generation"], 1,
+        "a metadata change keeps the generation"
+    );
+
+    // The status subresource ignores everything but status.
+    let mut o = v.clone();
+    o["status"] = json!({"replicas": 2, "readyReplicas": 1});
+    o["spec"]["replicas"] = json!(9);
+    let (code, v) = s.put(&format!("{path}/web/status"), o).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["status"]["readyReplicas"], 1);
+    assert_eq!(v["spec"]["replicas"], 2);
+    assert_eq!(v["metadata"]["generation"], 1);
+
+    // A spec change bumps the generation.
+    let (_, v) = s
+        .patch(
+            &format!("{path}/web"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await;
+    assert_eq!(v["metadata"]["generation"], 2);
+    assert_eq!(v["status"]["readyReplicas"], 1);
+
+    // Scale: get, merge-patch, and PUT without a Content-Type.
+    let (_, sc) = s.get(&format!("{path}/web/scale")).await;
+    assert_eq!(sc["kind"], "Scale");
+    assert_eq!(sc["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        (
+            sc["spec"]["replicas"].as_i64(),
+            sc["status"]["selector"].as_str()
+        ),
+        (Some(3), Some("app=web"))
+    );
+    let (code, sc) = s
+        .patch(
+            &format!("{path}/web/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!((code, sc["spec"]["replicas"].as_i64()), (200, Some(5)));
+    let mut put = sc.clone();
+    put["spec"]["replicas"] = json!(1);
+    let r = s
+        .req(Method::PUT, &format!("{path}/web/scale"))
+        .body(serde_json::to_vec(&put).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let (code, st) = s.put(&format!("{path}/web/scale"), put).await;
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (409, Some("Conflict")),
+        "the Scale's resourceVersion is now stale"
+    );
+    let (_, v) = s.get(&format!("{path}/web")).await;
+    assert_eq!(v["spec"]["replicas"], 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn patches_merge_json_and_reject_what_they_cannot_apply() {
+    let s = TestServer::start().await;
+    s.post(CMS, cm("p", json!({"app": "web", "tier": "fe"})))
+        .await;
+    let (code, v) = s
+        .patch(
+            &format!("{CMS}/p"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"tier": null, "x": "1"}}, "data": {"k2": "v2"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(v["metadata"]["labels"], json!({"app": "web", "x": "1"}));
+    assert_eq!(v["data"], json!({"k": "v", "k2": "v2"}));
+    let (code, v) = s.patch(&format!("{CMS}/p"), "application/json-patch+json", json!([{"op": "replace", "path": "/data/k", "value": "new"}, {"op": "remove", "path": "/data/k2"}])).await;
+    assert_eq!(code, 200);
+    assert_eq!(v["data"], json!({"k": "new"}));
+    let (code, v) = s
+        .patch(
+            &format!("{CMS}/p"),
+            "application/json-patch+json",
+            json!([{"op": "remove", "path": "/data/none"}]),
+        )
+        .await;
+    assert_eq!((code, v["reason"].as_str()), (400, Some("BadRequest")));
+    // A patch carrying a stale resourceVersion is a precondition.
+    let (code, v) = s
+        .patch(
+            &format!("{CMS}/p"),
+            "application/merge-patch+json",
+            json!({"metadata": {"resourceVersion": "1"}, "data": {"k": "x"}}),
+        )
+        .await;
+    assert_eq!((code, v["reason"].as_str()), (409, Some("Conflict")));
+    let (code, _) = s
+        .patch(
+            &format!("{CMS}/missing"),
+            "application/merge-patch+json",
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let s = TestServer::start().await;
+    let mut o = cm("f", json!({}));
+    o["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    s.post(CMS, o).await;
+    let (code, v) = s.delete(&format!("{CMS}/f")).await;
+    assert_eq!(code, 200);
+    assert!(v["metadata"]["deletionTimestamp"].is_string());
+    let (code, v) = s.get(&format!("{CMS}/f")).await;
+    assert_eq!(code, 200, "still there while a finalizer holds it");
+    // No new finalizers on an object being deleted.
+    let (code, st) = s
+        .patch(
+            &format!("{CMS}/f"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": ["example.com/hold", "x.io/more"]}}),
+        )
+        .await;
+    assert_eq!((code, st["reason"].as_str()), (422, Some("Invalid")));
+    let _ = v;
+    let (code, _) = s
+        .patch(
+            &format!("{CMS}/f"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = s.get(&format!("{CMS}/f")).await;
+    assert_eq!(
+        code, 404,
+        "removing the last finalizer completes the deletion"
+    );
+
+    // Delete preconditions.
+    let (_, created) = s.post(CMS, cm("g", json!({}))).await;
+    let wrong = json!({"preconditions": {"uid": "not-it"}});
+    let (code, st) = s
+        .call(Method::DELETE, &format!("{CMS}/g"), Some(wrong))
+        .await;
+    assert_eq!((code, st["reason"].as_str()), (409, Some("Conflict")));
+    let right = json!({"preconditions": {"uid": created["metadata"]["uid"], "resourceVersion": created["metadata"]["resourceVersion"]}, "propagationPolicy": "Background"});
+    let (code, _) = s
+        .call(Method::DELETE, &format!("{CMS}/g"), Some(right))
+        .await;
+    assert_eq!(code, 200);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_marks_it_terminating_and_closes_it() {
+    let s = TestServer::start().await;
+    let (code, ns) = s
+        .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    assert_eq!(code, 201);
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
+    let (code, _) = s
+        .post("/api/v1/namespaces/team/configmaps", cm("a", json!({})))
+        .await;
+    assert_eq!(code, 201);
+    let (code, v) = s.delete("/api/v1/namespaces/team").await;
+    assert_eq!(code, 200);
+    assert_eq!(v["status"]["phase"], "Terminating");
+    let (code, st) = s
+        .post("/api/v1/namespaces/team/configmaps", cm("b", json!({})))
+        .await;
+    assert_eq!(code, 403);
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("because it is being terminated")
+    );
+    let (code, v) = s
+        .post(
+            "/api/v1/namespaces",
+            json!({"metadata": {"name": "Not.A.Label"}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{v}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn dry_run_checks_everything_and_writes_nothing() {
+    let s = TestServer::start().await;
+    let (code, v) = s
+        .post(&format!("{CMS}?dryRun=All"), cm("dry", json!({})))
+        .await;
+    assert_eq!(code, 201);
+    assert_eq!(v["metadata"]["name"], "dry");
+    let (code, _) = s.get(&format!("{CMS}/dry")).await;
+    assert_eq!(code, 404);
+    let (code, _) = s
+        .post(
+            &format!("{CMS}?dryRun=All"),
+            json!({"metadata": {"name": "BAD"}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let (code, _) = s
+        .post(&format!("{CMS}?dryRun=Some"), cm("x", json!({})))
+        .await;
+    assert_eq!(code, 400);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn delete_collection_removes_what_the_selector_matches() {
+    let s = TestServer::start().await;
+    for (n, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        s.post(CMS, cm(n, json!({"app": app}))).await;
+    }
+    let (code, v) = s.delete(&format!("{CMS}?labelSelector=app%3Dx")).await;
+    assert_eq!(code, 200);
+    assert_eq!(v["items"].as_array().unwrap().len(), 2);
+    let (_, left) = s.get(CMS).await;
+    let names: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c"]);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn watches_stream_changes_from_a_resource_version() {
+    let s = TestServer::start().await;
+    let (_, list) = s.get(CMS).await;
+    let mut w = s
+        .watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&list)))
+        .await;
+    let (_, a) = s.post(CMS, cm("w", json!({"app": "web"}))).await;
+    let e = w.next_change().await;
+    assert_eq!((e["type"].as_str(), &e["object"]), (Some("ADDED"), &a));
+    let (_, b) = s
+        .patch(
+            &format!("{CMS}/w"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "2"}}),
+        )
+        .await;
+    let e = w.next_change().await;
+    assert_eq!((e["type"].as_str(), &e["object"]), (Some("MODIFIED"), &b));
+    let (_, c) = s.delete(&format!("{CMS}/w")).await;
+    let e = w.next_change().await;
+    assert_eq!(e["type"], "DELETED");
+    assert_eq!(
+        e["object"]["metadata"]["resourceVersion"],
+        c["metadata"]["resourceVersion"]
+    );
+    assert!(rv(&e["object"]) > rv(&b));
+
+    // Resuming from the first event's revision replays the rest.
+    let mut again = s
+        .watch(&format!("{CMS}?watch=1&resourceVersion={}", rv(&a)))
+        .await;
+    assert_eq!(again.next_change().await["type"], "MODIFIED");
+    assert_eq!(again.next_change().await["type"], "DELETED");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_watch_without_a_resource_version_starts_with_the_current_objects() {
+    let s = TestServer::start().await;
+    s.post(CMS, cm("x", json!({}))).await;
+    s.post(CMS, cm("y", json!({}))).await;
+    let mut w = s.watch(&format!("{CMS}?watch=true")).await;
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let e = w.next_change().await;
+        assert_eq!(e["type"], "ADDED");
+        names.push(
+            e["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(names, ["x", "y"]);
+    s.post(CMS, cm("z", json!({}))).await;
+    assert_eq!(w.next_change().await["object"]["metadata"]["name"], "z");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_label_watch_sees_objects_enter_and_leave_its_selection() {
+    let s = TestServer::start().await;
+    s.post(CMS, cm("l", json!({"app": "db"}))).await;
+    let (_, list) = s.get(CMS).await;
+    let mut w = s
+        .watch(&format!(
+            "{CMS}?watch=true&labelSelector=app%3Dweb&resourceVersion={}",
+            rv(&list)
+        ))
+        .await;
+    s.patch(
+        &format!("{CMS}/l"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"app": "web"}}}),
+    )
+    .await;
+    assert_eq!(w.next_change().await["type"], "ADDED");
+    s.patch(
+        &format!("{CMS}/l"),
+        "application/merge-patch+json",
+        json!({"data": {"k": "9"}}),
+    )
+    .await;
+    assert_eq!(w.next_change().await["type"], "MODIFIED");
+    let (_, left) = s
+        .patch(
+            &format!("{CMS}/l"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"app": "db"}}}),
+        )
+        .await;
+    let e = w.next_change().await;
+    assert_eq!(e["type"], "DELETED");
+    assert_eq!(
+        e["object"]["metadata"]["labels"]["app"], "web",
+        "the last state that matched"
+    );
+    assert_eq!(
+        e["object"]["metadata"]["resourceVersion"],
+        left["metadata"]["resourceVersion"]
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn streaming_lists_end_their_initial_events_with_a_bookmark() {
+    let s = TestServer::start().await;
+    s.post(CMS, cm("one", json!({}))).await;
+    s.post(CMS, cm("two", json!({}))).await;
+    let mut w = s
+        .watch(&format!("{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dtwo&timeoutSeconds=30"))
+        .await;
+    let e = w.next().await.unwrap();
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("two"))
+    );
+    let b = w.next().await.unwrap();
+    assert_eq!(b["type"], "BOOKMARK");
+    assert_eq!(
+        b["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(b["object"]["kind"], "ConfigMap");
+    s.delete(&format!("{CMS}/one")).await;
+    s.delete(&format!("{CMS}/two")).await;
+    let e = w.next_change().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("DELETED"), Some("two"))
+    );
+
+    // Without NotOlderThan the request is refused, never ignored.
+    let r = s
+        .req(
+            Method::GET,
+            &format!("{CMS}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["details"]["causes"][0]["field"], "sendInitialEvents");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn idle_watches_get_bookmarks_when_they_allow_them() {
+    let s =
+        TestServer::start_with(|c| c.bookmark_every = std::time::Duration::from_millis(100)).await;
+    let (_, list) = s.get(CMS).await;
+    let mut w = s
+        .watch(&format!(
+            "{CMS}?watch=true&allowWatchBookmarks=true&resourceVersion={}",
+            rv(&list)
+        ))
+        .await;
+    let b = w.next().await.unwrap();
+    assert_eq!(b["type"], "BOOKMARK");
+    assert_eq!(b["object"]["apiVersion"], "v1");
+    assert!(rv(&b["object"]) >= rv(&list));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn watches_end_at_their_timeout() {
+    let s = TestServer::start().await;
+    let mut w = s
+        .watch(&format!(
+            "{CMS}?watch=true&timeoutSeconds=1&resourceVersion=0"
+        ))
+        .await;
+    assert!(
+        within(10, w.next()).await.is_none(),
+        "the server ends the stream after timeoutSeconds"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_watch_from_compacted_history_is_410_expired() {
+    let s = TestServer::start_with(|c| {
+        c.store.retain_events = 2;
+        c.store.retain_for = std::time::Duration::ZERO;
+        c.store.compact_every = std::time::Duration::from_millis(20);
+    })
+    .await;
+    for i in 0..6 {
+        s.post(CMS, cm(&format!("c{i}"), json!({}))).await;
+    }
+    // The retention policy runs on its own; wait for it to drop revision 3.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (code, st) = loop {
+        let (code, st) = s
+            .get(&format!(
+                "{CMS}?watch=true&resourceVersion=2&timeoutSeconds=1"
+            ))
+            .await;
+        if code != 200 || std::time::Instant::now() > deadline {
+            break (code, st);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(code, 410, "{st}");
+    assert_eq!(st["reason"], "Expired");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version: 2")
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn objects_survive_a_restart_and_the_token_keeps_working() {
+    let s = TestServer::start().await;
+    let (_, created) = s.post(CMS, cm("keep", json!({"app": "x"}))).await;
+    let token = s.token.clone();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(dir, |_| {}).await;
+    assert_eq!(s.token, token);
+    let (code, got) = s.get(&format!("{CMS}/keep")).await;
+    assert_eq!((code, got), (200, created));
+    let kubeconfig = std::fs::read_to_string(s.dir.path().join("kubeconfig")).unwrap();
+    assert!(kubeconfig.contains(&format!("server: {}", s.url)));
+    assert!(kubeconfig.contains(&format!("token: {token}")));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["kubeconfig", "admin.token"] {
+            let mode = std::fs::metadata(s.dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+    }
+    s.stop().await;
+}
