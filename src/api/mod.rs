@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod openapi;
 mod resources;
 pub mod tls;
 
@@ -47,6 +48,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1", get(core_resources))
         .route("/apis/{group}", get(api_group))
         .route("/apis/{group}/{version}", get(group_resources))
+        .route("/openapi/v3", get(|| async { openapi::root() }))
+        .route("/openapi/v3/{*path}", get(openapi_document))
         .route("/api/v1/{*rest}", any(core_request))
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
@@ -98,6 +101,10 @@ async fn api_group(Path(group): Path<String>) -> Response {
 
 async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
     discovery::resources(&group, &version).unwrap_or_else(|| Error::NoRoute.into_response())
+}
+
+async fn openapi_document(Path(path): Path<String>, headers: HeaderMap) -> Response {
+    openapi::document_at(&path, &headers).unwrap_or_else(|| Error::NoRoute.into_response())
 }
 
 async fn read_body(body: Body) -> Result<bytes::Bytes, Error> {

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::{Error, Result};
 use crate::registry::{
-    self, DeleteOptions, ListOptions, Part, Patch, Propagation, Resource, WatchEvent, WatchOptions,
-    WriteOptions, catalog,
+    self, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation, Resource,
+    WatchEvent, WatchOptions, WriteOptions, catalog,
 };
 use crate::types::{fields, labels};
 
@@ -80,7 +80,33 @@ fn write_options(q: &Query) -> Result<WriteOptions> {
             )));
         }
     };
-    Ok(WriteOptions { dry_run })
+    let field_validation = match q.get("fieldValidation").map(String::as_str) {
+        None | Some("") => FieldValidation::Warn,
+        Some("Strict") => FieldValidation::Strict,
+        Some("Warn") => FieldValidation::Warn,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some(other) => {
+            return Err(Error::BadRequest(format!(
+                "fieldValidation must be one of Strict, Warn or Ignore, not {other:?}"
+            )));
+        }
+    };
+    Ok(WriteOptions {
+        dry_run,
+        field_validation,
+    })
+}
+
+/// A write's answer: the object, with its warnings as `Warning` headers.
+fn written(code: StatusCode, w: registry::Written) -> Response {
+    let mut r = json_ok(code, w.object);
+    for warning in w.warnings {
+        let text = format!("299 - {}", json!(warning));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
 }
 
 fn list_options(q: &Query) -> Result<ListOptions> {
@@ -181,8 +207,9 @@ fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<Patch> {
     match media_type(headers).as_deref() {
         Some("application/merge-patch+json") => Ok(Patch::Merge(parse()?)),
         Some("application/json-patch+json") => Ok(Patch::Json(parse()?)),
+        Some("application/strategic-merge-patch+json") => Ok(Patch::Strategic(parse()?)),
         other => Err(Error::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got {})",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {})",
             other.unwrap_or("no Content-Type")
         ))),
     }
@@ -277,7 +304,7 @@ pub async fn handle(
         (&Method::POST, None) => {
             let obj = json_body(&headers, &body)?;
             let created = reg.create(res, ns, obj, &write_options(&query)?).await?;
-            Ok(json_ok(StatusCode::CREATED, created))
+            Ok(written(StatusCode::CREATED, created))
         }
         (&Method::DELETE, None) => {
             let list = reg
@@ -314,12 +341,15 @@ pub async fn handle(
                     let out = reg
                         .patch(res, ns, name, &Patch::Merge(patch), Part::Main, &opts)
                         .await?;
-                    to_scale(res, &out)?
+                    registry::Written {
+                        object: to_scale(res, &out.object)?,
+                        warnings: out.warnings,
+                    }
                 }
                 Some("status") => reg.update(res, ns, name, obj, Part::Status, &opts).await?,
                 _ => reg.update(res, ns, name, obj, Part::Main, &opts).await?,
             };
-            Ok(json_ok(StatusCode::OK, out))
+            Ok(written(StatusCode::OK, out))
         }
         (&Method::PATCH, Some(name)) => {
             let patch = patch_body(&headers, &body)?;
@@ -339,7 +369,10 @@ pub async fn handle(
                     let out = reg
                         .patch(res, ns, name, &Patch::Merge(p), Part::Main, &opts)
                         .await?;
-                    to_scale(res, &out)?
+                    registry::Written {
+                        object: to_scale(res, &out.object)?,
+                        warnings: out.warnings,
+                    }
                 }
                 Some("status") => {
                     reg.patch(res, ns, name, &patch, Part::Status, &opts)
@@ -347,7 +380,7 @@ pub async fn handle(
                 }
                 _ => reg.patch(res, ns, name, &patch, Part::Main, &opts).await?,
             };
-            Ok(json_ok(StatusCode::OK, out))
+            Ok(written(StatusCode::OK, out))
         }
         (&Method::DELETE, Some(name)) if t.sub.is_none() => {
             let out = reg

@@ -5,6 +5,7 @@
 
 pub mod catalog;
 mod patch;
+pub mod schema;
 pub mod strategy;
 mod tokens;
 mod watch;
@@ -21,6 +22,7 @@ use crate::types::{fields, labels, names};
 
 pub use catalog::{Kind, Resource};
 pub use patch::Patch;
+pub use schema::FieldValidation;
 pub use tokens::User;
 pub use watch::{Watch, WatchEvent, WatchOptions};
 
@@ -164,6 +166,17 @@ pub struct List {
 pub struct WriteOptions {
     /// Run every check but write nothing (`dryRun=All`).
     pub dry_run: bool,
+    /// What to do about fields the schema does not know.
+    pub field_validation: FieldValidation,
+}
+
+/// A successful create, update or patch.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The object as stored.
+    pub object: Bytes,
+    /// Warnings for the client (unknown fields that were dropped).
+    pub warnings: Vec<String>,
 }
 
 /// How dependents are treated when their owner is deleted.
@@ -362,9 +375,10 @@ impl Registry {
         Ok(())
     }
 
-    /// Metadata and kind rules; every problem is collected.
-    fn validate(res: &Resource, obj: &Value) -> Result<()> {
-        let mut causes = Vec::new();
+    /// Metadata and kind rules, on top of the schema's findings; every problem is
+    /// collected.
+    fn validate(res: &Resource, obj: &Value, schema_causes: &[Cause]) -> Result<()> {
+        let mut causes = schema_causes.to_vec();
         let m = meta(obj);
         let name = m
             .and_then(|m| m.get("name"))
@@ -478,6 +492,8 @@ impl Registry {
             }
         }
         strategy::validate(res.kind, obj, &mut causes);
+        let mut seen = std::collections::HashSet::new();
+        causes.retain(|c| seen.insert((c.field.clone(), c.reason.clone())));
         if causes.is_empty() {
             Ok(())
         } else {
@@ -492,9 +508,12 @@ impl Registry {
         namespace: Option<&str>,
         mut obj: Value,
         opts: &WriteOptions,
-    ) -> Result<Bytes> {
+    ) -> Result<Written> {
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut obj)?;
+        meta_mut(&mut obj)?;
+        let mut schema_causes = Vec::new();
+        let warnings = schema::admit(res, &mut obj, opts.field_validation, &mut schema_causes)?;
         let m = meta_mut(&mut obj)?;
         match (ns, m.get("namespace").and_then(Value::as_str)) {
             (Some(want), Some(got)) if !got.is_empty() && got != want => {
@@ -559,17 +578,21 @@ impl Registry {
             if res.kind == Kind::Namespace {
                 strategy::default(res.kind, &mut obj);
             }
-            Self::validate(res, &obj)?;
+            Self::validate(res, &obj, &schema_causes)?;
             self.check_namespace_open(res, ns, &name)?;
+            let done = |object| Written {
+                object,
+                warnings: warnings.clone(),
+            };
             if opts.dry_run {
-                return Ok(to_bytes(&obj));
+                return Ok(done(to_bytes(&obj)));
             }
             match self
                 .store
                 .create(&res.key(ns, &name), to_bytes(&obj))
                 .await?
             {
-                Outcome::Written(r) => return Ok(r.value),
+                Outcome::Written(r) => return Ok(done(r.value)),
                 Outcome::AlreadyExists(_) if given.is_none() && attempt < 8 => continue,
                 Outcome::AlreadyExists(_) => {
                     return Err(Error::AlreadyExists {
@@ -740,7 +763,7 @@ impl Registry {
         mut obj: Value,
         part: Part,
         opts: &WriteOptions,
-    ) -> Result<Bytes> {
+    ) -> Result<Written> {
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut obj)?;
         let m = meta_mut(&mut obj)?;
@@ -777,7 +800,7 @@ impl Registry {
         patch: &Patch,
         part: Part,
         opts: &WriteOptions,
-    ) -> Result<Bytes> {
+    ) -> Result<Written> {
         let ns = Self::scope(res, namespace)?;
         let key = res.key(ns, name);
         self.update_with(
@@ -805,7 +828,7 @@ impl Registry {
         opts: &WriteOptions,
         change: impl Fn(&Value) -> Result<Value>,
         part: Part,
-    ) -> Result<Bytes> {
+    ) -> Result<Written> {
         for _ in 0..UPDATE_RETRIES {
             let cur = self
                 .store
@@ -814,6 +837,13 @@ impl Registry {
             let old = parse(&cur.value)?;
             let mut new = change(&old)?;
             Self::check_type(res, &mut new)?;
+            meta_mut(&mut new)?;
+            let mut schema_causes = Vec::new();
+            let warnings = schema::admit(res, &mut new, opts.field_validation, &mut schema_causes)?;
+            let done = |object| Written {
+                object,
+                warnings: warnings.clone(),
+            };
             // A resourceVersion in the new object (a PUT body or a patch that sets it) is
             // a precondition.
             let wanted = match expect {
@@ -829,12 +859,12 @@ impl Registry {
                 return Err(Self::conflict(res, name));
             }
             let merged = Self::merge_update(res, &old, new, part)?;
-            Self::validate(res, &merged)?;
+            Self::validate(res, &merged, &schema_causes)?;
             if same_object(&old, &merged) {
-                return Ok(cur.value);
+                return Ok(done(cur.value));
             }
             if opts.dry_run {
-                return Ok(to_bytes(&merged));
+                return Ok(done(to_bytes(&merged)));
             }
             let finished = meta(&merged).is_some_and(|m| {
                 m.contains_key("deletionTimestamp")
@@ -850,7 +880,7 @@ impl Registry {
                 self.store.update(key, to_bytes(&merged), pre).await?
             };
             match outcome {
-                Outcome::Written(r) => return Ok(r.value),
+                Outcome::Written(r) => return Ok(done(r.value)),
                 Outcome::Conflict(_) if wanted.is_none() => continue,
                 Outcome::Conflict(_) => return Err(Self::conflict(res, name)),
                 Outcome::NotFound => return Err(Self::not_found(res, name)),

@@ -1,4 +1,6 @@
-//! Patches: JSON merge patch (RFC 7386) and JSON patch (RFC 6902).
+//! Patches: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch
+//! (Kubernetes: lists of known fields merge by key, with the `$patch`, `$setElementOrder`,
+//! `$retainKeys` and `$deleteFromPrimitiveList` directives).
 
 use serde_json::{Map, Value};
 
@@ -11,6 +13,8 @@ pub enum Patch {
     Merge(Value),
     /// `application/json-patch+json`
     Json(Value),
+    /// `application/strategic-merge-patch+json`
+    Strategic(Value),
 }
 
 impl Patch {
@@ -33,8 +37,191 @@ impl Patch {
                     .map_err(|e| format!("the JSON patch could not be applied: {e}"))?;
                 Ok(out)
             }
+            Patch::Strategic(p) => {
+                if !p.is_object() {
+                    return Err("a strategic merge patch must be a JSON object".into());
+                }
+                let mut out = current.clone();
+                strategic_merge(&mut out, p)?;
+                Ok(out)
+            }
         }
     }
+}
+
+/// The key that identifies elements of a list field in the core types, or `None` when
+/// the list is replaced as a whole.
+fn merge_key(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "secrets" => "name",
+        "ports" => "containerPort",
+        "volumeMounts" => "mountPath",
+        "volumeDevices" => "devicePath",
+        "conditions" | "addresses" => "type",
+        "ownerReferences" => "uid",
+        "hostAliases" => "ip",
+        "topologySpreadConstraints" => "topologyKey",
+        _ => return None,
+    })
+}
+
+/// Lists of plain values whose patches are unions rather than replacements.
+fn merges_primitives(field: &str) -> bool {
+    field == "finalizers"
+}
+
+/// Applies a strategic merge patch object to `target`.
+pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return Ok(());
+    };
+    match p.get("$patch").and_then(Value::as_str) {
+        Some("replace") => {
+            let mut v = p.clone();
+            v.remove("$patch");
+            *target = Value::Object(v);
+            return Ok(());
+        }
+        Some("delete") => {
+            *target = Value::Null;
+            return Ok(());
+        }
+        Some("merge") | None => {}
+        Some(other) => return Err(format!("unknown patch directive $patch: {other:?}")),
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let t = target.as_object_mut().expect("just made an object");
+    if let Some(keep) = p.get("$retainKeys") {
+        let keep: Vec<&str> = keep
+            .as_array()
+            .ok_or("$retainKeys must be a list")?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        t.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    for (k, v) in p {
+        if k == "$patch" || k == "$retainKeys" || k.starts_with("$setElementOrder/") {
+            continue;
+        }
+        if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
+            let drop = v
+                .as_array()
+                .ok_or("$deleteFromPrimitiveList needs a list")?;
+            if let Some(Value::Array(list)) = t.get_mut(field) {
+                list.retain(|x| !drop.contains(x));
+            }
+            continue;
+        }
+        match v {
+            Value::Null => {
+                t.remove(k);
+            }
+            Value::Array(items) => {
+                let merged = merge_list(k, t.get(k), items)?;
+                t.insert(k.clone(), merged);
+            }
+            Value::Object(_) => {
+                let slot = t.entry(k.clone()).or_insert(Value::Null);
+                strategic_merge(slot, v)?;
+                if slot.is_null() {
+                    t.remove(k);
+                }
+            }
+            other => {
+                t.insert(k.clone(), other.clone());
+            }
+        }
+    }
+    // Order directives come last, once every list is merged.
+    for (k, order) in p {
+        if let Some(field) = k.strip_prefix("$setElementOrder/") {
+            let order = order.as_array().ok_or("$setElementOrder needs a list")?;
+            if let Some(Value::Array(list)) = t.get_mut(field) {
+                reorder(field, list, order);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<Value, String> {
+    let current = current
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if patch
+        .iter()
+        .any(|e| e.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        let items = patch
+            .iter()
+            .filter(|e| e.get("$patch").is_none())
+            .cloned()
+            .collect();
+        return Ok(Value::Array(items));
+    }
+    if merges_primitives(field) {
+        let mut out = current;
+        for e in patch {
+            if !out.contains(e) {
+                out.push(e.clone());
+            }
+        }
+        return Ok(Value::Array(out));
+    }
+    let Some(key) = merge_key(field) else {
+        return Ok(Value::Array(patch.to_vec()));
+    };
+    let mut out = current;
+    for e in patch {
+        let Some(id) = e.get(key) else {
+            return Err(format!(
+                "the elements of {field} need their merge key {key:?}"
+            ));
+        };
+        let pos = out.iter().position(|o| o.get(key) == Some(id));
+        if e.get("$patch").and_then(Value::as_str) == Some("delete") {
+            if let Some(i) = pos {
+                out.remove(i);
+            }
+            continue;
+        }
+        match pos {
+            Some(i) => strategic_merge(&mut out[i], e)?,
+            None => {
+                let mut fresh = Value::Object(Map::new());
+                strategic_merge(&mut fresh, e)?;
+                out.push(fresh);
+            }
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+/// Puts the elements named in `order` first, in that order (a stable sort).
+fn reorder(field: &str, list: &mut [Value], order: &[Value]) {
+    let key = merge_key(field);
+    let id = |e: &Value| -> Value {
+        match key {
+            Some(k) => e.get(k).cloned().unwrap_or(Value::Null),
+            None => e.clone(),
+        }
+    };
+    list.sort_by_key(|e| {
+        let me = id(e);
+        order.iter().position(|o| id(o) == me).unwrap_or(usize::MAX)
+    });
 }
 
 /// RFC 7386: objects merge recursively, `null` removes, anything else replaces.
@@ -107,5 +294,89 @@ mod tests {
         assert!(bad.apply(res, &cur).is_err());
         assert!(Patch::Json(json!({"op":"x"})).apply(res, &cur).is_err());
         assert!(Patch::Merge(json!([1])).apply(res, &cur).is_err());
+    }
+
+    fn smp(target: Value, patch: Value) -> Value {
+        let mut t = target;
+        strategic_merge(&mut t, &patch).unwrap();
+        t
+    }
+
+    #[test]
+    fn strategic_merge_merges_containers_by_name() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "image": "a:1", "env": [{"name": "X", "value": "1"}]},
+            {"name": "b", "image": "b:1"}]}});
+        let out = smp(
+            pod.clone(),
+            json!({"spec": {"containers": [
+            {"name": "a", "image": "a:2", "env": [{"name": "Y", "value": "2"}]}]}}),
+        );
+        assert_eq!(out["spec"]["containers"][0]["image"], "a:2");
+        assert_eq!(
+            out["spec"]["containers"][0]["env"],
+            json!([{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}])
+        );
+        assert_eq!(out["spec"]["containers"][1]["image"], "b:1");
+        // $patch: delete removes an element; $setElementOrder orders them.
+        let out = smp(
+            pod.clone(),
+            json!({"spec": {
+            "$setElementOrder/containers": [{"name": "b"}, {"name": "c"}],
+            "containers": [{"name": "a", "$patch": "delete"}, {"name": "c", "image": "c:1"}]}}),
+        );
+        let names: Vec<&str> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["b", "c"]);
+        // $patch: replace on a list and on a map.
+        let out = smp(
+            pod.clone(),
+            json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "z", "image": "z"}]}}),
+        );
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "z", "image": "z"}])
+        );
+        let out = smp(
+            pod,
+            json!({"spec": {"$patch": "replace", "containers": []}}),
+        );
+        assert_eq!(out["spec"], json!({"containers": []}));
+    }
+
+    #[test]
+    fn strategic_merge_handles_maps_primitives_and_unknown_lists() {
+        let obj = json!({"metadata": {"labels": {"a": "1", "b": "2"}, "finalizers": ["x"]},
+                         "spec": {"tolerations": [{"key": "k"}], "args": ["1"]}});
+        let out = smp(
+            obj.clone(),
+            json!({"metadata": {"labels": {"a": null, "c": "3"}, "finalizers": ["y"]},
+                                          "spec": {"tolerations": [{"key": "z"}]}}),
+        );
+        assert_eq!(out["metadata"]["labels"], json!({"b": "2", "c": "3"}));
+        assert_eq!(out["metadata"]["finalizers"], json!(["x", "y"]));
+        assert_eq!(
+            out["spec"]["tolerations"],
+            json!([{"key": "z"}]),
+            "lists without a merge key are replaced"
+        );
+        let out = smp(
+            obj.clone(),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x"]}}),
+        );
+        assert_eq!(out["metadata"]["finalizers"], json!([]));
+        let out = smp(
+            obj,
+            json!({"spec": {"$retainKeys": ["args"], "args": ["2"]}}),
+        );
+        assert_eq!(out["spec"], json!({"args": ["2"]}));
+        let mut t = json!({"spec": {"containers": [{"name": "a"}]}});
+        assert!(
+            strategic_merge(&mut t, &json!({"spec": {"containers": [{"image": "x"}]}})).is_err()
+        );
     }
 }

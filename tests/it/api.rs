@@ -883,3 +883,131 @@ async fn objects_survive_a_restart_and_the_token_keeps_working() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn field_validation_refuses_warns_or_drops_unknown_fields() {
+    let s = TestServer::start().await;
+    let bad = json!({"metadata": {"name": "typo", "bogusField": 1}, "data": {"k": "v"}});
+    let (code, st) = s
+        .post(&format!("{CMS}?fieldValidation=Strict"), bad.clone())
+        .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"metadata.bogusField\""
+    );
+    let r = s
+        .req(Method::POST, &format!("{CMS}?fieldValidation=Warn"))
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(
+        r.headers()["warning"],
+        "299 - \"unknown field \\\"metadata.bogusField\\\"\""
+    );
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["metadata"].get("bogusField").is_none(),
+        "unknown fields are never stored"
+    );
+    // Types are checked whatever the mode, together with the semantic rules.
+    let (code, st) = s
+        .post(
+            "/api/v1/namespaces/default/replicationcontrollers?fieldValidation=Ignore",
+            json!({"metadata": {"name": "r"}, "spec": {"replicas": "three", "selector": {"app": "x"},
+                "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    let fields: Vec<&str> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert!(
+        fields.contains(&"spec.replicas") && fields.contains(&"spec.template.metadata.labels"),
+        "{fields:?}"
+    );
+    let (code, _) = s
+        .post(&format!("{CMS}?fieldValidation=Loose"), cm("x", json!({})))
+        .await;
+    assert_eq!(code, 400);
+    // A patch that adds an unknown field is refused under Strict too.
+    let (code, _) = s
+        .patch(
+            &format!("{CMS}/typo?fieldValidation=Strict"),
+            "application/merge-patch+json",
+            json!({"spec": {"x": 1}}),
+        )
+        .await;
+    assert_eq!(code, 400);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn openapi_v3_documents_describe_every_group_version() {
+    let s = TestServer::start().await;
+    let (code, root) = s.get("/openapi/v3").await;
+    assert_eq!(code, 200);
+    let url = root["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.starts_with("/openapi/v3/api/v1?hash="));
+    assert!(root["paths"]["apis/coordination.k8s.io/v1"].is_object());
+    let r = s.req(Method::GET, &url).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.0.0");
+    let pod = &doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"];
+    assert_eq!(pod["x-kubernetes-group-version-kind"][0]["kind"], "Pod");
+    let r = s
+        .req(Method::GET, &url)
+        .header("If-None-Match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 304);
+    let (code, _) = s.get("/openapi/v3/apis/nothing/v1").await;
+    assert_eq!(code, 404);
+    let (code, _) = s.get("/openapi/v2").await;
+    assert_eq!(code, 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn strategic_merge_patches_merge_containers_by_name() {
+    let s = TestServer::start().await;
+    let path = "/api/v1/namespaces/default/pods";
+    let pod = json!({"metadata": {"name": "web"}, "spec": {"containers": [
+        {"name": "main", "image": "registry.example/app:1"},
+        {"name": "side", "image": "registry.example/side:1"}]}});
+    let (code, _) = s.post(path, pod).await;
+    assert_eq!(code, 201);
+    let (code, v) = s
+        .patch(
+            &format!("{path}/web"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"$setElementOrder/containers": [{"name": "main"}, {"name": "side"}],
+                            "containers": [{"name": "main", "image": "registry.example/app:2"}]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        v["spec"]["containers"][0]["image"],
+        "registry.example/app:2"
+    );
+    assert_eq!(
+        v["spec"]["containers"][1]["image"],
+        "registry.example/side:1"
+    );
+    assert_eq!(
+        v["spec"]["containers"][1]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
+    s.stop().await;
+}

@@ -1,0 +1,317 @@
+//! OpenAPI v3: `/openapi/v3` lists one document per group version, each with the paths of
+//! its resources (operations marked with their group-version-kind, writes taking
+//! `fieldValidation`) and the schemas generated from the Rust types. Documents are built
+//! once and served with an ETag.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::registry::catalog::{RESOURCES, Resource};
+use crate::registry::schema;
+
+/// The patch media types berth accepts, as advertised on PATCH operations.
+/// Strategic merge patch is accepted but deliberately not listed: clients would then compute
+/// patches from these schemas, which carry no patch-merge-key metadata.
+pub const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+struct Doc {
+    body: Vec<u8>,
+    hash: String,
+}
+
+/// `api/v1` or `apis/{group}/{version}`.
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+fn docs() -> &'static BTreeMap<String, Doc> {
+    static DOCS: OnceLock<BTreeMap<String, Doc>> = OnceLock::new();
+    DOCS.get_or_init(|| {
+        let mut gvs: Vec<(&str, &str)> = Vec::new();
+        for r in RESOURCES {
+            if !gvs.contains(&(r.group, r.version)) {
+                gvs.push((r.group, r.version));
+            }
+        }
+        gvs.into_iter()
+            .map(|(g, v)| {
+                let body = serde_json::to_vec(&document(g, v)).expect("JSON serializes");
+                let digest = Sha256::digest(&body);
+                let hash: String = digest[..8].iter().map(|b| format!("{b:02X}")).collect();
+                (gv_path(g, v), Doc { body, hash })
+            })
+            .collect()
+    })
+}
+
+fn param(name: &str, location: &str, description: &str) -> Value {
+    json!({
+        "name": name, "in": location, "description": description,
+        "required": location == "path", "schema": {"type": "string", "uniqueItems": true},
+    })
+}
+
+fn write_params() -> Vec<Value> {
+    vec![
+        param(
+            "dryRun",
+            "query",
+            "When present, indicates that modifications should not be persisted. The only valid value is All.",
+        ),
+        param(
+            "fieldManager",
+            "query",
+            "A name associated with the actor or entity that is making these changes.",
+        ),
+        param(
+            "fieldValidation",
+            "query",
+            "How to handle unknown fields in the object: Ignore, Warn (the default) or Strict.",
+        ),
+    ]
+}
+
+fn list_params() -> Vec<Value> {
+    [
+        "allowWatchBookmarks",
+        "continue",
+        "fieldSelector",
+        "labelSelector",
+        "limit",
+        "resourceVersion",
+        "resourceVersionMatch",
+        "sendInitialEvents",
+        "timeoutSeconds",
+        "watch",
+    ]
+    .iter()
+    .map(|n| param(n, "query", ""))
+    .collect()
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn ok_response(schema_name: &str) -> Value {
+    json!({"200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(schema_name)}}}})
+}
+
+#[allow(clippy::too_many_arguments)]
+fn operation(
+    r: &Resource,
+    action: &str,
+    id: &str,
+    schema_name: &str,
+    gvk: Value,
+    mut params: Vec<Value>,
+    body: Option<Value>,
+) -> Value {
+    params.push(param(
+        "pretty",
+        "query",
+        "If 'true', then the output is pretty printed.",
+    ));
+    let mut op = json!({
+        "operationId": id,
+        "description": format!("{action} {}", r.kind_name),
+        "tags": [gv_path(r.group, r.version).replace('/', "_")],
+        "parameters": params,
+        "responses": ok_response(schema_name),
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk,
+    });
+    if let Some(b) = body {
+        op["requestBody"] = json!({"content": b, "required": true});
+    }
+    op
+}
+
+fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
+    let base = format!("/{}", gv_path(r.group, r.version));
+    let collection = if r.namespaced {
+        format!("{base}/namespaces/{{namespace}}/{}", r.plural)
+    } else {
+        format!("{base}/{}", r.plural)
+    };
+    let item = format!("{collection}/{{name}}");
+    let scope_params = |with_name: bool| {
+        let mut p = Vec::new();
+        if with_name {
+            p.push(param("name", "path", "name of the object"));
+        }
+        if r.namespaced {
+            p.push(param("namespace", "path", "object name and auth scope"));
+        }
+        p
+    };
+    let name = schema::schema_name(r.kind);
+    let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind_name});
+    let id = format!(
+        "{}{}",
+        if r.group.is_empty() { "CoreV1" } else { "V1" },
+        r.kind_name
+    );
+    let json_body = json!({"application/json": {"schema": schema_ref(&name)}});
+    let patch_body: Map<String, Value> = PATCH_TYPES
+        .iter()
+        .map(|t| (t.to_string(), json!({"schema": {"type": "object"}})))
+        .collect();
+    let with = |mut a: Vec<Value>, b: Vec<Value>| {
+        a.extend(b);
+        a
+    };
+    paths.insert(
+        collection.clone(),
+        json!({
+            "get": operation(r, "list", &format!("list{id}"), &name, gvk.clone(), with(scope_params(false), list_params()), None),
+            "post": operation(r, "post", &format!("create{id}"), &name, gvk.clone(), with(scope_params(false), write_params()), Some(json_body.clone())),
+            "delete": operation(r, "deletecollection", &format!("deleteCollection{id}"), &name, gvk.clone(), with(scope_params(false), list_params()), None),
+        }),
+    );
+    let item_ops = |suffix: &str, schema_name: &str, gvk: &Value| {
+        json!({
+            "get": operation(r, "get", &format!("read{id}{suffix}"), schema_name, gvk.clone(), scope_params(true), None),
+            "put": operation(r, "put", &format!("replace{id}{suffix}"), schema_name, gvk.clone(),
+                with(scope_params(true), write_params()),
+                Some(json!({"application/json": {"schema": schema_ref(schema_name)}}))),
+            "patch": operation(r, "patch", &format!("patch{id}{suffix}"), schema_name, gvk.clone(),
+                with(with(scope_params(true), write_params()), vec![param("force", "query", "Force is going to \"force\" Apply requests.")]),
+                Some(Value::Object(patch_body.clone()))),
+        })
+    };
+    let mut ops = item_ops("", &name, &gvk);
+    ops["delete"] = operation(
+        r,
+        "delete",
+        &format!("delete{id}"),
+        &name,
+        gvk.clone(),
+        with(scope_params(true), vec![param("dryRun", "query", "")]),
+        None,
+    );
+    paths.insert(item.clone(), ops);
+    if r.status {
+        paths.insert(format!("{item}/status"), item_ops("Status", &name, &gvk));
+    }
+    if r.scale {
+        let scale_gvk = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
+        paths.insert(
+            format!("{item}/scale"),
+            item_ops("Scale", &schema::scale_schema_name(), &scale_gvk),
+        );
+    }
+    if r.namespaced {
+        paths.insert(
+            format!("{base}/{}", r.plural),
+            json!({"get": operation(r, "list", &format!("list{id}ForAllNamespaces"), &name, gvk, list_params(), None)}),
+        );
+    }
+}
+
+fn document(group: &str, version: &str) -> Value {
+    let mut paths = Map::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        resource_paths(r, &mut paths);
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION"))},
+        "paths": paths,
+        "components": {"schemas": schema::definitions()},
+    })
+}
+
+/// `GET /openapi/v3`
+pub fn root() -> Response {
+    let paths: Map<String, Value> = docs()
+        .iter()
+        .map(|(path, doc)| {
+            (
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", doc.hash)}),
+            )
+        })
+        .collect();
+    super::discovery::json_response("application/json", &json!({"paths": paths}))
+}
+
+/// `GET /openapi/v3/{path}`
+pub fn document_at(path: &str, headers: &HeaderMap) -> Option<Response> {
+    let doc = docs().get(path.trim_matches('/'))?;
+    let etag = format!("\"{}\"", doc.hash);
+    let cached = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == etag);
+    let mut r = if cached {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        doc.body.clone().into_response()
+    };
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::ETAG,
+        HeaderValue::from_str(&etag).expect("hex is a valid header"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, immutable"),
+    );
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_group_version_has_a_document_with_patch_operations_kubectl_can_use() {
+        assert!(docs().contains_key("api/v1"));
+        assert!(docs().contains_key("apis/coordination.k8s.io/v1"));
+        let doc: Value = serde_json::from_slice(&docs()["api/v1"].body).unwrap();
+        let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"],
+            json!({"group": "", "version": "v1", "kind": "Pod"})
+        );
+        let params: Vec<&str> = patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(params.contains(&"fieldValidation"));
+        assert!(
+            patch["requestBody"]["content"]
+                .get("application/strategic-merge-patch+json")
+                .is_none()
+        );
+        assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"].is_object());
+        assert!(doc["paths"]["/api/v1/namespaces/{name}"].is_object());
+        assert!(
+            doc["paths"]["/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale"]
+                .is_object()
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! The JSON Schemas of the served kinds, generated from the Rust types (k8s-openapi with
+//! schemars), used twice: served as OpenAPI v3 components, and compiled into validators
+//! that check every incoming object (types, enums, required fields, unknown fields).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use k8s_openapi::api::{coordination::v1 as coordination, core::v1 as core};
+use schemars::JsonSchema;
+use serde_json::{Map, Value, json};
+
+use super::catalog::{Kind, RESOURCES, Resource};
+use super::{Cause, Error};
+
+/// How to treat fields the schema does not know (`fieldValidation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Refuse the request (400).
+    Strict,
+    /// Accept, drop the fields and warn (the default).
+    #[default]
+    Warn,
+    /// Accept and drop the fields silently.
+    Ignore,
+}
+
+/// The components.schemas name of a kind's schema.
+pub fn schema_name(kind: Kind) -> String {
+    match kind {
+        Kind::Namespace => core::Namespace::schema_name(),
+        Kind::Pod => core::Pod::schema_name(),
+        Kind::ReplicationController => core::ReplicationController::schema_name(),
+        Kind::Event => core::Event::schema_name(),
+        Kind::Node => core::Node::schema_name(),
+        Kind::ConfigMap => core::ConfigMap::schema_name(),
+        Kind::Secret => core::Secret::schema_name(),
+        Kind::ServiceAccount => core::ServiceAccount::schema_name(),
+        Kind::Lease => coordination::Lease::schema_name(),
+    }
+    .into_owned()
+}
+
+/// The name of the autoscaling/v1 Scale schema.
+pub fn scale_schema_name() -> String {
+    k8s_openapi::api::autoscaling::v1::Scale::schema_name().into_owned()
+}
+
+fn add(generator: &mut schemars::SchemaGenerator, kind: Kind) {
+    match kind {
+        Kind::Namespace => generator.subschema_for::<core::Namespace>(),
+        Kind::Pod => generator.subschema_for::<core::Pod>(),
+        Kind::ReplicationController => generator.subschema_for::<core::ReplicationController>(),
+        Kind::Event => generator.subschema_for::<core::Event>(),
+        Kind::Node => generator.subschema_for::<core::Node>(),
+        Kind::ConfigMap => generator.subschema_for::<core::ConfigMap>(),
+        Kind::Secret => generator.subschema_for::<core::Secret>(),
+        Kind::ServiceAccount => generator.subschema_for::<core::ServiceAccount>(),
+        Kind::Lease => generator.subschema_for::<coordination::Lease>(),
+    };
+}
+
+/// Every schema the served kinds need, keyed by name, with each kind's schema marked with
+/// its group, version and kind (as OpenAPI documents of Kubernetes do).
+pub fn definitions() -> &'static Map<String, Value> {
+    static DEFS: OnceLock<Map<String, Value>> = OnceLock::new();
+    DEFS.get_or_init(|| {
+        let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+        for r in RESOURCES {
+            add(&mut generator, r.kind);
+        }
+        generator.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
+        let mut defs = generator.take_definitions(true);
+        let mut mark = |name: String, group: &str, version: &str, kind: &str| {
+            if let Some(Value::Object(s)) = defs.get_mut(&name) {
+                s.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": group, "version": version, "kind": kind}]),
+                );
+            }
+        };
+        for r in RESOURCES {
+            mark(schema_name(r.kind), r.group, r.version, r.kind_name);
+        }
+        mark(scale_schema_name(), "autoscaling", "v1", "Scale");
+        defs
+    })
+}
+
+/// A copy of `schema` that refuses properties it does not list, so that validation
+/// reports unknown fields.
+fn closed(schema: &Value) -> Value {
+    match schema {
+        Value::Object(m) => {
+            let mut out: Map<String, Value> =
+                m.iter().map(|(k, v)| (k.clone(), closed(v))).collect();
+            if out.contains_key("properties") && !out.contains_key("additionalProperties") {
+                out.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(closed).collect()),
+        other => other.clone(),
+    }
+}
+
+fn validators() -> &'static HashMap<Kind, jsonschema::Validator> {
+    static VALIDATORS: OnceLock<HashMap<Kind, jsonschema::Validator>> = OnceLock::new();
+    VALIDATORS.get_or_init(|| {
+        let defs = closed(&Value::Object(definitions().clone()));
+        RESOURCES
+            .iter()
+            .map(|r| {
+                let root = json!({
+                    "$ref": format!("#/components/schemas/{}", schema_name(r.kind)),
+                    "components": {"schemas": defs},
+                });
+                let v = jsonschema::options()
+                    .with_draft(jsonschema::Draft::Draft7)
+                    .should_validate_formats(false)
+                    .build(&root)
+                    .expect("generated schemas compile");
+                (r.kind, v)
+            })
+            .collect()
+    })
+}
+
+/// Compiles every validator now (the first request would otherwise pay for it).
+pub fn warm_up() {
+    let _ = validators();
+}
+
+/// `spec.containers[0].image` from a JSON pointer location.
+fn field_path(loc: &jsonschema::paths::Location) -> String {
+    let mut out = String::new();
+    for seg in loc.iter() {
+        match seg {
+            jsonschema::paths::LocationSegment::Property(p) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&p);
+            }
+            jsonschema::paths::LocationSegment::Index(i) => {
+                out.push_str(&format!("[{i}]"));
+            }
+        }
+    }
+    out
+}
+
+fn join(parent: &str, child: &str) -> String {
+    if parent.is_empty() {
+        child.to_string()
+    } else {
+        format!("{parent}.{child}")
+    }
+}
+
+/// Removes `null` members of objects, as decoding into the API types would.
+fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, v| !v.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// Removes the member at `path` (an object location plus the member name).
+fn remove_at(obj: &mut Value, loc: &jsonschema::paths::Location, name: &str) {
+    let mut cur = obj;
+    for seg in loc.iter() {
+        let next = match seg {
+            jsonschema::paths::LocationSegment::Property(p) => cur.get_mut(p.as_ref()),
+            jsonschema::paths::LocationSegment::Index(i) => cur.get_mut(i),
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(name);
+    }
+}
+
+/// Checks `obj` against the schema of `res`: unknown fields are dropped (and refused or
+/// warned about per `mode`), every other problem becomes a cause. Returns the warnings.
+pub fn admit(
+    res: &Resource,
+    obj: &mut Value,
+    mode: FieldValidation,
+    causes: &mut Vec<Cause>,
+) -> Result<Vec<String>, Error> {
+    drop_nulls(obj);
+    let validator = &validators()[&res.kind];
+    let mut unknown: Vec<(jsonschema::paths::Location, String)> = Vec::new();
+    for e in validator.iter_errors(obj) {
+        let at = field_path(e.instance_path());
+        match e.kind() {
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
+                for name in unexpected {
+                    unknown.push((e.instance_path().clone(), name.clone()));
+                }
+            }
+            jsonschema::error::ValidationErrorKind::Required { property } => {
+                let name = property.as_str().unwrap_or_default();
+                causes.push(Cause::required(&join(&at, name)));
+            }
+            _ => {
+                let detail = e.to_string();
+                causes.push(Cause::invalid(&at, e.instance(), &detail));
+            }
+        }
+    }
+    let names: Vec<String> = unknown
+        .iter()
+        .map(|(loc, name)| join(&field_path(loc), name))
+        .collect();
+    if !names.is_empty() && mode == FieldValidation::Strict {
+        let list: Vec<String> = names
+            .iter()
+            .map(|n| format!("unknown field {n:?}"))
+            .collect();
+        return Err(Error::BadRequest(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+            list.join(", "),
+            kind = res.kind_name,
+            version = res.version,
+        )));
+    }
+    for (loc, name) in &unknown {
+        remove_at(obj, loc, name);
+    }
+    Ok(match mode {
+        FieldValidation::Warn => names
+            .iter()
+            .map(|n| format!("unknown field {n:?}"))
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::catalog;
+
+    #[test]
+    fn kinds_carry_their_group_version_kind() {
+        let defs = definitions();
+        let pod = &defs["io.k8s.api.core.v1.Pod"];
+        assert_eq!(
+            pod["x-kubernetes-group-version-kind"],
+            json!([{"group": "", "version": "v1", "kind": "Pod"}])
+        );
+        assert!(pod["properties"]["spec"].is_object());
+        assert!(defs.contains_key("io.k8s.api.core.v1.Container"));
+        assert!(defs.contains_key(&scale_schema_name()));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_warned_or_dropped() {
+        let res = catalog::of(Kind::Pod);
+        let pod = json!({"metadata": {"name": "p", "bogus": 1}, "spec": {"containers": [{"name": "a", "image": "x", "typo": true}]}});
+        let mut causes = Vec::new();
+        let err = admit(res, &mut pod.clone(), FieldValidation::Strict, &mut causes).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("strict decoding error"), "{msg}");
+        assert!(msg.contains("unknown field \"metadata.bogus\""), "{msg}");
+        assert!(
+            msg.contains("unknown field \"spec.containers[0].typo\""),
+            "{msg}"
+        );
+        let mut warned = pod.clone();
+        let warnings = admit(res, &mut warned, FieldValidation::Warn, &mut causes).unwrap();
+        assert_eq!(warnings.len(), 2);
+        assert!(warned["metadata"].get("bogus").is_none());
+        assert!(warned["spec"]["containers"][0].get("typo").is_none());
+        let mut ignored = pod;
+        assert!(
+            admit(res, &mut ignored, FieldValidation::Ignore, &mut causes)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(causes.is_empty(), "{causes:?}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_fields_become_causes() {
+        let res = catalog::of(Kind::ReplicationController);
+        let mut rc = json!({"metadata": {"name": "r"}, "spec": {"replicas": "three",
+            "template": {"spec": {"containers": [{"image": "x"}]}}}});
+        let mut causes = Vec::new();
+        admit(res, &mut rc, FieldValidation::Strict, &mut causes).unwrap();
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert!(fields.contains(&"spec.replicas"), "{causes:?}");
+        assert!(
+            fields.contains(&"spec.template.spec.containers[0].name"),
+            "{causes:?}"
+        );
+    }
+
+    #[test]
+    fn nulls_read_as_absent_and_quantities_take_numbers() {
+        let res = catalog::of(Kind::Pod);
+        let mut pod = json!({"metadata": {"name": "p", "creationTimestamp": null},
+            "spec": {"containers": [{"name": "a", "image": "x",
+                "resources": {"limits": {"cpu": 1, "memory": "64Mi"}}}]}});
+        let mut causes = Vec::new();
+        admit(res, &mut pod, FieldValidation::Strict, &mut causes).unwrap();
+        assert!(causes.is_empty(), "{causes:?}");
+        assert!(pod["metadata"].get("creationTimestamp").is_none());
+    }
+}
