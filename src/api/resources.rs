@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::{Error, Result};
+use crate::registry::table::{self, IncludeObject};
 use crate::registry::{
     self, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation, Resource,
     WatchEvent, WatchOptions, WriteOptions, catalog,
@@ -277,6 +278,42 @@ pub struct Call {
     pub body: Bytes,
 }
 
+/// The Content-Type of Table answers.
+const TABLE_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+/// Whether the client asked for server-side printing, and with which row objects.
+fn table_request(headers: &HeaderMap, q: &Query) -> Result<Option<IncludeObject>> {
+    let wants = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| {
+            a.split(',').any(|part| {
+                let p = part.replace(' ', "");
+                p.contains("as=Table") && p.contains("g=meta.k8s.io")
+            })
+        });
+    if !wants {
+        return Ok(None);
+    }
+    Ok(Some(match q.get("includeObject").map(String::as_str) {
+        None | Some("") | Some("Metadata") => IncludeObject::Metadata,
+        Some("None") => IncludeObject::None,
+        Some("Object") => IncludeObject::Object,
+        Some(other) => {
+            return Err(Error::BadRequest(format!(
+                "includeObject must be None, Metadata or Object, not {other:?}"
+            )));
+        }
+    }))
+}
+
+fn table_ok(body: Bytes) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(TABLE_TYPE));
+    r
+}
+
 /// Serves one resource request.
 pub async fn handle(
     state: AppState,
@@ -296,10 +333,22 @@ pub async fn handle(
     let ns = t.namespace.as_deref();
     let res = t.res;
     match (&method, t.name.as_deref()) {
-        (&Method::GET, None) if flag(&query, "watch") => watch(state.clone(), res, ns, &query),
+        (&Method::GET, None) if flag(&query, "watch") => {
+            let as_table = table_request(&headers, &query)?;
+            watch(state.clone(), res, ns, &query, as_table)
+        }
         (&Method::GET, None) => {
             let list = reg.list(res, ns, &list_options(&query)?).await?;
-            Ok(json_ok(StatusCode::OK, list_body(res, &list)))
+            match table_request(&headers, &query)? {
+                Some(include) => Ok(table_ok(table::table(
+                    res,
+                    &list.items,
+                    list.revision,
+                    list.continue_token.as_deref(),
+                    include,
+                ))),
+                None => Ok(json_ok(StatusCode::OK, list_body(res, &list))),
+            }
         }
         (&Method::POST, None) => {
             let obj = json_body(&headers, &body)?;
@@ -319,8 +368,15 @@ pub async fn handle(
         }
         (&Method::GET, Some(name)) => {
             let obj = reg.get(res, ns, name)?;
-            match t.sub.as_deref() {
-                Some("scale") => Ok(json_ok(StatusCode::OK, to_scale(res, &obj)?)),
+            match (t.sub.as_deref(), table_request(&headers, &query)?) {
+                (Some("scale"), _) => Ok(json_ok(StatusCode::OK, to_scale(res, &obj)?)),
+                (None, Some(include)) => Ok(table_ok(table::table(
+                    res,
+                    std::slice::from_ref(&obj),
+                    reg.store().revision(),
+                    None,
+                    include,
+                ))),
                 _ => Ok(json_ok(StatusCode::OK, obj)),
             }
         }
@@ -463,7 +519,13 @@ fn event_line(type_name: &str, object: &[u8]) -> Bytes {
 }
 
 /// A watch: a chunked stream of `{"type","object"}` lines.
-fn watch(state: AppState, res: &'static Resource, ns: Option<&str>, q: &Query) -> Result<Response> {
+fn watch(
+    state: AppState,
+    res: &'static Resource,
+    ns: Option<&str>,
+    q: &Query,
+    as_table: Option<IncludeObject>,
+) -> Result<Response> {
     let lo = list_options(q)?;
     let send_initial_events = match q.get("sendInitialEvents").map(String::as_str) {
         None | Some("") => None,
@@ -489,7 +551,7 @@ fn watch(state: AppState, res: &'static Resource, ns: Option<&str>, q: &Query) -
     let shutdown = state.shutdown.clone();
     let stream = futures_util::stream::unfold(
         (w, shutdown, deadline, false),
-        |(mut w, mut shutdown, deadline, ended)| async move {
+        move |(mut w, mut shutdown, deadline, ended)| async move {
             if ended {
                 return None;
             }
@@ -516,10 +578,29 @@ fn watch(state: AppState, res: &'static Resource, ns: Option<&str>, q: &Query) -
                         true,
                     )
                 }
-                WatchEvent::Added(o)
-                | WatchEvent::Modified(o)
-                | WatchEvent::Deleted(o)
-                | WatchEvent::Bookmark(o) => (event_line(ev.type_name(), o), false),
+                WatchEvent::Bookmark(o) => (event_line("BOOKMARK", o), false),
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                    let line = match as_table {
+                        // One-row tables, at the event's own revision.
+                        Some(include) => {
+                            let rv = serde_json::from_slice::<Value>(o)
+                                .ok()
+                                .and_then(|v| {
+                                    v.pointer("/metadata/resourceVersion")?
+                                        .as_str()?
+                                        .parse()
+                                        .ok()
+                                })
+                                .unwrap_or(0);
+                            event_line(
+                                ev.type_name(),
+                                &table::table(res, std::slice::from_ref(o), rv, None, include),
+                            )
+                        }
+                        None => event_line(ev.type_name(), o),
+                    };
+                    (line, false)
+                }
             };
             Some((
                 Ok::<_, std::convert::Infallible>(line),
@@ -528,10 +609,13 @@ fn watch(state: AppState, res: &'static Resource, ns: Option<&str>, q: &Query) -
         },
     );
     let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let content_type = if as_table.is_some() {
+        TABLE_TYPE
+    } else {
+        "application/json"
+    };
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     Ok(r)
 }
 

@@ -7,6 +7,7 @@ pub mod catalog;
 mod patch;
 pub mod schema;
 pub mod strategy;
+pub mod table;
 mod tokens;
 mod watch;
 

@@ -1011,3 +1011,102 @@ async fn strategic_merge_patches_merge_containers_by_name() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn tables_are_served_for_lists_objects_and_watches() {
+    let s = TestServer::start().await;
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    let (_, created) = s
+        .post(
+            "/api/v1/namespaces/default/replicationcontrollers",
+            rc("fe", 3),
+        )
+        .await;
+    let r = s
+        .req(
+            Method::GET,
+            "/api/v1/namespaces/default/replicationcontrollers",
+        )
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/json;as=Table;v=v1;g=meta.k8s.io"
+    );
+    let t: Value = r.json().await.unwrap();
+    assert_eq!(t["kind"], "Table");
+    let names: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Age",
+            "Containers",
+            "Images",
+            "Selector"
+        ]
+    );
+    assert_eq!(t["rows"][0]["cells"][0], "fe");
+    assert_eq!(t["rows"][0]["cells"][1], 3);
+    assert_eq!(
+        t["rows"][0]["object"]["metadata"]["uid"],
+        created["metadata"]["uid"]
+    );
+    assert_eq!(
+        t["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+
+    let r = s
+        .req(
+            Method::GET,
+            "/api/v1/namespaces/default/replicationcontrollers/fe",
+        )
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap();
+    let t: Value = r.json().await.unwrap();
+    assert_eq!(t["rows"].as_array().unwrap().len(), 1);
+
+    // Plain JSON for clients that do not ask (curl).
+    let (_, plain) = s
+        .get("/api/v1/namespaces/default/replicationcontrollers")
+        .await;
+    assert_eq!(plain["kind"], "ReplicationControllerList");
+
+    let resp = s
+        .req(
+            Method::GET,
+            &format!(
+                "/api/v1/namespaces/default/replicationcontrollers?watch=true&resourceVersion={}",
+                rv(&created)
+            ),
+        )
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap();
+    let mut w = crate::support::WatchReader::new(resp);
+    s.patch(
+        "/api/v1/namespaces/default/replicationcontrollers/fe",
+        "application/merge-patch+json",
+        json!({"spec": {"replicas": 4}}),
+    )
+    .await;
+    let e = w.next_change().await;
+    assert_eq!(e["type"], "MODIFIED");
+    assert_eq!(e["object"]["kind"], "Table");
+    assert_eq!(e["object"]["rows"][0]["cells"][1], 4);
+    s.stop().await;
+}

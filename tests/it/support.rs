@@ -171,10 +171,7 @@ impl TestServer {
     pub async fn watch(&self, path: &str) -> WatchReader {
         let resp = self.req(reqwest::Method::GET, path).send().await.unwrap();
         assert_eq!(resp.status().as_u16(), 200, "watch {path}");
-        WatchReader {
-            stream: Box::pin(resp.bytes_stream()),
-            buf: Vec::new(),
-        }
+        WatchReader::new(resp)
     }
 }
 
@@ -186,6 +183,13 @@ pub struct WatchReader {
 }
 
 impl WatchReader {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Self {
+            stream: Box::pin(resp.bytes_stream()),
+            buf: Vec::new(),
+        }
+    }
+
     /// The next event, or `None` when the server ended the stream.
     pub async fn next(&mut self) -> Option<serde_json::Value> {
         use futures_util::StreamExt;

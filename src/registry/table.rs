@@ -1,0 +1,446 @@
+//! Server-side printing: the `meta.k8s.io/v1` Table of a list or object, with the columns
+//! kubectl users know per kind (`-o wide` columns have priority 1).
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::catalog::{Kind, Resource};
+use crate::types::{age_seconds, human_duration};
+
+/// What each row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    /// The object's metadata as PartialObjectMetadata (the default).
+    #[default]
+    Metadata,
+    Object,
+}
+
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    priority: u8,
+    description: &'static str,
+}
+
+const fn col(name: &'static str, priority: u8, description: &'static str) -> Column {
+    Column {
+        name,
+        kind: "string",
+        priority,
+        description,
+    }
+}
+
+fn columns(kind: Kind) -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    match kind {
+        Kind::Pod => vec![
+            name,
+            col(
+                "Ready",
+                0,
+                "The number of containers that are ready, out of all.",
+            ),
+            col(
+                "Status",
+                0,
+                "The aggregate state of the containers in this pod.",
+            ),
+            col(
+                "Restarts",
+                0,
+                "The number of times the containers were restarted.",
+            ),
+            age,
+            col("IP", 1, "IP address allocated to the pod."),
+            col("Node", 1, "Name of the node the pod runs on."),
+            col("Nominated Node", 1, "Node the pod may preempt onto."),
+            col("Readiness Gates", 1, "Readiness gates of the pod."),
+        ],
+        Kind::ReplicationController => vec![
+            name,
+            col("Desired", 0, "Number of desired pods."),
+            col("Current", 0, "Number of actual pods."),
+            col("Ready", 0, "Number of ready pods."),
+            age,
+            col("Containers", 1, "Names of the containers of the template."),
+            col("Images", 1, "Images of the containers of the template."),
+            col("Selector", 1, "The label selector of the pods."),
+        ],
+        Kind::Namespace => vec![name, col("Status", 0, "The phase of the namespace."), age],
+        Kind::Node => vec![
+            name,
+            col("Status", 0, "The readiness of the node."),
+            col("Roles", 0, "The roles of the node."),
+            age,
+            col("Version", 0, "The version the node agent reports."),
+            col("Internal-IP", 1, "Internal address of the node."),
+            col("External-IP", 1, "External address of the node."),
+            col("OS-Image", 1, "Operating system of the node."),
+            col("Kernel-Version", 1, "Kernel of the node."),
+            col(
+                "Container-Runtime",
+                1,
+                "Runtime that runs the node's containers.",
+            ),
+        ],
+        Kind::Event => vec![
+            col("Last Seen", 0, "Time since the event was last seen."),
+            col("Type", 0, "Normal or Warning."),
+            col("Reason", 0, "Why the event happened."),
+            col("Object", 0, "The object the event is about."),
+            col("Message", 0, "What happened."),
+            col("Subobject", 1, "The part of the object the event is about."),
+            col("Source", 1, "The component that reported the event."),
+            col("First Seen", 1, "Time since the event was first seen."),
+            col("Count", 1, "How often the event was seen."),
+            Column {
+                priority: 1,
+                ..name
+            },
+        ],
+        Kind::ConfigMap => vec![name, col("Data", 0, "Number of entries."), age],
+        Kind::Secret => vec![
+            name,
+            col("Type", 0, "The type of the secret."),
+            col("Data", 0, "Number of entries."),
+            age,
+        ],
+        Kind::ServiceAccount => vec![name, col("Secrets", 0, "Number of secrets."), age],
+        Kind::Lease => vec![name, col("Holder", 0, "The holder of the lease."), age],
+    }
+}
+
+fn s(v: &Value, ptr: &str) -> String {
+    v.pointer(ptr)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn or_none(x: String) -> String {
+    if x.is_empty() { "<none>".into() } else { x }
+}
+
+fn age(v: &Value, ptr: &str) -> String {
+    v.pointer(ptr)
+        .and_then(Value::as_str)
+        .and_then(age_seconds)
+        .map_or_else(|| "<unknown>".into(), human_duration)
+}
+
+fn count(v: &Value, ptr: &str) -> usize {
+    match v.pointer(ptr) {
+        Some(Value::Object(m)) => m.len(),
+        Some(Value::Array(a)) => a.len(),
+        _ => 0,
+    }
+}
+
+fn pod_status(v: &Value) -> String {
+    if v.pointer("/metadata/deletionTimestamp").is_some() {
+        return "Terminating".into();
+    }
+    let mut reason = s(v, "/status/reason");
+    if reason.is_empty() {
+        reason = s(v, "/status/phase");
+    }
+    if let Some(cs) = v
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+    {
+        for c in cs.iter().rev() {
+            let waiting = s(c, "/state/waiting/reason");
+            let terminated = s(c, "/state/terminated/reason");
+            if !waiting.is_empty() {
+                reason = waiting;
+            } else if !terminated.is_empty() {
+                reason = terminated;
+            }
+        }
+    }
+    reason
+}
+
+fn cells(kind: Kind, v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    match kind {
+        Kind::Pod => {
+            let total = count(v, "/spec/containers");
+            let statuses = v
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array);
+            let ready = statuses.map_or(0, |cs| cs.iter().filter(|c| c["ready"] == true).count());
+            let restarts: i64 = statuses.map_or(0, |cs| {
+                cs.iter().filter_map(|c| c["restartCount"].as_i64()).sum()
+            });
+            let gates = count(v, "/spec/readinessGates");
+            vec![
+                name,
+                json!(format!("{ready}/{total}")),
+                json!(pod_status(v)),
+                json!(restarts),
+                json!(created),
+                json!(or_none(s(v, "/status/podIP"))),
+                json!(or_none(s(v, "/spec/nodeName"))),
+                json!(or_none(s(v, "/status/nominatedNodeName"))),
+                json!(if gates == 0 {
+                    "<none>".to_string()
+                } else {
+                    format!("0/{gates}")
+                }),
+            ]
+        }
+        Kind::ReplicationController => {
+            let containers = v
+                .pointer("/spec/template/spec/containers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let join = |f: &str| {
+                containers
+                    .iter()
+                    .map(|c| c[f].as_str().unwrap_or("").to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let selector = v
+                .pointer("/spec/selector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            vec![
+                name,
+                json!(
+                    v.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
+                json!(
+                    v.pointer("/status/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
+                json!(
+                    v.pointer("/status/readyReplicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
+                json!(created),
+                json!(join("name")),
+                json!(join("image")),
+                json!(selector),
+            ]
+        }
+        Kind::Namespace => vec![name, json!(s(v, "/status/phase")), json!(created)],
+        Kind::Node => {
+            let ready = v
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                .map(|c| match c["status"].as_str() {
+                    Some("True") => "Ready",
+                    Some("False") => "NotReady",
+                    _ => "Unknown",
+                })
+                .unwrap_or("Unknown");
+            let mut status = ready.to_string();
+            if v.pointer("/spec/unschedulable") == Some(&json!(true)) {
+                status.push_str(",SchedulingDisabled");
+            }
+            let roles: Vec<String> = v
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|l| {
+                    l.keys()
+                        .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let address = |t: &str| {
+                v.pointer("/status/addresses")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|x| x["type"] == t))
+                    .and_then(|x| x["address"].as_str())
+                    .unwrap_or("<none>")
+                    .to_string()
+            };
+            vec![
+                name,
+                json!(status),
+                json!(or_none(roles.join(","))),
+                json!(created),
+                json!(s(v, "/status/nodeInfo/kubeletVersion")),
+                json!(address("InternalIP")),
+                json!(address("ExternalIP")),
+                json!(or_none(s(v, "/status/nodeInfo/osImage"))),
+                json!(or_none(s(v, "/status/nodeInfo/kernelVersion"))),
+                json!(or_none(s(v, "/status/nodeInfo/containerRuntimeVersion"))),
+            ]
+        }
+        Kind::Event => {
+            let last = [
+                "/lastTimestamp",
+                "/eventTime",
+                "/firstTimestamp",
+                "/metadata/creationTimestamp",
+            ]
+            .iter()
+            .find(|p| {
+                v.pointer(p)
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| !t.is_empty())
+            })
+            .map_or_else(|| "<unknown>".to_string(), |p| age(v, p));
+            let object = format!(
+                "{}/{}",
+                s(v, "/involvedObject/kind").to_lowercase(),
+                s(v, "/involvedObject/name")
+            );
+            let source = {
+                let c = s(v, "/source/component");
+                let h = s(v, "/source/host");
+                if h.is_empty() { c } else { format!("{c}, {h}") }
+            };
+            vec![
+                json!(last),
+                json!(s(v, "/type")),
+                json!(s(v, "/reason")),
+                json!(object),
+                json!(s(v, "/message")),
+                json!(s(v, "/involvedObject/fieldPath")),
+                json!(source),
+                json!(age(v, "/firstTimestamp")),
+                json!(v.pointer("/count").and_then(Value::as_i64).unwrap_or(1)),
+                name,
+            ]
+        }
+        Kind::ConfigMap => vec![
+            name,
+            json!(count(v, "/data") + count(v, "/binaryData")),
+            json!(created),
+        ],
+        Kind::Secret => vec![
+            name,
+            json!(s(v, "/type")),
+            json!(count(v, "/data")),
+            json!(created),
+        ],
+        Kind::ServiceAccount => vec![name, json!(count(v, "/secrets")), json!(created)],
+        Kind::Lease => vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)],
+    }
+}
+
+fn row(res: &Resource, obj: &[u8], include: IncludeObject) -> Value {
+    let v: Value = serde_json::from_slice(obj).unwrap_or(Value::Null);
+    let mut row = json!({"cells": cells(res.kind, &v)});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row["object"] = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": v.get("metadata").cloned().unwrap_or(json!({})),
+            });
+        }
+        IncludeObject::Object => row["object"] = v,
+    }
+    row
+}
+
+/// A Table of `items`.
+pub fn table(
+    res: &Resource,
+    items: &[Bytes],
+    revision: u64,
+    continue_token: Option<&str>,
+    include: IncludeObject,
+) -> Bytes {
+    let defs: Vec<Value> = columns(res.kind)
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "type": c.kind,
+                "format": if c.name == "Name" { "name" } else { "" },
+                "description": c.description,
+                "priority": c.priority,
+            })
+        })
+        .collect();
+    let mut meta = json!({"resourceVersion": revision.to_string()});
+    if let Some(c) = continue_token {
+        meta["continue"] = json!(c);
+    }
+    let rows: Vec<Value> = items.iter().map(|i| row(res, i, include)).collect();
+    let t = json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": defs,
+        "rows": rows,
+    });
+    Bytes::from(serde_json::to_vec(&t).expect("JSON serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::catalog;
+
+    #[test]
+    fn pods_print_ready_status_and_restarts() {
+        let pod = json!({"metadata": {"name": "web-1", "creationTimestamp": crate::types::now()},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n1"},
+            "status": {"phase": "Running", "podIP": "10.0.0.5", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 2, "state": {"running": {}}},
+                {"name": "b", "ready": false, "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        let t = table(
+            catalog::of(Kind::Pod),
+            &[Bytes::from(pod.to_string())],
+            9,
+            None,
+            IncludeObject::Metadata,
+        );
+        let t: Value = serde_json::from_slice(&t).unwrap();
+        assert_eq!(t["metadata"]["resourceVersion"], "9");
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[0], "web-1");
+        assert_eq!(cells[1], "1/2");
+        assert_eq!(cells[2], "CrashLoopBackOff");
+        assert_eq!(cells[3], 3);
+        assert!(cells[4].as_str().unwrap().ends_with('s'));
+        assert_eq!(cells[5], "10.0.0.5");
+        assert_eq!(cells[6], "n1");
+        assert_eq!(t["columnDefinitions"][5]["priority"], 1);
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn every_kind_has_as_many_cells_as_columns() {
+        for r in catalog::RESOURCES {
+            let obj = json!({"metadata": {"name": "x"}});
+            assert_eq!(
+                cells(r.kind, &obj).len(),
+                columns(r.kind).len(),
+                "{}",
+                r.plural
+            );
+        }
+    }
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, and an
+# invalid object showing the server's message. Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
+set -uo pipefail
+berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
+kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
+work=$(mktemp -d)
+"$berth" serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/berth.log" 2>&1 &
+server=$!
+cleanup() {
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+  grep -q " ready" "$work/berth.log" && break
+  sleep 0.1
+done
+export KUBECONFIG="$work/data/kubeconfig"
+k() { "$kubectl_bin" --cache-dir "$work/cache" "$@"; }
+
+passed=0
+failed=0
+rc() { # prints the exit code of a command instead of its output
+  "$@" >/dev/null 2>&1
+  echo "rc=$?"
+}
+check() { # check NAME EXPECTED-REGEX COMMAND...
+  local name=$1 want=$2
+  shift 2
+  local out
+  out=$("$@" 2>&1)
+  if grep -Eq -- "$want" <<<"$out"; then
+    passed=$((passed + 1))
+    echo "ok   $name"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: wanted /$want/, got:"
+    sed 's/^/     /' <<<"$out"
+  fi
+}
+
+cat >"$work/pod.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  labels:
+    app: web
+spec:
+  containers:
+  - name: main
+    image: registry.example/app:1
+YAML
+cat >"$work/bad.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bad
+  bogusField: 1
+spec:
+  containers: []
+YAML
+cat >"$work/cm.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  mode: fast
+YAML
+
+check "get namespaces" "kube-system +Active" k get ns
+check "apply creates" "pod/web-1 created" k apply -f "$work/pod.yaml"
+check "apply again is unchanged" "pod/web-1 unchanged" k apply -f "$work/pod.yaml"
+sed -i 's/app:1/app:2/' "$work/pod.yaml"
+check "apply a change" "pod/web-1 configured" k apply -f "$work/pod.yaml"
+check "the change is stored" "registry.example/app:2" k get pod web-1 -o jsonpath='{.spec.containers[0].image}'
+check "get pods prints a table" "web-1 +0/1 +Pending +0" k get pods
+check "get -o wide adds columns" "NOMINATED NODE" k get pods -o wide
+check "create -f" "configmap/settings created" k create -f "$work/cm.yaml"
+check "create of an existing name" 'AlreadyExists.*configmaps "settings" already exists' k create -f "$work/cm.yaml"
+check "label" "pod/web-1 labeled" k label pod web-1 tier=fe
+check "label selector" "web-1" k get pods -l tier=fe -o name
+check "annotate" "pod/web-1 annotated" k annotate pod web-1 note=hello
+check "strategic patch" "pod/web-1 patched" k patch pod web-1 -p '{"metadata":{"labels":{"x":"y"}}}'
+check "a patch that changes nothing" "patched \(no change\)" k patch pod web-1 -p '{"metadata":{"labels":{"x":"y"}}}'
+check "merge patch" "configmap/settings patched" k patch cm settings --type=merge -p '{"data":{"mode":"slow"}}'
+check "json patch" "configmap/settings patched" k patch cm settings --type=json -p '[{"op":"remove","path":"/data/mode"}]'
+check "unknown field refused (Strict)" 'strict decoding error: unknown field "metadata.bogusField"' k create -f "$work/bad.yaml"
+check "invalid object shows the server's message" 'The Pod "bad" is invalid: spec.containers: Required value' k create -f "$work/bad.yaml" --validate=false
+check "explain reads the OpenAPI schema" "FIELD: restartPolicy <string>" k explain pods.spec.restartPolicy
+
+# get -w --watch-only prints only the changes made while it watches.
+(k get pods -w --watch-only --request-timeout=4s >"$work/watch.out" 2>&1 &)
+sleep 1.5
+k label pod web-1 watched=yes >/dev/null
+sleep 3
+check "get -w sees changes" "web-1 +0/1 +Pending" cat "$work/watch.out"
+
+k patch pod web-1 --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}' >/dev/null
+check "wait for a condition" "pod/web-1 condition met" k wait --for=condition=Ready pod/web-1 --timeout=20s
+check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
+check "gone" "NotFound" k get pod web-1
+check "wait for deletion of a missing object" "^rc=0$" rc k wait --for=delete pod/web-1 --timeout=5s
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
