@@ -210,7 +210,7 @@ fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<Patch> {
         Some("application/json-patch+json") => Ok(Patch::Json(parse()?)),
         Some("application/strategic-merge-patch+json") => Ok(Patch::Strategic(parse()?)),
         other => Err(Error::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {})",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {})",
             other.unwrap_or("no Content-Type")
         ))),
     }
@@ -406,6 +406,25 @@ pub async fn handle(
                 _ => reg.update(res, ns, name, obj, Part::Main, &opts).await?,
             };
             Ok(written(StatusCode::OK, out))
+        }
+        (&Method::PATCH, Some(name))
+            if t.sub.is_none()
+                && media_type(&headers).as_deref() == Some("application/apply-patch+yaml") =>
+        {
+            let config = registry::parse_config(&body).map_err(Error::BadRequest)?;
+            let apply = registry::ApplyOptions {
+                manager: query.get("fieldManager").cloned().unwrap_or_default(),
+                force: flag(&query, "force"),
+            };
+            let (out, created) = reg
+                .apply(res, ns, name, config, &write_options(&query)?, &apply)
+                .await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(written(code, out))
         }
         (&Method::PATCH, Some(name)) => {
             let patch = patch_body(&headers, &body)?;

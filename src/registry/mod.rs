@@ -3,6 +3,7 @@
 //! resourceVersion preconditions, generation, the spec/status split, finalizers and
 //! deletion, selectors and paging, patches and watches. It knows kinds, not HTTP.
 
+mod apply;
 pub mod catalog;
 mod patch;
 pub mod schema;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::store::{self, Outcome, Preconditions, Store};
 use crate::types::{fields, labels, names};
 
+pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
 pub use patch::Patch;
 pub use schema::FieldValidation;

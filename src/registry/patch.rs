@@ -51,7 +51,7 @@ impl Patch {
 
 /// The key that identifies elements of a list field in the core types, or `None` when
 /// the list is replaced as a whole.
-fn merge_key(field: &str) -> Option<&'static str> {
+pub(super) fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "containers"
         | "initContainers"

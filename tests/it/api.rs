@@ -1110,3 +1110,53 @@ async fn tables_are_served_for_lists_objects_and_watches() {
     assert_eq!(e["object"]["rows"][0]["cells"][1], 4);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn server_side_apply_creates_merges_and_reports_conflicts() {
+    let s = TestServer::start().await;
+    let apply = |manager: &str, force: bool, body: &str| {
+        let mut path = format!("{CMS}/sa?fieldManager={manager}");
+        if force {
+            path.push_str("&force=true");
+        }
+        s.req(Method::PATCH, &path)
+            .header("Content-Type", "application/apply-patch+yaml")
+            .body(body.to_string())
+            .send()
+    };
+    let r = apply(
+        "alice",
+        false,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sa\ndata:\n  a: '1'\n  b: '2'\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["metadata"]["managedFields"][0]["manager"], "alice");
+    assert_eq!(
+        v["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]["f:a"],
+        json!({})
+    );
+    let r = apply("bob", false, "data:\n  a: 'x'\n").await.unwrap();
+    assert_eq!(r.status().as_u16(), 409);
+    let st: Value = r.json().await.unwrap();
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("conflict with \"alice\" using v1: .data.a"),
+        "{st}"
+    );
+    let r = apply("bob", true, "data:\n  a: 'x'\n").await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // alice drops b from her configuration: it goes; a is bob's now and stays.
+    let r = apply("alice", false, "{\"data\": {}}").await.unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["data"], json!({"a": "x"}));
+    let r = apply("", false, "data: {}\n").await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = apply("alice", false, "data: [unclosed\n").await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    s.stop().await;
+}

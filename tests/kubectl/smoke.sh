@@ -92,6 +92,29 @@ check "unknown field refused (Strict)" 'strict decoding error: unknown field "me
 check "invalid object shows the server's message" 'The Pod "bad" is invalid: spec.containers: Required value' k create -f "$work/bad.yaml" --validate=false
 check "explain reads the OpenAPI schema" "FIELD: restartPolicy <string>" k explain pods.spec.restartPolicy
 
+cat >"$work/rc.yaml" <<'YAML'
+apiVersion: v1
+kind: ReplicationController
+metadata:
+  name: frontend
+spec:
+  replicas: 2
+  template:
+    metadata:
+      labels:
+        app: frontend
+    spec:
+      containers:
+      - name: main
+        image: registry.example/fe:1
+YAML
+printf 'apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: frontend\nspec:\n  replicas: 5\n' >"$work/rc5.yaml"
+check "server-side apply creates" "replicationcontroller/frontend serverside-applied" k apply --server-side -f "$work/rc.yaml"
+check "another manager conflicts" "conflict with \"kubectl\" using v1: .spec.replicas" k apply --server-side --field-manager=other -f "$work/rc5.yaml"
+check "forcing takes the field" "serverside-applied" k apply --server-side --force-conflicts --field-manager=other -f "$work/rc5.yaml"
+check "scale" "replicationcontroller/frontend scaled" k scale rc frontend --replicas=3
+check "rc table" "frontend +3 +0 +0" k get rc frontend
+
 # get -w --watch-only prints only the changes made while it watches.
 (k get pods -w --watch-only --request-timeout=4s >"$work/watch.out" 2>&1 &)
 sleep 1.5

@@ -1,0 +1,460 @@
+//! Server-side apply: an applied configuration creates the object or merges into it, and
+//! each field manager owns the fields it applied (recorded in `metadata.managedFields` as
+//! FieldsV1). Applying a field another manager applied with a different value is a
+//! conflict unless forced, which moves the ownership. Fields a manager stops applying are
+//! removed unless someone else owns them.
+//!
+//! Scope today: ownership is tracked for `Apply` operations; writes through PUT and other
+//! patch types do not record managers yet.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::patch::{merge_key, strategic_merge};
+use super::{Error, Part, Registry, Resource, Result, WriteOptions, Written, meta};
+
+/// Who applies, and whether they take fields from other managers.
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    pub manager: String,
+    pub force: bool,
+}
+
+/// One step of a field path: a member, or a list element identified by its merge key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Seg {
+    Field(String),
+    /// The key object as FieldsV1 writes it, like `{"name":"main"}`.
+    Key(String),
+}
+
+type Path = Vec<Seg>;
+
+/// Paths that belong to the server, never to a field manager.
+fn ignored(path: &[String]) -> bool {
+    matches!(
+        path,
+        [a] if a == "apiVersion" || a == "kind" || a == "status"
+    ) || matches!(
+        path,
+        [m, f] if m == "metadata" && matches!(f.as_str(),
+            "name" | "namespace" | "uid" | "resourceVersion" | "generation"
+            | "creationTimestamp" | "managedFields" | "deletionTimestamp"
+            | "deletionGracePeriodSeconds" | "selfLink")
+    )
+}
+
+/// The leaf fields a configuration sets.
+fn leaves(v: &Value) -> BTreeSet<Path> {
+    let mut out = BTreeSet::new();
+    walk(v, &mut Vec::new(), &mut Vec::new(), None, &mut out);
+    out
+}
+
+fn walk(
+    v: &Value,
+    path: &mut Path,
+    names: &mut Vec<String>,
+    field: Option<&str>,
+    out: &mut BTreeSet<Path>,
+) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                names.push(k.clone());
+                if !ignored(names) {
+                    path.push(Seg::Field(k.clone()));
+                    walk(child, path, names, Some(k), out);
+                    path.pop();
+                }
+                names.pop();
+            }
+        }
+        Value::Array(items) => match field.and_then(merge_key) {
+            Some(key) if items.iter().all(|i| i.get(key).is_some()) && !items.is_empty() => {
+                for item in items {
+                    let id = json!({key: item[key]}).to_string();
+                    path.push(Seg::Key(id));
+                    walk(item, path, names, None, out);
+                    path.pop();
+                }
+            }
+            _ => {
+                out.insert(path.clone());
+            }
+        },
+        _ => {
+            out.insert(path.clone());
+        }
+    }
+}
+
+fn to_fields_v1(paths: &BTreeSet<Path>) -> Value {
+    let mut root = Map::new();
+    for p in paths {
+        let mut node = &mut root;
+        for seg in p {
+            let name = match seg {
+                Seg::Field(f) => format!("f:{f}"),
+                Seg::Key(k) => format!("k:{k}"),
+            };
+            let is_key = matches!(seg, Seg::Key(_));
+            let entry = node.entry(name).or_insert_with(|| json!({}));
+            if is_key {
+                entry
+                    .as_object_mut()
+                    .expect("fields are objects")
+                    .entry(".")
+                    .or_insert_with(|| json!({}));
+            }
+            node = entry.as_object_mut().expect("fields are objects");
+        }
+    }
+    Value::Object(root)
+}
+
+fn from_fields_v1(v: &Value) -> BTreeSet<Path> {
+    fn go(v: &Value, path: &mut Path, out: &mut BTreeSet<Path>) {
+        let Some(m) = v.as_object() else {
+            return;
+        };
+        let children: Vec<(&String, &Value)> = m.iter().filter(|(k, _)| *k != ".").collect();
+        if children.is_empty() {
+            if !path.is_empty() {
+                out.insert(path.clone());
+            }
+            return;
+        }
+        for (k, child) in children {
+            let seg = if let Some(f) = k.strip_prefix("f:") {
+                Seg::Field(f.to_string())
+            } else if let Some(key) = k.strip_prefix("k:") {
+                Seg::Key(key.to_string())
+            } else {
+                continue;
+            };
+            path.push(seg);
+            go(child, path, out);
+            path.pop();
+        }
+    }
+    let mut out = BTreeSet::new();
+    go(v, &mut Vec::new(), &mut out);
+    out
+}
+
+fn key_match(item: &Value, key: &str) -> bool {
+    let Ok(Value::Object(k)) = serde_json::from_str::<Value>(key) else {
+        return false;
+    };
+    k.iter().all(|(f, want)| item.get(f) == Some(want))
+}
+
+fn value_at<'a>(v: &'a Value, path: &[Seg]) -> Option<&'a Value> {
+    let mut cur = v;
+    for seg in path {
+        cur = match seg {
+            Seg::Field(f) => cur.get(f)?,
+            Seg::Key(k) => cur.as_array()?.iter().find(|i| key_match(i, k))?,
+        };
+    }
+    Some(cur)
+}
+
+/// Removes the field at `path`; a list element goes as a whole once its key field goes.
+fn remove_path(v: &mut Value, path: &[Seg]) {
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
+    if let (Some(Seg::Key(k)), Seg::Field(f)) = (parent_path.last(), last) {
+        let is_key_field = serde_json::from_str::<Value>(k)
+            .ok()
+            .and_then(|v| v.as_object().map(|m| m.contains_key(f)))
+            .unwrap_or(false);
+        if is_key_field {
+            remove_path(v, parent_path);
+            return;
+        }
+    }
+    let mut cur = v;
+    for seg in parent_path {
+        let next = match seg {
+            Seg::Field(f) => cur.get_mut(f),
+            Seg::Key(k) => cur
+                .as_array_mut()
+                .and_then(|a| a.iter_mut().find(|i| key_match(i, k))),
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    match last {
+        Seg::Field(f) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(f);
+            }
+        }
+        Seg::Key(k) => {
+            if let Some(a) = cur.as_array_mut() {
+                a.retain(|i| !key_match(i, k));
+            }
+        }
+    }
+}
+
+fn render(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Field(f) => {
+                out.push('.');
+                out.push_str(f);
+            }
+            Seg::Key(k) => out.push_str(&format!("[{k}]")),
+        }
+    }
+    out
+}
+
+/// One managedFields entry.
+fn entry(manager: &str, api_version: &str, fields: &BTreeSet<Path>) -> Value {
+    json!({
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "time": crate::types::now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": to_fields_v1(fields),
+    })
+}
+
+/// The object after `config` is applied by `opts.manager` to `live`.
+fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -> Result<Value> {
+    let applied = leaves(config);
+    let entries: Vec<Value> = meta(live)
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut others: Vec<(Value, BTreeSet<Path>)> = Vec::new();
+    let mut previous = BTreeSet::new();
+    for e in entries {
+        let fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
+        let mine = e["manager"] == opts.manager && e["operation"] == "Apply";
+        if mine {
+            previous = fields;
+        } else {
+            others.push((e, fields));
+        }
+    }
+    let mut conflicts = Vec::new();
+    for (e, fields) in &mut others {
+        if e["operation"] != "Apply" {
+            continue;
+        }
+        let clashing: Vec<Path> = fields
+            .intersection(&applied)
+            .filter(|p| value_at(live, p) != value_at(config, p))
+            .cloned()
+            .collect();
+        if opts.force {
+            for p in &clashing {
+                fields.remove(p);
+            }
+        } else {
+            for p in clashing {
+                conflicts.push(format!(
+                    "conflict with {:?} using {}: {}",
+                    e["manager"].as_str().unwrap_or(""),
+                    e["apiVersion"].as_str().unwrap_or(""),
+                    render(&p)
+                ));
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        let n = conflicts.len();
+        return Err(Error::Conflict {
+            group: res.group,
+            resource: res.qualified_plural(),
+            name: live["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            message: format!(
+                "Apply failed with {n} conflict{}: {}",
+                if n == 1 { "" } else { "s" },
+                conflicts.join("\n")
+            ),
+        });
+    }
+    let owned_by_others: BTreeSet<Path> =
+        others.iter().flat_map(|(_, f)| f.iter().cloned()).collect();
+    let mut out = live.clone();
+    for p in previous.difference(&applied) {
+        if !owned_by_others.contains(p) {
+            remove_path(&mut out, p);
+        }
+    }
+    strategic_merge(&mut out, config).map_err(Error::BadRequest)?;
+    let api_version = res.api_version();
+    let mut managed: Vec<Value> = others
+        .into_iter()
+        .filter(|(_, f)| !f.is_empty())
+        .map(|(mut e, f)| {
+            if e["operation"] == "Apply" {
+                e["fieldsV1"] = to_fields_v1(&f);
+            }
+            e
+        })
+        .collect();
+    managed.push(entry(&opts.manager, &api_version, &applied));
+    if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("managedFields".into(), Value::Array(managed));
+    }
+    Ok(out)
+}
+
+impl Registry {
+    /// Server-side apply of `config` (a patch of type `application/apply-patch+yaml`).
+    /// Returns the object and whether it was created.
+    pub async fn apply(
+        &self,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        mut config: Value,
+        opts: &WriteOptions,
+        apply: &ApplyOptions,
+    ) -> Result<(Written, bool)> {
+        if apply.manager.is_empty() {
+            return Err(Error::BadRequest(
+                "fieldManager: Required value: is required for apply patch".into(),
+            ));
+        }
+        let ns = Self::scope(res, namespace)?;
+        Self::check_type(res, &mut config)?;
+        match config.pointer("/metadata/name").and_then(Value::as_str) {
+            Some(n) if n != name => {
+                return Err(Error::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        let key = res.key(ns, name);
+        for _ in 0..super::UPDATE_RETRIES {
+            if self.store.get(&key).is_none() {
+                let mut obj = config.clone();
+                super::meta_mut(&mut obj)?.insert("name".into(), json!(name));
+                let fields = leaves(&config);
+                super::meta_mut(&mut obj)?.insert(
+                    "managedFields".into(),
+                    json!([entry(&apply.manager, &res.api_version(), &fields)]),
+                );
+                match self.create(res, ns, obj, opts).await {
+                    Ok(w) => return Ok((w, true)),
+                    // Someone created it meanwhile: apply to theirs.
+                    Err(Error::AlreadyExists { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            let result = self
+                .update_with(
+                    res,
+                    &key,
+                    name,
+                    None,
+                    opts,
+                    |live| apply_to(res, live, &config, apply),
+                    Part::Main,
+                )
+                .await;
+            match result {
+                Err(Error::NotFound { .. }) => continue,
+                other => return other.map(|w| (w, false)),
+            }
+        }
+        Err(Self::conflict(res, name))
+    }
+}
+
+/// Parses an apply body: YAML (JSON is YAML too).
+pub fn parse_config(body: &[u8]) -> std::result::Result<Value, String> {
+    let v: Value = serde_yaml_ng::from_slice(body)
+        .map_err(|e| format!("the applied configuration is not valid YAML: {e}"))?;
+    if !v.is_object() {
+        return Err("the applied configuration must be an object".into());
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Kind, catalog};
+
+    fn opts(m: &str, force: bool) -> ApplyOptions {
+        ApplyOptions {
+            manager: m.into(),
+            force,
+        }
+    }
+
+    #[test]
+    fn fields_v1_round_trips_with_keyed_lists() {
+        let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "main", "image": "x"}]}});
+        let set = leaves(&cfg);
+        let f = to_fields_v1(&set);
+        assert_eq!(f["f:metadata"]["f:labels"]["f:a"], json!({}));
+        assert!(f["f:metadata"].get("f:name").is_none());
+        assert_eq!(
+            f["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["f:image"],
+            json!({})
+        );
+        assert_eq!(from_fields_v1(&f), set);
+    }
+
+    #[test]
+    fn managers_conflict_unless_forced_and_dropped_fields_go() {
+        let res = catalog::of(Kind::ConfigMap);
+        let live = json!({"metadata": {"name": "c"}, "data": {}});
+        let a1 = json!({"metadata": {"name": "c"}, "data": {"x": "1", "y": "1"}});
+        let live = apply_to(res, &live, &a1, &opts("a", false)).unwrap();
+        assert_eq!(live["data"], json!({"x": "1", "y": "1"}));
+        // b applies x with another value: conflict.
+        let b = json!({"data": {"x": "2"}});
+        let err = apply_to(res, &live, &b, &opts("b", false)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("Apply failed with 1 conflict: conflict with \"a\" using v1: .data.x"),
+            "{err}"
+        );
+        // The same value is shared ownership, not a conflict.
+        let live2 = apply_to(res, &live, &json!({"data": {"x": "1"}}), &opts("b", false)).unwrap();
+        assert_eq!(
+            live2["metadata"]["managedFields"].as_array().unwrap().len(),
+            2
+        );
+        // Forced: b takes x; a keeps y.
+        let live = apply_to(res, &live, &b, &opts("b", true)).unwrap();
+        assert_eq!(live["data"]["x"], "2");
+        // a stops applying y: it goes; x (now b's) stays.
+        let live = apply_to(res, &live, &json!({"data": {}}), &opts("a", false)).unwrap();
+        assert_eq!(live["data"], json!({"x": "2"}));
+    }
+
+    #[test]
+    fn a_container_no_longer_applied_is_removed() {
+        let res = catalog::of(Kind::Pod);
+        let live = json!({"metadata": {"name": "p"}, "spec": {}});
+        let two = json!({"spec": {"containers": [{"name": "a", "image": "a"}, {"name": "b", "image": "b"}]}});
+        let live = apply_to(res, &live, &two, &opts("m", false)).unwrap();
+        let one = json!({"spec": {"containers": [{"name": "a", "image": "a"}]}});
+        let live = apply_to(res, &live, &one, &opts("m", false)).unwrap();
+        assert_eq!(
+            live["spec"]["containers"],
+            json!([{"name": "a", "image": "a"}])
+        );
+    }
+}
