@@ -228,6 +228,7 @@ impl Cluster {
     ) -> Result<(), Error> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let state = AppState {
+            metrics: api::metrics::Metrics::new(self.registry.store().metrics()),
             registry: self.registry.clone(),
             server_address: self.address.to_string(),
             shutdown: stopped,

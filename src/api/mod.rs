@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod metrics;
 pub mod openapi;
 mod resources;
 pub mod tls;
@@ -38,6 +39,7 @@ pub struct AppState {
     pub server_address: String,
     /// Turns true when the server shuts down; open watches end.
     pub shutdown: watch::Receiver<bool>,
+    pub metrics: metrics::Metrics,
 }
 
 /// The router, without TLS or a socket: testable with `oneshot`.
@@ -48,6 +50,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1", get(core_resources))
         .route("/apis/{group}", get(api_group))
         .route("/apis/{group}/{version}", get(group_resources))
+        .route("/metrics", get(serve_metrics))
         .route("/openapi/v3", get(|| async { openapi::root() }))
         .route("/openapi/v3/{*path}", get(openapi_document))
         .route("/api/v1/{*rest}", any(core_request))
@@ -103,6 +106,15 @@ async fn group_resources(Path((group, version)): Path<(String, String)>) -> Resp
     discovery::resources(&group, &version).unwrap_or_else(|| Error::NoRoute.into_response())
 }
 
+async fn serve_metrics(State(state): State<AppState>) -> Response {
+    let mut r = state.metrics.render().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
 async fn openapi_document(Path(path): Path<String>, headers: HeaderMap) -> Response {
     openapi::document_at(&path, &headers).unwrap_or_else(|| Error::NoRoute.into_response())
 }
@@ -113,6 +125,13 @@ async fn read_body(body: Body) -> Result<bytes::Bytes, Error> {
         .map_err(|_| Error::TooLarge(MAX_BODY))
 }
 
+/// Where a resource request goes: `/api/v1/{rest}` or `/apis/{group}/{version}/{rest}`.
+struct Route {
+    group: String,
+    version: String,
+    rest: String,
+}
+
 async fn core_request(
     State(state): State<AppState>,
     Path(rest): Path<String>,
@@ -121,17 +140,12 @@ async fn core_request(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let result = async {
-        let body = read_body(body).await?;
-        let call = resources::Call {
-            method,
-            query,
-            headers,
-            body,
-        };
-        resources::handle(state, "", "v1", &rest, call).await
+    let route = Route {
+        group: String::new(),
+        version: "v1".into(),
+        rest,
     };
-    result.await.unwrap_or_else(IntoResponse::into_response)
+    resource_request(state, route, (method, query, headers), body).await
 }
 
 async fn group_request(
@@ -142,6 +156,25 @@ async fn group_request(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let route = Route {
+        group,
+        version,
+        rest,
+    };
+    resource_request(state, route, (method, query, headers), body).await
+}
+
+/// Serves a resource request and counts it in the metrics.
+async fn resource_request(
+    state: AppState,
+    route: Route,
+    (method, query, headers): (Method, HashMap<String, String>, HeaderMap),
+    body: Body,
+) -> Response {
+    let started = std::time::Instant::now();
+    let (verb, resource) =
+        resources::describe(&route.group, &route.version, &route.rest, &method, &query);
+    let metrics = state.metrics.clone();
     let result = async {
         let body = read_body(body).await?;
         let call = resources::Call {
@@ -150,9 +183,16 @@ async fn group_request(
             headers,
             body,
         };
-        resources::handle(state, &group, &version, &rest, call).await
+        resources::handle(state, &route.group, &route.version, &route.rest, call).await
     };
-    result.await.unwrap_or_else(IntoResponse::into_response)
+    let response = result.await.unwrap_or_else(IntoResponse::into_response);
+    metrics.observe(
+        verb,
+        &resource,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
 }
 
 /// Serves `router` over TLS on `listener` until `shutdown` completes; then stops

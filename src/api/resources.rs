@@ -270,6 +270,35 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
     })
 }
 
+/// The verb and resource of a request, as metrics name them.
+pub fn describe(
+    group: &str,
+    version: &str,
+    rest: &str,
+    method: &Method,
+    q: &Query,
+) -> (&'static str, String) {
+    let Ok(t) = parse_target(group, version, rest) else {
+        return ("unknown", String::new());
+    };
+    let verb = match (method, t.name.is_some()) {
+        (&Method::GET, false) if flag(q, "watch") => "WATCH",
+        (&Method::GET, false) => "LIST",
+        (&Method::GET, true) => "GET",
+        (&Method::POST, _) => "POST",
+        (&Method::PUT, _) => "PUT",
+        (&Method::PATCH, _) => "PATCH",
+        (&Method::DELETE, false) => "DELETECOLLECTION",
+        (&Method::DELETE, true) => "DELETE",
+        _ => "OTHER",
+    };
+    let mut resource = t.res.qualified_plural();
+    if let Some(sub) = t.sub {
+        resource = format!("{resource}/{sub}");
+    }
+    (verb, resource)
+}
+
 /// The parts of a request a resource handler reads.
 pub struct Call {
     pub method: Method,
@@ -567,10 +596,11 @@ fn watch(
     };
     let w = state.registry.watch(res, ns, opts)?;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let open = OpenStream::new(state.metrics.watches.clone());
     let shutdown = state.shutdown.clone();
     let stream = futures_util::stream::unfold(
-        (w, shutdown, deadline, false),
-        move |(mut w, mut shutdown, deadline, ended)| async move {
+        (w, shutdown, deadline, false, open),
+        move |(mut w, mut shutdown, deadline, ended, open)| async move {
             if ended {
                 return None;
             }
@@ -623,7 +653,7 @@ fn watch(
             };
             Some((
                 Ok::<_, std::convert::Infallible>(line),
-                (w, shutdown, deadline, last),
+                (w, shutdown, deadline, last, open),
             ))
         },
     );
@@ -636,6 +666,22 @@ fn watch(
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     Ok(r)
+}
+
+/// Counts an open watch stream for as long as it lives.
+struct OpenStream(prometheus_client::metrics::gauge::Gauge);
+
+impl OpenStream {
+    fn new(gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Watch errors end the stream as an ERROR event; only Expired occurs there.

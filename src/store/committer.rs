@@ -145,6 +145,7 @@ impl Committer {
             }
         }
         if !events.is_empty() {
+            let started = std::time::Instant::now();
             let result = self.shared.backend.commit(&CommitBatch {
                 revision,
                 events: &events,
@@ -159,6 +160,9 @@ impl Committer {
                 }
                 return close;
             }
+            let m = &self.shared.metrics;
+            m.commit_seconds.observe(started.elapsed().as_secs_f64());
+            m.batch_size.observe(events.len() as f64);
             self.revision = revision;
             self.last_time = time_ms;
             self.shared.cache.apply(&events, revision);

@@ -144,12 +144,54 @@ impl Preconditions {
     }
 }
 
+/// Figures about the store, for `/metrics`.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Seconds one group commit takes (write and flush).
+    pub commit_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Writes per group commit.
+    pub batch_size: prometheus_client::metrics::histogram::Histogram,
+    /// Open watches.
+    pub watchers: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+        Self {
+            commit_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            watchers: Default::default(),
+        }
+    }
+
+    /// Adds these figures to a Prometheus registry.
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "berth_store_commit_duration_seconds",
+            "Time of one durable group commit",
+            self.commit_seconds.clone(),
+        );
+        registry.register(
+            "berth_store_commit_batch_size",
+            "Writes made durable by one group commit",
+            self.batch_size.clone(),
+        );
+        registry.register(
+            "berth_store_watchers",
+            "Open watches on the store",
+            self.watchers.clone(),
+        );
+    }
+}
+
 /// State shared by handles, the committer, the compactor and watches.
 struct Shared {
     backend: Arc<dyn Backend>,
     cache: Cache,
     hub: Hub,
     compacted: AtomicU64,
+    metrics: Metrics,
 }
 
 impl Shared {
@@ -205,6 +247,7 @@ impl Store {
             cache: Cache::new(objects, meta.revision),
             hub: Hub::new(meta.revision, config.history, config.watch_buffer),
             compacted: AtomicU64::new(meta.compacted),
+            metrics: Metrics::new(),
         });
         let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 4);
         let committer =
@@ -220,6 +263,11 @@ impl Store {
                 stop_compactor: Some(stop_tx),
             })),
         })
+    }
+
+    /// The store's figures, for `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
     }
 
     /// The object at `key`.

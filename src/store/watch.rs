@@ -115,6 +115,7 @@ pub struct WatchOptions {
 
 /// A stream of committed changes, exactly once each and in revision order.
 pub struct Watch {
+    watchers: prometheus_client::metrics::gauge::Gauge,
     shared: Weak<Shared>,
     rx: broadcast::Receiver<Arc<Event>>,
     prefix: String,
@@ -128,10 +129,18 @@ pub struct Watch {
     done: bool,
 }
 
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.watchers.dec();
+    }
+}
+
 impl Watch {
     pub(super) fn start(shared: &Arc<Shared>, opts: WatchOptions) -> Result<Self> {
         let (rx, last) = shared.hub.subscribe().ok_or(Error::Closed)?;
+        shared.metrics.watchers.inc();
         Ok(Self {
+            watchers: shared.metrics.watchers.clone(),
             shared: Arc::downgrade(shared),
             rx,
             prefix: opts.prefix,

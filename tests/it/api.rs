@@ -1160,3 +1160,51 @@ async fn server_side_apply_creates_merges_and_reports_conflicts() {
     assert_eq!(r.status().as_u16(), 400);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn metrics_count_requests_commits_and_watches() {
+    let s = TestServer::start().await;
+    s.post(CMS, cm("m", json!({}))).await;
+    s.get(&format!("{CMS}/nope")).await;
+    let _w = s
+        .watch(&format!("{CMS}?watch=true&resourceVersion=0"))
+        .await;
+    let r = s.req(Method::GET, "/metrics").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = r.text().await.unwrap();
+    for want in [
+        "apiserver_request_total{verb=\"POST\",resource=\"configmaps\",code=\"201\"} 1",
+        "apiserver_request_total{verb=\"GET\",resource=\"configmaps\",code=\"404\"} 1",
+        "apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"configmaps\"} 1",
+        "apiserver_watch_streams 1",
+        "berth_store_commit_duration_seconds_count",
+        "berth_store_commit_batch_size_bucket",
+        "berth_store_watchers",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let anon = https_client(&s.ca_pem);
+    let r = anon.get(format!("{}/metrics", s.url)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn stopping_the_server_ends_open_watches() {
+    let s = TestServer::start().await;
+    let mut w = s
+        .watch(&format!("{CMS}?watch=true&resourceVersion=0"))
+        .await;
+    let stopped = tokio::spawn(s.stop());
+    assert!(
+        within(20, w.next()).await.is_none(),
+        "the watch ends cleanly"
+    );
+    within(30, stopped).await.unwrap();
+}
