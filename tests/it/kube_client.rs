@@ -1,0 +1,128 @@
+//! A real third-party client: the `kube` crate (kube-rs), configured from the kubeconfig
+//! berth writes, creates, lists, patches (merge and server-side apply), deletes, and
+//! watches with its `watcher` (list+watch, and streaming lists).
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use crate::support::{TestServer, within};
+
+async fn client(s: &TestServer) -> kube::Client {
+    let kc = Kubeconfig::read_from(s.dir.path().join("kubeconfig")).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "kube"}},
+        "data": {"k": "v"},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_kube_crate_works_against_berth() {
+    let s = TestServer::start().await;
+    let client = client(&s).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    // Two watchers: the classic list+watch and the streaming list.
+    let mut classic = watcher(api.clone(), watcher::Config::default().labels("app=kube")).boxed();
+    let mut streaming = watcher(
+        api.clone(),
+        watcher::Config::default()
+            .labels("app=kube")
+            .streaming_lists(),
+    )
+    .boxed();
+    // Let both finish their initial list before anything changes.
+    for stream in [&mut classic, &mut streaming] {
+        loop {
+            match within(20, stream.next()).await.unwrap().unwrap() {
+                watcher::Event::InitDone => break,
+                watcher::Event::Init => {}
+                other => panic!("nothing exists yet: {other:?}"),
+            }
+        }
+    }
+
+    let created = api
+        .create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some());
+    let err = api
+        .create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists")),
+        other => panic!("unexpected {other}"),
+    }
+
+    let list = api
+        .list(&ListParams::default().labels("app=kube"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert!(list.metadata.resource_version.is_some());
+
+    let patched = api
+        .patch(
+            "one",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "merged"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.unwrap()["k"], "merged");
+    let applied = api
+        .patch(
+            "two",
+            &PatchParams::apply("kube-test"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "two", "labels": {"app": "kube"}}, "data": {"a": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.metadata.managed_fields.unwrap()[0]
+            .manager
+            .as_deref(),
+        Some("kube-test")
+    );
+
+    api.delete("one", &DeleteParams::default()).await.unwrap();
+    let err = api.get("one").await.unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 404));
+
+    // Both watchers see the whole story of "one": created, changed, deleted.
+    for (name, stream) in [("classic", &mut classic), ("streaming", &mut streaming)] {
+        let mut seen = Vec::new();
+        while !seen.contains(&"delete one".to_string()) {
+            let ev = within(20, stream.next()).await.unwrap().unwrap();
+            match ev {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                    seen.push(format!("apply {}", o.metadata.name.unwrap()))
+                }
+                watcher::Event::Delete(o) => {
+                    seen.push(format!("delete {}", o.metadata.name.unwrap()))
+                }
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            }
+        }
+        assert!(seen.contains(&"apply two".to_string()), "{name}: {seen:?}");
+        assert!(
+            seen.iter().filter(|e| *e == "apply one").count() >= 1,
+            "{name}: {seen:?}"
+        );
+    }
+    s.stop().await;
+}
