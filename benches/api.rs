@@ -1,0 +1,448 @@
+//! `cargo bench --bench api`: the API server's figures as one JSON object on stdout,
+//! measured against the real `berth` binary over HTTPS with keep-alive:
+//!
+//! - cold start to `/readyz`, then idle RSS and CPU;
+//! - durable creates/s with 1, 32 and 64 connections;
+//! - create, GET and LIST (1,000 objects) latency p50/p99;
+//! - watch latency (create call → event at each watcher) with 1,000 open watches;
+//! - for reference, etcd's own durable put rate through its HTTP gateway at 32
+//!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
+//!
+//! `BERTH_BENCH_QUICK=1` shrinks every phase.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+fn quick() -> bool {
+    std::env::var_os("BERTH_BENCH_QUICK").is_some()
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> Value {
+    samples.sort();
+    let at = |q: f64| {
+        let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
+        samples[i].as_secs_f64() * 1e3
+    };
+    json!({"p50_ms": at(0.50), "p99_ms": at(0.99), "samples": samples.len()})
+}
+
+struct Server {
+    child: Child,
+    url: String,
+    token: String,
+    ca: String,
+    _dir: tempfile::TempDir,
+    cold_start_ms: f64,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client(ca: &str) -> reqwest::Client {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .http1_only()
+        .pool_max_idle_per_host(2000)
+        .build()
+        .unwrap()
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("NO_COLOR", "1")
+        .env("BERTH_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("url=").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let url = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let token = std::fs::read_to_string(dir.path().join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    let c = client(&ca);
+    loop {
+        if let Ok(r) = c.get(format!("{url}/readyz")).send().await {
+            if r.status().is_success() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let cold_start_ms = started.elapsed().as_secs_f64() * 1e3;
+    Server {
+        child,
+        url,
+        token,
+        ca,
+        _dir: dir,
+        cold_start_ms,
+    }
+}
+
+impl Server {
+    fn req(&self, c: &reqwest::Client, m: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        c.request(m, format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+    }
+
+    /// Resident memory (MiB) and CPU seconds used so far.
+    fn usage(&self) -> (f64, f64) {
+        let pid = self.child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let rss_kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_name = stat.rsplit_once(')').unwrap().1;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        (rss_kb / 1024.0, ticks / 100.0)
+    }
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "labels": {"bench": "yes"}},
+           "data": {"payload": "x".repeat(512)}})
+}
+
+async fn create_rate(s: &Server, connections: usize, ns: &str) -> f64 {
+    let run = Duration::from_millis(if quick() { 500 } else { 3000 });
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let http = client(&s.ca);
+        let url = format!("{}/api/v1/namespaces/{ns}/configmaps", s.url);
+        let token = s.token.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while start.elapsed() < run {
+                let r = http
+                    .post(&url)
+                    .bearer_auth(&token)
+                    .json(&cm(&format!("c{c}-{n}")))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status().as_u16(), 201);
+                let _ = r.bytes().await;
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn ensure_namespace(s: &Server, c: &reqwest::Client, ns: &str) {
+    let r = s
+        .req(c, reqwest::Method::POST, "/api/v1/namespaces")
+        .json(&json!({"metadata": {"name": ns}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn latencies(s: &Server) -> Value {
+    let c = client(&s.ca);
+    ensure_namespace(s, &c, "lat").await;
+    let n = if quick() { 200 } else { 1000 };
+    let mut creates = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        let r = s
+            .req(
+                &c,
+                reqwest::Method::POST,
+                "/api/v1/namespaces/lat/configmaps",
+            )
+            .json(&cm(&format!("l{i}")))
+            .send()
+            .await
+            .unwrap();
+        let _ = r.bytes().await;
+        creates.push(t.elapsed());
+    }
+    let mut gets = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        let r = s
+            .req(
+                &c,
+                reqwest::Method::GET,
+                &format!("/api/v1/namespaces/lat/configmaps/l{}", i % n),
+            )
+            .send()
+            .await
+            .unwrap();
+        let _ = r.bytes().await;
+        gets.push(t.elapsed());
+    }
+    let mut lists = Vec::new();
+    for _ in 0..if quick() { 20 } else { 200 } {
+        let t = Instant::now();
+        let r = s
+            .req(
+                &c,
+                reqwest::Method::GET,
+                "/api/v1/namespaces/lat/configmaps",
+            )
+            .send()
+            .await
+            .unwrap();
+        let body = r.bytes().await.unwrap();
+        lists.push(t.elapsed());
+        assert!(body.len() > n * 500);
+    }
+    json!({
+        "create": percentiles(creates),
+        "get": percentiles(gets),
+        format!("list_{n}"): percentiles(lists),
+    })
+}
+
+async fn watch_latency(s: &Server, watchers: usize) -> Value {
+    let c = client(&s.ca);
+    ensure_namespace(s, &c, "watch").await;
+    let writes = if quick() { 20 } else { 100 };
+    let base = Instant::now();
+    let sent: Arc<Vec<AtomicU64>> = Arc::new((0..writes).map(|_| AtomicU64::new(0)).collect());
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(watchers);
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let r = s
+            .req(
+                &c,
+                reqwest::Method::GET,
+                "/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion=0",
+            )
+            .send();
+        let sent = sent.clone();
+        let ready = ready_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let resp = r.await.unwrap();
+            let _ = ready.send(()).await;
+            let mut stream = resp.bytes_stream();
+            let mut buf = Vec::new();
+            let mut lat = Vec::with_capacity(writes);
+            while lat.len() < writes {
+                let chunk = stream.next().await.unwrap().unwrap();
+                buf.extend_from_slice(&chunk);
+                while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    let now = base.elapsed();
+                    let v: Value = serde_json::from_slice(&line).unwrap();
+                    let name = v["object"]["metadata"]["name"].as_str().unwrap();
+                    let seq: usize = name[1..].parse().unwrap();
+                    let t0 = sent[seq].load(Ordering::Acquire);
+                    lat.push(now - Duration::from_nanos(t0));
+                }
+            }
+            lat
+        }));
+    }
+    for _ in 0..watchers {
+        ready_rx.recv().await.unwrap();
+    }
+    for seq in 0..writes {
+        sent[seq].store(base.elapsed().as_nanos() as u64, Ordering::Release);
+        let r = s
+            .req(
+                &c,
+                reqwest::Method::POST,
+                "/api/v1/namespaces/watch/configmaps",
+            )
+            .json(&cm(&format!("w{seq}")))
+            .send()
+            .await
+            .unwrap();
+        let _ = r.bytes().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    json!({"watchers": watchers, "latency": percentiles(all)})
+}
+
+/// etcd's durable puts/s through its HTTP gateway, if an etcd binary is available.
+async fn etcd_rate(connections: usize) -> Value {
+    let Ok(path) = which("etcd") else {
+        return json!({"skipped": "no etcd on PATH (Debian: apt-get install etcd-server)"});
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let peer = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut child = Command::new(path)
+        .args(["--data-dir"])
+        .arg(dir.path())
+        .args([
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+        ])
+        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let put = format!("{url}/v3/kv/put");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ok = http
+            .post(&put)
+            .json(&json!({"key": "a2V5", "value": "dg=="}))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if ok {
+            break;
+        }
+        assert!(Instant::now() < deadline, "etcd did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run = Duration::from_millis(if quick() { 500 } else { 3000 });
+    let value = base64::engine::general_purpose::STANDARD.encode("x".repeat(512));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let http = reqwest::Client::new();
+        let put = put.clone();
+        let value = value.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while start.elapsed() < run {
+                let key = base64::engine::general_purpose::STANDARD.encode(format!("/k/{c}/{n}"));
+                let r = http
+                    .post(&put)
+                    .json(&json!({"key": key, "value": value}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success());
+                let _ = r.bytes().await;
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    let _ = child.kill();
+    let _ = child.wait();
+    json!({"connections": connections, "puts_per_s": rate})
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .find(|f| f.is_file())
+        })
+        .ok_or(())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(async {
+        let s = start().await;
+        // Idle: let start-up settle, then watch CPU for a while.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (_, cpu0) = s.usage();
+        let idle = Duration::from_secs(if quick() { 2 } else { 10 });
+        tokio::time::sleep(idle).await;
+        let (rss, cpu1) = s.usage();
+        let idle_cpu_percent = (cpu1 - cpu0) / idle.as_secs_f64() * 100.0;
+
+        let c = client(&s.ca);
+        let mut creates = serde_json::Map::new();
+        for connections in [1, 32, 64] {
+            let ns = format!("rate-{connections}");
+            ensure_namespace(&s, &c, &ns).await;
+            creates.insert(
+                format!("connections_{connections}"),
+                json!(create_rate(&s, connections, &ns).await),
+            );
+        }
+        let lat = latencies(&s).await;
+        let watch = watch_latency(&s, if quick() { 100 } else { 1000 }).await;
+        let (rss_after, _) = s.usage();
+        let etcd = etcd_rate(32).await;
+        json!({
+            "cold_start_to_readyz_ms": s.cold_start_ms,
+            "idle": {"rss_mib": rss, "cpu_percent": idle_cpu_percent},
+            "creates_per_s": creates,
+            "latency": lat,
+            "watch": watch,
+            "rss_after_load_mib": rss_after,
+            "etcd_reference": etcd,
+        })
+    });
+    println!("{out}");
+}
