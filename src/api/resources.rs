@@ -179,19 +179,28 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
         })
 }
 
-/// The JSON body of a POST or PUT (no Content-Type means JSON).
+/// The body of a POST or PUT: JSON (also without a Content-Type) or YAML.
 fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
-    match media_type(headers).as_deref() {
-        None | Some("application/json") | Some("") => {}
+    let v: Value = match media_type(headers).as_deref() {
+        None | Some("application/json") | Some("") => {
+            serde_json::from_slice(body).map_err(|e| {
+                Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
+            })?
+        }
+        Some("application/yaml") => serde_yaml_ng::from_slice(body).map_err(|e| {
+            Error::BadRequest(format!("the body of the request is not valid YAML: {e}"))
+        })?,
+        Some("application/vnd.kubernetes.protobuf") => {
+            return Err(Error::UnsupportedMediaType(
+                "protobuf request bodies are not supported yet - accepted media types include: application/json, application/yaml (with kubectl, create the object from a manifest: kubectl apply -f FILE)".into(),
+            ));
+        }
         Some(other) => {
             return Err(Error::UnsupportedMediaType(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json (got {other})"
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
             )));
         }
-    }
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
-    })?;
+    };
     if !v.is_object() {
         return Err(Error::BadRequest(
             "the body of the request must be a JSON object".into(),

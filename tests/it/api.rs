@@ -1208,3 +1208,38 @@ async fn stopping_the_server_ends_open_watches() {
     );
     within(30, stopped).await.unwrap();
 }
+
+#[tokio::test]
+async fn yaml_bodies_are_accepted_and_protobuf_is_refused_with_advice() {
+    let s = TestServer::start().await;
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Content-Type", "application/yaml")
+        .body("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Content-Type", "application/yaml")
+        .body("metadata: [unclosed\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .body(&b"k8s\x00\x0a"[..])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let st: Value = r.json().await.unwrap();
+    assert!(
+        st["message"].as_str().unwrap().contains("kubectl apply -f"),
+        "{st}"
+    );
+    s.stop().await;
+}
