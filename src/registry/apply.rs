@@ -326,6 +326,12 @@ impl Registry {
         opts: &WriteOptions,
         apply: &ApplyOptions,
     ) -> Result<(Written, bool)> {
+        if let Some(stored) = super::convert::stored_resource(res) {
+            return Box::pin(
+                self.converted_apply(res, stored, namespace, name, config, opts, apply),
+            )
+            .await;
+        }
         if apply.manager.is_empty() {
             return Err(Error::BadRequest(
                 "fieldManager: Required value: is required for apply patch".into(),

@@ -14,6 +14,8 @@ pub enum Kind {
     Secret,
     ServiceAccount,
     Lease,
+    /// events.k8s.io/v1 Event: the core Events, seen through the newer API.
+    EventsV1Event,
 }
 
 /// One served resource.
@@ -59,8 +61,11 @@ impl Resource {
     }
 
     /// The store key prefix of this resource: `/registry/pods/` or
-    /// `/registry/coordination.k8s.io/leases/`.
+    /// `/registry/coordination.k8s.io/leases/`. Kinds stored as another kind share its keys.
     pub fn key_prefix(&self) -> String {
+        if let Some(stored) = super::convert::stored_as(self.kind) {
+            return of(stored).key_prefix();
+        }
         if self.group.is_empty() {
             format!("/registry/{}/", self.plural)
         } else {
@@ -219,6 +224,19 @@ pub static RESOURCES: &[Resource] = &[
         status: false,
         scale: false,
     },
+    Resource {
+        kind: Kind::EventsV1Event,
+        group: "events.k8s.io",
+        version: "v1",
+        kind_name: "Event",
+        plural: "events",
+        singular: "event",
+        short_names: &[],
+        namespaced: true,
+        categories: &[],
+        status: false,
+        scale: false,
+    },
 ];
 
 /// The resource served at `group`/`version` under `plural`.
@@ -283,10 +301,18 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for r in RESOURCES {
             assert!(seen.insert((r.group, r.plural)), "{} twice", r.plural);
+            let _ = r.version;
             for s in r.short_names {
                 assert!(seen.insert(("short", s)), "short name {s} twice");
             }
         }
-        assert_eq!(groups(), vec![("coordination.k8s.io", vec!["v1"])]);
+        assert_eq!(
+            groups(),
+            vec![
+                ("coordination.k8s.io", vec!["v1"]),
+                ("events.k8s.io", vec!["v1"])
+            ]
+        );
+        assert_eq!(of(Kind::EventsV1Event).key_prefix(), "/registry/events/");
     }
 }

@@ -5,6 +5,7 @@
 
 mod apply;
 pub mod catalog;
+mod convert;
 mod patch;
 pub mod schema;
 pub mod strategy;
@@ -512,6 +513,9 @@ impl Registry {
         mut obj: Value,
         opts: &WriteOptions,
     ) -> Result<Written> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return Box::pin(self.converted_create(res, stored, namespace, obj, opts)).await;
+        }
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut obj)?;
         meta_mut(&mut obj)?;
@@ -619,6 +623,9 @@ impl Registry {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Bytes> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return self.converted_get(res, stored, namespace, name);
+        }
         let ns = Self::scope(res, namespace)?;
         self.store
             .get(&res.key(ns, name))
@@ -648,6 +655,9 @@ impl Registry {
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<List> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return Box::pin(self.converted_list(res, stored, namespace, opts)).await;
+        }
         Self::check_field_selector(res, &opts.field)?;
         // A field selector on the namespace narrows a cluster-wide list to one namespace.
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
@@ -767,6 +777,10 @@ impl Registry {
         part: Part,
         opts: &WriteOptions,
     ) -> Result<Written> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return Box::pin(self.converted_update(res, stored, namespace, name, obj, part, opts))
+                .await;
+        }
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut obj)?;
         let m = meta_mut(&mut obj)?;
@@ -804,6 +818,10 @@ impl Registry {
         part: Part,
         opts: &WriteOptions,
     ) -> Result<Written> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return Box::pin(self.converted_patch(res, stored, namespace, name, patch, part, opts))
+                .await;
+        }
         let ns = Self::scope(res, namespace)?;
         let key = res.key(ns, name);
         self.update_with(
@@ -991,6 +1009,9 @@ impl Registry {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Bytes> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return Box::pin(self.converted_delete(res, stored, namespace, name, opts)).await;
+        }
         let ns = Self::scope(res, namespace)?;
         let key = res.key(ns, name);
         let expect_rv = opts.resource_version.as_deref().map(parse_rv).transpose()?;
@@ -1131,6 +1152,10 @@ impl Registry {
         list: &ListOptions,
         opts: &DeleteOptions,
     ) -> Result<List> {
+        if let Some(stored) = convert::stored_resource(res) {
+            return Box::pin(self.converted_delete_collection(res, stored, namespace, list, opts))
+                .await;
+        }
         let mut page = self
             .list(
                 res,

@@ -36,6 +36,7 @@ pub fn schema_name(kind: Kind) -> String {
         Kind::Secret => core::Secret::schema_name(),
         Kind::ServiceAccount => core::ServiceAccount::schema_name(),
         Kind::Lease => coordination::Lease::schema_name(),
+        Kind::EventsV1Event => k8s_openapi::api::events::v1::Event::schema_name(),
     }
     .into_owned()
 }
@@ -56,6 +57,7 @@ fn add(generator: &mut schemars::SchemaGenerator, kind: Kind) {
         Kind::Secret => generator.subschema_for::<core::Secret>(),
         Kind::ServiceAccount => generator.subschema_for::<core::ServiceAccount>(),
         Kind::Lease => generator.subschema_for::<coordination::Lease>(),
+        Kind::EventsV1Event => generator.subschema_for::<k8s_openapi::api::events::v1::Event>(),
     };
 }
 

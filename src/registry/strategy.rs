@@ -29,7 +29,12 @@ pub fn default(kind: Kind, obj: &mut Value) {
                 m.entry("type").or_insert_with(|| json!("Opaque"));
             }
         }
-        Kind::Event | Kind::Node | Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease => {}
+        Kind::Event
+        | Kind::Node
+        | Kind::ConfigMap
+        | Kind::ServiceAccount
+        | Kind::Lease
+        | Kind::EventsV1Event => {}
     }
 }
 
@@ -50,7 +55,12 @@ pub fn initial_status(kind: Kind, obj: &mut Value) {
         }
         // A node agent registers its Node with the status it observed.
         Kind::Node => {}
-        Kind::Event | Kind::ConfigMap | Kind::Secret | Kind::ServiceAccount | Kind::Lease => {}
+        Kind::Event
+        | Kind::ConfigMap
+        | Kind::Secret
+        | Kind::ServiceAccount
+        | Kind::Lease
+        | Kind::EventsV1Event => {}
     }
 }
 
@@ -211,7 +221,8 @@ pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
                 required(causes, "involvedObject");
             }
         }
-        Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::Lease => {}
+        Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::Lease | Kind::EventsV1Event => {
+        }
     }
 }
 
@@ -339,6 +350,18 @@ pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
         Kind::Namespace => &["status.phase"],
         Kind::Node => &["spec.unschedulable"],
         Kind::Secret => &["type"],
+        Kind::EventsV1Event => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
         Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease => &[],
     }
 }
@@ -347,6 +370,10 @@ pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
 pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
     let path = match (kind, field) {
         (Kind::Event, "source") => "/source/component".to_string(),
+        (Kind::EventsV1Event, f) => {
+            let stored = super::convert::stored_field(kind, f);
+            return field_value(Kind::Event, obj, &stored);
+        }
         (_, f) => format!("/{}", f.replace('.', "/")),
     };
     match obj.pointer(&path)? {

@@ -116,6 +116,7 @@ fn columns(kind: Kind) -> Vec<Column> {
         ],
         Kind::ServiceAccount => vec![name, col("Secrets", 0, "Number of secrets."), age],
         Kind::Lease => vec![name, col("Holder", 0, "The holder of the lease."), age],
+        Kind::EventsV1Event => columns(Kind::Event),
     }
 }
 
@@ -343,6 +344,7 @@ fn cells(kind: Kind, v: &Value) -> Vec<Value> {
         ],
         Kind::ServiceAccount => vec![name, json!(count(v, "/secrets")), json!(created)],
         Kind::Lease => vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)],
+        Kind::EventsV1Event => cells(Kind::Event, &super::convert::to_stored(kind, v)),
     }
 }
 

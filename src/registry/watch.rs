@@ -152,7 +152,11 @@ impl Watch {
         namespace: Option<&str>,
         opts: WatchOptions,
     ) -> Result<Self> {
-        let filter = Filter::new(res, &opts.label, &opts.field)?;
+        // Converted kinds are filtered in their stored form.
+        Registry::check_field_selector(res, &opts.field)?;
+        let stored = super::convert::stored_resource(res).unwrap_or(res);
+        let field = super::convert::stored_selector(res.kind, &opts.field);
+        let filter = Filter::new(stored, &opts.label, &field)?;
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
         let prefix = res.scope_prefix(if res.namespaced { namespace } else { None });
         let rv = opts
@@ -226,7 +230,7 @@ impl Watch {
             return None;
         }
         if let Some(obj) = self.initial.pop_front() {
-            return Some(WatchEvent::Added(obj));
+            return Some(WatchEvent::Added(self.served(&obj)));
         }
         if let Some(b) = self.end_of_initial.take() {
             return Some(WatchEvent::Bookmark(b));
@@ -250,11 +254,21 @@ impl Watch {
                 }
                 Some(store::WatchEvent::Event(e)) => {
                     if let Some(ev) = self.translate(&e) {
-                        return Some(ev);
+                        return Some(match ev {
+                            WatchEvent::Added(o) => WatchEvent::Added(self.served(&o)),
+                            WatchEvent::Modified(o) => WatchEvent::Modified(self.served(&o)),
+                            WatchEvent::Deleted(o) => WatchEvent::Deleted(self.served(&o)),
+                            other => other,
+                        });
                     }
                 }
             }
         }
+    }
+
+    /// A stored object as this watch's resource serves it.
+    fn served(&self, obj: &Bytes) -> Bytes {
+        super::convert::from_stored(self.res.kind, obj)
     }
 
     /// A store event as this watcher sees it through its filter.

@@ -1243,3 +1243,85 @@ async fn yaml_bodies_are_accepted_and_protobuf_is_refused_with_advice() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn events_are_served_as_core_v1_and_events_k8s_io_v1_alike() {
+    let s = TestServer::start().await;
+    let core = "/api/v1/namespaces/default/events";
+    let v1 = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let (code, made) = s
+        .post(core, json!({"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default"},
+            "reason": "Pulled", "message": "image pulled", "type": "Normal", "count": 2,
+            "source": {"component": "kubelet"}}))
+        .await;
+    assert_eq!(code, 201, "{made}");
+    let (code, seen) = s.get(&format!("{v1}/e1")).await;
+    assert_eq!(code, 200);
+    assert_eq!(seen["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(seen["regarding"]["name"], "web");
+    assert_eq!(seen["note"], "image pulled");
+    assert_eq!(seen["deprecatedCount"], 2);
+    assert_eq!(seen["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(
+        seen["metadata"]["resourceVersion"],
+        made["metadata"]["resourceVersion"]
+    );
+
+    // Written through events.k8s.io, read through core.
+    let (code, v) = s
+        .post(
+            v1,
+            json!({"metadata": {"name": "e2"}, "regarding": {"kind": "Node", "name": "n1"},
+            "reason": "Ready", "note": "node is ready", "type": "Normal", "action": "Check",
+            "reportingController": "berth/node", "reportingInstance": "n1",
+            "eventTime": "2026-01-01T00:00:00.000000Z"}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["apiVersion"], "events.k8s.io/v1");
+    let (_, c) = s.get(&format!("{core}/e2")).await;
+    assert_eq!(
+        (c["involvedObject"]["name"].as_str(), c["message"].as_str()),
+        (Some("n1"), Some("node is ready"))
+    );
+    assert_eq!(c["reportingComponent"], "berth/node");
+
+    // Field selectors in each version's names; patches in the served form.
+    let (_, l) = s
+        .get(&format!("{v1}?fieldSelector=regarding.name%3Dweb"))
+        .await;
+    assert_eq!(l["kind"], "EventList");
+    assert_eq!(l["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    let (_, l) = s
+        .get(&format!("{core}?fieldSelector=involvedObject.name%3Dn1"))
+        .await;
+    assert_eq!(l["items"][0]["metadata"]["name"], "e2");
+    let (code, p) = s
+        .patch(
+            &format!("{v1}/e2"),
+            "application/merge-patch+json",
+            json!({"note": "still ready"}),
+        )
+        .await;
+    assert_eq!((code, p["note"].as_str()), (200, Some("still ready")));
+    let (code, st) = s
+        .post(
+            &format!("{v1}?fieldValidation=Strict"),
+            json!({"metadata": {"name": "e3"}, "message": "core field"}),
+        )
+        .await;
+    assert_eq!(code, 400, "{st}");
+
+    // A watch through events.k8s.io sees core writes converted.
+    let mut w = s
+        .watch(&format!("{v1}?watch=true&resourceVersion={}", rv(&p)))
+        .await;
+    s.delete(&format!("{core}/e1")).await;
+    let e = w.next_change().await;
+    assert_eq!(e["type"], "DELETED");
+    assert_eq!(e["object"]["regarding"]["name"], "web");
+    let (code, _) = s.get("/openapi/v3/apis/events.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    s.stop().await;
+}

@@ -1,0 +1,343 @@
+//! Kinds served in one version and stored in another: events.k8s.io/v1 Events are the
+//! core v1 Events, converted on the way in and out, so both APIs see the same objects.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::catalog::Kind;
+use super::catalog::{self, Resource};
+use super::{
+    ApplyOptions, Cause, DeleteOptions, Error, List, ListOptions, Part, Patch, Registry, Result,
+    WriteOptions, Written, schema,
+};
+use crate::types::fields;
+
+/// The kind an object of `kind` is stored as, when it differs.
+pub fn stored_as(kind: Kind) -> Option<Kind> {
+    match kind {
+        Kind::EventsV1Event => Some(Kind::Event),
+        _ => None,
+    }
+}
+
+/// Pairs of (served field, stored field) for Events.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("reportingController", "reportingComponent"),
+];
+
+/// Fields both versions name alike.
+const EVENT_SHARED: &[&str] = &[
+    "metadata",
+    "reason",
+    "type",
+    "eventTime",
+    "series",
+    "action",
+    "related",
+    "reportingInstance",
+];
+
+fn rename(
+    v: &Value,
+    pairs: impl Iterator<Item = (&'static str, &'static str)>,
+    api_version: &str,
+) -> Value {
+    let Some(m) = v.as_object() else {
+        return v.clone();
+    };
+    let mut out = Map::new();
+    out.insert("apiVersion".into(), json!(api_version));
+    out.insert("kind".into(), json!("Event"));
+    for f in EVENT_SHARED {
+        if let Some(x) = m.get(*f) {
+            out.insert((*f).into(), x.clone());
+        }
+    }
+    for (from, to) in pairs {
+        if let Some(x) = m.get(from) {
+            out.insert(to.into(), x.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// A served object as it is stored.
+pub fn to_stored(kind: Kind, v: &Value) -> Value {
+    match kind {
+        Kind::EventsV1Event => rename(v, EVENT_FIELDS.iter().copied(), "v1"),
+        _ => v.clone(),
+    }
+}
+
+/// A stored object as `kind` serves it.
+pub fn from_stored_value(kind: Kind, v: &Value) -> Value {
+    match kind {
+        Kind::EventsV1Event => rename(
+            v,
+            EVENT_FIELDS
+                .iter()
+                .map(|(served, stored)| (*stored, *served)),
+            "events.k8s.io/v1",
+        ),
+        _ => v.clone(),
+    }
+}
+
+/// Stored bytes as `kind` serves them (the same bytes when no conversion applies).
+pub fn from_stored(kind: Kind, b: &Bytes) -> Bytes {
+    if stored_as(kind).is_none() {
+        return b.clone();
+    }
+    match serde_json::from_slice::<Value>(b) {
+        Ok(v) => {
+            Bytes::from(serde_json::to_vec(&from_stored_value(kind, &v)).expect("JSON serializes"))
+        }
+        Err(_) => b.clone(),
+    }
+}
+
+/// A field selector's field as the stored kind names it.
+pub fn stored_field(kind: Kind, field: &str) -> String {
+    if kind != Kind::EventsV1Event {
+        return field.to_string();
+    }
+    for (served, stored) in EVENT_FIELDS {
+        if field == *served {
+            return (*stored).to_string();
+        }
+        if let Some(rest) = field.strip_prefix(&format!("{served}.")) {
+            return format!("{stored}.{rest}");
+        }
+    }
+    field.to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// The registry's verbs for converted kinds: check the served form against its own schema,
+// store the stored form, answer in the served form.
+
+/// The stored resource of a converted one.
+pub(super) fn stored_resource(res: &Resource) -> Option<&'static Resource> {
+    stored_as(res.kind).map(catalog::of)
+}
+
+fn convert_written(kind: Kind, mut w: Written) -> Written {
+    w.object = from_stored(kind, &w.object);
+    w
+}
+
+fn convert_list(kind: Kind, mut l: List) -> List {
+    l.items = l.items.iter().map(|i| from_stored(kind, i)).collect();
+    l
+}
+
+/// A field selector in the stored kind's names.
+pub(super) fn stored_selector(kind: Kind, sel: &fields::Selector) -> fields::Selector {
+    fields::Selector {
+        terms: sel
+            .terms
+            .iter()
+            .map(|t| fields::Term {
+                field: stored_field(kind, &t.field),
+                ..t.clone()
+            })
+            .collect(),
+    }
+}
+
+impl Registry {
+    /// The stored form of a served object, checked against the served schema.
+    fn served_to_stored(
+        res: &Resource,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<(Value, Vec<String>)> {
+        Self::check_type(res, &mut obj)?;
+        super::meta_mut(&mut obj)?;
+        let mut causes: Vec<Cause> = Vec::new();
+        let warnings = schema::admit(res, &mut obj, opts.field_validation, &mut causes)?;
+        if !causes.is_empty() {
+            let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+            return Err(Self::invalid(res, &name, causes));
+        }
+        Ok((to_stored(res.kind, &obj), warnings))
+    }
+
+    pub(super) async fn converted_create(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written> {
+        let (obj, warnings) = Self::served_to_stored(res, obj, opts)?;
+        let mut w = convert_written(res.kind, self.create(stored, namespace, obj, opts).await?);
+        w.warnings.extend(warnings);
+        Ok(w)
+    }
+
+    pub(super) fn converted_get(
+        &self,
+        res: &Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<bytes::Bytes> {
+        Ok(from_stored(res.kind, &self.get(stored, namespace, name)?))
+    }
+
+    pub(super) async fn converted_list(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<List> {
+        Self::check_field_selector(res, &opts.field)?;
+        let opts = ListOptions {
+            field: stored_selector(res.kind, &opts.field),
+            ..opts.clone()
+        };
+        Ok(convert_list(
+            res.kind,
+            self.list(stored, namespace, &opts).await?,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn converted_update(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        obj: Value,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Written> {
+        let (obj, warnings) = Self::served_to_stored(res, obj, opts)?;
+        let mut w = convert_written(
+            res.kind,
+            self.update(stored, namespace, name, obj, part, opts)
+                .await?,
+        );
+        w.warnings.extend(warnings);
+        Ok(w)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn converted_patch(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Written> {
+        let ns = Self::scope(res, namespace)?;
+        let key = stored.key(ns, name);
+        let w = self
+            .update_with(
+                stored,
+                &key,
+                name,
+                None,
+                opts,
+                |old| {
+                    let served = from_stored_value(res.kind, old);
+                    let patched = patch.apply(res, &served).map_err(Error::BadRequest)?;
+                    Self::served_to_stored(res, patched, opts).map(|(v, _)| v)
+                },
+                part,
+            )
+            .await?;
+        Ok(convert_written(res.kind, w))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn converted_apply(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        config: Value,
+        opts: &WriteOptions,
+        apply: &ApplyOptions,
+    ) -> Result<(Written, bool)> {
+        let (config, _) = Self::served_to_stored(res, config, opts)?;
+        let (w, created) = self
+            .apply(stored, namespace, name, config, opts, apply)
+            .await?;
+        Ok((convert_written(res.kind, w), created))
+    }
+
+    pub(super) async fn converted_delete(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<bytes::Bytes> {
+        Ok(from_stored(
+            res.kind,
+            &self.delete(stored, namespace, name, opts).await?,
+        ))
+    }
+
+    pub(super) async fn converted_delete_collection(
+        &self,
+        res: &'static Resource,
+        stored: &'static Resource,
+        namespace: Option<&str>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<List> {
+        Self::check_field_selector(res, &list.field)?;
+        let list = ListOptions {
+            field: stored_selector(res.kind, &list.field),
+            ..list.clone()
+        };
+        Ok(convert_list(
+            res.kind,
+            self.delete_collection(stored, namespace, &list, opts)
+                .await?,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_convert_both_ways_without_loss() {
+        let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default"},
+            "regarding": {"kind": "Pod", "name": "web"}, "note": "pulled", "reason": "Pulled",
+            "type": "Normal", "reportingController": "berth/node", "reportingInstance": "n1",
+            "eventTime": "2026-01-01T00:00:00.000000Z", "deprecatedCount": 3});
+        let core = to_stored(Kind::EventsV1Event, &v1);
+        assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(core["involvedObject"]["name"], "web");
+        assert_eq!(core["message"], "pulled");
+        assert_eq!(core["count"], 3);
+        assert_eq!(core["reportingComponent"], "berth/node");
+        assert_eq!(from_stored_value(Kind::EventsV1Event, &core), v1);
+        assert_eq!(
+            stored_field(Kind::EventsV1Event, "regarding.name"),
+            "involvedObject.name"
+        );
+        assert_eq!(stored_field(Kind::EventsV1Event, "reason"), "reason");
+    }
+}
