@@ -132,14 +132,31 @@ struct Route {
     rest: String,
 }
 
+/// Path and query rejections become Status answers like every other error.
+fn bad_path(e: axum::extract::rejection::PathRejection) -> Response {
+    Error::BadRequest(format!("invalid request path: {e}")).into_response()
+}
+
+fn bad_query(e: axum::extract::rejection::QueryRejection) -> Response {
+    Error::BadRequest(format!("invalid query string: {e}")).into_response()
+}
+
 async fn core_request(
     State(state): State<AppState>,
-    Path(rest): Path<String>,
+    rest: Result<Path<String>, axum::extract::rejection::PathRejection>,
     method: Method,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let Path(rest) = match rest {
+        Ok(p) => p,
+        Err(e) => return bad_path(e),
+    };
+    let Query(query) = match query {
+        Ok(q) => q,
+        Err(e) => return bad_query(e),
+    };
     let route = Route {
         group: String::new(),
         version: "v1".into(),
@@ -150,12 +167,20 @@ async fn core_request(
 
 async fn group_request(
     State(state): State<AppState>,
-    Path((group, version, rest)): Path<(String, String, String)>,
+    path: Result<Path<(String, String, String)>, axum::extract::rejection::PathRejection>,
     method: Method,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let Path((group, version, rest)) = match path {
+        Ok(p) => p,
+        Err(e) => return bad_path(e),
+    };
+    let Query(query) = match query {
+        Ok(q) => q,
+        Err(e) => return bad_query(e),
+    };
     let route = Route {
         group,
         version,

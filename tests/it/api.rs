@@ -1325,3 +1325,160 @@ async fn events_are_served_as_core_v1_and_events_k8s_io_v1_alike() {
     assert_eq!(code, 200);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn malformed_requests_get_a_status_and_never_hurt_the_server() {
+    let s = TestServer::start().await;
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let cases: Vec<(Method, String, &str, Vec<u8>)> = vec![
+        (
+            Method::POST,
+            CMS.into(),
+            "application/json",
+            b"\xff\xfe\x00garbage".to_vec(),
+        ),
+        (
+            Method::POST,
+            CMS.into(),
+            "application/json",
+            deep.clone().into_bytes(),
+        ),
+        (
+            Method::POST,
+            CMS.into(),
+            "application/json",
+            b"{\"metadata\":{\"name\":\"x\"},\"data\":{\"k\":1e999}}".to_vec(),
+        ),
+        (
+            Method::POST,
+            CMS.into(),
+            "application/json",
+            b"{\"metadata\":{\"name\":7}}".to_vec(),
+        ),
+        (
+            Method::POST,
+            CMS.into(),
+            "application/json",
+            b"{\"metadata\":{\"name\":\"x\",\"labels\":[1]}}".to_vec(),
+        ),
+        (
+            Method::POST,
+            CMS.into(),
+            "application/yaml",
+            b"a: &a [*a]\n".to_vec(),
+        ),
+        (
+            Method::PUT,
+            format!("{CMS}/x"),
+            "application/json",
+            b"null".to_vec(),
+        ),
+        (
+            Method::PATCH,
+            format!("{CMS}/x"),
+            "application/json-patch+json",
+            deep.into_bytes(),
+        ),
+        (
+            Method::PATCH,
+            format!("{CMS}/x"),
+            "application/merge-patch+json",
+            b"".to_vec(),
+        ),
+        (
+            Method::PATCH,
+            format!("{CMS}/x"),
+            "application/strategic-merge-patch+json",
+            b"{\"$patch\":\"explode\"}".to_vec(),
+        ),
+        (
+            Method::GET,
+            format!("{CMS}?limit=-1"),
+            "application/json",
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("{CMS}?labelSelector=%ff%fe"),
+            "application/json",
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("{CMS}?watch=true&resourceVersion=abc"),
+            "application/json",
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("{CMS}?watch=true&timeoutSeconds=-5"),
+            "application/json",
+            vec![],
+        ),
+        (
+            Method::GET,
+            "/api/v1/namespaces/default/configmaps/%ff".into(),
+            "application/json",
+            vec![],
+        ),
+        (
+            Method::DELETE,
+            format!("{CMS}/x"),
+            "application/json",
+            b"{\"propagationPolicy\":\"Sideways\"}".to_vec(),
+        ),
+        (
+            Method::DELETE,
+            format!("{CMS}/x"),
+            "application/json",
+            b"[[[".to_vec(),
+        ),
+    ];
+    for (method, path, ct, body) in cases {
+        let r = s
+            .req(method.clone(), &path)
+            .header("Content-Type", ct)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let code = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        assert!((400..500).contains(&code), "{method} {path}: {code} {text}");
+        let v: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {path}: not a Status: {text}"));
+        assert_eq!(v["kind"], "Status", "{method} {path}");
+    }
+    let (code, _) = s.get("/readyz").await;
+    assert_eq!(code, 200);
+    let (code, _) = s.post(CMS, cm("after", json!({}))).await;
+    assert_eq!(code, 201, "the server still works");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_given_certificate_is_served_instead_of_the_generated_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let s = TestServer::start_with(|c| c.tls_files = Some((cert_path, key_path))).await;
+    assert_eq!(
+        s.ca_pem,
+        cert.pem(),
+        "the kubeconfig trusts the given certificate"
+    );
+    let (code, _) = s.get("/api/v1/namespaces").await;
+    assert_eq!(code, 200);
+    assert!(
+        !s.dir.path().join("ca.crt").exists(),
+        "no CA is made when a certificate is given"
+    );
+    s.stop().await;
+}
