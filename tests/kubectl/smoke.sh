@@ -81,6 +81,8 @@ check "get pods prints a table" "web-1 +0/1 +Pending +0" k get pods
 check "get -o wide adds columns" "NOMINATED NODE" k get pods -o wide
 check "create -f" "configmap/settings created" k create -f "$work/cm.yaml"
 check "create of an existing name" 'AlreadyExists.*configmaps "settings" already exists' k create -f "$work/cm.yaml"
+check "edit" "configmap/settings edited" env KUBE_EDITOR="sed -i s/fast/edited/" "$kubectl_bin" --cache-dir "$work/cache" edit cm settings
+check "the edit is stored" "edited" k get cm settings -o jsonpath='{.data.mode}'
 check "label" "pod/web-1 labeled" k label pod web-1 tier=fe
 check "label selector" "web-1" k get pods -l tier=fe -o name
 check "annotate" "pod/web-1 annotated" k annotate pod web-1 note=hello
