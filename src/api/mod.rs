@@ -141,50 +141,57 @@ fn bad_query(e: axum::extract::rejection::QueryRejection) -> Response {
     Error::BadRequest(format!("invalid query string: {e}")).into_response()
 }
 
+type PathResult<T> = Result<Path<T>, axum::extract::rejection::PathRejection>;
+type QueryResult = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+
 async fn core_request(
     State(state): State<AppState>,
-    rest: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    rest: PathResult<String>,
     method: Method,
-    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    query: QueryResult,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Path(rest) = match rest {
-        Ok(p) => p,
-        Err(e) => return bad_path(e),
-    };
-    let Query(query) = match query {
-        Ok(q) => q,
-        Err(e) => return bad_query(e),
-    };
-    let route = Route {
+    let route = rest.map(|Path(rest)| Route {
         group: String::new(),
         version: "v1".into(),
         rest,
-    };
-    resource_request(state, route, (method, query, headers), body).await
+    });
+    routed(state, route, method, query, headers, body).await
 }
 
 async fn group_request(
     State(state): State<AppState>,
-    path: Result<Path<(String, String, String)>, axum::extract::rejection::PathRejection>,
+    path: PathResult<(String, String, String)>,
     method: Method,
-    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    query: QueryResult,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Path((group, version, rest)) = match path {
-        Ok(p) => p,
+    let route = path.map(|Path((group, version, rest))| Route {
+        group,
+        version,
+        rest,
+    });
+    routed(state, route, method, query, headers, body).await
+}
+
+/// Turns path and query rejections into Status answers, then serves the request.
+async fn routed(
+    state: AppState,
+    route: Result<Route, axum::extract::rejection::PathRejection>,
+    method: Method,
+    query: QueryResult,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let route = match route {
+        Ok(r) => r,
         Err(e) => return bad_path(e),
     };
     let Query(query) = match query {
         Ok(q) => q,
         Err(e) => return bad_query(e),
-    };
-    let route = Route {
-        group,
-        version,
-        rest,
     };
     resource_request(state, route, (method, query, headers), body).await
 }

@@ -339,13 +339,8 @@ impl Registry {
         }
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut config)?;
-        match config.pointer("/metadata/name").and_then(Value::as_str) {
-            Some(n) if n != name => {
-                return Err(Error::BadRequest(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )));
-            }
-            _ => {}
+        if let Some(m) = config.get("metadata").and_then(Value::as_object) {
+            super::check_identity(m, ns, Some(name))?;
         }
         let key = res.key(ns, name);
         for _ in 0..super::UPDATE_RETRIES {

@@ -522,14 +522,7 @@ impl Registry {
         let mut schema_causes = Vec::new();
         let warnings = schema::admit(res, &mut obj, opts.field_validation, &mut schema_causes)?;
         let m = meta_mut(&mut obj)?;
-        match (ns, m.get("namespace").and_then(Value::as_str)) {
-            (Some(want), Some(got)) if !got.is_empty() && got != want => {
-                return Err(Error::BadRequest(
-                    "the namespace of the provided object does not match the namespace sent on the request".into(),
-                ));
-            }
-            _ => {}
-        }
+        check_identity(m, ns, None)?;
         match ns {
             Some(ns) => {
                 m.insert("namespace".into(), json!(ns));
@@ -784,21 +777,7 @@ impl Registry {
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut obj)?;
         let m = meta_mut(&mut obj)?;
-        match m.get("name").and_then(Value::as_str) {
-            Some(n) if n != name => {
-                return Err(Error::BadRequest(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )));
-            }
-            _ => {}
-        }
-        if let (Some(want), Some(got)) = (ns, m.get("namespace").and_then(Value::as_str)) {
-            if !got.is_empty() && got != want {
-                return Err(Error::BadRequest(
-                    "the namespace of the provided object does not match the namespace sent on the request".into(),
-                ));
-            }
-        }
+        check_identity(m, ns, Some(name))?;
         let expect = match m.get("resourceVersion").and_then(Value::as_str) {
             Some(rv) if !rv.is_empty() => Some(parse_rv(rv)?),
             _ => None,
@@ -1192,6 +1171,25 @@ impl Registry {
     ) -> Result<Watch> {
         Watch::start(self, res, namespace, opts)
     }
+}
+
+/// The name and namespace a body gives, if any, must be those of the request.
+fn check_identity(m: &Map<String, Value>, ns: Option<&str>, name: Option<&str>) -> Result<()> {
+    if let (Some(want), Some(got)) = (name, m.get("name").and_then(Value::as_str)) {
+        if got != want {
+            return Err(Error::BadRequest(format!(
+                "the name of the object ({got}) does not match the name on the URL ({want})"
+            )));
+        }
+    }
+    if let (Some(want), Some(got)) = (ns, m.get("namespace").and_then(Value::as_str)) {
+        if !got.is_empty() && got != want {
+            return Err(Error::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn finalizers(m: &Map<String, Value>) -> Vec<String> {

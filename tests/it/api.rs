@@ -1153,7 +1153,7 @@ async fn server_side_apply_creates_merges_and_reports_conflicts() {
     // alice drops b from her configuration: it goes; a is bob's now and stays.
     let r = apply("alice", false, "{\"data\": {}}").await.unwrap();
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["data"], json!({"a": "x"}));
+    assert_eq!(v["data"], json!({"a": "x"}), "{v}");
     let r = apply("", false, "data: {}\n").await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let r = apply("alice", false, "data: [unclosed\n").await.unwrap();
