@@ -4,11 +4,14 @@
 //! - cold start to `/readyz`, then idle RSS and CPU;
 //! - durable creates/s with 1, 32 and 64 connections;
 //! - create, GET and LIST (1,000 objects) latency p50/p99;
-//! - watch latency (create call → event at each watcher) with 1,000 open watches;
+//! - watch latency (create call → event at each watcher) with 1,000 open watches, over
+//!   HTTP/2 (one connection, as Go clients and informers in one process do) and over
+//!   HTTP/1.1 (a connection per watch);
 //! - for reference, etcd's own durable put rate through its HTTP gateway at 32
 //!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
 //!
-//! `BERTH_BENCH_QUICK=1` shrinks every phase.
+//! `BERTH_BENCH_QUICK=1` shrinks every phase; `BERTH_BENCH_ONLY=watch` (or `idle`,
+//! `creates`, `latency`, `etcd`, comma-separated) runs only those phases.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -22,6 +25,12 @@ use serde_json::{Value, json};
 
 fn quick() -> bool {
     std::env::var_os("BERTH_BENCH_QUICK").is_some()
+}
+
+/// Whether to run a phase: all of them, or those named in `BERTH_BENCH_ONLY`
+/// (comma-separated among `idle`, `creates`, `latency`, `watch`, `etcd`).
+fn phase(name: &str) -> bool {
+    std::env::var("BERTH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|p| p == name))
 }
 
 fn percentiles(mut samples: Vec<Duration>) -> Value {
@@ -50,6 +59,11 @@ impl Drop for Server {
 }
 
 fn client(ca: &str) -> reqwest::Client {
+    client_with(ca, false)
+}
+
+/// `h2`: negotiate HTTP/2, so that all requests share one connection.
+fn client_with(ca: &str, h2: bool) -> reqwest::Client {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -63,6 +77,15 @@ fn client(ca: &str) -> reqwest::Client {
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
+    let mut tls = tls;
+    if h2 {
+        tls.alpn_protocols = vec![b"h2".to_vec()];
+        return reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .build()
+            .unwrap();
+    }
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .http1_only()
@@ -247,9 +270,10 @@ async fn latencies(s: &Server) -> Value {
     })
 }
 
-async fn watch_latency(s: &Server, watchers: usize) -> Value {
-    let c = client(&s.ca);
-    ensure_namespace(s, &c, "watch").await;
+async fn watch_latency(s: &Server, watchers: usize, h2: bool) -> Value {
+    let c = client_with(&s.ca, h2);
+    let ns = if h2 { "watch-h2" } else { "watch" };
+    ensure_namespace(s, &c, ns).await;
     let writes = if quick() { 20 } else { 100 };
     let base = Instant::now();
     let sent: Arc<Vec<AtomicU64>> = Arc::new((0..writes).map(|_| AtomicU64::new(0)).collect());
@@ -260,7 +284,7 @@ async fn watch_latency(s: &Server, watchers: usize) -> Value {
             .req(
                 &c,
                 reqwest::Method::GET,
-                "/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion=0",
+                &format!("/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion=0"),
             )
             .send();
         let sent = sent.clone();
@@ -296,13 +320,17 @@ async fn watch_latency(s: &Server, watchers: usize) -> Value {
     for _ in 0..watchers {
         ready_rx.recv().await.unwrap();
     }
+    let (_, cpu_before) = s.usage();
+    let wall = Instant::now();
+    // The writer has a connection of its own: the watches may fill the first one's streams.
+    let c = client(&s.ca);
     for seq in 0..writes {
         sent[seq].store(base.elapsed().as_nanos() as u64, Ordering::Release);
         let r = s
             .req(
                 &c,
                 reqwest::Method::POST,
-                "/api/v1/namespaces/watch/configmaps",
+                &format!("/api/v1/namespaces/{ns}/configmaps"),
             )
             .json(&cm(&format!("w{seq}")))
             .send()
@@ -315,7 +343,15 @@ async fn watch_latency(s: &Server, watchers: usize) -> Value {
     for t in tasks {
         all.extend(t.await.unwrap());
     }
-    json!({"watchers": watchers, "latency": percentiles(all)})
+    let (_, cpu_after) = s.usage();
+    let deliveries = (watchers * writes) as f64;
+    json!({
+        "watchers": watchers,
+        "transport": if h2 { "HTTP/2, one connection" } else { "HTTP/1.1, a connection each" },
+        "latency": percentiles(all),
+        "server_cpu_us_per_delivery": (cpu_after - cpu_before) * 1e6 / deliveries,
+        "server_cpu_share_of_a_core": (cpu_after - cpu_before) / wall.elapsed().as_secs_f64(),
+    })
 }
 
 /// etcd's durable puts/s through its HTTP gateway, if an etcd binary is available.
@@ -418,37 +454,50 @@ fn main() {
         .unwrap();
     let out = rt.block_on(async {
         let s = start().await;
-        // Idle: let start-up settle, then watch CPU for a while.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (_, cpu0) = s.usage();
-        let idle = Duration::from_secs(if quick() { 2 } else { 10 });
-        tokio::time::sleep(idle).await;
-        let (rss, cpu1) = s.usage();
-        let idle_cpu_percent = (cpu1 - cpu0) / idle.as_secs_f64() * 100.0;
-
-        let c = client(&s.ca);
-        let mut creates = serde_json::Map::new();
-        for connections in [1, 32, 64] {
-            let ns = format!("rate-{connections}");
-            ensure_namespace(&s, &c, &ns).await;
-            creates.insert(
-                format!("connections_{connections}"),
-                json!(create_rate(&s, connections, &ns).await),
+        let mut out = serde_json::Map::new();
+        out.insert("cold_start_to_readyz_ms".into(), json!(s.cold_start_ms));
+        if phase("idle") {
+            // Let start-up settle, then watch CPU for a while.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let (_, cpu0) = s.usage();
+            let idle = Duration::from_secs(if quick() { 2 } else { 10 });
+            tokio::time::sleep(idle).await;
+            let (rss, cpu1) = s.usage();
+            let cpu_percent = (cpu1 - cpu0) / idle.as_secs_f64() * 100.0;
+            out.insert(
+                "idle".into(),
+                json!({"rss_mib": rss, "cpu_percent": cpu_percent}),
             );
         }
-        let lat = latencies(&s).await;
-        let watch = watch_latency(&s, if quick() { 100 } else { 1000 }).await;
-        let (rss_after, _) = s.usage();
-        let etcd = etcd_rate(32).await;
-        json!({
-            "cold_start_to_readyz_ms": s.cold_start_ms,
-            "idle": {"rss_mib": rss, "cpu_percent": idle_cpu_percent},
-            "creates_per_s": creates,
-            "latency": lat,
-            "watch": watch,
-            "rss_after_load_mib": rss_after,
-            "etcd_reference": etcd,
-        })
+        let c = client(&s.ca);
+        if phase("creates") {
+            let mut creates = serde_json::Map::new();
+            for connections in [1, 32, 64] {
+                let ns = format!("rate-{connections}");
+                ensure_namespace(&s, &c, &ns).await;
+                let rate = create_rate(&s, connections, &ns).await;
+                creates.insert(format!("connections_{connections}"), json!(rate));
+            }
+            out.insert("creates_per_s".into(), Value::Object(creates));
+        }
+        if phase("latency") {
+            out.insert("latency".into(), latencies(&s).await);
+        }
+        if phase("watch") {
+            let n = std::env::var("BERTH_BENCH_WATCHERS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(if quick() { 100 } else { 1000 });
+            out.insert("watch_http2".into(), watch_latency(&s, n, true).await);
+            if std::env::var_os("BERTH_BENCH_SKIP_H1").is_none() {
+                out.insert("watch_http1".into(), watch_latency(&s, n, false).await);
+            }
+        }
+        out.insert("rss_after_load_mib".into(), json!(s.usage().0));
+        if phase("etcd") {
+            out.insert("etcd_reference".into(), etcd_rate(32).await);
+        }
+        Value::Object(out)
     });
     println!("{out}");
 }

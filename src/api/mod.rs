@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -277,9 +277,12 @@ pub async fn serve(
                 hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     router.clone().oneshot(req.map(Body::new))
                 });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .with_upgrades();
+            // HTTP/2 when the client offers it (many watches share one connection),
+            // HTTP/1.1 otherwise and for upgrades.
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            // As kube-apiserver: room for many watches on one connection.
+            builder.http2().max_concurrent_streams(1000);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             tokio::pin!(conn);
             let stop_requested = async {
                 let _ = stopping.wait_for(|s| *s).await;

@@ -123,7 +123,7 @@ pub fn serving_cert(ca_key: &KeyPair, hosts: &[String]) -> Result<(String, Strin
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// A rustls server configuration for the chain and key (PEM), speaking HTTP/1.1.
+/// A rustls server configuration for the chain and key (PEM), offering HTTP/2 and HTTP/1.1.
 pub fn server_config(chain_pem: &str, key_pem: &str) -> Result<Arc<rustls::ServerConfig>, Error> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
         .collect::<Result<_, _>>()
@@ -142,7 +142,7 @@ pub fn server_config(chain_pem: &str, key_pem: &str) -> Result<Arc<rustls::Serve
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| Error::Cert(format!("the certificate and key do not fit: {e}")))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 

@@ -1482,3 +1482,44 @@ async fn a_given_certificate_is_served_instead_of_the_generated_one() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn http2_clients_share_one_connection_for_requests_and_watches() {
+    let s = TestServer::start().await;
+    let h2 = crate::support::https2_client(&s.ca_pem);
+    let r = h2
+        .get(format!("{}/api/v1/namespaces", s.url))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    assert_eq!(r.status().as_u16(), 200);
+    let mut watches = Vec::new();
+    for _ in 0..20 {
+        let r = h2
+            .get(format!("{}{CMS}?watch=true&resourceVersion=0", s.url))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.version(), reqwest::Version::HTTP_2);
+        watches.push(crate::support::WatchReader::new(r));
+    }
+    let r = h2
+        .post(format!("{}{CMS}", s.url))
+        .bearer_auth(&s.token)
+        .json(&cm("h2", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    for w in &mut watches {
+        let e = w.next_change().await;
+        assert_eq!(
+            (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+            (Some("ADDED"), Some("h2"))
+        );
+    }
+    s.stop().await;
+}

@@ -35,6 +35,15 @@ pub struct TestServer {
 }
 
 pub fn https_client(ca_pem: &str) -> reqwest::Client {
+    client_with(ca_pem, false)
+}
+
+/// A client that negotiates HTTP/2 (all its requests share one connection).
+pub fn https2_client(ca_pem: &str) -> reqwest::Client {
+    client_with(ca_pem, true)
+}
+
+fn client_with(ca_pem: &str, h2: bool) -> reqwest::Client {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -48,11 +57,17 @@ pub fn https_client(ca_pem: &str) -> reqwest::Client {
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .http1_only()
-        .build()
-        .unwrap()
+    let mut tls = tls;
+    let builder = if h2 {
+        tls.alpn_protocols = vec![b"h2".to_vec()];
+        reqwest::Client::builder().tls_backend_preconfigured(tls)
+    } else {
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .http1_only()
+    };
+    builder.build().unwrap()
 }
 
 impl TestServer {
