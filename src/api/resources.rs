@@ -606,28 +606,27 @@ fn watch(
     let w = state.registry.watch(res, ns, opts)?;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
     let open = OpenStream::new(state.metrics.watches.clone());
-    let shutdown = state.shutdown.clone();
-    let stream = futures_util::stream::unfold(
-        (w, shutdown, deadline, false, open),
-        move |(mut w, mut shutdown, deadline, ended, open)| async move {
+    let mut shutdown = state.shutdown.clone();
+    // The stream ends at its timeout or when the server stops: one future for its whole
+    // life, rather than one per event.
+    let end = async move {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sleep => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
+        }
+    };
+    let stream =
+        futures_util::stream::unfold((w, false, open), move |(mut w, ended, open)| async move {
             if ended {
                 return None;
             }
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let stopped = async {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-            };
-            let ev = tokio::select! {
-                ev = w.next() => ev,
-                _ = sleep => None,
-                () = stopped => None,
-            };
-            let ev = ev?;
+            let ev = w.next().await?;
             let (line, last) = match &ev {
                 WatchEvent::Error(e) => {
                     let (_, status) = Error::Registry(clone_expired(e)).status();
@@ -660,12 +659,9 @@ fn watch(
                     (line, false)
                 }
             };
-            Some((
-                Ok::<_, std::convert::Infallible>(line),
-                (w, shutdown, deadline, last, open),
-            ))
-        },
-    );
+            Some((Ok::<_, std::convert::Infallible>(line), (w, last, open)))
+        });
+    let stream = futures_util::StreamExt::take_until(stream, Box::pin(end));
     let mut r = Response::new(Body::from_stream(stream));
     let content_type = if as_table.is_some() {
         TABLE_TYPE
