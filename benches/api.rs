@@ -19,27 +19,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{Unit, phase, quick};
+
 use base64::Engine;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-fn quick() -> bool {
-    std::env::var_os("BERTH_BENCH_QUICK").is_some()
-}
-
-/// Whether to run a phase: all of them, or those named in `BERTH_BENCH_ONLY`
-/// (comma-separated among `idle`, `creates`, `latency`, `watch`, `etcd`).
-fn phase(name: &str) -> bool {
-    std::env::var("BERTH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|p| p == name))
-}
-
-fn percentiles(mut samples: Vec<Duration>) -> Value {
-    samples.sort();
-    let at = |q: f64| {
-        let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
-        samples[i].as_secs_f64() * 1e3
-    };
-    json!({"p50_ms": at(0.50), "p99_ms": at(0.99), "samples": samples.len()})
+fn percentiles(samples: Vec<Duration>) -> Value {
+    common::percentiles(samples, Unit::Millis)
 }
 
 struct Server {
@@ -59,39 +48,11 @@ impl Drop for Server {
 }
 
 fn client(ca: &str) -> reqwest::Client {
-    client_with(ca, false)
+    common::https::client_with(ca, false)
 }
 
-/// `h2`: negotiate HTTP/2, so that all requests share one connection.
 fn client_with(ca: &str, h2: bool) -> reqwest::Client {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let mut tls = tls;
-    if h2 {
-        tls.alpn_protocols = vec![b"h2".to_vec()];
-        return reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .build()
-            .unwrap();
-    }
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .http1_only()
-        .pool_max_idle_per_host(2000)
-        .build()
-        .unwrap()
+    common::https::client_with(ca, h2)
 }
 
 async fn start() -> Server {

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{Unit, phase, quick};
+
 use berth::store::{Config, Outcome, Store, WatchEvent, WatchOptions};
 use serde_json::{Value, json};
-
-fn quick() -> bool {
-    std::env::var_os("BERTH_BENCH_QUICK").is_some()
-}
 
 /// A ~1 KiB object.
 fn value(name: &str) -> Vec<u8> {
@@ -32,19 +32,8 @@ fn value(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-/// Whether to run a phase: all of them, or those named in `BERTH_BENCH_ONLY` (comma-separated
-/// among `writes`, `reads`, `watch`).
-fn phase(name: &str) -> bool {
-    std::env::var("BERTH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|p| p == name))
-}
-
-fn percentiles(mut samples: Vec<Duration>) -> Value {
-    samples.sort();
-    let at = |q: f64| {
-        let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
-        samples[i].as_secs_f64() * 1e6
-    };
-    json!({"p50_us": at(0.50), "p99_us": at(0.99), "samples": samples.len()})
+fn percentiles(samples: Vec<Duration>) -> Value {
+    common::percentiles(samples, Unit::Micros)
 }
 
 fn fsync_rate(dir: &std::path::Path) -> f64 {

@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod https;
 mod kube_client;
 mod store_concurrency;
 mod store_crash;

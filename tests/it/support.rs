@@ -43,32 +43,7 @@ pub fn https2_client(ca_pem: &str) -> reqwest::Client {
     client_with(ca_pem, true)
 }
 
-fn client_with(ca_pem: &str, h2: bool) -> reqwest::Client {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let mut tls = tls;
-    let builder = if h2 {
-        tls.alpn_protocols = vec![b"h2".to_vec()];
-        reqwest::Client::builder().tls_backend_preconfigured(tls)
-    } else {
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .http1_only()
-    };
-    builder.build().unwrap()
-}
+use crate::https::client_with;
 
 impl TestServer {
     pub async fn start() -> Self {
