@@ -254,26 +254,34 @@ async fn watch_latency(s: &Server, watchers: usize, h2: bool) -> Value {
             let resp = r.await.unwrap();
             let _ = ready.send(()).await;
             let mut stream = resp.bytes_stream();
-            let mut buf = Vec::new();
+            // Bytes of a line that began in an earlier chunk; usually empty, as a chunk
+            // usually holds whole events.
+            let mut partial = Vec::new();
             let mut lat = Vec::with_capacity(writes);
             while lat.len() < writes {
                 let chunk = stream.next().await.unwrap().unwrap();
-                buf.extend_from_slice(&chunk);
-                while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = buf.drain(..=pos).collect();
-                    let now = base.elapsed();
+                let now = base.elapsed();
+                let mut rest: &[u8] = &chunk;
+                while let Some(end) = memchr::memchr(b'\n', rest) {
+                    let line = if partial.is_empty() {
+                        &rest[..end]
+                    } else {
+                        partial.extend_from_slice(&rest[..end]);
+                        &partial[..]
+                    };
                     // Find the object's name without decoding the event, so that the
                     // client's own work stays small next to the server's.
-                    let at = memchr::memmem::find(&line, b"\"name\":\"w").expect("a bench object");
-                    let digits: String = line[at + 9..]
+                    let at = memchr::memmem::find(line, b"\"name\":\"w").expect("a bench object");
+                    let seq = line[at + 9..]
                         .iter()
                         .take_while(|b| b.is_ascii_digit())
-                        .map(|b| *b as char)
-                        .collect();
-                    let seq: usize = digits.parse().unwrap();
+                        .fold(0usize, |n, b| n * 10 + usize::from(b - b'0'));
                     let t0 = sent[seq].load(Ordering::Acquire);
                     lat.push(now - Duration::from_nanos(t0));
+                    partial.clear();
+                    rest = &rest[end + 1..];
                 }
+                partial.extend_from_slice(rest);
             }
             lat
         }));

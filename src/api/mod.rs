@@ -2,6 +2,7 @@
 //! authentication. Routes: health and version (open), discovery, and resource requests
 //! under `/api/v1` and `/apis/{group}/{version}`.
 
+mod coalesce;
 pub mod discovery;
 pub mod error;
 pub mod metrics;
@@ -282,7 +283,10 @@ pub async fn serve(
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             // As kube-apiserver: room for many watches on one connection.
             builder.http2().max_concurrent_streams(1000);
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+            // A burst of HTTP/2 frames (one event to many watches) leaves in a few records.
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let io = coalesce::Coalesce::new(tls, h2);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             tokio::pin!(conn);
             let stop_requested = async {
                 let _ = stopping.wait_for(|s| *s).await;
