@@ -11,6 +11,8 @@ use base64::Engine;
 use tokio::net::TcpListener;
 
 use crate::api::{self, AppState, tls};
+use crate::client::Client;
+use crate::controller::{self, Supervisor};
 use crate::registry::{Registry, User};
 use crate::store::{self, Store};
 
@@ -22,6 +24,7 @@ pub struct Config {
     pub tls_files: Option<(PathBuf, PathBuf)>,
     /// How often idle watches that allow bookmarks get one.
     pub bookmark_every: Duration,
+    pub controllers: controller::Config,
 }
 
 impl Config {
@@ -30,6 +33,7 @@ impl Config {
             store: store::Config::new(data_dir),
             tls_files: None,
             bookmark_every: Duration::from_secs(60),
+            controllers: controller::Config::default(),
         }
     }
 
@@ -92,6 +96,7 @@ pub struct Cluster {
     pub url: String,
     tls: Arc<rustls::ServerConfig>,
     address: SocketAddr,
+    controllers: controller::Config,
 }
 
 /// The address clients should use for a listen address (`0.0.0.0` means loopback here).
@@ -217,6 +222,7 @@ impl Cluster {
             url,
             tls,
             address,
+            controllers: config.controllers.clone(),
         })
     }
 
@@ -233,8 +239,12 @@ impl Cluster {
             server_address: self.address.to_string(),
             shutdown: stopped,
         };
+        let mut supervisor = Supervisor::new();
+        let ctx = controller::Context::new(Client::local(self.registry.clone()), self.controllers);
+        controller::start(&ctx, &mut supervisor);
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
+        supervisor.shutdown(Duration::from_secs(10)).await;
         self.registry.store().close().await?;
         Ok(())
     }

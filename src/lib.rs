@@ -10,15 +10,21 @@
 //!   semantics on top of the store. Knows kinds, not HTTP.
 //! - [`api`] — the HTTP skin over the registry: routing, TLS, authentication, discovery,
 //!   watch streaming, and errors as `metav1.Status` (chosen in `api::error` only).
+//! - [`client`] — the one client interface (in-process or HTTPS), watchers, informers and
+//!   the event recorder, used by everything that acts on the cluster.
+//! - [`controller`] — the controller runtime (work queue, supervisor) and the controllers.
 //! - [`app`] — wiring the layers into the `berth serve` process.
 //!
-//! Dependencies point down only: `app` → `api` → `registry` → `store`, and everything
-//! above the store may use `types`.
+//! Dependencies point down only: `app` → `api` → `registry` → `store`, and
+//! `app` → `controller` → `client` → `registry`; everything above the store may use
+//! `types`.
 
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod app;
+pub mod client;
+pub mod controller;
 pub mod registry;
 pub mod store;
 pub mod types;

@@ -55,6 +55,8 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
         None => {}
         Some("status") if res.status => {}
         Some("scale") if res.scale => {}
+        Some("binding") if res.kind == registry::Kind::Pod => {}
+        Some("finalize") if res.kind == registry::Kind::Namespace => {}
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
@@ -403,6 +405,37 @@ pub async fn handle(
                 )
                 .await?;
             Ok(json_ok(StatusCode::OK, list_body(res, &list)))
+        }
+        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("binding") => {
+            let body = json_body(&headers, &body)?;
+            let node = body
+                .pointer("/target/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let ns = ns.unwrap_or_default();
+            if write_options(&query)?.dry_run {
+                reg.get(res, Some(ns), name)?;
+            } else {
+                reg.bind(ns, name, node).await?;
+            }
+            let status = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Success", "code": 201,
+            });
+            Ok(json_ok(
+                StatusCode::CREATED,
+                Bytes::from(status.to_string()),
+            ))
+        }
+        (&Method::PUT, Some(name)) if t.sub.as_deref() == Some("finalize") => {
+            let body = json_body(&headers, &body)?;
+            let out = reg.finalize_namespace(name, &body).await?;
+            Ok(written(StatusCode::OK, out))
+        }
+        (_, Some(_)) if matches!(t.sub.as_deref(), Some("binding" | "finalize")) => {
+            Err(Error::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource: {method}"
+            )))
         }
         (&Method::GET, Some(name)) => {
             let obj = reg.get(res, ns, name)?;

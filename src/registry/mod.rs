@@ -206,6 +206,8 @@ pub struct DeleteOptions {
 pub enum Part {
     Main,
     Status,
+    /// Both, as given (bindings and namespace finalization, which the registry builds).
+    All,
 }
 
 /// The registry: cheap to clone.
@@ -787,6 +789,88 @@ impl Registry {
             .await
     }
 
+    /// Binds pod `name` to `node` (the `pods/binding` subresource): sets `spec.nodeName`
+    /// and the `PodScheduled` condition in one write.
+    pub async fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<Written> {
+        let res = catalog::of(Kind::Pod);
+        if node.is_empty() {
+            return Err(Self::invalid(
+                res,
+                name,
+                vec![Cause::required("target.name")],
+            ));
+        }
+        let key = res.key(Some(namespace), name);
+        let opts = WriteOptions::default();
+        let change = |old: &Value| {
+            let mut pod = old.clone();
+            if meta(old).is_some_and(|m| m.contains_key("deletionTimestamp")) {
+                return Err(Error::Conflict {
+                    group: res.group,
+                    resource: res.qualified_plural(),
+                    name: name.to_string(),
+                    message: "the pod is being deleted".into(),
+                });
+            }
+            match old.pointer("/spec/nodeName").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => {
+                    return Err(Error::Conflict {
+                        group: res.group,
+                        resource: res.qualified_plural(),
+                        name: name.to_string(),
+                        message: format!("pod {name} is already assigned to node {n:?}"),
+                    });
+                }
+                _ => {}
+            }
+            pod["spec"]["nodeName"] = json!(node);
+            crate::types::set_condition(
+                &mut pod,
+                json!({"type": "PodScheduled", "status": "True"}),
+            );
+            Ok(pod)
+        };
+        self.update_with(res, &key, name, None, &opts, change, Part::All)
+            .await
+    }
+
+    /// Replaces the finalizers of a namespace (the `namespaces/finalize` subresource);
+    /// a namespace being deleted goes once none are left.
+    pub async fn finalize_namespace(&self, name: &str, body: &Value) -> Result<Written> {
+        let res = catalog::of(Kind::Namespace);
+        let finalizers = body
+            .pointer("/spec/finalizers")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        if !finalizers.is_array() {
+            return Err(Self::invalid(
+                res,
+                name,
+                vec![Cause::invalid(
+                    "spec.finalizers",
+                    &finalizers,
+                    "must be a list",
+                )],
+            ));
+        }
+        let key = res.key(None, name);
+        let change = |old: &Value| {
+            let mut ns = old.clone();
+            ns["spec"]["finalizers"] = finalizers.clone();
+            Ok(ns)
+        };
+        self.update_with(
+            res,
+            &key,
+            name,
+            None,
+            &WriteOptions::default(),
+            change,
+            Part::All,
+        )
+        .await
+    }
+
     /// Applies a patch to an object or its status.
     pub async fn patch(
         &self,
@@ -871,7 +955,11 @@ impl Registry {
                     && m.get("finalizers")
                         .and_then(Value::as_array)
                         .is_none_or(|f| f.is_empty())
-            });
+            }) && (res.kind != Kind::Namespace
+                || merged
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(|f| f.is_empty()));
             let pre = Preconditions::revision(cur.revision);
             let outcome = if finished {
                 // The last finalizer is gone: the deletion completes.
@@ -917,8 +1005,26 @@ impl Registry {
                         }
                     }
                 }
+                if res.kind == Kind::Namespace {
+                    // A namespace's finalizers change only through `finalize`.
+                    match (m.as_object_mut(), old.pointer("/spec/finalizers")) {
+                        (Some(dst), Some(f)) => {
+                            let spec = dst.entry("spec").or_insert_with(|| json!({}));
+                            if let Some(spec) = spec.as_object_mut() {
+                                spec.insert("finalizers".into(), f.clone());
+                            }
+                        }
+                        (Some(dst), None) => {
+                            if let Some(spec) = dst.get_mut("spec").and_then(Value::as_object_mut) {
+                                spec.remove("finalizers");
+                            }
+                        }
+                        _ => {}
+                    }
+                }
                 m
             }
+            Part::All => new,
         };
         strategy::default(res.kind, &mut merged);
         let old_meta = meta(old).cloned().unwrap_or_default();

@@ -20,6 +20,47 @@ pub fn now_micro() -> String {
         .to_string()
 }
 
+/// The condition of `kind` in `obj.status.conditions`, if any.
+pub fn condition<'a>(obj: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// Sets a condition in `obj.status.conditions` (replacing the one of the same type).
+/// `lastTransitionTime` moves only when the status changes; returns whether anything did.
+pub fn set_condition(obj: &mut serde_json::Value, mut cond: serde_json::Value) -> bool {
+    use serde_json::{Value, json};
+    if !obj["status"].is_object() {
+        obj["status"] = json!({});
+    }
+    let status = &mut obj["status"];
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    let list = status["conditions"].as_array_mut().expect("made an array");
+    let pos = list.iter().position(|c| c["type"] == cond["type"]);
+    let transition = match pos.map(|i| &list[i]) {
+        Some(old) if old["status"] == cond["status"] => old.get("lastTransitionTime").cloned(),
+        _ => None,
+    };
+    if cond.get("lastTransitionTime").is_none() {
+        cond["lastTransitionTime"] = transition.unwrap_or_else(|| Value::String(now()));
+    }
+    match pos {
+        Some(i) if list[i] == cond => false,
+        Some(i) => {
+            list[i] = cond;
+            true
+        }
+        None => {
+            list.push(cond);
+            true
+        }
+    }
+}
+
 /// Seconds since an API timestamp, if it parses.
 pub fn age_seconds(timestamp: &str) -> Option<i64> {
     let t: jiff::Timestamp = timestamp.parse().ok()?;
@@ -77,5 +118,42 @@ mod tests {
         assert!(t.ends_with('Z') && t.len() == 20, "{t}");
         assert!(age_seconds(&t).unwrap().abs() <= 1);
         assert!(now_micro().contains('.'));
+    }
+}
+
+#[cfg(test)]
+mod condition_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn set_condition_keeps_the_transition_time_while_status_holds() {
+        let mut pod = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}
+        ]}});
+        let changed = set_condition(
+            &mut pod,
+            json!({"type": "Ready", "status": "True", "reason": "Fine"}),
+        );
+        assert!(changed);
+        let c = condition(&pod, "Ready").unwrap();
+        assert_eq!(c["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        assert!(!set_condition(
+            &mut pod,
+            json!({"type": "Ready", "status": "True", "reason": "Fine"})
+        ));
+        assert!(set_condition(
+            &mut pod,
+            json!({"type": "Ready", "status": "False"})
+        ));
+        assert_ne!(
+            condition(&pod, "Ready").unwrap()["lastTransitionTime"],
+            "2020-01-01T00:00:00Z"
+        );
+        assert!(set_condition(
+            &mut pod,
+            json!({"type": "PodScheduled", "status": "True"})
+        ));
+        assert_eq!(pod["status"]["conditions"].as_array().unwrap().len(), 2);
     }
 }

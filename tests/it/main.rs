@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod client;
 mod https;
 mod kube_client;
 mod store_concurrency;

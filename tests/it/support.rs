@@ -22,6 +22,25 @@ pub async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
         .expect("operation hung")
 }
 
+/// Checks `check` until it returns `Some`, failing the test after `secs` seconds with
+/// `what` and the last value seen. For state that converges (controllers), not for waits.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(last) if tokio::time::Instant::now() >= deadline => {
+                panic!("{what}: not true after {secs} s; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    }
+}
+
 /// A real berth server on a random loopback port with a temporary data directory, and an
 /// HTTPS client that trusts its CA and carries the admin token.
 pub struct TestServer {

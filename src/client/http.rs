@@ -1,0 +1,385 @@
+//! The HTTPS transport: the Kubernetes REST API with a bearer token, trusting one CA.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+
+use super::{DeleteParams, Error, Event, ListParams, ObjectList, Propagation, Result, WatchParams};
+use crate::registry::{Patch, Resource};
+
+#[derive(Clone)]
+pub(super) struct Http {
+    client: reqwest::Client,
+    base: Arc<str>,
+    auth: Arc<str>,
+}
+
+fn transport(e: reqwest::Error) -> Error {
+    Error::Transport(format!("request failed: {e}"))
+}
+
+/// A client configuration trusting the CA certificates in `ca_pem`.
+fn tls_config(ca_pem: &str) -> Result<rustls::ClientConfig> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| Error::Transport(format!("read the CA certificate: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| Error::Transport(format!("use the CA certificate: {e}")))?;
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::Transport(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
+/// The error a non-success answer stands for, from its `Status` body.
+fn status_error(code: StatusCode, body: &[u8]) -> Error {
+    let status: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let message = status["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    match (code.as_u16(), status["reason"].as_str().unwrap_or("")) {
+        (404, _) => Error::NotFound(message),
+        (409, "AlreadyExists") => Error::AlreadyExists(message),
+        (409, _) => Error::Conflict(message),
+        (422, _) => Error::Invalid(message),
+        (400, _) => Error::BadRequest(message),
+        (401, _) => Error::Unauthorized(message),
+        (403, _) => Error::Forbidden(message),
+        (410, _) => Error::Gone(message),
+        (429, _) => Error::TooManyRequests(message),
+        (code, _) => Error::Server { code, message },
+    }
+}
+
+fn collection_path(res: &Resource, ns: Option<&str>) -> String {
+    let root = if res.group.is_empty() {
+        format!("/api/{}", res.version)
+    } else {
+        format!("/apis/{}/{}", res.group, res.version)
+    };
+    match ns {
+        Some(ns) if res.namespaced => format!("{root}/namespaces/{ns}/{}", res.plural),
+        _ => format!("{root}/{}", res.plural),
+    }
+}
+
+fn selection_query(p: &ListParams) -> Vec<(&'static str, String)> {
+    let mut q = Vec::new();
+    if let Some(l) = p.label_selector.as_deref().filter(|s| !s.is_empty()) {
+        q.push(("labelSelector", l.to_string()));
+    }
+    if let Some(f) = p.field_selector.as_deref().filter(|s| !s.is_empty()) {
+        q.push(("fieldSelector", f.to_string()));
+    }
+    q
+}
+
+impl Http {
+    pub(super) fn new(url: &str, ca_pem: &str, token: &str) -> Result<Self> {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls_config(ca_pem)?)
+            .build()
+            .map_err(transport)?;
+        Ok(Http {
+            client,
+            base: url.trim_end_matches('/').into(),
+            auth: format!("Bearer {token}").into(),
+        })
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(method, format!("{}{path}", self.base))
+            .header(reqwest::header::AUTHORIZATION, &*self.auth)
+            .header(reqwest::header::ACCEPT, "application/json")
+    }
+
+    async fn send(&self, req: RequestBuilder) -> Result<Value> {
+        let resp = req.send().await.map_err(transport)?;
+        let code = resp.status();
+        let body = resp.bytes().await.map_err(transport)?;
+        if !code.is_success() {
+            return Err(status_error(code, &body));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::Transport(format!("the server's answer is not JSON: {e}")))
+    }
+
+    fn object_path(res: &Resource, ns: Option<&str>, name: &str, sub: Option<&str>) -> String {
+        let mut p = format!("{}/{name}", collection_path(res, ns));
+        if let Some(sub) = sub {
+            p.push('/');
+            p.push_str(sub);
+        }
+        p
+    }
+
+    pub(super) async fn get(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value> {
+        self.send(self.request(Method::GET, &Self::object_path(res, ns, name, None)))
+            .await
+    }
+
+    pub(super) async fn list(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<ObjectList> {
+        let mut list = self
+            .send(
+                self.request(Method::GET, &collection_path(res, ns))
+                    .query(&selection_query(params)),
+            )
+            .await?;
+        let items = match list["items"].take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        // Lists leave out each item's kind; put it back as the registry has it.
+        let items = items
+            .into_iter()
+            .map(|mut o| {
+                if o.is_object() {
+                    o["apiVersion"] = json!(res.api_version());
+                    o["kind"] = json!(res.kind_name);
+                }
+                o
+            })
+            .collect();
+        Ok(ObjectList {
+            items,
+            resource_version: list
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        })
+    }
+
+    pub(super) async fn create(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        obj: &Value,
+    ) -> Result<Value> {
+        self.send(
+            self.request(Method::POST, &collection_path(res, ns))
+                .json(obj),
+        )
+        .await
+    }
+
+    pub(super) async fn update(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        obj: &Value,
+        status: bool,
+    ) -> Result<Value> {
+        let sub = status.then_some("status");
+        self.send(
+            self.request(Method::PUT, &Self::object_path(res, ns, name, sub))
+                .json(obj),
+        )
+        .await
+    }
+
+    pub(super) async fn patch(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<Value> {
+        let (content_type, body) = match patch {
+            Patch::Merge(v) => ("application/merge-patch+json", v),
+            Patch::Json(v) => ("application/json-patch+json", v),
+            Patch::Strategic(v) => ("application/strategic-merge-patch+json", v),
+        };
+        let sub = status.then_some("status");
+        self.send(
+            self.request(Method::PATCH, &Self::object_path(res, ns, name, sub))
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(serde_json::to_vec(body).expect("JSON serializes")),
+        )
+        .await
+    }
+
+    pub(super) async fn delete(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<Value> {
+        let mut body = json!({"kind": "DeleteOptions", "apiVersion": "v1"});
+        if let Some(p) = params.propagation {
+            body["propagationPolicy"] = json!(match p {
+                Propagation::Background => "Background",
+                Propagation::Foreground => "Foreground",
+                Propagation::Orphan => "Orphan",
+            });
+        }
+        let mut pre = json!({});
+        if let Some(uid) = &params.uid {
+            pre["uid"] = json!(uid);
+        }
+        if let Some(rv) = &params.resource_version {
+            pre["resourceVersion"] = json!(rv);
+        }
+        if pre.as_object().is_some_and(|m| !m.is_empty()) {
+            body["preconditions"] = pre;
+        }
+        if let Some(g) = params.grace_period_seconds {
+            body["gracePeriodSeconds"] = json!(g);
+        }
+        self.send(
+            self.request(Method::DELETE, &Self::object_path(res, ns, name, None))
+                .json(&body),
+        )
+        .await
+    }
+
+    pub(super) async fn bind(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
+        let res = crate::registry::catalog::of(crate::registry::Kind::Pod);
+        let body = json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        self.send(
+            self.request(
+                Method::POST,
+                &Self::object_path(res, Some(ns), pod, Some("binding")),
+            )
+            .json(&body),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub(super) async fn finalize_namespace(&self, name: &str, ns: &Value) -> Result<Value> {
+        let res = crate::registry::catalog::of(crate::registry::Kind::Namespace);
+        self.send(
+            self.request(
+                Method::PUT,
+                &Self::object_path(res, None, name, Some("finalize")),
+            )
+            .json(ns),
+        )
+        .await
+    }
+
+    pub(super) async fn watch(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        params: &WatchParams,
+    ) -> Result<Events> {
+        let mut q = selection_query(&params.selection);
+        q.push(("watch", "true".into()));
+        if !params.resource_version.is_empty() {
+            q.push(("resourceVersion", params.resource_version.clone()));
+        }
+        if params.bookmarks {
+            q.push(("allowWatchBookmarks", "true".into()));
+        }
+        if let Some(t) = params.timeout {
+            q.push(("timeoutSeconds", t.as_secs().max(1).to_string()));
+        }
+        let resp = self
+            .request(Method::GET, &collection_path(res, ns))
+            .query(&q)
+            .send()
+            .await
+            .map_err(transport)?;
+        let code = resp.status();
+        if !code.is_success() {
+            let body = resp.bytes().await.map_err(transport)?;
+            return Err(status_error(code, &body));
+        }
+        Ok(Events {
+            body: Box::pin(resp.bytes_stream()),
+            buf: BytesMut::new(),
+            done: false,
+        })
+    }
+}
+
+type ByteStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+pub(super) struct Events {
+    body: ByteStream,
+    buf: BytesMut,
+    done: bool,
+}
+
+impl Events {
+    pub(super) async fn next(&mut self) -> Option<Result<Event>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(end) = memchr::memchr(b'\n', &self.buf) {
+                let line = self.buf.split_to(end + 1);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return Some(parse_event(&line[..end]).inspect_err(|_| self.done = true));
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(transport(e)));
+                }
+                None => return None,
+            }
+        }
+    }
+}
+
+fn parse_event(line: &[u8]) -> Result<Event> {
+    let mut v: Value = serde_json::from_slice(line)
+        .map_err(|e| Error::Transport(format!("a watch event is not JSON: {e}")))?;
+    let object = v["object"].take();
+    match v["type"].as_str().unwrap_or("") {
+        "ADDED" => Ok(Event::Added(object)),
+        "MODIFIED" => Ok(Event::Modified(object)),
+        "DELETED" => Ok(Event::Deleted(object)),
+        "BOOKMARK" => Ok(Event::Bookmark(
+            object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        )),
+        "ERROR" => {
+            let code = object["code"].as_u64().unwrap_or(500) as u16;
+            let body = serde_json::to_vec(&object).unwrap_or_default();
+            Err(status_error(
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                &body,
+            ))
+        }
+        other => Err(Error::Transport(format!(
+            "unknown watch event type {other:?}"
+        ))),
+    }
+}

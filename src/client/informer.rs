@@ -1,0 +1,278 @@
+//! Informers: a cache of one resource kept current by a [`Watcher`], with one writer (its
+//! `run` task) and cheap cloneable readers, and change handlers that controllers use to
+//! feed their work queues. [`Informers`] shares one informer per resource among all
+//! controllers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::watcher::{Event, Watcher};
+use super::{Client, ListParams, key_of};
+use crate::registry::Resource;
+
+/// A change the cache just applied.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    Added(&'a Value),
+    Updated { old: &'a Value, new: &'a Value },
+    Deleted(&'a Value),
+}
+
+impl<'a> Change<'a> {
+    /// The object as it is now (or was, for a deletion).
+    pub fn object(&self) -> &'a Value {
+        match self {
+            Change::Added(o) | Change::Deleted(o) => o,
+            Change::Updated { new, .. } => new,
+        }
+    }
+}
+
+type Handler = Arc<dyn Fn(Change<'_>) + Send + Sync>;
+
+struct Inner {
+    res: &'static Resource,
+    cache: RwLock<BTreeMap<String, Arc<Value>>>,
+    handlers: Mutex<Vec<Handler>>,
+    synced: tokio::sync::watch::Sender<bool>,
+}
+
+/// One resource's cache; cheap to clone.
+#[derive(Clone)]
+pub struct Informer {
+    inner: Arc<Inner>,
+}
+
+impl Informer {
+    pub fn new(res: &'static Resource) -> Self {
+        Informer {
+            inner: Arc::new(Inner {
+                res,
+                cache: RwLock::new(BTreeMap::new()),
+                handlers: Mutex::new(Vec::new()),
+                synced: tokio::sync::watch::channel(false).0,
+            }),
+        }
+    }
+
+    pub fn resource(&self) -> &'static Resource {
+        self.inner.res
+    }
+
+    /// Calls `f` for every change the cache applies, in order, on the writer task. `f`
+    /// must be quick (enqueue a key); it must not call back into this informer's writer.
+    pub fn on_change(&self, f: impl Fn(Change<'_>) + Send + Sync + 'static) {
+        self.inner
+            .handlers
+            .lock()
+            .expect("handlers lock")
+            .push(Arc::new(f));
+    }
+
+    /// The object under `key` (`namespace/name` or `name`).
+    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+        self.inner
+            .cache
+            .read()
+            .expect("cache lock")
+            .get(key)
+            .cloned()
+    }
+
+    /// Every object.
+    pub fn list(&self) -> Vec<Arc<Value>> {
+        self.inner
+            .cache
+            .read()
+            .expect("cache lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The objects of one namespace.
+    pub fn list_namespace(&self, ns: &str) -> Vec<Arc<Value>> {
+        let from = format!("{ns}/");
+        let to = format!("{ns}0"); // '0' follows '/'
+        self.inner
+            .cache
+            .read()
+            .expect("cache lock")
+            .range(from..to)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.cache.read().expect("cache lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits until the first list is in the cache.
+    pub async fn synced(&self) {
+        let mut rx = self.inner.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    pub fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
+
+    fn notify(&self, change: Change<'_>) {
+        let handlers: Vec<Handler> = self.inner.handlers.lock().expect("handlers lock").clone();
+        for h in handlers {
+            h(change);
+        }
+    }
+
+    /// Applies one watcher event to the cache and tells the handlers.
+    fn apply(&self, ev: Event) {
+        match ev {
+            Event::Restarted(items) => {
+                let fresh: BTreeMap<String, Arc<Value>> = items
+                    .into_iter()
+                    .map(|o| (key_of(&o), Arc::new(o)))
+                    .collect();
+                let old = std::mem::replace(
+                    &mut *self.inner.cache.write().expect("cache lock"),
+                    fresh.clone(),
+                );
+                for (k, new) in &fresh {
+                    match old.get(k) {
+                        None => self.notify(Change::Added(new)),
+                        Some(o)
+                            if o.pointer("/metadata/resourceVersion")
+                                != new.pointer("/metadata/resourceVersion") =>
+                        {
+                            self.notify(Change::Updated { old: o, new })
+                        }
+                        Some(_) => {}
+                    }
+                }
+                for (k, o) in &old {
+                    if !fresh.contains_key(k) {
+                        self.notify(Change::Deleted(o));
+                    }
+                }
+                self.inner.synced.send_replace(true);
+            }
+            Event::Applied(o) => {
+                let new = Arc::new(o);
+                let old = self
+                    .inner
+                    .cache
+                    .write()
+                    .expect("cache lock")
+                    .insert(key_of(&new), new.clone());
+                match old {
+                    None => self.notify(Change::Added(&new)),
+                    Some(old) => self.notify(Change::Updated {
+                        old: &old,
+                        new: &new,
+                    }),
+                }
+            }
+            Event::Deleted(o) => {
+                let gone = self
+                    .inner
+                    .cache
+                    .write()
+                    .expect("cache lock")
+                    .remove(&key_of(&o));
+                self.notify(Change::Deleted(gone.as_deref().unwrap_or(&o)));
+            }
+        }
+    }
+
+    /// The writer: keeps the cache current until `cancel`.
+    pub async fn run(self, client: Client, cancel: CancellationToken) {
+        let mut watcher = Watcher::new(client, self.inner.res, None, ListParams::default());
+        loop {
+            let ev = tokio::select! {
+                ev = watcher.next() => ev,
+                () = cancel.cancelled() => return,
+            };
+            self.apply(ev);
+        }
+    }
+}
+
+/// One informer per resource, shared by every controller.
+#[derive(Clone, Default)]
+pub struct Informers {
+    all: Arc<Mutex<HashMap<(&'static str, &'static str), Informer>>>,
+}
+
+impl Informers {
+    /// The informer of `res`, made on first use.
+    pub fn get(&self, res: &'static Resource) -> Informer {
+        let key = (res.group, res.plural);
+        self.all
+            .lock()
+            .expect("informers lock")
+            .entry(key)
+            .or_insert_with(|| Informer::new(res))
+            .clone()
+    }
+
+    /// Every informer asked for so far.
+    pub fn all(&self) -> Vec<Informer> {
+        self.all
+            .lock()
+            .expect("informers lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Kind, catalog};
+    use serde_json::json;
+
+    fn cm(name: &str, rv: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
+    }
+
+    #[test]
+    fn a_relist_reports_only_what_changed() {
+        let inf = Informer::new(catalog::of(Kind::ConfigMap));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        inf.on_change(move |c| {
+            let what = match c {
+                Change::Added(_) => "added",
+                Change::Updated { .. } => "updated",
+                Change::Deleted(_) => "deleted",
+            };
+            s.lock()
+                .unwrap()
+                .push(format!("{what} {}", key_of(c.object())));
+        });
+        inf.apply(Event::Restarted(vec![cm("a", "1"), cm("b", "2")]));
+        assert!(inf.has_synced());
+        inf.apply(Event::Applied(cm("a", "3")));
+        inf.apply(Event::Restarted(vec![cm("a", "3"), cm("c", "4")]));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "added ns/a",
+                "added ns/b",
+                "updated ns/a",
+                "added ns/c",
+                "deleted ns/b"
+            ]
+        );
+        assert_eq!(inf.list_namespace("ns").len(), 2);
+        assert!(inf.list_namespace("n").is_empty());
+        assert_eq!(inf.get("ns/c").unwrap()["metadata"]["resourceVersion"], "4");
+    }
+}

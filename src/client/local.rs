@@ -1,0 +1,209 @@
+//! The in-process transport: calls into the registry, so every write gets the same
+//! defaults, validation and conflict checks as one over HTTP.
+
+use serde_json::Value;
+
+use super::{DeleteParams, Error, Event, ListParams, ObjectList, Result, WatchParams};
+use crate::registry::{
+    self, DeleteOptions, ListOptions, Part, Patch, Registry, Resource, WatchEvent, WatchOptions,
+    WriteOptions,
+};
+use crate::types::{fields, labels};
+
+#[derive(Clone)]
+pub(super) struct Local {
+    registry: Registry,
+}
+
+impl From<registry::Error> for Error {
+    fn from(e: registry::Error) -> Self {
+        use registry::Error as R;
+        let message = e.to_string();
+        match e {
+            R::NotFound { .. } => Error::NotFound(message),
+            R::AlreadyExists { .. } => Error::AlreadyExists(message),
+            R::Conflict { .. } => Error::Conflict(message),
+            R::Invalid { .. } => Error::Invalid(message),
+            R::BadRequest(_) | R::UnsupportedMediaType(_) | R::MethodNotAllowed(_) => {
+                Error::BadRequest(message)
+            }
+            R::Forbidden(_) => Error::Forbidden(message),
+            R::Expired(_) => Error::Gone(message),
+            R::Timeout(_) => Error::Server { code: 504, message },
+            R::Internal(_) => Error::Server { code: 500, message },
+        }
+    }
+}
+
+fn parse(bytes: &[u8]) -> Result<Value> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Transport(format!("stored object: {e}")))
+}
+
+fn selection(p: &ListParams) -> Result<(labels::Selector, fields::Selector)> {
+    let label = labels::Selector::parse(p.label_selector.as_deref().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("label selector: {e}")))?;
+    let field = fields::Selector::parse(p.field_selector.as_deref().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("field selector: {e}")))?;
+    Ok((label, field))
+}
+
+impl Local {
+    pub(super) fn new(registry: Registry) -> Self {
+        Local { registry }
+    }
+
+    pub(super) fn get(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Value> {
+        parse(&self.registry.get(res, ns, name)?)
+    }
+
+    pub(super) async fn list(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<ObjectList> {
+        let (label, field) = selection(params)?;
+        let list = self
+            .registry
+            .list(
+                res,
+                ns,
+                &ListOptions {
+                    label,
+                    field,
+                    ..ListOptions::default()
+                },
+            )
+            .await?;
+        Ok(ObjectList {
+            items: list.items.iter().map(|b| parse(b)).collect::<Result<_>>()?,
+            resource_version: list.revision.to_string(),
+        })
+    }
+
+    pub(super) async fn create(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        obj: &Value,
+    ) -> Result<Value> {
+        let w = self
+            .registry
+            .create(res, ns, obj.clone(), &WriteOptions::default())
+            .await?;
+        parse(&w.object)
+    }
+
+    pub(super) async fn update(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        obj: &Value,
+        status: bool,
+    ) -> Result<Value> {
+        let part = if status { Part::Status } else { Part::Main };
+        let w = self
+            .registry
+            .update(res, ns, name, obj.clone(), part, &WriteOptions::default())
+            .await?;
+        parse(&w.object)
+    }
+
+    pub(super) async fn patch(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<Value> {
+        let part = if status { Part::Status } else { Part::Main };
+        let w = self
+            .registry
+            .patch(res, ns, name, patch, part, &WriteOptions::default())
+            .await?;
+        parse(&w.object)
+    }
+
+    pub(super) async fn delete(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<Value> {
+        let opts = DeleteOptions {
+            uid: params.uid.clone(),
+            resource_version: params.resource_version.clone(),
+            propagation: params.propagation,
+            grace_period_seconds: params.grace_period_seconds,
+            dry_run: false,
+        };
+        parse(&self.registry.delete(res, ns, name, &opts).await?)
+    }
+
+    pub(super) async fn bind(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
+        self.registry.bind(ns, pod, node).await?;
+        Ok(())
+    }
+
+    pub(super) async fn finalize_namespace(&self, name: &str, ns: &Value) -> Result<Value> {
+        parse(&self.registry.finalize_namespace(name, ns).await?.object)
+    }
+
+    pub(super) fn watch(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        params: &WatchParams,
+    ) -> Result<Events> {
+        let (label, field) = selection(&params.selection)?;
+        let watch = self.registry.watch(
+            res,
+            ns,
+            WatchOptions {
+                resource_version: Some(params.resource_version.clone()),
+                allow_bookmarks: params.bookmarks,
+                label,
+                field,
+                ..WatchOptions::default()
+            },
+        )?;
+        let deadline = params.timeout.map(|t| tokio::time::Instant::now() + t);
+        Ok(Events { watch, deadline })
+    }
+}
+
+pub(super) struct Events {
+    watch: registry::Watch,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Events {
+    pub(super) async fn next(&mut self) -> Option<Result<Event>> {
+        let ev = match self.deadline {
+            Some(d) => tokio::time::timeout_at(d, self.watch.next()).await.ok()?,
+            None => self.watch.next().await,
+        }?;
+        Some(match ev {
+            WatchEvent::Added(b) => parse(&b).map(Event::Added),
+            WatchEvent::Modified(b) => parse(&b).map(Event::Modified),
+            WatchEvent::Deleted(b) => parse(&b).map(Event::Deleted),
+            WatchEvent::Bookmark(b) => parse(&b).map(|v| {
+                Event::Bookmark(
+                    v.pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            }),
+            WatchEvent::Error(e) => Err(e.into()),
+        })
+    }
+}

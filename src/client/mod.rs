@@ -1,0 +1,369 @@
+//! The one client interface that controllers, the node agent, the deployer and the CLI use,
+//! with two transports: `Local` calls the registry in-process (the same validation,
+//! admission and conflict checks as HTTP), `Http` speaks HTTPS with a bearer token.
+//!
+//! Objects travel as JSON values; [`Client::get_as`] and friends decode them into the
+//! k8s-openapi types. The [`watcher`] turns list + watch into a stream that survives 410s
+//! and disconnects, and the [`informer`] keeps a shared cache fed by it.
+
+mod http;
+pub mod informer;
+mod local;
+pub mod recorder;
+pub mod watcher;
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::registry::{Resource, catalog};
+
+pub use crate::registry::{Kind, Patch, Propagation};
+
+/// Why a request failed. Expected outcomes (not found, conflict, gone) are variants a
+/// caller matches on; the message is the server's.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    /// The requested history is gone (410): re-list.
+    #[error("{0}")]
+    Gone(String),
+    #[error("{0}")]
+    TooManyRequests(String),
+    /// Any other answer of the server.
+    #[error("server answered {code}: {message}")]
+    Server { code: u16, message: String },
+    /// The server could not be reached or the answer could not be read.
+    #[error("{0}")]
+    Transport(String),
+    /// An object could not be decoded into the type asked for.
+    #[error("decode {kind}: {message}")]
+    Decode { kind: &'static str, message: String },
+}
+
+impl Error {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_))
+    }
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict(_))
+    }
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, Error::AlreadyExists(_))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a list or watch selects.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+}
+
+/// A list: the objects and the revision they reflect.
+#[derive(Debug, Clone)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+}
+
+/// How to start a watch.
+#[derive(Debug, Clone, Default)]
+pub struct WatchParams {
+    pub selection: ListParams,
+    /// Changes after this revision; empty means "from now" with the current objects first.
+    pub resource_version: String,
+    pub bookmarks: bool,
+    /// The server ends the watch after this long (the watcher starts a new one).
+    pub timeout: Option<Duration>,
+}
+
+/// One event of a watch.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Added(Value),
+    Modified(Value),
+    Deleted(Value),
+    /// Only carries a resourceVersion.
+    Bookmark(String),
+}
+
+/// What a deletion asks for.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteParams {
+    pub propagation: Option<Propagation>,
+    /// Delete only the object with this uid (not one re-created under the same name).
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// A client; cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    transport: Transport,
+}
+
+#[derive(Clone)]
+enum Transport {
+    Local(local::Local),
+    Http(http::Http),
+}
+
+/// A running watch.
+pub struct EventStream {
+    inner: Events,
+}
+
+enum Events {
+    Local(Box<local::Events>),
+    Http(http::Events),
+}
+
+impl EventStream {
+    /// The next event; `None` when the server ended the watch; `Err(Gone)` when the
+    /// history it started from is compacted.
+    pub async fn next(&mut self) -> Option<Result<Event>> {
+        match &mut self.inner {
+            Events::Local(e) => e.next().await,
+            Events::Http(e) => e.next().await,
+        }
+    }
+}
+
+/// The catalog entry of a k8s-openapi type.
+pub fn resource_of<T: k8s_openapi::Resource>() -> &'static Resource {
+    catalog::find(T::GROUP, T::VERSION, T::URL_PATH_SEGMENT)
+        .unwrap_or_else(|| panic!("{} is not served by this cluster", T::KIND))
+}
+
+/// Decodes an object into a k8s-openapi (or any serde) type.
+pub fn decode<T: DeserializeOwned>(kind: &'static str, v: Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| Error::Decode {
+        kind,
+        message: e.to_string(),
+    })
+}
+
+/// `namespace/name` (or `name` for cluster-scoped objects) of an object.
+pub fn key_of(obj: &Value) -> String {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// Splits a key made by [`key_of`].
+pub fn split_key(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, key),
+    }
+}
+
+impl Client {
+    /// An in-process client over `registry`, acting as the cluster's own components.
+    pub fn local(registry: crate::registry::Registry) -> Self {
+        Client {
+            transport: Transport::Local(local::Local::new(registry)),
+        }
+    }
+
+    /// A client of the server at `url` (`https://host:port`) that trusts `ca_pem` and
+    /// sends `token`.
+    pub fn http(url: &str, ca_pem: &str, token: &str) -> Result<Self> {
+        Ok(Client {
+            transport: Transport::Http(http::Http::new(url, ca_pem, token)?),
+        })
+    }
+
+    pub async fn get(&self, res: &'static Resource, ns: Option<&str>, name: &str) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => l.get(res, ns, name),
+            Transport::Http(h) => h.get(res, ns, name).await,
+        }
+    }
+
+    pub async fn list(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<ObjectList> {
+        match &self.transport {
+            Transport::Local(l) => l.list(res, ns, params).await,
+            Transport::Http(h) => h.list(res, ns, params).await,
+        }
+    }
+
+    pub async fn create(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        obj: &Value,
+    ) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => l.create(res, ns, obj).await,
+            Transport::Http(h) => h.create(res, ns, obj).await,
+        }
+    }
+
+    /// Replaces an object (its `metadata.resourceVersion`, when set, is a precondition).
+    pub async fn update(&self, res: &'static Resource, obj: &Value) -> Result<Value> {
+        self.put(res, obj, false).await
+    }
+
+    /// Replaces the status of an object.
+    pub async fn update_status(&self, res: &'static Resource, obj: &Value) -> Result<Value> {
+        self.put(res, obj, true).await
+    }
+
+    async fn put(&self, res: &'static Resource, obj: &Value, status: bool) -> Result<Value> {
+        let (ns, name) = names(obj)?;
+        match &self.transport {
+            Transport::Local(l) => l.update(res, ns, name, obj, status).await,
+            Transport::Http(h) => h.update(res, ns, name, obj, status).await,
+        }
+    }
+
+    pub async fn patch(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => l.patch(res, ns, name, patch, false).await,
+            Transport::Http(h) => h.patch(res, ns, name, patch, false).await,
+        }
+    }
+
+    pub async fn patch_status(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => l.patch(res, ns, name, patch, true).await,
+            Transport::Http(h) => h.patch(res, ns, name, patch, true).await,
+        }
+    }
+
+    /// Deletes an object; returns its last state (or its state while finalizers hold it).
+    pub async fn delete(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => l.delete(res, ns, name, params).await,
+            Transport::Http(h) => h.delete(res, ns, name, params).await,
+        }
+    }
+
+    /// Binds a pod to a node (`pods/binding`).
+    pub async fn bind(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
+        match &self.transport {
+            Transport::Local(l) => l.bind(ns, pod, node).await,
+            Transport::Http(h) => h.bind(ns, pod, node).await,
+        }
+    }
+
+    /// Replaces a namespace's finalizers (`namespaces/finalize`).
+    pub async fn finalize_namespace(&self, ns: &Value) -> Result<Value> {
+        let (_, name) = names(ns)?;
+        match &self.transport {
+            Transport::Local(l) => l.finalize_namespace(name, ns).await,
+            Transport::Http(h) => h.finalize_namespace(name, ns).await,
+        }
+    }
+
+    pub async fn watch(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        params: &WatchParams,
+    ) -> Result<EventStream> {
+        let inner = match &self.transport {
+            Transport::Local(l) => Events::Local(Box::new(l.watch(res, ns, params)?)),
+            Transport::Http(h) => Events::Http(h.watch(res, ns, params).await?),
+        };
+        Ok(EventStream { inner })
+    }
+
+    /// [`Client::get`], decoded into `T`.
+    pub async fn get_as<T: k8s_openapi::Resource + DeserializeOwned>(
+        &self,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<T> {
+        decode(T::KIND, self.get(resource_of::<T>(), ns, name).await?)
+    }
+
+    /// [`Client::list`], decoded into `T`s.
+    pub async fn list_as<T: k8s_openapi::Resource + DeserializeOwned>(
+        &self,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<Vec<T>> {
+        let list = self.list(resource_of::<T>(), ns, params).await?;
+        list.items.into_iter().map(|v| decode(T::KIND, v)).collect()
+    }
+
+    /// [`Client::create`] of a typed object.
+    pub async fn create_as<T>(&self, obj: &T) -> Result<T>
+    where
+        T: k8s_openapi::Resource + k8s_openapi::Metadata + serde::Serialize + DeserializeOwned,
+    {
+        let v = serde_json::to_value(obj).map_err(|e| Error::Decode {
+            kind: T::KIND,
+            message: e.to_string(),
+        })?;
+        let ns = v
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        decode(
+            T::KIND,
+            self.create(resource_of::<T>(), ns.as_deref(), &v).await?,
+        )
+    }
+}
+
+fn names(obj: &Value) -> Result<(Option<&str>, &str)> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::BadRequest("the object has no metadata.name".into()))?;
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    Ok((ns, name))
+}

@@ -1,0 +1,277 @@
+//! The controllers and the runtime they share. A controller is a `reconcile(key)` function
+//! fed by a [`Queue`]; informers (shared, see [`client::informer`]) enqueue keys when
+//! objects change. Reconciles are level-triggered and idempotent: they read the informer
+//! caches, write through the [`Client`], and answer with an [`Action`]. A conflict means
+//! "requeue now"; other errors retry with the key's backoff.
+//!
+//! The [`Supervisor`] runs every informer and controller loop, restarts one that panics
+//! (with backoff) without taking the process down, and stops them all on shutdown.
+//!
+//! [`client::informer`]: crate::client::informer
+
+pub mod queue;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::informer::Informers;
+use crate::client::recorder::Recorder;
+use crate::client::{self, Client};
+
+pub use queue::Queue;
+
+/// Settings of the control plane.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A node whose lease is older than this becomes `Ready=Unknown`.
+    pub node_grace: Duration,
+    /// Pods on an unreachable node without a toleration of their own are evicted after
+    /// this long.
+    pub eviction_timeout: Duration,
+    /// Events are deleted this long after they were last seen.
+    pub event_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_grace: Duration::from_secs(40),
+            eviction_timeout: Duration::from_secs(300),
+            event_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What every controller is given.
+#[derive(Clone)]
+pub struct Context {
+    pub client: Client,
+    pub informers: Informers,
+    pub config: Arc<Config>,
+}
+
+impl Context {
+    pub fn new(client: Client, config: Config) -> Self {
+        Context {
+            client,
+            informers: Informers::default(),
+            config: Arc::new(config),
+        }
+    }
+
+    /// An event recorder for `component`.
+    pub fn recorder(&self, component: &str) -> Recorder {
+        Recorder::new(self.client.clone(), component, None)
+    }
+}
+
+/// Starts every controller, then the informers they asked for.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    // Each controller registers its informer handlers before any informer runs, so none
+    // misses the first list.
+    for informer in ctx.informers.all() {
+        run_informer(sup, &ctx.client, informer);
+    }
+}
+
+/// What a reconcile asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the key is added again.
+    Done,
+    /// Look again after this long (a timeout that no watch can announce).
+    RequeueAfter(Duration),
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Client(#[from] client::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Runs `reconcile` on keys from `queue` with `workers` workers until `cancel`.
+pub async fn run<F, Fut>(
+    name: &'static str,
+    queue: Queue,
+    workers: usize,
+    cancel: CancellationToken,
+    reconcile: F,
+) where
+    F: Fn(String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action>> + Send + 'static,
+{
+    let reconcile = Arc::new(reconcile);
+    let mut set = JoinSet::new();
+    for _ in 0..workers.max(1) {
+        let queue = queue.clone();
+        let reconcile = reconcile.clone();
+        set.spawn(async move {
+            while let Some(key) = queue.next().await {
+                let outcome = reconcile(key.clone()).await;
+                match outcome {
+                    Ok(Action::Done) => queue.forget(&key),
+                    Ok(Action::RequeueAfter(d)) => {
+                        queue.forget(&key);
+                        queue.add_after(key.clone(), d);
+                    }
+                    Err(Error::Client(e)) if e.is_conflict() => {
+                        // Somebody wrote first: look again with fresh state.
+                        tracing::debug!(controller = name, %key, "conflict; requeued");
+                        queue.add(key.clone());
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            controller = name,
+                            %key,
+                            error = %e,
+                            failures = queue.failures(&key) + 1,
+                            "reconcile failed; retrying with backoff"
+                        );
+                        queue.retry(&key);
+                    }
+                }
+                queue.done(&key);
+            }
+        });
+    }
+    cancel.cancelled().await;
+    queue.shut_down();
+    while set.join_next().await.is_some() {}
+}
+
+/// Owns every long-running task of the control plane.
+pub struct Supervisor {
+    set: JoinSet<()>,
+    cancel: CancellationToken,
+}
+
+const RESTART_FIRST: Duration = Duration::from_millis(100);
+const RESTART_MAX: Duration = Duration::from_secs(30);
+
+impl Supervisor {
+    pub fn new() -> Self {
+        Supervisor {
+            set: JoinSet::new(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The token every task watches to stop.
+    pub fn token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Runs `make()` until cancelled; a run that panics or ends early is logged and
+    /// started again after a backoff that doubles up to 30 s.
+    pub fn spawn<F, Fut>(&mut self, name: &'static str, make: F)
+    where
+        F: Fn(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let cancel = self.cancel.clone();
+        self.set.spawn(async move {
+            let mut backoff = RESTART_FIRST;
+            loop {
+                let run = tokio::spawn(make(cancel.child_token()));
+                let outcome = run.await;
+                if cancel.is_cancelled() {
+                    return;
+                }
+                match outcome {
+                    Ok(()) => tracing::error!(task = name, "ended unexpectedly; restarting"),
+                    Err(e) => tracing::error!(task = name, error = %e, "panicked; restarting"),
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = cancel.cancelled() => return,
+                }
+                backoff = (backoff * 2).min(RESTART_MAX);
+            }
+        });
+    }
+
+    /// Stops every task and waits for them (at most `grace`).
+    pub async fn shutdown(mut self, grace: Duration) {
+        self.cancel.cancel();
+        let all = async { while self.set.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!("controllers still stopping after {grace:?}; aborting them");
+            self.set.abort_all();
+        }
+    }
+}
+
+impl Default for Supervisor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Starts an informer's writer under the supervisor.
+pub fn run_informer(sup: &mut Supervisor, client: &Client, informer: client::informer::Informer) {
+    let client = client.clone();
+    let name: &'static str = informer.resource().plural;
+    sup.spawn(name, move |cancel| {
+        informer.clone().run(client.clone(), cancel)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_task_is_restarted() {
+        let mut sup = Supervisor::new();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        sup.spawn("flaky", move |cancel| {
+            let r = r.clone();
+            async move {
+                if r.fetch_add(1, Ordering::SeqCst) < 2 {
+                    panic!("broken on purpose");
+                }
+                cancel.cancelled().await;
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        sup.shutdown(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn workers_retry_failures_and_requeue_after() {
+        let queue = Queue::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let cancel = CancellationToken::new();
+        let runner = tokio::spawn(run("test", queue.clone(), 2, cancel.clone(), move |key| {
+            let c = c.clone();
+            async move {
+                let n = c.fetch_add(1, Ordering::SeqCst);
+                match (key.as_str(), n) {
+                    ("k", 0) => Err(Error::Other("first try fails".into())),
+                    ("k", 1) => Ok(Action::RequeueAfter(Duration::from_secs(10))),
+                    _ => Ok(Action::Done),
+                }
+            }
+        }));
+        queue.add("k");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "retried after the failure");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "requeued after 10 s");
+        cancel.cancel();
+        runner.await.unwrap();
+    }
+}
