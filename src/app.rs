@@ -25,6 +25,8 @@ pub struct Config {
     /// How often idle watches that allow bookmarks get one.
     pub bookmark_every: Duration,
     pub controllers: controller::Config,
+    /// Run the controllers (off only for tests of the bare API).
+    pub run_controllers: bool,
 }
 
 impl Config {
@@ -34,6 +36,7 @@ impl Config {
             tls_files: None,
             bookmark_every: Duration::from_secs(60),
             controllers: controller::Config::default(),
+            run_controllers: true,
         }
     }
 
@@ -96,7 +99,7 @@ pub struct Cluster {
     pub url: String,
     tls: Arc<rustls::ServerConfig>,
     address: SocketAddr,
-    controllers: controller::Config,
+    controllers: Option<controller::Config>,
 }
 
 /// The address clients should use for a listen address (`0.0.0.0` means loopback here).
@@ -222,7 +225,7 @@ impl Cluster {
             url,
             tls,
             address,
-            controllers: config.controllers.clone(),
+            controllers: config.run_controllers.then(|| config.controllers.clone()),
         })
     }
 
@@ -240,8 +243,10 @@ impl Cluster {
             shutdown: stopped,
         };
         let mut supervisor = Supervisor::new();
-        let ctx = controller::Context::new(Client::local(self.registry.clone()), self.controllers);
-        controller::start(&ctx, &mut supervisor);
+        if let Some(config) = self.controllers {
+            let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
+            controller::start(&ctx, &mut supervisor);
+        }
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
         supervisor.shutdown(Duration::from_secs(10)).await;

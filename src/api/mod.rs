@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Extension, Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
-use crate::registry::Registry;
+use crate::registry::{Registry, User};
 use error::Error;
 
 pub use resources::MAX_BODY;
@@ -82,7 +82,11 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     match token.and_then(|t| state.registry.authenticate(t)) {
-        Some(_user) => next.run(req).await,
+        Some(user) => {
+            let mut req = req;
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
         None => Error::Unauthorized.into_response(),
     }
 }
@@ -147,6 +151,7 @@ type QueryResult = Result<Query<HashMap<String, String>>, axum::extract::rejecti
 
 async fn core_request(
     State(state): State<AppState>,
+    Extension(user): Extension<User>,
     rest: PathResult<String>,
     method: Method,
     query: QueryResult,
@@ -158,11 +163,12 @@ async fn core_request(
         version: "v1".into(),
         rest,
     });
-    routed(state, route, method, query, headers, body).await
+    routed(state, user, route, method, query, headers, body).await
 }
 
 async fn group_request(
     State(state): State<AppState>,
+    Extension(user): Extension<User>,
     path: PathResult<(String, String, String)>,
     method: Method,
     query: QueryResult,
@@ -174,12 +180,13 @@ async fn group_request(
         version,
         rest,
     });
-    routed(state, route, method, query, headers, body).await
+    routed(state, user, route, method, query, headers, body).await
 }
 
 /// Turns path and query rejections into Status answers, then serves the request.
 async fn routed(
     state: AppState,
+    user: User,
     route: Result<Route, axum::extract::rejection::PathRejection>,
     method: Method,
     query: QueryResult,
@@ -194,12 +201,13 @@ async fn routed(
         Ok(q) => q,
         Err(e) => return bad_query(e),
     };
-    resource_request(state, route, (method, query, headers), body).await
+    resource_request(state, user, route, (method, query, headers), body).await
 }
 
 /// Serves a resource request and counts it in the metrics.
 async fn resource_request(
     state: AppState,
+    user: User,
     route: Route,
     (method, query, headers): (Method, HashMap<String, String>, HeaderMap),
     body: Body,
@@ -211,6 +219,7 @@ async fn resource_request(
     let result = async {
         let body = read_body(body).await?;
         let call = resources::Call {
+            user,
             method,
             query,
             headers,

@@ -312,6 +312,8 @@ pub fn describe(
 
 /// The parts of a request a resource handler reads.
 pub struct Call {
+    /// Who is asking (authenticated).
+    pub user: registry::User,
     pub method: Method,
     pub query: Query,
     pub headers: HeaderMap,
@@ -354,6 +356,56 @@ fn table_ok(body: Bytes) -> Response {
     r
 }
 
+/// The Kubernetes verb of a request, as authorization names it.
+fn verb(t: &Target, method: &Method, q: &Query) -> &'static str {
+    match (method, t.name.is_some()) {
+        (&Method::GET, false) if flag(q, "watch") => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::GET, true) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, false) => "deletecollection",
+        (&Method::DELETE, true) => "delete",
+        _ => "unknown",
+    }
+}
+
+/// Users bound to a namespace (service accounts) may act in that namespace only, and read
+/// the namespace itself; everyone else may do everything.
+fn authorize(user: &registry::User, t: &Target, method: &Method, q: &Query) -> Result<()> {
+    let Some(own) = user.namespace.as_deref() else {
+        return Ok(());
+    };
+    let in_own = t.res.namespaced && t.namespace.as_deref() == Some(own);
+    let own_namespace_object = t.res.kind == registry::Kind::Namespace
+        && t.name.as_deref() == Some(own)
+        && t.sub.is_none()
+        && method == Method::GET;
+    if in_own || own_namespace_object {
+        return Ok(());
+    }
+    let mut resource = t.res.plural.to_string();
+    if let Some(sub) = &t.sub {
+        resource = format!("{resource}/{sub}");
+    }
+    let scope = match &t.namespace {
+        Some(ns) => format!("in the namespace {ns:?}"),
+        None => "at the cluster scope".to_string(),
+    };
+    let named = t
+        .name
+        .as_deref()
+        .map(|n| format!("{} {n:?}", t.res.qualified_plural()))
+        .unwrap_or_else(|| t.res.qualified_plural());
+    Err(Error::Forbidden(format!(
+        "{named} is forbidden: User {:?} cannot {} resource {resource:?} in API group {:?} {scope}",
+        user.name,
+        verb(t, method, q),
+        t.res.group,
+    )))
+}
+
 /// Serves one resource request.
 pub async fn handle(
     state: AppState,
@@ -363,12 +415,14 @@ pub async fn handle(
     call: Call,
 ) -> Result<Response> {
     let Call {
+        user,
         method,
         query,
         headers,
         body,
     } = call;
     let t = parse_target(group, version, rest)?;
+    authorize(&user, &t, &method, &query)?;
     let reg = &state.registry;
     let ns = t.namespace.as_deref();
     let res = t.res;

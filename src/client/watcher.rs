@@ -70,7 +70,8 @@ impl Watcher {
                     self.backoff = BACKOFF_FIRST;
                     return ev;
                 }
-                Ok(None) => {}
+                // Moving between states may not wait at all in-process; stay fair.
+                Ok(None) => tokio::task::yield_now().await,
                 Err(e) => {
                     tracing::warn!(
                         resource = self.res.plural,

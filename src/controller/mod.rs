@@ -9,7 +9,10 @@
 //!
 //! [`client::informer`]: crate::client::informer
 
+pub mod eventttl;
 pub mod queue;
+pub mod replication;
+pub mod serviceaccount;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -73,6 +76,9 @@ impl Context {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
+    eventttl::start(ctx, sup);
+    replication::start(ctx, sup);
+    serviceaccount::start(ctx, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
     }
@@ -124,9 +130,10 @@ pub async fn run<F, Fut>(
                         queue.add_after(key.clone(), d);
                     }
                     Err(Error::Client(e)) if e.is_conflict() => {
-                        // Somebody wrote first: look again with fresh state.
+                        // Somebody wrote first: look again soon, once the caches have
+                        // caught up (the first retry waits 5 ms, repeats back off).
                         tracing::debug!(controller = name, %key, "conflict; requeued");
-                        queue.add(key.clone());
+                        queue.retry(&key);
                     }
                     Err(e) => {
                         tracing::warn!(
@@ -140,6 +147,9 @@ pub async fn run<F, Fut>(
                     }
                 }
                 queue.done(&key);
+                // An in-process reconcile may finish without ever waiting; let the
+                // informers (and everything else on this thread) run between keys.
+                tokio::task::yield_now().await;
             }
         });
     }

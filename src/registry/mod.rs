@@ -27,7 +27,7 @@ pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
 pub use patch::Patch;
 pub use schema::FieldValidation;
-pub use tokens::User;
+pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};
 pub use watch::{Watch, WatchEvent, WatchOptions};
 
 /// One field-level problem with an object.
@@ -349,6 +349,35 @@ impl Registry {
         Ok(())
     }
 
+    /// A pod that names a service account other than `default` needs that account to
+    /// exist (as the ServiceAccount admission plugin); `default` is made by a controller
+    /// moments after its namespace, so pods of a fresh namespace are not refused.
+    fn check_service_account(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        obj: &Value,
+    ) -> Result<()> {
+        let (Kind::Pod, Some(ns)) = (res.kind, ns) else {
+            return Ok(());
+        };
+        let account = obj
+            .pointer("/spec/serviceAccountName")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        if account == "default" || account.is_empty() {
+            return Ok(());
+        }
+        let sas = catalog::of(Kind::ServiceAccount);
+        if self.store.get(&sas.key(Some(ns), account)).is_some() {
+            return Ok(());
+        }
+        Err(Error::Forbidden(format!(
+            "pods {name:?} is forbidden: error looking up service account {ns}/{account}: serviceaccount {account:?} not found"
+        )))
+    }
+
     /// Checks `apiVersion` and `kind` of a body, filling them in when absent.
     fn check_type(res: &Resource, obj: &mut Value) -> Result<()> {
         let m = obj
@@ -582,6 +611,7 @@ impl Registry {
             }
             Self::validate(res, &obj, &schema_causes)?;
             self.check_namespace_open(res, ns, &name)?;
+            self.check_service_account(res, ns, &name, &obj)?;
             let done = |object| Written {
                 object,
                 warnings: warnings.clone(),

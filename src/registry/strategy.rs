@@ -120,6 +120,11 @@ fn default_pod_spec(spec: &mut Value) {
 fn default_pod(obj: &mut Value) {
     if let Some(spec) = obj.get_mut("spec") {
         default_pod_spec(spec);
+        // As the ServiceAccount admission plugin: a pod runs as `default` unless told.
+        if let Some(s) = spec.as_object_mut() {
+            s.entry("serviceAccountName")
+                .or_insert_with(|| json!("default"));
+        }
     }
 }
 

@@ -1,10 +1,16 @@
-//! Bearer tokens. Only a SHA-256 digest of each token is stored, under
+//! Bearer tokens. Cluster tokens (the admin's) are kept as a SHA-256 digest only, under
 //! `/registry/berth.io/tokens/<hex digest>`, so the store never holds a usable credential.
+//! Service-account tokens live in their Secret (`type: kubernetes.io/service-account-token`,
+//! as Kubernetes keeps them) and name that Secret, so checking one is a single lookup;
+//! deleting the Secret or the service account revokes the token.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Error, Registry, Result};
+use base64::Engine;
+use serde_json::Value;
+
+use super::{Error, Kind, Registry, Result, catalog};
 use crate::store::Outcome;
 
 /// Who a token belongs to.
@@ -18,6 +24,35 @@ pub struct User {
     pub namespace: Option<String>,
 }
 
+/// The Secret type that holds a service account's token.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
+/// Annotations of a token Secret naming its service account.
+pub const SA_NAME: &str = "kubernetes.io/service-account.name";
+pub const SA_UID: &str = "kubernetes.io/service-account.uid";
+
+/// A new service-account token naming the Secret `namespace/secret` that will hold it.
+pub fn new_service_account_token(namespace: &str, secret: &str) -> String {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut raw = [0u8; 32];
+    getrandom::fill(&mut raw).expect("the OS random source works");
+    format!(
+        "bsa.{}.{}.{}",
+        b64.encode(namespace),
+        b64.encode(secret),
+        b64.encode(raw)
+    )
+}
+
+/// The namespace and Secret a service-account token names.
+fn parse_service_account_token(token: &str) -> Option<(String, String)> {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = token.strip_prefix("bsa.")?.split('.');
+    let ns = String::from_utf8(b64.decode(parts.next()?).ok()?).ok()?;
+    let secret = String::from_utf8(b64.decode(parts.next()?).ok()?).ok()?;
+    parts.next()?;
+    parts.next().is_none().then_some((ns, secret))
+}
+
 fn key(token: &str) -> String {
     let digest = Sha256::digest(token.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -27,9 +62,54 @@ fn key(token: &str) -> String {
 impl Registry {
     /// The user a bearer token belongs to.
     pub fn authenticate(&self, token: &str) -> Option<User> {
-        let rec = self.store.get(&key(token))?;
-        let v: serde_json::Value = serde_json::from_slice(&rec.value).ok()?;
-        serde_json::from_value(v.get("user")?.clone()).ok()
+        if let Some(rec) = self.store.get(&key(token)) {
+            let v: serde_json::Value = serde_json::from_slice(&rec.value).ok()?;
+            return serde_json::from_value(v.get("user")?.clone()).ok();
+        }
+        self.service_account(token)
+    }
+
+    /// The service account whose token Secret holds `token`.
+    fn service_account(&self, token: &str) -> Option<User> {
+        let (ns, secret) = parse_service_account_token(token)?;
+        let secrets = catalog::of(Kind::Secret);
+        let rec = self.store.get(&secrets.key(Some(&ns), &secret))?;
+        let s: Value = serde_json::from_slice(&rec.value).ok()?;
+        if s["type"] != SERVICE_ACCOUNT_TOKEN || s.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            return None;
+        }
+        let stored = s
+            .pointer("/data/token")
+            .and_then(Value::as_str)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())?;
+        // Compare digests: equal length, and no early exit on the secret's bytes.
+        if Sha256::digest(&stored) != Sha256::digest(token.as_bytes()) {
+            return None;
+        }
+        let annotation = |k: &str| {
+            s.pointer("/metadata/annotations")
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let sa_name = annotation(SA_NAME)?;
+        let sa_uid = annotation(SA_UID)?;
+        let sas = catalog::of(Kind::ServiceAccount);
+        let sa: Value =
+            serde_json::from_slice(&self.store.get(&sas.key(Some(&ns), &sa_name))?.value).ok()?;
+        if sa.pointer("/metadata/uid").and_then(Value::as_str) != Some(sa_uid.as_str()) {
+            return None;
+        }
+        Some(User {
+            name: format!("system:serviceaccount:{ns}:{sa_name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+                "system:authenticated".into(),
+            ],
+            namespace: Some(ns),
+        })
     }
 
     /// Records `token` as belonging to `user` (idempotent).
@@ -40,5 +120,23 @@ impl Registry {
             Outcome::Written(_) | Outcome::AlreadyExists(_) => Ok(()),
             other => Err(Error::Internal(format!("register token: {other:?}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_account_tokens_name_their_secret() {
+        let t = new_service_account_token("team-a", "default-token");
+        assert_eq!(
+            parse_service_account_token(&t),
+            Some(("team-a".into(), "default-token".into()))
+        );
+        assert_ne!(t, new_service_account_token("team-a", "default-token"));
+        assert_eq!(parse_service_account_token("bsa.x"), None);
+        assert_eq!(parse_service_account_token("random-admin-token"), None);
+        assert_eq!(parse_service_account_token(&format!("{t}.extra")), None);
     }
 }

@@ -383,7 +383,8 @@ async fn bad_input_gets_a_clear_4xx_status() {
 
 #[tokio::test]
 async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
-    let s = TestServer::start().await;
+    // The bare API: no replication manager writing the status meanwhile.
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
     let path = "/api/v1/namespaces/default/replicationcontrollers";
     let (code, created) = s.post(path, rc("web", 2)).await;
     assert_eq!(code, 201, "{created}");
@@ -1014,7 +1015,7 @@ async fn strategic_merge_patches_merge_containers_by_name() {
 
 #[tokio::test]
 async fn tables_are_served_for_lists_objects_and_watches() {
-    let s = TestServer::start().await;
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
     let (_, created) = s
         .post(

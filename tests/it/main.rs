@@ -1,11 +1,13 @@
 //! End-to-end tests: the store under real processes and concurrency, and the `berth`
 //! binary driven like a user would.
 
+mod accounts;
 mod api;
 mod cli;
 mod client;
 mod https;
 mod kube_client;
+mod replication;
 mod store_concurrency;
 mod store_crash;
 mod support;

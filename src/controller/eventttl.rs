@@ -1,0 +1,129 @@
+//! Event expiry: an Event is deleted `event_ttl` (1 hour by default) after it was last
+//! seen, so the store does not grow without bound. Each event is scheduled on the work
+//! queue for its own expiry time; nothing scans on a timer.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::{Client, DeleteParams, key_of, split_key};
+use crate::registry::{Kind, catalog};
+
+#[derive(Clone)]
+struct Expiry {
+    client: Client,
+    events: Informer,
+    ttl: Duration,
+}
+
+/// When an event was last seen: `lastTimestamp`, `series.lastObservedTime`, `eventTime`,
+/// or its creation.
+fn last_seen(ev: &Value) -> Option<jiff::Timestamp> {
+    [
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/firstTimestamp",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .filter_map(|p| ev.pointer(p).and_then(Value::as_str))
+    .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
+    .max()
+}
+
+/// How long until `ev` expires (zero if it has).
+fn remaining(ev: &Value, ttl: Duration, now: jiff::Timestamp) -> Duration {
+    let Some(seen) = last_seen(ev) else {
+        return Duration::ZERO;
+    };
+    let age = now.duration_since(seen);
+    let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
+    ttl.saturating_sub(age)
+}
+
+impl Expiry {
+    async fn reconcile(&self, key: String) -> Result<Action> {
+        let Some(ev) = self.events.get(&key) else {
+            return Ok(Action::Done);
+        };
+        let left = remaining(&ev, self.ttl, jiff::Timestamp::now());
+        if !left.is_zero() {
+            return Ok(Action::RequeueAfter(left));
+        }
+        let (ns, name) = split_key(&key);
+        // Only this version: an event bumped meanwhile lives on.
+        let params = DeleteParams {
+            resource_version: ev
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            ..DeleteParams::default()
+        };
+        match self
+            .client
+            .delete(self.events.resource(), ns, name, &params)
+            .await
+        {
+            Ok(_) => Ok(Action::Done),
+            Err(e) if e.is_not_found() => Ok(Action::Done),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Registers the event-expiry handlers and starts its worker.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let events = ctx.informers.get(catalog::of(Kind::Event));
+    let queue = Queue::new();
+    let ttl = ctx.config.event_ttl;
+    {
+        let queue = queue.clone();
+        events.on_change(move |change| {
+            if let Change::Deleted(_) = change {
+                return;
+            }
+            let ev = change.object();
+            queue.add_after(key_of(ev), remaining(ev, ttl, jiff::Timestamp::now()));
+        });
+    }
+    let expiry = Expiry {
+        client: ctx.client.clone(),
+        events,
+        ttl,
+    };
+    sup.spawn("event-expiry", move |cancel| {
+        let expiry = expiry.clone();
+        super::run("event-expiry", queue.clone(), 1, cancel, move |key| {
+            let expiry = expiry.clone();
+            async move { expiry.reconcile(key).await }
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_event_expires_a_ttl_after_it_was_last_seen() {
+        let ttl = Duration::from_secs(3600);
+        let now: jiff::Timestamp = "2026-01-01T12:00:00Z".parse().unwrap();
+        let ev = json!({
+            "metadata": {"creationTimestamp": "2026-01-01T10:00:00Z"},
+            "firstTimestamp": "2026-01-01T10:00:00Z",
+            "lastTimestamp": "2026-01-01T11:30:00Z",
+        });
+        assert_eq!(remaining(&ev, ttl, now), Duration::from_secs(1800));
+        let old = json!({"metadata": {"creationTimestamp": "2026-01-01T10:00:00Z"}});
+        assert_eq!(remaining(&old, ttl, now), Duration::ZERO);
+        let series = json!({
+            "lastTimestamp": "2026-01-01T10:00:00Z",
+            "series": {"lastObservedTime": "2026-01-01T11:59:00.000000Z"},
+        });
+        assert_eq!(remaining(&series, ttl, now), Duration::from_secs(3540));
+    }
+}

@@ -1,0 +1,693 @@
+//! The replication manager: keeps `spec.replicas` pods of each ReplicationController.
+//!
+//! It adopts orphans that match the selector and releases owned pods that stop matching;
+//! creates missing pods in slow-start batches (1, 2, 4, …) so that a broken template fails
+//! fast; deletes surplus pods in order (unscheduled, pending, not ready, then newest first);
+//! and reports `replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`
+//! (after `minReadySeconds`), `observedGeneration` and a `ReplicaFailure` condition.
+//! Expectations remember the creations and deletions it asked for until the pod informer
+//! has seen them, so that a sync on a stale cache never creates or deletes twice.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::recorder::{EventType, Recorder};
+use crate::client::{Client, DeleteParams, Patch, key_of};
+use crate::registry::{Kind, catalog};
+use crate::types::labels;
+
+/// Pods created or deleted in one sync at most (as kube-controller-manager's burst).
+const BURST: usize = 500;
+/// Expectations not met after this long are given up (a lost watch event).
+const EXPECTATIONS_TTL: Duration = Duration::from_secs(300);
+const WORKERS: usize = 5;
+
+/// Creations and deletions asked for and not yet seen, per controller key.
+#[derive(Clone, Default)]
+struct Expectations {
+    inner: Arc<Mutex<HashMap<String, Pending>>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    adds: i64,
+    dels: i64,
+    at: Instant,
+}
+
+impl Expectations {
+    fn satisfied(&self, key: &str) -> bool {
+        match self.inner.lock().expect("expectations lock").get(key) {
+            None => true,
+            Some(p) => (p.adds <= 0 && p.dels <= 0) || p.at.elapsed() > EXPECTATIONS_TTL,
+        }
+    }
+
+    fn expect(&self, key: &str, adds: i64, dels: i64) {
+        self.inner.lock().expect("expectations lock").insert(
+            key.to_string(),
+            Pending {
+                adds,
+                dels,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    fn observed(&self, key: &str, adds: i64, dels: i64) {
+        if let Some(p) = self.inner.lock().expect("expectations lock").get_mut(key) {
+            p.adds -= adds;
+            p.dels -= dels;
+        }
+    }
+
+    fn forget(&self, key: &str) {
+        self.inner.lock().expect("expectations lock").remove(key);
+    }
+}
+
+#[derive(Clone)]
+struct Manager {
+    client: Client,
+    rcs: Informer,
+    pods: Informer,
+    expectations: Expectations,
+    recorder: Recorder,
+}
+
+fn labels_of(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
+    obj.pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The ownerReference that marks `obj`'s managing controller.
+fn controller_ref(obj: &Value) -> Option<&Value> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == true)
+}
+
+/// The key of the RC that controls `pod`, if an RC does.
+fn owner_key(pod: &Value) -> Option<String> {
+    let r = controller_ref(pod)?;
+    (r["kind"] == "ReplicationController").then(|| {
+        format!(
+            "{}/{}",
+            str_at(pod, "/metadata/namespace"),
+            r["name"].as_str().unwrap_or("")
+        )
+    })
+}
+
+fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+fn is_terminal(pod: &Value) -> bool {
+    matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
+}
+
+fn is_active(pod: &Value) -> bool {
+    !is_terminal(pod) && !is_deleting(pod)
+}
+
+fn is_ready(pod: &Value) -> bool {
+    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+/// How long `pod` has been ready, if it is.
+fn ready_for(pod: &Value) -> Option<Duration> {
+    let c = crate::types::condition(pod, "Ready").filter(|c| c["status"] == "True")?;
+    let since = c["lastTransitionTime"].as_str()?;
+    let age = crate::types::age_seconds(since)?;
+    Some(Duration::from_secs(age.max(0) as u64))
+}
+
+fn selector_of(rc: &Value) -> labels::Selector {
+    labels::Selector::from_map(&labels_of(rc, "/spec/selector"))
+}
+
+/// The order in which surplus pods go: the ones that cost least to lose first.
+fn deletion_order(a: &Value, b: &Value) -> Ordering {
+    let scheduled = |p: &Value| !str_at(p, "/spec/nodeName").is_empty();
+    let phase_rank = |p: &Value| match str_at(p, "/status/phase") {
+        "Pending" | "" => 0,
+        "Unknown" => 1,
+        _ => 2,
+    };
+    let restarts = |p: &Value| {
+        p.pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(|c| c["restartCount"].as_i64())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    scheduled(a)
+        .cmp(&scheduled(b))
+        .then(phase_rank(a).cmp(&phase_rank(b)))
+        .then(is_ready(a).cmp(&is_ready(b)))
+        .then(restarts(b).cmp(&restarts(a)))
+        // Newer pods first: a later creationTimestamp sorts earlier.
+        .then(
+            str_at(b, "/metadata/creationTimestamp").cmp(str_at(a, "/metadata/creationTimestamp")),
+        )
+}
+
+/// A new pod from `rc`'s template.
+fn pod_from_template(rc: &Value) -> Value {
+    let template = &rc["spec"]["template"];
+    let mut meta = json!({
+        "generateName": format!("{}-", str_at(rc, "/metadata/name")),
+        "namespace": str_at(rc, "/metadata/namespace"),
+        "ownerReferences": [{
+            "apiVersion": "v1",
+            "kind": "ReplicationController",
+            "name": str_at(rc, "/metadata/name"),
+            "uid": str_at(rc, "/metadata/uid"),
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }],
+    });
+    for field in ["labels", "annotations"] {
+        if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
+            meta[field] = v.clone();
+        }
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": template["spec"],
+    })
+}
+
+/// Slow start: batches of 1, 2, 4 … until `total` are created or a batch has an error.
+/// Returns how many were created and the first error.
+async fn slow_start<F, Fut>(total: usize, create: F) -> (usize, Option<crate::client::Error>)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = crate::client::Result<()>>,
+{
+    let mut done = 0;
+    let mut batch = 1;
+    while done < total {
+        let n = batch.min(total - done);
+        let results = futures_util::future::join_all((0..n).map(|_| create())).await;
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        done += ok;
+        if let Some(e) = results.into_iter().find_map(|r| r.err()) {
+            return (done, Some(e));
+        }
+        batch *= 2;
+    }
+    (done, None)
+}
+
+impl Manager {
+    /// Adopts matching orphans and releases owned pods that stopped matching; returns
+    /// the pods this RC controls.
+    async fn claim(&self, rc: &Value, selector: &labels::Selector) -> Result<Vec<Arc<Value>>> {
+        let ns = str_at(rc, "/metadata/namespace");
+        let uid = str_at(rc, "/metadata/uid");
+        let mut owned = Vec::new();
+        let mut fresh_checked = false;
+        for pod in self.pods.list_namespace(ns) {
+            let matches = selector.matches(&labels_of(&pod, "/metadata/labels"));
+            match controller_ref(&pod) {
+                Some(r) if r["uid"] == uid => {
+                    if matches {
+                        owned.push(pod);
+                    } else if !is_deleting(&pod) {
+                        self.release(&pod, uid).await?;
+                    }
+                }
+                Some(_) => {}
+                None if matches && !is_deleting(&pod) && !is_deleting(rc) => {
+                    // Adopt only for an RC that still exists as we know it.
+                    if !fresh_checked {
+                        let live = self
+                            .client
+                            .get(self.rcs.resource(), Some(ns), str_at(rc, "/metadata/name"))
+                            .await?;
+                        if str_at(&live, "/metadata/uid") != uid || is_deleting(&live) {
+                            return Ok(owned);
+                        }
+                        fresh_checked = true;
+                    }
+                    match self.adopt(rc, &pod).await {
+                        Ok(adopted) => owned.push(Arc::new(adopted)),
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                None => {}
+            }
+        }
+        Ok(owned)
+    }
+
+    async fn adopt(&self, rc: &Value, pod: &Value) -> crate::client::Result<Value> {
+        let mut refs = pod
+            .pointer("/metadata/ownerReferences")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        if let Some(list) = refs.as_array_mut() {
+            list.push(json!({
+                "apiVersion": "v1",
+                "kind": "ReplicationController",
+                "name": str_at(rc, "/metadata/name"),
+                "uid": str_at(rc, "/metadata/uid"),
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }));
+        }
+        self.set_owner_refs(pod, refs).await
+    }
+
+    async fn release(&self, pod: &Value, uid: &str) -> Result<()> {
+        let refs: Vec<Value> = pod
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter(|r| r["uid"] != uid).cloned().collect())
+            .unwrap_or_default();
+        match self.set_owner_refs(pod, json!(refs)).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces a pod's ownerReferences if the pod is still the one we looked at.
+    async fn set_owner_refs(&self, pod: &Value, refs: Value) -> crate::client::Result<Value> {
+        let patch = json!([
+            {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": pod["metadata"]["resourceVersion"]},
+            {"op": "add", "path": "/metadata/ownerReferences", "value": refs},
+        ]);
+        let ns = str_at(pod, "/metadata/namespace");
+        let name = str_at(pod, "/metadata/name");
+        self.client
+            .patch(self.pods.resource(), Some(ns), name, &Patch::Json(patch))
+            .await
+            .map_err(|e| match e {
+                // A failed test means the pod changed under us: look again.
+                crate::client::Error::BadRequest(m) | crate::client::Error::Invalid(m)
+                    if m.contains("test") =>
+                {
+                    crate::client::Error::Conflict(m)
+                }
+                e => e,
+            })
+    }
+
+    async fn reconcile(&self, key: String) -> Result<Action> {
+        let Some(rc) = self.rcs.get(&key) else {
+            self.expectations.forget(&key);
+            return Ok(Action::Done);
+        };
+        let selector = selector_of(&rc);
+        if selector.is_empty() {
+            // Validation forbids this; never manage every pod of a namespace.
+            return Ok(Action::Done);
+        }
+        let owned = self.claim(&rc, &selector).await?;
+        let active: Vec<&Arc<Value>> = owned.iter().filter(|p| is_active(p)).collect();
+        let want = rc["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+        let mut failure: Option<String> = None;
+        if self.expectations.satisfied(&key) && !is_deleting(&rc) {
+            if active.len() < want {
+                let n = (want - active.len()).min(BURST);
+                self.expectations.expect(&key, n as i64, 0);
+                let template = pod_from_template(&rc);
+                let ns = str_at(&rc, "/metadata/namespace");
+                let (created, err) = slow_start(n, || async {
+                    let made = self
+                        .client
+                        .create(self.pods.resource(), Some(ns), &template)
+                        .await?;
+                    self.recorder
+                        .event(
+                            &rc,
+                            EventType::Normal,
+                            "SuccessfulCreate",
+                            &format!("Created pod: {}", str_at(&made, "/metadata/name")),
+                        )
+                        .await;
+                    Ok(())
+                })
+                .await;
+                // The pods never created will never be observed.
+                self.expectations.observed(&key, (n - created) as i64, 0);
+                if let Some(e) = err {
+                    let message = format!("Error creating: {e}");
+                    self.recorder
+                        .event(&rc, EventType::Warning, "FailedCreate", &message)
+                        .await;
+                    failure = Some(message);
+                }
+            } else if active.len() > want {
+                let n = (active.len() - want).min(BURST);
+                let mut victims: Vec<&Arc<Value>> = active.clone();
+                victims.sort_by(|a, b| deletion_order(a, b));
+                victims.truncate(n);
+                self.expectations.expect(&key, 0, n as i64);
+                let results =
+                    futures_util::future::join_all(victims.iter().map(|p| self.delete_pod(&rc, p)))
+                        .await;
+                let failed = results.iter().filter(|r| r.is_err()).count();
+                self.expectations.observed(&key, 0, failed as i64);
+                if let Some(e) = results.into_iter().find_map(|r| r.err()) {
+                    failure = Some(format!("Error deleting: {e}"));
+                }
+            }
+        }
+        let requeue = self.update_status(&rc, &active, failure.as_deref()).await?;
+        if let Some(message) = failure {
+            return Err(super::Error::Other(message));
+        }
+        Ok(match requeue {
+            Some(after) => Action::RequeueAfter(after),
+            None => Action::Done,
+        })
+    }
+
+    async fn delete_pod(&self, rc: &Value, pod: &Value) -> crate::client::Result<()> {
+        let ns = str_at(pod, "/metadata/namespace");
+        let name = str_at(pod, "/metadata/name");
+        let params = DeleteParams {
+            uid: Some(str_at(pod, "/metadata/uid").to_string()),
+            ..DeleteParams::default()
+        };
+        match self
+            .client
+            .delete(self.pods.resource(), Some(ns), name, &params)
+            .await
+        {
+            Ok(_) => {
+                self.recorder
+                    .event(
+                        rc,
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        &format!("Deleted pod: {name}"),
+                    )
+                    .await;
+                Ok(())
+            }
+            // Already gone: its deletion will still be observed.
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the status when it changed; returns when to look again for pods that will
+    /// become available after `minReadySeconds`.
+    async fn update_status(
+        &self,
+        rc: &Value,
+        active: &[&Arc<Value>],
+        failure: Option<&str>,
+    ) -> Result<Option<Duration>> {
+        let template_labels = labels_of(rc, "/spec/template/metadata/labels");
+        let min_ready = Duration::from_secs(rc["spec"]["minReadySeconds"].as_u64().unwrap_or(0));
+        let mut fully = 0;
+        let mut ready = 0;
+        let mut available = 0;
+        let mut next: Option<Duration> = None;
+        for pod in active {
+            let labels = labels_of(pod, "/metadata/labels");
+            if template_labels
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v))
+            {
+                fully += 1;
+            }
+            if is_ready(pod) {
+                ready += 1;
+                match ready_for(pod) {
+                    Some(d) if d >= min_ready => available += 1,
+                    Some(d) => {
+                        let wait = min_ready - d + Duration::from_millis(100);
+                        next = Some(next.map_or(wait, |n: Duration| n.min(wait)));
+                    }
+                    None => available += min_ready.is_zero() as usize,
+                }
+            }
+        }
+        let mut status = rc.get("status").cloned().unwrap_or_else(|| json!({}));
+        status["replicas"] = json!(active.len());
+        status["fullyLabeledReplicas"] = json!(fully);
+        status["readyReplicas"] = json!(ready);
+        status["availableReplicas"] = json!(available);
+        status["observedGeneration"] = rc["metadata"]["generation"].clone();
+        let mut obj = json!({"status": status});
+        match failure {
+            Some(message) => {
+                crate::types::set_condition(
+                    &mut obj,
+                    json!({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": message}),
+                );
+            }
+            None => {
+                if let Some(list) = obj
+                    .pointer_mut("/status/conditions")
+                    .and_then(Value::as_array_mut)
+                {
+                    list.retain(|c| c["type"] != "ReplicaFailure");
+                    if list.is_empty() {
+                        obj["status"]
+                            .as_object_mut()
+                            .expect("status is an object")
+                            .remove("conditions");
+                    }
+                }
+            }
+        }
+        if rc.get("status") != Some(&obj["status"]) {
+            let mut updated = rc.clone();
+            updated["status"] = obj["status"].take();
+            match self
+                .client
+                .update_status(self.rcs.resource(), &updated)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(next)
+    }
+}
+
+/// Registers the replication manager's handlers and starts its workers.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
+    let pods = ctx.informers.get(catalog::of(Kind::Pod));
+    let queue = Queue::new();
+    let expectations = Expectations::default();
+    {
+        let queue = queue.clone();
+        let expectations = expectations.clone();
+        rcs.on_change(move |change| {
+            let key = key_of(change.object());
+            if let Change::Deleted(_) = change {
+                expectations.forget(&key);
+            }
+            queue.add(key);
+        });
+    }
+    {
+        let queue = queue.clone();
+        let expectations = expectations.clone();
+        let rcs = rcs.clone();
+        // Orphans go to every RC of their namespace whose selector matches them.
+        let enqueue_matching = move |queue: &Queue, pod: &Value| {
+            let labels = labels_of(pod, "/metadata/labels");
+            for rc in rcs.list_namespace(str_at(pod, "/metadata/namespace")) {
+                let sel = selector_of(&rc);
+                if !sel.is_empty() && sel.matches(&labels) {
+                    queue.add(key_of(&rc));
+                }
+            }
+        };
+        pods.on_change(move |change| match change {
+            Change::Added(pod) => match owner_key(pod) {
+                Some(owner) => {
+                    expectations.observed(&owner, 1, 0);
+                    queue.add(owner);
+                }
+                None => enqueue_matching(&queue, pod),
+            },
+            Change::Updated { old, new } => {
+                let (was, now) = (owner_key(old), owner_key(new));
+                if let Some(w) = &was {
+                    if was != now {
+                        queue.add(w.clone());
+                    }
+                }
+                match now {
+                    Some(owner) => {
+                        if is_deleting(new) && !is_deleting(old) {
+                            // A deletion we (or someone) asked for has started.
+                            expectations.observed(&owner, 0, 1);
+                        }
+                        queue.add(owner);
+                    }
+                    None => {
+                        if old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
+                            || was.is_some()
+                        {
+                            enqueue_matching(&queue, new);
+                        }
+                    }
+                }
+            }
+            Change::Deleted(pod) => {
+                if let Some(owner) = owner_key(pod) {
+                    if !is_deleting(pod) {
+                        expectations.observed(&owner, 0, 1);
+                    }
+                    queue.add(owner);
+                }
+            }
+        });
+    }
+    let manager = Manager {
+        client: ctx.client.clone(),
+        rcs,
+        pods,
+        expectations,
+        recorder: ctx.recorder("replication-controller"),
+    };
+    sup.spawn("replication-manager", move |cancel| {
+        let manager = manager.clone();
+        super::run(
+            "replication-manager",
+            queue.clone(),
+            WORKERS,
+            cancel,
+            move |key| {
+                let manager = manager.clone();
+                async move { manager.reconcile(key).await }
+            },
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+
+    fn pod(name: &str, node: &str, phase: &str, ready: bool, created: &str) -> Value {
+        json!({
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {"nodeName": node},
+            "status": {"phase": phase, "conditions": [
+                {"type": "Ready", "status": if ready { "True" } else { "False" }}
+            ]},
+        })
+    }
+
+    #[test]
+    fn surplus_pods_go_unscheduled_then_pending_then_not_ready_then_newest() {
+        let mut pods = [
+            pod("old-ready", "n", "Running", true, "2024-01-01T00:00:00Z"),
+            pod("new-ready", "n", "Running", true, "2024-01-02T00:00:00Z"),
+            pod("not-ready", "n", "Running", false, "2024-01-01T00:00:00Z"),
+            pod("pending", "n", "Pending", false, "2024-01-01T00:00:00Z"),
+            pod("unscheduled", "", "Pending", false, "2024-01-01T00:00:00Z"),
+        ];
+        pods.sort_by(deletion_order);
+        let names: Vec<&str> = pods
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "unscheduled",
+                "pending",
+                "not-ready",
+                "new-ready",
+                "old-ready"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn slow_start_doubles_batches_and_stops_at_the_first_failing_batch() {
+        let calls = AtomicUsize::new(0);
+        let (created, err) = slow_start(100, || async {
+            let n = calls.fetch_add(1, AtomicOrdering::SeqCst);
+            if n >= 5 {
+                Err(crate::client::Error::Invalid("broken template".into()))
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        // Batches 1, 2, then 4 of which 2 fail: 7 calls, 5 created, no more batches.
+        assert_eq!(calls.load(AtomicOrdering::SeqCst), 7);
+        assert_eq!(created, 5);
+        assert!(err.is_some());
+        let (created, err) = slow_start(10, || async { Ok(()) }).await;
+        assert_eq!((created, err.is_none()), (10, true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expectations_hold_until_observed_or_expired() {
+        let e = Expectations::default();
+        assert!(e.satisfied("ns/rc"));
+        e.expect("ns/rc", 2, 0);
+        assert!(!e.satisfied("ns/rc"));
+        e.observed("ns/rc", 1, 0);
+        assert!(!e.satisfied("ns/rc"));
+        e.observed("ns/rc", 1, 0);
+        assert!(e.satisfied("ns/rc"));
+        e.expect("ns/rc", 0, 3);
+        tokio::time::advance(EXPECTATIONS_TTL + Duration::from_secs(1)).await;
+        assert!(e.satisfied("ns/rc"), "stale expectations are given up");
+    }
+
+    #[test]
+    fn pods_from_the_template_are_owned_by_their_controller() {
+        let rc = json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+            "spec": {"replicas": 2, "selector": {"app": "web"}, "template": {
+                "metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            }},
+        });
+        let pod = pod_from_template(&rc);
+        assert_eq!(pod["metadata"]["generateName"], "web-");
+        assert_eq!(pod["metadata"]["labels"]["app"], "web");
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "u1");
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(owner_key(&pod).as_deref(), Some("ns/web"));
+        assert_eq!(pod["spec"]["containers"][0]["name"], "c");
+    }
+}

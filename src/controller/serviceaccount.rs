@@ -1,0 +1,247 @@
+//! Service accounts: a `default` ServiceAccount in every namespace, and a token for each
+//! service account, kept in a Secret `<account>-token` of type
+//! `kubernetes.io/service-account-token` owned by the account (so the garbage collector
+//! removes it with the account). The API accepts the token for requests in the account's
+//! namespace only; deleting the Secret revokes it and a new one is made.
+
+use serde_json::{Value, json};
+
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::{Client, split_key};
+use crate::registry::{Kind, SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, catalog};
+
+const WORKERS: usize = 2;
+
+#[derive(Clone)]
+struct Accounts {
+    client: Client,
+    namespaces: Informer,
+    accounts: Informer,
+    secrets: Informer,
+}
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The name of the Secret holding `account`'s token.
+pub fn token_secret_name(account: &str) -> String {
+    format!("{account}-token")
+}
+
+fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+impl Accounts {
+    async fn reconcile(&self, key: String) -> Result<Action> {
+        match key.split_once(':') {
+            Some(("ns", name)) => self.ensure_default(name).await,
+            Some(("sa", account)) => self.ensure_token(account).await,
+            _ => Ok(Action::Done),
+        }
+    }
+
+    /// A live namespace has a `default` service account.
+    async fn ensure_default(&self, ns: &str) -> Result<Action> {
+        let Some(namespace) = self.namespaces.get(ns) else {
+            return Ok(Action::Done);
+        };
+        if is_deleting(&namespace) || str_at(&namespace, "/status/phase") == "Terminating" {
+            return Ok(Action::Done);
+        }
+        if self.accounts.get(&format!("{ns}/default")).is_some() {
+            return Ok(Action::Done);
+        }
+        let sa = json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": ns},
+        });
+        match self
+            .client
+            .create(self.accounts.resource(), Some(ns), &sa)
+            .await
+        {
+            Ok(_) => Ok(Action::Done),
+            Err(e) if e.is_already_exists() => Ok(Action::Done),
+            // The namespace started terminating meanwhile.
+            Err(crate::client::Error::Forbidden(_) | crate::client::Error::NotFound(_)) => {
+                Ok(Action::Done)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A live service account has a token Secret that names it, and lists it.
+    async fn ensure_token(&self, key: &str) -> Result<Action> {
+        let Some(sa) = self.accounts.get(key) else {
+            return Ok(Action::Done);
+        };
+        if is_deleting(&sa) {
+            return Ok(Action::Done);
+        }
+        let (Some(ns), name) = split_key(key) else {
+            return Ok(Action::Done);
+        };
+        let uid = str_at(&sa, "/metadata/uid");
+        let secret_name = token_secret_name(name);
+        let current = self.secrets.get(&format!("{ns}/{secret_name}"));
+        let valid = current.as_ref().is_some_and(|s| {
+            s["type"] == SERVICE_ACCOUNT_TOKEN
+                && str_at(
+                    s,
+                    &format!("/metadata/annotations/{}", SA_UID.replace('/', "~1")),
+                ) == uid
+                && !is_deleting(s)
+        });
+        if !valid {
+            if let Some(stale) = &current {
+                // A token of an earlier account of the same name: replace it.
+                let params = crate::client::DeleteParams {
+                    uid: Some(str_at(stale, "/metadata/uid").to_string()),
+                    ..Default::default()
+                };
+                match self
+                    .client
+                    .delete(self.secrets.resource(), Some(ns), &secret_name, &params)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() || e.is_conflict() => {}
+                    Err(e) => return Err(e.into()),
+                }
+                // The deletion brings this key back through the secret informer.
+                return Ok(Action::Done);
+            }
+            let token = crate::registry::new_service_account_token(ns, &secret_name);
+            let b64 = |s: &str| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(s)
+            };
+            let secret = json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": SERVICE_ACCOUNT_TOKEN,
+                "metadata": {
+                    "name": secret_name,
+                    "namespace": ns,
+                    "annotations": {SA_NAME: name, SA_UID: uid},
+                    "ownerReferences": [{
+                        "apiVersion": "v1",
+                        "kind": "ServiceAccount",
+                        "name": name,
+                        "uid": uid,
+                    }],
+                },
+                "data": {"token": b64(&token), "namespace": b64(ns)},
+            });
+            match self
+                .client
+                .create(self.secrets.resource(), Some(ns), &secret)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_already_exists() => return Ok(Action::Done),
+                Err(crate::client::Error::Forbidden(_)) => return Ok(Action::Done),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let listed = sa["secrets"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|s| s["name"] == secret_name.as_str()));
+        if !listed {
+            let mut secrets = sa["secrets"].as_array().cloned().unwrap_or_default();
+            secrets.push(json!({"name": secret_name}));
+            let patch = json!({
+                "metadata": {"resourceVersion": sa["metadata"]["resourceVersion"]},
+                "secrets": secrets,
+            });
+            match self
+                .client
+                .patch(
+                    self.accounts.resource(),
+                    Some(ns),
+                    name,
+                    &crate::client::Patch::Merge(patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// Registers the service-account controller's handlers and starts its workers.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let namespaces = ctx.informers.get(catalog::of(Kind::Namespace));
+    let accounts = ctx.informers.get(catalog::of(Kind::ServiceAccount));
+    let secrets = ctx.informers.get(catalog::of(Kind::Secret));
+    let queue = Queue::new();
+    {
+        let queue = queue.clone();
+        namespaces.on_change(move |change| {
+            if !matches!(change, Change::Deleted(_)) {
+                queue.add(format!("ns:{}", str_at(change.object(), "/metadata/name")));
+            }
+        });
+    }
+    {
+        let queue = queue.clone();
+        accounts.on_change(move |change| {
+            let obj = change.object();
+            let ns = str_at(obj, "/metadata/namespace");
+            match change {
+                Change::Deleted(_) => {
+                    if str_at(obj, "/metadata/name") == "default" {
+                        queue.add(format!("ns:{ns}"));
+                    }
+                }
+                _ => queue.add(format!("sa:{}", crate::client::key_of(obj))),
+            }
+        });
+    }
+    {
+        let queue = queue.clone();
+        secrets.on_change(move |change| {
+            let obj = change.object();
+            if obj["type"] != SERVICE_ACCOUNT_TOKEN {
+                return;
+            }
+            let account = str_at(
+                obj,
+                &format!("/metadata/annotations/{}", SA_NAME.replace('/', "~1")),
+            );
+            if !account.is_empty() {
+                queue.add(format!(
+                    "sa:{}/{account}",
+                    str_at(obj, "/metadata/namespace")
+                ));
+            }
+        });
+    }
+    let accounts = Accounts {
+        client: ctx.client.clone(),
+        namespaces,
+        accounts,
+        secrets,
+    };
+    sup.spawn("service-accounts", move |cancel| {
+        let accounts = accounts.clone();
+        super::run(
+            "service-accounts",
+            queue.clone(),
+            WORKERS,
+            cancel,
+            move |key| {
+                let accounts = accounts.clone();
+                async move { accounts.reconcile(key).await }
+            },
+        )
+    });
+}

@@ -1,0 +1,224 @@
+//! Service accounts and their tokens, and events (aggregation, rate limit, expiry),
+//! against a real server.
+
+use base64::Engine;
+use berth::client::Client;
+use berth::client::recorder::{EventType, Recorder};
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, eventually};
+
+/// Waits for the token of `namespace/account` and returns it with its Secret.
+async fn token(s: &TestServer, namespace: &str, account: &str) -> (String, Value) {
+    let path = format!("/api/v1/namespaces/{namespace}/secrets/{account}-token");
+    let secret = eventually(20, "a token Secret", || async {
+        let (code, secret) = s.get(&path).await;
+        if code == 200 {
+            Ok(secret)
+        } else {
+            Err(secret.to_string())
+        }
+    })
+    .await;
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["token"].as_str().unwrap())
+        .unwrap();
+    (String::from_utf8(raw).unwrap(), secret)
+}
+
+async fn get_as(s: &TestServer, token: &str, path: &str) -> (u16, Value) {
+    let resp = s
+        .client
+        .get(format!("{}{path}", s.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    (code, resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn every_namespace_gets_a_default_account_with_a_token() {
+    let s = TestServer::start().await;
+    let (code, _) = s
+        .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    assert_eq!(code, 201);
+    let (_, secret) = token(&s, "team", "default").await;
+    let (code, sa) = s
+        .get("/api/v1/namespaces/team/serviceaccounts/default")
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
+        sa["metadata"]["uid"]
+    );
+    assert_eq!(
+        secret["metadata"]["ownerReferences"][0]["uid"],
+        sa["metadata"]["uid"]
+    );
+    eventually(20, "the account lists its token", || async {
+        let (_, sa) = s
+            .get("/api/v1/namespaces/team/serviceaccounts/default")
+            .await;
+        if sa["secrets"][0]["name"] == "default-token" {
+            Ok(())
+        } else {
+            Err(sa.to_string())
+        }
+    })
+    .await;
+    // The namespaces made at first start have one too.
+    token(&s, "kube-system", "default").await;
+    // A deleted default account comes back.
+    let (code, _) = s
+        .delete("/api/v1/namespaces/team/serviceaccounts/default")
+        .await;
+    assert_eq!(code, 200);
+    eventually(20, "the default account is made again", || async {
+        let (code, again) = s
+            .get("/api/v1/namespaces/team/serviceaccounts/default")
+            .await;
+        if code == 200 && again["metadata"]["uid"] != sa["metadata"]["uid"] {
+            Ok(())
+        } else {
+            Err(again.to_string())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_service_account_token_works_in_its_own_namespace_only() {
+    let s = TestServer::start().await;
+    s.post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    let (tok, _) = token(&s, "team", "default").await;
+    let (code, list) = get_as(&s, &tok, "/api/v1/namespaces/team/configmaps").await;
+    assert_eq!(code, 200, "{list}");
+    let (code, ns) = get_as(&s, &tok, "/api/v1/namespaces/team").await;
+    assert_eq!(code, 200, "{ns}");
+    let (code, st) = get_as(&s, &tok, "/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(code, 403, "{st}");
+    assert_eq!(st["reason"], "Forbidden");
+    assert_eq!(
+        st["message"],
+        "configmaps is forbidden: User \"system:serviceaccount:team:default\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    let (code, st) = get_as(&s, &tok, "/api/v1/namespaces").await;
+    assert_eq!(code, 403, "{st}");
+    let (code, st) = get_as(&s, &tok, "/api/v1/pods").await;
+    assert_eq!(code, 403, "{st}");
+    // Writes in its own namespace go through the same checks as anyone's.
+    let c = Client::http(&s.url, &s.ca_pem, &tok).unwrap();
+    let cms = berth::registry::catalog::of(berth::registry::Kind::ConfigMap);
+    c.create(cms, Some("team"), &json!({"metadata": {"name": "mine"}}))
+        .await
+        .unwrap();
+    let denied = c
+        .create(
+            cms,
+            Some("default"),
+            &json!({"metadata": {"name": "theirs"}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(denied, berth::client::Error::Forbidden(_)),
+        "{denied:?}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_the_token_secret_revokes_the_token_and_makes_a_new_one() {
+    let s = TestServer::start().await;
+    s.post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    let (old, _) = token(&s, "team", "default").await;
+    let (code, _) = s
+        .delete("/api/v1/namespaces/team/secrets/default-token")
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = get_as(&s, &old, "/api/v1/namespaces/team/configmaps").await;
+    assert_eq!(code, 401);
+    let new = eventually(20, "a new token", || async {
+        let (tok, _) = token(&s, "team", "default").await;
+        if tok != old {
+            Ok(tok)
+        } else {
+            Err("the old one".into())
+        }
+    })
+    .await;
+    let (code, _) = get_as(&s, &new, "/api/v1/namespaces/team/configmaps").await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn repeated_events_aggregate_and_each_object_is_rate_limited() {
+    let s = TestServer::start().await;
+    let c = Client::http(&s.url, &s.ca_pem, &s.token).unwrap();
+    let (_, cm) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "noisy"}}),
+        )
+        .await;
+    let rec = Recorder::new(c, "test-component", Some("host-1"));
+    for _ in 0..3 {
+        rec.event(&cm, EventType::Warning, "Flapping", "it flapped")
+            .await;
+    }
+    rec.event(&cm, EventType::Normal, "Calm", "it is calm")
+        .await;
+    let (_, list) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dnoisy")
+        .await;
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{list}");
+    let flap = items.iter().find(|e| e["reason"] == "Flapping").unwrap();
+    assert_eq!(flap["count"], 3);
+    assert_eq!(flap["series"]["count"], 3);
+    assert_eq!(flap["source"]["component"], "test-component");
+    assert_eq!(flap["source"]["host"], "host-1");
+    assert_eq!(flap["involvedObject"]["uid"], cm["metadata"]["uid"]);
+    assert!(flap["firstTimestamp"].as_str().unwrap() <= flap["lastTimestamp"].as_str().unwrap());
+    // 4 spent of a burst of 25: 30 more distinct events, and only 21 get through.
+    for i in 0..30 {
+        rec.event(&cm, EventType::Normal, "Step", &format!("step {i}"))
+            .await;
+    }
+    let (_, list) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DStep")
+        .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 21);
+}
+
+#[tokio::test]
+async fn events_expire_after_their_ttl() {
+    let s = TestServer::start_with(|c| c.controllers.event_ttl = std::time::Duration::from_secs(1))
+        .await;
+    let (code, ev) = s
+        .post(
+            "/api/v1/namespaces/default/events",
+            json!({
+                "metadata": {"name": "short-lived"},
+                "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": "default"},
+                "reason": "Test", "message": "m", "type": "Normal",
+                "lastTimestamp": berth::types::now(),
+            }),
+        )
+        .await;
+    assert_eq!(code, 201, "{ev}");
+    eventually(20, "the event expires", || async {
+        let (code, _) = s.get("/api/v1/namespaces/default/events/short-lived").await;
+        if code == 404 {
+            Ok(())
+        } else {
+            Err(code.to_string())
+        }
+    })
+    .await;
+}

@@ -1,0 +1,270 @@
+//! The replication manager against a real server: convergence, scaling, adoption and
+//! release, status, and failures. No node agent runs here; tests play its part by writing
+//! pod status.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, eventually};
+
+const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn rc(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"app": name},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    })
+}
+
+/// The live pods labelled `app=<app>`.
+async fn pods(s: &TestServer, app: &str) -> Vec<Value> {
+    let (code, list) = s.get(&format!("{PODS}?labelSelector=app%3D{app}")).await;
+    assert_eq!(code, 200, "{list}");
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+        .collect()
+}
+
+fn name(o: &Value) -> String {
+    o["metadata"]["name"].as_str().unwrap().to_string()
+}
+
+fn controller_uid(pod: &Value) -> Option<String> {
+    pod["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == true)
+        .and_then(|r| r["uid"].as_str())
+        .map(str::to_string)
+}
+
+/// Waits for exactly `n` live pods of `app`, all controlled by `uid`.
+async fn converged(s: &TestServer, app: &str, uid: &str, n: usize) -> Vec<Value> {
+    eventually(20, &format!("{n} pods of {app}"), || async {
+        let ps = pods(s, app).await;
+        let owned = ps
+            .iter()
+            .filter(|p| controller_uid(p).as_deref() == Some(uid))
+            .count();
+        if ps.len() == n && owned == n {
+            Ok(ps)
+        } else {
+            Err(format!("{} pods, {owned} owned", ps.len()))
+        }
+    })
+    .await
+}
+
+async fn status_field(s: &TestServer, rc: &str, field: &str, want: i64) -> Value {
+    eventually(20, &format!("status.{field} = {want}"), || async {
+        let (_, obj) = s.get(&format!("{RCS}/{rc}")).await;
+        if obj["status"][field] == want {
+            Ok(obj)
+        } else {
+            Err(obj["status"].to_string())
+        }
+    })
+    .await
+}
+
+/// Marks a pod Running and Ready, as a node agent would.
+async fn set_ready(s: &TestServer, pod: &str) {
+    let (code, out) = s
+        .patch(
+            &format!("{PODS}/{pod}/status"),
+            "application/merge-patch+json",
+            json!({"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": berth::types::now()}
+            ]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+}
+
+#[tokio::test]
+async fn an_rc_replaces_pods_deleted_by_hand() {
+    let s = TestServer::start().await;
+    let (code, made) = s.post(RCS, rc("web", 3)).await;
+    assert_eq!(code, 201, "{made}");
+    let uid = made["metadata"]["uid"].as_str().unwrap();
+    let first = converged(&s, "web", uid, 3).await;
+    let victim = name(&first[0]);
+    assert!(victim.starts_with("web-"), "{victim}");
+    let (code, _) = s.delete(&format!("{PODS}/{victim}")).await;
+    assert_eq!(code, 200);
+    let after = converged(&s, "web", uid, 3).await;
+    assert!(after.iter().all(|p| name(p) != victim));
+    let st = status_field(&s, "web", "replicas", 3).await;
+    assert_eq!(
+        st["status"]["observedGeneration"],
+        st["metadata"]["generation"]
+    );
+    assert_eq!(st["status"]["fullyLabeledReplicas"], 3);
+}
+
+#[tokio::test]
+async fn scaling_up_and_down_keeps_the_ready_pods() {
+    let s = TestServer::start().await;
+    let (_, made) = s.post(RCS, rc("scale", 1)).await;
+    let uid = made["metadata"]["uid"].as_str().unwrap();
+    converged(&s, "scale", uid, 1).await;
+    // Up through the scale subresource.
+    let (code, out) = s
+        .put(
+            &format!("{RCS}/scale/scale"),
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+                   "metadata": {"name": "scale", "namespace": "default"},
+                   "spec": {"replicas": 4}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    let four = converged(&s, "scale", uid, 4).await;
+    let ready: Vec<String> = four.iter().take(2).map(name).collect();
+    for p in &ready {
+        set_ready(&s, p).await;
+    }
+    status_field(&s, "scale", "readyReplicas", 2).await;
+    // Down through the spec: the pods that are not ready go first.
+    let (code, out) = s
+        .patch(
+            &format!("{RCS}/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 2}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    let two = converged(&s, "scale", uid, 2).await;
+    let mut left: Vec<String> = two.iter().map(name).collect();
+    left.sort();
+    let mut want = ready.clone();
+    want.sort();
+    assert_eq!(left, want);
+    status_field(&s, "scale", "replicas", 2).await;
+    // And to zero.
+    s.patch(
+        &format!("{RCS}/scale"),
+        "application/merge-patch+json",
+        json!({"spec": {"replicas": 0}}),
+    )
+    .await;
+    converged(&s, "scale", uid, 0).await;
+}
+
+#[tokio::test]
+async fn orphans_are_adopted_and_pods_that_stop_matching_are_released() {
+    let s = TestServer::start().await;
+    let stray = json!({
+        "metadata": {"name": "stray", "labels": {"app": "adopt"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    });
+    let (code, _) = s.post(PODS, stray).await;
+    assert_eq!(code, 201);
+    let (_, made) = s.post(RCS, rc("adopt", 1)).await;
+    let uid = made["metadata"]["uid"].as_str().unwrap().to_string();
+    eventually(20, "the stray pod is adopted", || async {
+        let (_, p) = s.get(&format!("{PODS}/stray")).await;
+        match controller_uid(&p) {
+            Some(u) if u == uid => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    converged(&s, "adopt", &uid, 1).await;
+    // Relabel it: released, and replaced.
+    let (code, out) = s
+        .patch(
+            &format!("{PODS}/stray"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"app": "elsewhere"}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    eventually(20, "the relabelled pod is released", || async {
+        let (_, p) = s.get(&format!("{PODS}/stray")).await;
+        match controller_uid(&p) {
+            None => Ok(()),
+            Some(u) => Err(u),
+        }
+    })
+    .await;
+    let replaced = converged(&s, "adopt", &uid, 1).await;
+    assert_ne!(name(&replaced[0]), "stray");
+}
+
+#[tokio::test]
+async fn available_replicas_wait_for_min_ready_seconds() {
+    let s = TestServer::start().await;
+    let mut spec = rc("avail", 2);
+    spec["spec"]["minReadySeconds"] = json!(1);
+    let (_, made) = s.post(RCS, spec).await;
+    let uid = made["metadata"]["uid"].as_str().unwrap();
+    for p in converged(&s, "avail", uid, 2).await {
+        set_ready(&s, &name(&p)).await;
+    }
+    status_field(&s, "avail", "readyReplicas", 2).await;
+    // Nothing changes after the pods became ready: only the requeue can count them.
+    status_field(&s, "avail", "availableReplicas", 2).await;
+}
+
+#[tokio::test]
+async fn create_failures_set_replica_failure_until_they_stop() {
+    let s = TestServer::start().await;
+    let mut spec = rc("fails", 1);
+    spec["spec"]["template"]["spec"]["serviceAccountName"] = json!("builder");
+    let (code, made) = s.post(RCS, spec).await;
+    assert_eq!(code, 201, "{made}");
+    let uid = made["metadata"]["uid"].as_str().unwrap();
+    let failing = eventually(20, "a ReplicaFailure condition", || async {
+        let (_, obj) = s.get(&format!("{RCS}/fails")).await;
+        let cond = obj["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "ReplicaFailure"))
+            .cloned();
+        cond.ok_or_else(|| obj["status"].to_string())
+    })
+    .await;
+    assert_eq!(failing["status"], "True");
+    assert_eq!(failing["reason"], "FailedCreate");
+    let message = failing["message"].as_str().unwrap();
+    assert!(
+        message.contains("serviceaccount \"builder\" not found"),
+        "{message}"
+    );
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DFailedCreate")
+        .await;
+    let ev = &events["items"][0];
+    assert_eq!(ev["involvedObject"]["name"], "fails", "{events}");
+    assert_eq!(ev["type"], "Warning");
+    // Once the account exists the retries succeed and the condition goes.
+    let (code, _) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "builder"}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    converged(&s, "fails", uid, 1).await;
+    eventually(20, "the condition is cleared", || async {
+        let (_, obj) = s.get(&format!("{RCS}/fails")).await;
+        if obj["status"]["conditions"].is_null() {
+            Ok(())
+        } else {
+            Err(obj["status"].to_string())
+        }
+    })
+    .await;
+}
