@@ -9,6 +9,7 @@
 //!
 //! [`client::informer`]: crate::client::informer
 
+pub mod namespace;
 pub mod queue;
 
 use std::future::Future;
@@ -73,6 +74,7 @@ impl Context {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
+    namespace::start(ctx, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
     }

@@ -4,6 +4,7 @@
 mod api;
 mod cli;
 mod client;
+mod gc;
 mod https;
 mod kube_client;
 mod store_concurrency;
