@@ -9,6 +9,7 @@
 //!
 //! [`client::informer`]: crate::client::informer
 
+pub mod gc;
 pub mod namespace;
 pub mod queue;
 
@@ -75,6 +76,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
     namespace::start(ctx, sup);
+    gc::start(ctx, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
     }
