@@ -364,10 +364,10 @@ impl Collector {
         let uid = uid_of(owner).unwrap_or_default();
         let (dependents, blocking) = {
             let g = self.graph();
-            (g.dependents(uid), g.blocking(uid))
+            (g.undeleted_dependents(uid), g.blocking(uid))
         };
-        // Each dependent decides for itself: it goes, or loses the reference if other
-        // owners keep it.
+        // Each dependent not yet going decides for itself: it goes, or loses the
+        // reference if other owners keep it.
         for d in dependents {
             self.queue.add(d);
         }

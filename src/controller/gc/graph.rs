@@ -32,6 +32,8 @@ struct Node {
     namespace: Option<String>,
     name: String,
     owners: Vec<Owner>,
+    /// Has a deletionTimestamp.
+    deleting: bool,
     /// Has a deletionTimestamp and the `foregroundDeletion` finalizer.
     foreground: bool,
 }
@@ -138,6 +140,7 @@ impl Graph {
                 .unwrap_or("")
                 .to_string(),
             owners: owners_of(obj),
+            deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
             foreground: deleting_with(obj, FOREGROUND),
         };
         let mut wake = BTreeSet::new();
@@ -207,6 +210,14 @@ impl Graph {
             .get(uid)
             .map(|d| d.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// The dependents of `uid` that are not known to be deleted already.
+    pub fn undeleted_dependents(&self, uid: &str) -> Vec<String> {
+        self.dependents(uid)
+            .into_iter()
+            .filter(|d| self.nodes.get(d).is_some_and(|n| !n.deleting))
+            .collect()
     }
 
     /// Whether any object names `uid` as an owner.
@@ -317,6 +328,8 @@ mod tests {
         g.observe(res(), &cm("e1", &[("o1", false)]));
         assert_eq!(g.observe(res(), &deleting(owner, FOREGROUND)), ["o1"]);
         assert_eq!(g.blocking("o1"), ["d1"]);
+        g.observe(res(), &deleting(cm("e1", &[("o1", false)]), "x.io/y"));
+        assert_eq!(g.undeleted_dependents("o1"), ["d1"]);
         // A new dependent of an owner being deleted in the foreground is looked at.
         assert_eq!(g.observe(res(), &cm("f1", &[("o1", false)])), ["f1", "o1"]);
         // Dropping the reference wakes the owner, and so does going away.
