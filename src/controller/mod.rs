@@ -10,6 +10,8 @@
 //! [`client::informer`]: crate::client::informer
 
 pub mod eventttl;
+pub mod gc;
+pub mod namespace;
 pub mod queue;
 pub mod replication;
 pub mod serviceaccount;
@@ -77,6 +79,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
     eventttl::start(ctx, sup);
+    gc::start(ctx, sup);
+    namespace::start(ctx, sup);
     replication::start(ctx, sup);
     serviceaccount::start(ctx, sup);
     for informer in ctx.informers.all() {
