@@ -10,6 +10,7 @@
 //! [`client::informer`]: crate::client::informer
 
 pub mod queue;
+pub mod scheduler;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -73,6 +74,7 @@ impl Context {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
+    scheduler::start(ctx, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
     }
