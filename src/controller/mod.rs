@@ -9,6 +9,7 @@
 //!
 //! [`client::informer`]: crate::client::informer
 
+pub mod nodelifecycle;
 pub mod queue;
 pub mod scheduler;
 
@@ -75,6 +76,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
     scheduler::start(ctx, sup);
+    nodelifecycle::start(ctx, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
     }
