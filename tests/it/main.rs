@@ -6,6 +6,7 @@ mod cli;
 mod client;
 mod https;
 mod kube_client;
+mod scheduling;
 mod store_concurrency;
 mod store_crash;
 mod support;
