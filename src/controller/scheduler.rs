@@ -124,13 +124,21 @@ impl State {
     }
 }
 
+/// The state and the queue, which the informer handlers share with the workers. The
+/// handlers hold only this (never the informers), so nothing forms a cycle that would
+/// keep the client, and with it the store, alive after shutdown.
+#[derive(Default)]
+struct Book {
+    state: Mutex<State>,
+    queue: Queue,
+}
+
 struct Scheduler {
     ctx: Context,
     pods: Informer,
     nodes: Informer,
-    queue: Queue,
     recorder: Recorder,
-    state: Mutex<State>,
+    book: Arc<Book>,
 }
 
 /// Registers the scheduler's informer handlers and spawns its loop.
@@ -139,17 +147,16 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         ctx: ctx.clone(),
         pods: ctx.informers.get(catalog::of(Kind::Pod)),
         nodes: ctx.informers.get(catalog::of(Kind::Node)),
-        queue: Queue::new(),
         recorder: ctx.recorder(NAME),
-        state: Mutex::default(),
+        book: Arc::default(),
     });
     s.pods.on_change({
-        let s = s.clone();
-        move |c| s.pod_changed(c)
+        let book = s.book.clone();
+        move |c| book.pod_changed(c)
     });
     s.nodes.on_change({
-        let s = s.clone();
-        move |c| s.node_changed(c)
+        let book = s.book.clone();
+        move |c| book.node_changed(c)
     });
     sup.spawn("scheduler", move |cancel| {
         let s = s.clone();
@@ -159,7 +166,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 () = async { s.pods.synced().await; s.nodes.synced().await } => {}
                 () = cancel.cancelled() => return,
             }
-            let queue = s.queue.clone();
+            let queue = s.book.queue.clone();
             run("scheduler", queue, WORKERS, cancel, move |key| {
                 let s = s.clone();
                 async move { s.reconcile(&key).await }
@@ -212,7 +219,7 @@ fn context(what: String, e: client::Error) -> Error {
     }
 }
 
-impl Scheduler {
+impl Book {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("scheduler state lock")
     }
@@ -260,13 +267,15 @@ impl Scheduler {
             self.retry_unschedulable();
         }
     }
+}
 
+impl Scheduler {
     async fn reconcile(&self, key: &str) -> Result<Action> {
         let Some(pod) = self.pods.get(key) else {
             return Ok(Action::Done);
         };
         if !wants_scheduling(&pod) {
-            self.state().unschedulable.remove(key);
+            self.book.state().unschedulable.remove(key);
             return Ok(Action::Done);
         }
         let uid = str_at(&pod, "/metadata/uid").to_string();
@@ -281,7 +290,7 @@ impl Scheduler {
             // Choosing and assuming under one lock, so two workers never book the same
             // room; the nodes are read under it too, so a node change after the read finds
             // the pod in the waiting set.
-            let mut st = self.state();
+            let mut st = self.book.state();
             let nodes = self.nodes.list();
             st.decide(key, &uid, needs, &nodes)
         };
@@ -305,9 +314,9 @@ impl Scheduler {
                 Ok(Action::Done)
             }
             Err(e) => {
-                self.state().assumed.remove(key);
+                self.book.state().assumed.remove(key);
                 // The room it held is free again.
-                self.retry_unschedulable();
+                self.book.retry_unschedulable();
                 if e.is_not_found() {
                     return Ok(Action::Done);
                 }
