@@ -12,14 +12,17 @@
 pub mod eventttl;
 pub mod gc;
 pub mod namespace;
+pub mod nodelifecycle;
 pub mod queue;
 pub mod replication;
+pub mod scheduler;
 pub mod serviceaccount;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -81,7 +84,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
     namespace::start(ctx, sup);
+    nodelifecycle::start(ctx, sup);
     replication::start(ctx, sup);
+    scheduler::start(ctx, sup);
     serviceaccount::start(ctx, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
@@ -126,7 +131,19 @@ pub async fn run<F, Fut>(
         let reconcile = reconcile.clone();
         set.spawn(async move {
             while let Some(key) = queue.next().await {
-                let outcome = reconcile(key.clone()).await;
+                // A panicking reconcile must not take its worker (and the key, marked in
+                // progress) with it: it counts as a failure and is retried.
+                let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "a panic".into());
+                        Err(Error::Other(format!("reconcile panicked: {what}")))
+                    });
                 match outcome {
                     Ok(Action::Done) => queue.forget(&key),
                     Ok(Action::RequeueAfter(d)) => {
@@ -261,6 +278,31 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(runs.load(Ordering::SeqCst), 3);
         sup.shutdown(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_is_retried_by_the_same_worker() {
+        let queue = Queue::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let cancel = CancellationToken::new();
+        let runner = tokio::spawn(run("test", queue.clone(), 1, cancel.clone(), move |_key| {
+            let c = c.clone();
+            async move {
+                if c.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("broken on purpose");
+                }
+                Ok(Action::Done)
+            }
+        }));
+        queue.add("k");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        queue.add("other");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "the worker lives on");
+        cancel.cancel();
+        runner.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,7 +1,9 @@
 //! The work queue: keys, not objects. A key waiting is queued once however often it is
 //! added; a key being worked on is never handed to a second worker, and is queued again
 //! after `done` if it was added meanwhile. Failures are retried with per-key exponential
-//! backoff (5 ms doubling to 1000 s, as client-go); `add_after` schedules a key for later.
+//! backoff (5 ms doubling to 1000 s, as client-go); `add_after` schedules a key for later,
+//! once: a key already waiting keeps the earliest time asked for (as client-go), so a
+//! controller that asks again on every change does not pile up timers.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -22,6 +24,8 @@ struct State {
     processing: HashSet<String>,
     failures: HashMap<String, u32>,
     later: BinaryHeap<Reverse<(Instant, u64, String)>>,
+    /// When each key in `later` is due; heap entries that do not match are superseded.
+    waiting: HashMap<String, Instant>,
     seq: u64,
     shut: bool,
 }
@@ -52,19 +56,21 @@ impl Queue {
         }
     }
 
-    /// Queues `key` after `delay`.
+    /// Queues `key` after `delay`, unless it already waits to be queued sooner.
     pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
         if delay.is_zero() {
             return self.add(key);
         }
+        let key = key.into();
+        let at = Instant::now() + delay;
         let mut st = self.state.lock().expect("queue lock");
-        if st.shut {
+        if st.shut || st.waiting.get(&key).is_some_and(|due| *due <= at) {
             return;
         }
+        st.waiting.insert(key.clone(), at);
         st.seq += 1;
         let seq = st.seq;
-        st.later
-            .push(Reverse((Instant::now() + delay, seq, key.into())));
+        st.later.push(Reverse((at, seq, key)));
         drop(st);
         // A sleeping worker may have to wake earlier than it planned.
         self.wake.notify_one();
@@ -112,7 +118,11 @@ impl Queue {
                     .peek()
                     .is_some_and(|Reverse((at, _, _))| *at <= now)
                 {
-                    let Reverse((_, _, key)) = st.later.pop().expect("peeked");
+                    let Reverse((at, _, key)) = st.later.pop().expect("peeked");
+                    if st.waiting.get(&key) != Some(&at) {
+                        continue; // superseded by an earlier time
+                    }
+                    st.waiting.remove(&key);
                     if st.dirty.insert(key.clone()) && !st.processing.contains(&key) {
                         st.ready.push_back(key);
                     }
@@ -231,6 +241,24 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(60));
         assert_eq!(q.next().await.unwrap(), "late");
         assert!(start.elapsed() >= Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_waits_once_for_the_earliest_time_asked() {
+        let q = Queue::new();
+        let start = Instant::now();
+        q.add_after("k", Duration::from_secs(40));
+        q.add_after("k", Duration::from_secs(50));
+        q.add_after("k", Duration::from_secs(30));
+        assert_eq!(q.next().await.unwrap(), "k");
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+        q.done("k");
+        let again = tokio::time::timeout(Duration::from_secs(60), q.next()).await;
+        assert!(again.is_err(), "the later times were folded into the first");
+        // Once it has fired, the key may wait again.
+        q.add_after("k", Duration::from_secs(5));
+        assert_eq!(q.next().await.unwrap(), "k");
+        assert_eq!(start.elapsed(), Duration::from_secs(95));
     }
 
     #[tokio::test(start_paused = true)]

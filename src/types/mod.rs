@@ -1,9 +1,12 @@
 //! API object helpers shared by every layer above the store: timestamps, name and label
-//! syntax, label and field selectors. Imports nothing else from the crate.
+//! syntax, label and field selectors, quantities, taints and tolerations. Imports nothing
+//! else from the crate.
 
 pub mod fields;
 pub mod labels;
 pub mod names;
+pub mod quantity;
+pub mod taints;
 
 /// The current time as an API timestamp (RFC 3339, UTC, whole seconds). Every object
 /// timestamp comes from here.

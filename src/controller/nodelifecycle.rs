@@ -1,0 +1,612 @@
+//! The node lifecycle controller: watches node heartbeats (Leases in `kube-node-lease`)
+//! and, for a node silent longer than the grace period, sets its conditions to `Unknown`,
+//! taints it `node.kubernetes.io/unreachable` (NoSchedule and NoExecute), marks its pods
+//! not Ready and evicts them once their toleration of the NoExecute taint runs out. A node
+//! whose lease is fresh again loses the taints.
+//!
+//! Deadlines (the lease going stale, a pod's eviction) are wall-clock times computed from
+//! the objects; the reconcile asks to be run again at the nearest one, and any change of
+//! the node, its lease or a pod on an unreachable node runs it at once.
+//!
+//! Events: `NodeNotReady` (Normal) on the node when its Ready condition goes Unknown;
+//! `NodeNotReady` (Warning, "Node is not ready") on each pod marked not Ready;
+//! `TaintManagerEviction` (Normal, "Marking for deletion Pod ns/name") on each pod evicted.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::{Action, Context, Error, Queue, Result, Supervisor, run};
+use crate::client::informer::{Change, Informer};
+use crate::client::recorder::{EventType, Recorder};
+use crate::client::{self, DeleteParams, key_of};
+use crate::registry::{Kind, catalog};
+use crate::types::taints::{self, NO_EXECUTE, NO_SCHEDULE, UNREACHABLE};
+
+/// Where nodes keep their heartbeat Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// The component that records this controller's events.
+pub const COMPONENT: &str = "node-controller";
+const WORKERS: usize = 2;
+
+struct Controller {
+    ctx: Context,
+    nodes: Informer,
+    leases: Informer,
+    pods: Informer,
+    recorder: Recorder,
+}
+
+/// Registers the controller's informer handlers and spawns its loop.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let queue = Queue::new();
+    let c = std::sync::Arc::new(Controller {
+        ctx: ctx.clone(),
+        nodes: ctx.informers.get(catalog::of(Kind::Node)),
+        leases: ctx.informers.get(catalog::of(Kind::Lease)),
+        pods: ctx.informers.get(catalog::of(Kind::Pod)),
+        recorder: ctx.recorder(COMPONENT),
+    });
+    c.nodes.on_change({
+        let queue = queue.clone();
+        move |change| queue.add(key_of(change.object()))
+    });
+    c.leases.on_change({
+        let queue = queue.clone();
+        move |change| {
+            let lease = change.object();
+            if str_at(lease, "/metadata/namespace") == LEASE_NAMESPACE {
+                queue.add(str_at(lease, "/metadata/name"));
+            }
+        }
+    });
+    c.pods.on_change({
+        let queue = queue.clone();
+        let nodes = c.nodes.clone();
+        move |change| {
+            // A pod (new or changed) on an unreachable node is marked and timed.
+            let node = str_at(change.object(), "/spec/nodeName");
+            if !matches!(change, Change::Deleted(_))
+                && !node.is_empty()
+                && nodes.get(node).is_some_and(|n| is_tainted_unreachable(&n))
+            {
+                queue.add(node);
+            }
+        }
+    });
+    sup.spawn("nodelifecycle", move |cancel| {
+        let c = c.clone();
+        let queue = queue.clone();
+        async move {
+            // Judging a node before its lease is in the cache would find it silent.
+            tokio::select! {
+                () = async {
+                    c.nodes.synced().await;
+                    c.leases.synced().await;
+                    c.pods.synced().await;
+                } => {}
+                () = cancel.cancelled() => return,
+            }
+            run("nodelifecycle", queue, WORKERS, cancel, move |name| {
+                let c = c.clone();
+                async move { c.reconcile(&name).await }
+            })
+            .await;
+        }
+    });
+}
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn time_at(obj: &Value, pointer: &str) -> Option<Timestamp> {
+    obj.pointer(pointer)?.as_str()?.parse().ok()
+}
+
+/// When a node last showed it is alive: its lease's renewal (or acquisition, or creation),
+/// but never before the node itself was created, so a node re-created under an old
+/// lease gets a whole grace period.
+pub fn last_heartbeat(node: &Value, lease: Option<&Value>) -> Option<Timestamp> {
+    let created = time_at(node, "/metadata/creationTimestamp");
+    let renewed = lease.and_then(|l| {
+        time_at(l, "/spec/renewTime")
+            .or_else(|| time_at(l, "/spec/acquireTime"))
+            .or_else(|| time_at(l, "/metadata/creationTimestamp"))
+    });
+    created.max(renewed)
+}
+
+/// A node's heartbeat, judged at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Heard from recently; silent from `stale_at` on.
+    Fresh { stale_at: Timestamp },
+    /// Silent for longer than the grace period.
+    Lost,
+}
+
+pub fn health(last: Timestamp, grace: Duration, now: Timestamp) -> Health {
+    let grace = SignedDuration::try_from(grace).unwrap_or(SignedDuration::MAX);
+    let stale_at = last.checked_add(grace).unwrap_or(Timestamp::MAX);
+    if now >= stale_at {
+        Health::Lost
+    } else {
+        Health::Fresh { stale_at }
+    }
+}
+
+/// How long from `now` until `at` (zero once it passed).
+pub fn until(now: Timestamp, at: Timestamp) -> Duration {
+    Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
+}
+
+const UNKNOWN_REASON: &str = "NodeStatusUnknown";
+const UNKNOWN_MESSAGE: &str = "Kubelet stopped posting node status.";
+
+/// Sets every condition of a silent node to `Unknown` (conditions already Unknown keep
+/// their reason); a node that never posted a Ready condition gets one. Returns whether
+/// anything changed.
+pub fn mark_conditions_unknown(node: &mut Value) -> bool {
+    let current: Vec<Value> = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut changed = false;
+    for old in current.iter().filter(|c| c["status"] != "Unknown") {
+        let mut c = old.clone();
+        c["status"] = json!("Unknown");
+        c["reason"] = json!(UNKNOWN_REASON);
+        c["message"] = json!(UNKNOWN_MESSAGE);
+        if let Some(m) = c.as_object_mut() {
+            // The status changed, so the transition time moves.
+            m.remove("lastTransitionTime");
+        }
+        changed |= crate::types::set_condition(node, c);
+    }
+    if !current.iter().any(|c| c["type"] == "Ready") {
+        changed |= crate::types::set_condition(
+            node,
+            json!({
+                "type": "Ready",
+                "status": "Unknown",
+                "reason": "NodeStatusNeverUpdated",
+                "message": "Kubelet never posted node status.",
+            }),
+        );
+    }
+    changed
+}
+
+fn is_unreachable_taint(t: &Value) -> bool {
+    t["key"] == UNREACHABLE && (t["effect"] == NO_SCHEDULE || t["effect"] == NO_EXECUTE)
+}
+
+pub fn is_tainted_unreachable(node: &Value) -> bool {
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .is_some_and(|ts| ts.iter().any(is_unreachable_taint))
+}
+
+/// Adds the unreachable taints a node lacks, stamped `now`. Returns whether any was added.
+pub fn add_unreachable_taints(node: &mut Value, now: &str) -> bool {
+    if !node["spec"].is_object() {
+        node["spec"] = json!({});
+    }
+    let spec = &mut node["spec"];
+    if !spec["taints"].is_array() {
+        spec["taints"] = json!([]);
+    }
+    let list = spec["taints"].as_array_mut().expect("made an array");
+    let mut changed = false;
+    for effect in [NO_SCHEDULE, NO_EXECUTE] {
+        if !list
+            .iter()
+            .any(|t| t["key"] == UNREACHABLE && t["effect"] == effect)
+        {
+            list.push(json!({"key": UNREACHABLE, "effect": effect, "timeAdded": now}));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Removes the unreachable taints. Returns whether there were any.
+pub fn remove_unreachable_taints(node: &mut Value) -> bool {
+    let Some(list) = node
+        .pointer_mut("/spec/taints")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let before = list.len();
+    list.retain(|t| !is_unreachable_taint(t));
+    before != list.len()
+}
+
+/// When the node's unreachable NoExecute taint was added.
+pub fn unreachable_since(node: &Value) -> Option<Timestamp> {
+    node.pointer("/spec/taints")?
+        .as_array()?
+        .iter()
+        .find(|t| t["key"] == UNREACHABLE && t["effect"] == NO_EXECUTE)
+        .and_then(|t| time_at(t, "/timeAdded"))
+}
+
+/// When a pod on an unreachable node goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Its toleration of the taint has no time limit.
+    Never,
+    At(Timestamp),
+}
+
+/// A pod's eviction time on a node tainted unreachable at `tainted_at`: the first of its
+/// tolerations that tolerates `unreachable:NoExecute` decides (`tolerationSeconds` after
+/// the taint, or never without them); a pod with no such toleration gets `default` (what
+/// the DefaultTolerationSeconds admission would have given it).
+pub fn eviction(pod: &Value, tainted_at: Timestamp, default: Duration) -> Eviction {
+    let taint = k8s_openapi::api::core::v1::Taint {
+        key: UNREACHABLE.into(),
+        effect: NO_EXECUTE.into(),
+        ..Default::default()
+    };
+    let tolerations = taints::tolerations_of(pod);
+    let after = match taints::first_tolerating(&tolerations, &taint) {
+        None => SignedDuration::try_from(default).unwrap_or(SignedDuration::MAX),
+        Some(t) => match t.toleration_seconds {
+            None => return Eviction::Never,
+            Some(s) => SignedDuration::from_secs(s.max(0)),
+        },
+    };
+    Eviction::At(tainted_at.checked_add(after).unwrap_or(Timestamp::MAX))
+}
+
+fn is_live_on(pod: &Value, node: &str) -> bool {
+    str_at(pod, "/spec/nodeName") == node
+        && pod.pointer("/metadata/deletionTimestamp").is_none()
+        && !matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
+}
+
+/// A client error with what was being done; conflicts stay conflicts (requeue now).
+fn context(what: String, e: client::Error) -> Error {
+    if e.is_conflict() {
+        Error::Client(e)
+    } else {
+        Error::Other(format!("{what}: {e}"))
+    }
+}
+
+impl Controller {
+    async fn reconcile(&self, name: &str) -> Result<Action> {
+        let Some(node) = self.nodes.get(name) else {
+            return Ok(Action::Done);
+        };
+        let lease = self.leases.get(&format!("{LEASE_NAMESPACE}/{name}"));
+        let Some(last) = last_heartbeat(&node, lease.as_deref()) else {
+            tracing::warn!(node = name, "no time to judge the node's heartbeat by");
+            return Ok(Action::Done);
+        };
+        let now = Timestamp::now();
+        match health(last, self.ctx.config.node_grace, now) {
+            Health::Fresh { stale_at } => {
+                if is_tainted_unreachable(&node) {
+                    self.untaint(name).await?;
+                }
+                Ok(Action::RequeueAfter(until(now, stale_at)))
+            }
+            Health::Lost => self.lost(name, now).await,
+        }
+    }
+
+    /// The node is heard from again: it may take pods (the node agent posts Ready itself).
+    async fn untaint(&self, name: &str) -> Result<()> {
+        let res = catalog::of(Kind::Node);
+        let mut node = match self.ctx.client.get(res, None, name).await {
+            Ok(n) => n,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(context(format!("node {name}: read"), e)),
+        };
+        if remove_unreachable_taints(&mut node) {
+            self.ctx
+                .client
+                .update(res, &node)
+                .await
+                .map_err(|e| context(format!("node {name}: remove unreachable taints"), e))?;
+            tracing::info!(node = name, "lease renewed; unreachable taints removed");
+        }
+        Ok(())
+    }
+
+    async fn lost(&self, name: &str, now: Timestamp) -> Result<Action> {
+        let res = catalog::of(Kind::Node);
+        let mut node = match self.ctx.client.get(res, None, name).await {
+            Ok(n) => n,
+            Err(e) if e.is_not_found() => return Ok(Action::Done),
+            Err(e) => return Err(context(format!("node {name}: read"), e)),
+        };
+        let was_unknown =
+            crate::types::condition(&node, "Ready").is_some_and(|c| c["status"] == "Unknown");
+        if mark_conditions_unknown(&mut node) {
+            node = self
+                .ctx
+                .client
+                .update_status(res, &node)
+                .await
+                .map_err(|e| context(format!("node {name}: set conditions Unknown"), e))?;
+            if !was_unknown {
+                tracing::warn!(node = name, "heartbeat lost; node status is now Unknown");
+                self.recorder
+                    .event(
+                        &node,
+                        EventType::Normal,
+                        "NodeNotReady",
+                        &format!("Node {name} status is now: NodeNotReady"),
+                    )
+                    .await;
+            }
+        }
+        if add_unreachable_taints(&mut node, &crate::types::now()) {
+            node = self
+                .ctx
+                .client
+                .update(res, &node)
+                .await
+                .map_err(|e| context(format!("node {name}: add unreachable taints"), e))?;
+        }
+        let tainted_at = unreachable_since(&node).unwrap_or(now);
+        let mut next: Option<Timestamp> = None;
+        for pod in self.pods.list() {
+            if !is_live_on(&pod, name) {
+                continue;
+            }
+            self.mark_not_ready(&pod).await?;
+            match eviction(&pod, tainted_at, self.ctx.config.eviction_timeout) {
+                Eviction::Never => {}
+                Eviction::At(at) if at <= now => self.evict(&pod).await?,
+                Eviction::At(at) => next = Some(next.map_or(at, |n| n.min(at))),
+            }
+        }
+        Ok(match next {
+            Some(at) => Action::RequeueAfter(until(now, at)),
+            None => Action::Done,
+        })
+    }
+
+    async fn mark_not_ready(&self, pod: &Value) -> Result<()> {
+        let ready = crate::types::condition(pod, "Ready");
+        if ready.is_some_and(|c| c["status"] == "False") {
+            return Ok(());
+        }
+        let key = key_of(pod);
+        let res = catalog::of(Kind::Pod);
+        let ns = str_at(pod, "/metadata/namespace");
+        let name = str_at(pod, "/metadata/name");
+        let mut fresh = match self.ctx.client.get(res, Some(ns), name).await {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(context(format!("pod {key}: read"), e)),
+        };
+        let mut cond = crate::types::condition(&fresh, "Ready")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "Ready"}));
+        cond["status"] = json!("False");
+        if let Some(m) = cond.as_object_mut() {
+            m.remove("lastTransitionTime");
+        }
+        if crate::types::set_condition(&mut fresh, cond) {
+            let fresh = self
+                .ctx
+                .client
+                .update_status(res, &fresh)
+                .await
+                .map_err(|e| context(format!("pod {key}: set Ready=False"), e))?;
+            self.recorder
+                .event(
+                    &fresh,
+                    EventType::Warning,
+                    "NodeNotReady",
+                    "Node is not ready",
+                )
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn evict(&self, pod: &Value) -> Result<()> {
+        let key = key_of(pod);
+        let res = catalog::of(Kind::Pod);
+        let ns = str_at(pod, "/metadata/namespace");
+        let name = str_at(pod, "/metadata/name");
+        tracing::info!(pod = %key, node = str_at(pod, "/spec/nodeName"), "evicting from an unreachable node");
+        self.recorder
+            .event(
+                pod,
+                EventType::Normal,
+                "TaintManagerEviction",
+                &format!("Marking for deletion Pod {key}"),
+            )
+            .await;
+        let params = DeleteParams {
+            // Only this pod, not a new one of the same name.
+            uid: Some(str_at(pod, "/metadata/uid").to_string()),
+            ..DeleteParams::default()
+        };
+        match self.ctx.client.delete(res, Some(ns), name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+            Err(e) => Err(context(format!("pod {key}: evict"), e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_heartbeat_is_the_lease_renewal_but_never_before_the_node() {
+        let node = json!({"metadata": {"name": "n", "creationTimestamp": "2024-01-01T00:00:00Z"}});
+        assert_eq!(last_heartbeat(&node, None), Some(t("2024-01-01T00:00:00Z")));
+        let lease = json!({
+            "metadata": {"creationTimestamp": "2024-01-01T00:00:01Z"},
+            "spec": {"renewTime": "2024-01-01T00:05:00.123456Z", "acquireTime": "2024-01-01T00:00:02.000000Z"}
+        });
+        assert_eq!(
+            last_heartbeat(&node, Some(&lease)),
+            Some(t("2024-01-01T00:05:00.123456Z"))
+        );
+        let acquired = json!({"spec": {"acquireTime": "2024-01-01T00:00:02.000000Z"}});
+        assert_eq!(
+            last_heartbeat(&node, Some(&acquired)),
+            Some(t("2024-01-01T00:00:02Z"))
+        );
+        let old = json!({"spec": {"renewTime": "2023-01-01T00:00:00.000000Z"}});
+        assert_eq!(
+            last_heartbeat(&node, Some(&old)),
+            Some(t("2024-01-01T00:00:00Z")),
+            "a lease older than the node does not count"
+        );
+        assert_eq!(last_heartbeat(&json!({}), None), None);
+    }
+
+    #[test]
+    fn a_node_is_lost_once_the_grace_period_passed() {
+        let last = t("2024-01-01T00:00:00Z");
+        let grace = Duration::from_secs(40);
+        assert_eq!(
+            health(last, grace, t("2024-01-01T00:00:39.5Z")),
+            Health::Fresh {
+                stale_at: t("2024-01-01T00:00:40Z")
+            }
+        );
+        assert_eq!(health(last, grace, t("2024-01-01T00:00:40Z")), Health::Lost);
+        assert_eq!(health(last, grace, t("2024-01-02T00:00:00Z")), Health::Lost);
+        assert_eq!(
+            until(t("2024-01-01T00:00:39.5Z"), t("2024-01-01T00:00:40Z")),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            until(t("2024-01-01T00:00:41Z"), t("2024-01-01T00:00:40Z")),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn conditions_go_unknown_once_and_a_silent_node_gets_a_ready_condition() {
+        let mut node = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "lastHeartbeatTime": "2024-01-01T00:00:00Z", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+            {"type": "MemoryPressure", "status": "False", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+        ]}});
+        assert!(mark_conditions_unknown(&mut node));
+        let ready = crate::types::condition(&node, "Ready").unwrap();
+        assert_eq!(ready["status"], "Unknown");
+        assert_eq!(ready["reason"], "NodeStatusUnknown");
+        assert_eq!(ready["message"], "Kubelet stopped posting node status.");
+        assert_eq!(ready["lastHeartbeatTime"], "2024-01-01T00:00:00Z", "kept");
+        assert_ne!(ready["lastTransitionTime"], "2024-01-01T00:00:00Z", "moved");
+        let memory = crate::types::condition(&node, "MemoryPressure").unwrap();
+        assert_eq!(memory["status"], "Unknown");
+        assert!(
+            !mark_conditions_unknown(&mut node),
+            "a second pass changes nothing"
+        );
+
+        let mut silent = json!({"metadata": {"name": "n"}});
+        assert!(mark_conditions_unknown(&mut silent));
+        let ready = crate::types::condition(&silent, "Ready").unwrap();
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("Unknown"), Some("NodeStatusNeverUpdated"))
+        );
+        assert!(!mark_conditions_unknown(&mut silent));
+    }
+
+    #[test]
+    fn unreachable_taints_are_added_once_and_removed_alone() {
+        let mut node = json!({"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}});
+        assert!(!is_tainted_unreachable(&node));
+        assert!(add_unreachable_taints(&mut node, "2024-01-01T00:01:00Z"));
+        assert!(is_tainted_unreachable(&node));
+        assert_eq!(node["spec"]["taints"].as_array().unwrap().len(), 3);
+        assert!(!add_unreachable_taints(&mut node, "2024-01-01T00:02:00Z"));
+        assert_eq!(unreachable_since(&node), Some(t("2024-01-01T00:01:00Z")));
+        assert!(remove_unreachable_taints(&mut node));
+        assert_eq!(
+            node["spec"]["taints"],
+            json!([{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
+        );
+        assert!(!remove_unreachable_taints(&mut node));
+        let mut bare = json!({"metadata": {"name": "n"}});
+        assert!(!remove_unreachable_taints(&mut bare));
+        assert!(add_unreachable_taints(&mut bare, "2024-01-01T00:01:00Z"));
+        assert_eq!(unreachable_since(&bare), Some(t("2024-01-01T00:01:00Z")));
+    }
+
+    fn pod_tolerating(tolerations: Value) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": {"tolerations": tolerations}})
+    }
+
+    #[test]
+    fn eviction_waits_for_the_pods_own_toleration_or_the_default() {
+        let at = t("2024-01-01T00:00:00Z");
+        let default = Duration::from_secs(300);
+        let none = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert_eq!(
+            eviction(&none, at, default),
+            Eviction::At(t("2024-01-01T00:05:00Z"))
+        );
+        let thirty = pod_tolerating(json!([{
+            "key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30
+        }]));
+        assert_eq!(
+            eviction(&thirty, at, default),
+            Eviction::At(t("2024-01-01T00:00:30Z"))
+        );
+        let forever = pod_tolerating(json!([{"key": UNREACHABLE, "operator": "Exists"}]));
+        assert_eq!(eviction(&forever, at, default), Eviction::Never);
+        let everything = pod_tolerating(json!([{"operator": "Exists"}]));
+        assert_eq!(eviction(&everything, at, default), Eviction::Never);
+        let negative = pod_tolerating(json!([{
+            "key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -5
+        }]));
+        assert_eq!(eviction(&negative, at, default), Eviction::At(at), "now");
+        let other = pod_tolerating(json!([
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+            {"key": UNREACHABLE, "operator": "Exists", "effect": "NoSchedule"}
+        ]));
+        assert_eq!(
+            eviction(&other, at, default),
+            Eviction::At(t("2024-01-01T00:05:00Z")),
+            "tolerations of other taints or effects do not count"
+        );
+        let first_wins = pod_tolerating(json!([
+            {"key": UNREACHABLE, "operator": "Exists", "tolerationSeconds": 10},
+            {"operator": "Exists"}
+        ]));
+        assert_eq!(
+            eviction(&first_wins, at, default),
+            Eviction::At(t("2024-01-01T00:00:10Z"))
+        );
+    }
+
+    #[test]
+    fn only_live_pods_of_the_node_are_handled() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n"}, "status": {"phase": "Running"}});
+        assert!(is_live_on(&pod, "n"));
+        assert!(!is_live_on(&pod, "m"));
+        let mut done = pod.clone();
+        done["status"]["phase"] = json!("Failed");
+        assert!(!is_live_on(&done, "n"));
+        let mut going = pod.clone();
+        going["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        assert!(!is_live_on(&going, "n"));
+    }
+}
