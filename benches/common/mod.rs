@@ -1,8 +1,11 @@
-//! Helpers shared by the benchmarks: phase selection, percentiles, the HTTPS client.
+//! Helpers shared by the benchmarks: the server process, phase selection, percentiles,
+//! the HTTPS client.
 
 #![allow(dead_code)]
 
-use std::time::Duration;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -43,4 +46,97 @@ pub fn percentiles(mut samples: Vec<Duration>, unit: Unit) -> Value {
         format!("p99_{suffix}"): at(0.99),
         "samples": samples.len(),
     })
+}
+
+/// A `berth serve` child process on a random port with a temporary data directory.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub token: String,
+    pub ca: String,
+    _dir: tempfile::TempDir,
+    pub cold_start_ms: f64,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the release binary and waits for `/readyz`.
+pub async fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("NO_COLOR", "1")
+        .env("BERTH_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("url=").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let url = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let token = std::fs::read_to_string(dir.path().join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    let c = https::client_with(&ca, false);
+    loop {
+        if let Ok(r) = c.get(format!("{url}/readyz")).send().await {
+            if r.status().is_success() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let cold_start_ms = started.elapsed().as_secs_f64() * 1e3;
+    Server {
+        child,
+        url,
+        token,
+        ca,
+        _dir: dir,
+        cold_start_ms,
+    }
+}
+
+impl Server {
+    pub fn req(
+        &self,
+        c: &reqwest::Client,
+        m: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        c.request(m, format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+    }
+
+    /// Resident memory (MiB) and CPU seconds used so far.
+    pub fn usage(&self) -> (f64, f64) {
+        let pid = self.child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let rss_kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_name = stat.rsplit_once(')').unwrap().1;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        (rss_kb / 1024.0, ticks / 100.0)
+    }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, and an
-# invalid object showing the server's message. Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
+# kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, an
+# invalid object showing the server's message, and the controllers at work (an RC's pods,
+# scheduling events, service accounts, cascading and namespace deletion). Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -115,7 +116,11 @@ check "server-side apply creates" "replicationcontroller/frontend serverside-app
 check "another manager conflicts" "conflict with \"kubectl\" using v1: .spec.replicas" k apply --server-side --field-manager=other -f "$work/rc5.yaml"
 check "forcing takes the field" "serverside-applied" k apply --server-side --force-conflicts --field-manager=other -f "$work/rc5.yaml"
 check "scale" "replicationcontroller/frontend scaled" k scale rc frontend --replicas=3
-check "rc table" "frontend +3 +0 +0" k get rc frontend
+check "the replication manager makes the pods" "condition met" k wait --for=jsonpath='{.status.replicas}'=3 rc/frontend --timeout=20s
+check "rc table" "frontend +3 +3 +0" k get rc frontend
+check "the pods belong to the rc" "frontend-" k get pods -l app=frontend -o name
+check "without a node they say why" "FailedScheduling.*no nodes available" k get events --field-selector reason=FailedScheduling
+check "every namespace has a default service account" "default +1" k get serviceaccounts
 
 # get -w --watch-only prints only the changes made while it watches.
 (k get pods -w --watch-only --request-timeout=4s >"$work/watch.out" 2>&1 &)
@@ -129,6 +134,15 @@ check "wait for a condition" "pod/web-1 condition met" k wait --for=condition=Re
 check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
 check "gone" "NotFound" k get pod web-1
 check "wait for deletion of a missing object" "^rc=0$" rc k wait --for=delete pod/web-1 --timeout=5s
+
+check "deleting an rc deletes its pods" "rc=0" rc k delete rc frontend --wait=true --timeout=20s
+check "the pods go too" "^rc=0$" rc k wait --for=delete pod -l app=frontend --timeout=20s
+printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n' >"$work/ns.yaml"
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: team\n' >"$work/cm-team.yaml"
+k apply -f "$work/ns.yaml" >/dev/null
+k apply -f "$work/cm-team.yaml" >/dev/null
+check "deleting a namespace waits until it is emptied and gone" 'namespace "team" deleted' k delete ns team --timeout=30s
+check "the namespace is gone" "NotFound" k get ns team
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,234 @@
+//! `cargo bench --bench controllers`: the control plane's figures as one JSON object on
+//! stdout, measured against the real `berth` binary over HTTPS.
+//!
+//! A node-agent stand-in (this process) keeps one Ready node with a fresh lease and marks
+//! every pod bound to it Running and Ready as soon as it sees it. Then:
+//!
+//! - an RC scaled from 0 to N replicas (1,000; 100 with `BERTH_BENCH_QUICK=1`): seconds
+//!   until its status reports N ready; RSS growth per 1,000 pods;
+//! - the RC scaled back to 0: seconds until no pod is left;
+//! - the server's CPU at rest afterwards (controllers must not poll).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use berth::client::{Client, Event, ListParams, Patch, WatchParams};
+use berth::registry::{Kind, catalog};
+use common::{Server, quick, start};
+use serde_json::{Value, json};
+
+const NODE: &str = "bench-node";
+
+async fn node_and_lease(c: &Client) {
+    let node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "allocatable": {"cpu": "1000", "memory": "1Ti", "pods": "5000"},
+            "capacity": {"cpu": "1000", "memory": "1Ti", "pods": "5000"},
+        },
+    });
+    let made = c
+        .create(catalog::of(Kind::Node), None, &node)
+        .await
+        .unwrap();
+    if made.pointer("/status/conditions").is_none() {
+        let mut with_status = made.clone();
+        with_status["status"] = node["status"].clone();
+        c.update_status(catalog::of(Kind::Node), &with_status)
+            .await
+            .unwrap();
+    }
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": NODE, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": NODE, "leaseDurationSeconds": 40,
+                 "renewTime": berth::types::now_micro()},
+    });
+    c.create(catalog::of(Kind::Lease), Some("kube-node-lease"), &lease)
+        .await
+        .unwrap();
+}
+
+/// Renews the lease every 10 s, as a node agent would.
+async fn heartbeat(c: Client) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let patch = json!({"spec": {"renewTime": berth::types::now_micro()}});
+        let _ = c
+            .patch(
+                catalog::of(Kind::Lease),
+                Some("kube-node-lease"),
+                NODE,
+                &Patch::Merge(patch),
+            )
+            .await;
+    }
+}
+
+/// Marks every pod bound to the node Running and Ready, once.
+async fn agent(c: Client) {
+    let pods = catalog::of(Kind::Pod);
+    let params = WatchParams {
+        selection: ListParams {
+            field_selector: Some(format!("spec.nodeName={NODE}")),
+            ..ListParams::default()
+        },
+        ..WatchParams::default()
+    };
+    let mut watch = c.watch(pods, None, &params).await.unwrap();
+    let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let limit = Arc::new(tokio::sync::Semaphore::new(32));
+    while let Some(ev) = watch.next().await {
+        let pod = match ev.unwrap() {
+            Event::Added(p) | Event::Modified(p) => p,
+            _ => continue,
+        };
+        let ready = berth::types::condition(&pod, "Ready").is_some_and(|c| c["status"] == "True");
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        if ready
+            || pod["metadata"]["deletionTimestamp"].is_string()
+            || !seen.lock().unwrap().insert(uid)
+        {
+            continue;
+        }
+        let c = c.clone();
+        let permit = limit.clone().acquire_owned().await.unwrap();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let now = berth::types::now();
+            let patch = json!({"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": now}
+            ]}});
+            let ns = pod["metadata"]["namespace"].as_str().unwrap();
+            let name = pod["metadata"]["name"].as_str().unwrap();
+            let _ = c
+                .patch_status(pods, Some(ns), name, &Patch::Merge(patch))
+                .await;
+        });
+    }
+}
+
+/// Waits until the RC's status satisfies `done`.
+async fn rc_until(c: &Client, done: impl Fn(&Value) -> bool) {
+    let rcs = catalog::of(Kind::ReplicationController);
+    let params = WatchParams {
+        selection: ListParams {
+            field_selector: Some("metadata.name=bench".into()),
+            ..ListParams::default()
+        },
+        ..WatchParams::default()
+    };
+    let mut watch = c.watch(rcs, Some("default"), &params).await.unwrap();
+    while let Some(ev) = watch.next().await {
+        if let Event::Added(rc) | Event::Modified(rc) = ev.unwrap() {
+            if done(&rc) {
+                return;
+            }
+        }
+    }
+    panic!("the watch ended");
+}
+
+async fn pods_left(c: &Client) -> usize {
+    c.list(
+        catalog::of(Kind::Pod),
+        Some("default"),
+        &ListParams {
+            label_selector: Some("app=bench".into()),
+            ..ListParams::default()
+        },
+    )
+    .await
+    .unwrap()
+    .items
+    .len()
+}
+
+async fn scale(c: &Client, replicas: usize) {
+    c.patch(
+        catalog::of(Kind::ReplicationController),
+        Some("default"),
+        "bench",
+        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+    )
+    .await
+    .unwrap();
+}
+
+async fn run(s: &Server) -> Value {
+    let n = if quick() { 100 } else { 1000 };
+    let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
+    node_and_lease(&c).await;
+    let beat = tokio::spawn(heartbeat(c.clone()));
+    let agent = tokio::spawn(agent(c.clone()));
+    let rc = json!({
+        "apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "bench"},
+        "spec": {"replicas": 0, "selector": {"app": "bench"}, "template": {
+            "metadata": {"labels": {"app": "bench"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+        }},
+    });
+    c.create(
+        catalog::of(Kind::ReplicationController),
+        Some("default"),
+        &rc,
+    )
+    .await
+    .unwrap();
+    // Let the start-up work (service accounts, first lists) settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (rss_before, _) = s.usage();
+
+    let t0 = Instant::now();
+    scale(&c, n).await;
+    rc_until(&c, |rc| rc["status"]["readyReplicas"] == n).await;
+    let up = t0.elapsed();
+    let (rss_loaded, cpu_loaded) = s.usage();
+
+    let t1 = Instant::now();
+    scale(&c, 0).await;
+    rc_until(&c, |rc| rc["status"]["replicas"] == 0).await;
+    while pods_left(&c).await > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let down = t1.elapsed();
+
+    // At rest: nothing changes, so nothing may run.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, cpu0) = s.usage();
+    let rest = Duration::from_secs(if quick() { 3 } else { 10 });
+    tokio::time::sleep(rest).await;
+    let (_, cpu1) = s.usage();
+    beat.abort();
+    agent.abort();
+    json!({
+        "pods": n,
+        "scale_up_to_all_ready_s": up.as_secs_f64(),
+        "scale_down_to_none_s": down.as_secs_f64(),
+        "rss_mib_per_1000_pods": (rss_loaded - rss_before) * 1000.0 / n as f64,
+        "rss_mib_loaded": rss_loaded,
+        "server_cpu_s_through_scale_up": cpu_loaded,
+        "cpu_percent_at_rest": (cpu1 - cpu0) / rest.as_secs_f64() * 100.0,
+    })
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(async {
+        let s = start().await;
+        let mut out = serde_json::Map::new();
+        out.insert("replication".into(), run(&s).await);
+        out
+    });
+    println!("{}", Value::Object(out));
+}
