@@ -292,15 +292,15 @@ pub fn describe(
     let Ok(t) = parse_target(group, version, rest) else {
         return ("unknown", String::new());
     };
-    let verb = match (method, t.name.is_some()) {
-        (&Method::GET, false) if flag(q, "watch") => "WATCH",
-        (&Method::GET, false) => "LIST",
-        (&Method::GET, true) => "GET",
-        (&Method::POST, _) => "POST",
-        (&Method::PUT, _) => "PUT",
-        (&Method::PATCH, _) => "PATCH",
-        (&Method::DELETE, false) => "DELETECOLLECTION",
-        (&Method::DELETE, true) => "DELETE",
+    let verb = match verb(&t, method, q) {
+        "watch" => "WATCH",
+        "list" => "LIST",
+        "get" => "GET",
+        "create" => "POST",
+        "update" => "PUT",
+        "patch" => "PATCH",
+        "deletecollection" => "DELETECOLLECTION",
+        "delete" => "DELETE",
         _ => "OTHER",
     };
     let mut resource = t.res.qualified_plural();

@@ -253,10 +253,7 @@ impl Client {
         name: &str,
         patch: &Patch,
     ) -> Result<Value> {
-        match &self.transport {
-            Transport::Local(l) => l.patch(res, ns, name, patch, false).await,
-            Transport::Http(h) => h.patch(res, ns, name, patch, false).await,
-        }
+        self.patch_part(res, ns, name, patch, false).await
     }
 
     pub async fn patch_status(
@@ -266,9 +263,20 @@ impl Client {
         name: &str,
         patch: &Patch,
     ) -> Result<Value> {
+        self.patch_part(res, ns, name, patch, true).await
+    }
+
+    async fn patch_part(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<Value> {
         match &self.transport {
-            Transport::Local(l) => l.patch(res, ns, name, patch, true).await,
-            Transport::Http(h) => h.patch(res, ns, name, patch, true).await,
+            Transport::Local(l) => l.patch(res, ns, name, patch, status).await,
+            Transport::Http(h) => h.patch(res, ns, name, patch, status).await,
         }
     }
 

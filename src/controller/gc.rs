@@ -88,14 +88,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let (collector, queue, informers) = (collector.clone(), queue.clone(), informers.clone());
         async move {
             // Orphaning and foreground decisions need every dependent in the graph.
-            let synced = async {
-                for informer in &informers {
-                    informer.synced().await;
-                }
-            };
-            tokio::select! {
-                () = synced => {}
-                () = cancel.cancelled() => return,
+            let all: Vec<&Informer> = informers.iter().collect();
+            if !super::synced(&all, &cancel).await {
+                return;
             }
             tracing::info!(
                 objects = collector.graph().len(),

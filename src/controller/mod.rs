@@ -113,6 +113,20 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Waits until every informer has its first list (a controller acting on a half-filled
+/// cache would create what exists or miss what it must wait for). False if cancelled.
+pub async fn synced(informers: &[&client::informer::Informer], cancel: &CancellationToken) -> bool {
+    let all = async {
+        for informer in informers {
+            informer.synced().await;
+        }
+    };
+    tokio::select! {
+        () = all => true,
+        () = cancel.cancelled() => false,
+    }
+}
+
 /// Runs `reconcile` on keys from `queue` with `workers` workers until `cancel`.
 pub async fn run<F, Fut>(
     name: &'static str,

@@ -87,14 +87,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         async move {
             // A deletion is only seen as an event by an informer that has listed; until
             // then a pass could wait for an event that never comes.
-            let synced = async {
-                for informer in &informers {
-                    informer.synced().await;
-                }
-            };
-            tokio::select! {
-                () = synced => {}
-                () = cancel.cancelled() => return,
+            let all: Vec<&Informer> = informers.iter().collect();
+            if !super::synced(&all, &cancel).await {
+                return;
             }
             super::run(NAME, queue, WORKERS, cancel, move |name| {
                 let client = client.clone();

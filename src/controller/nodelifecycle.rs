@@ -80,13 +80,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let queue = queue.clone();
         async move {
             // Judging a node before its lease is in the cache would find it silent.
-            tokio::select! {
-                () = async {
-                    c.nodes.synced().await;
-                    c.leases.synced().await;
-                    c.pods.synced().await;
-                } => {}
-                () = cancel.cancelled() => return,
+            if !super::synced(&[&c.nodes, &c.leases, &c.pods], &cancel).await {
+                return;
             }
             run("nodelifecycle", queue, WORKERS, cancel, move |name| {
                 let c = c.clone();

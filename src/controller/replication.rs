@@ -175,20 +175,25 @@ fn deletion_order(a: &Value, b: &Value) -> Ordering {
         )
 }
 
+/// The ownerReference that makes `rc` a pod's managing controller.
+fn controlled_by(rc: &Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "name": str_at(rc, "/metadata/name"),
+        "uid": str_at(rc, "/metadata/uid"),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
 /// A new pod from `rc`'s template.
 fn pod_from_template(rc: &Value) -> Value {
     let template = &rc["spec"]["template"];
     let mut meta = json!({
         "generateName": format!("{}-", str_at(rc, "/metadata/name")),
         "namespace": str_at(rc, "/metadata/namespace"),
-        "ownerReferences": [{
-            "apiVersion": "v1",
-            "kind": "ReplicationController",
-            "name": str_at(rc, "/metadata/name"),
-            "uid": str_at(rc, "/metadata/uid"),
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }],
+        "ownerReferences": [controlled_by(rc)],
     });
     for field in ["labels", "annotations"] {
         if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
@@ -274,14 +279,7 @@ impl Manager {
             .cloned()
             .unwrap_or_else(|| json!([]));
         if let Some(list) = refs.as_array_mut() {
-            list.push(json!({
-                "apiVersion": "v1",
-                "kind": "ReplicationController",
-                "name": str_at(rc, "/metadata/name"),
-                "uid": str_at(rc, "/metadata/uid"),
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }));
+            list.push(controlled_by(rc));
         }
         self.set_owner_refs(pod, refs).await
     }
@@ -583,17 +581,18 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         recorder: ctx.recorder("replication-controller"),
     };
     sup.spawn("replication-manager", move |cancel| {
-        let manager = manager.clone();
-        super::run(
-            "replication-manager",
-            queue.clone(),
-            WORKERS,
-            cancel,
-            move |key| {
+        let (manager, queue) = (manager.clone(), queue.clone());
+        async move {
+            // With an empty pod cache every RC would look short of pods.
+            if !super::synced(&[&manager.rcs, &manager.pods], &cancel).await {
+                return;
+            }
+            super::run("replication-manager", queue, WORKERS, cancel, move |key| {
                 let manager = manager.clone();
                 async move { manager.reconcile(key).await }
-            },
-        )
+            })
+            .await;
+        }
     });
 }
 

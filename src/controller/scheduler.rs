@@ -162,9 +162,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let s = s.clone();
         async move {
             // Placing pods before both caches are full would undercount what nodes hold.
-            tokio::select! {
-                () = async { s.pods.synced().await; s.nodes.synced().await } => {}
-                () = cancel.cancelled() => return,
+            if !super::synced(&[&s.pods, &s.nodes], &cancel).await {
+                return;
             }
             let queue = s.book.queue.clone();
             run("scheduler", queue, WORKERS, cancel, move |key| {

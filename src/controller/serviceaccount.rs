@@ -232,16 +232,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         secrets,
     };
     sup.spawn("service-accounts", move |cancel| {
-        let accounts = accounts.clone();
-        super::run(
-            "service-accounts",
-            queue.clone(),
-            WORKERS,
-            cancel,
-            move |key| {
+        let (accounts, queue) = (accounts.clone(), queue.clone());
+        async move {
+            let caches = [&accounts.namespaces, &accounts.accounts, &accounts.secrets];
+            if !super::synced(&caches, &cancel).await {
+                return;
+            }
+            super::run("service-accounts", queue, WORKERS, cancel, move |key| {
                 let accounts = accounts.clone();
                 async move { accounts.reconcile(key).await }
-            },
-        )
+            })
+            .await;
+        }
     });
 }

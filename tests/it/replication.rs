@@ -268,3 +268,42 @@ async fn create_failures_set_replica_failure_until_they_stop() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_restart_neither_creates_nor_deletes_pods_twice() {
+    let s = TestServer::start().await;
+    let (_, made) = s.post(RCS, rc("steady", 3)).await;
+    let uid = made["metadata"]["uid"].as_str().unwrap().to_string();
+    let before: Vec<String> = converged(&s, "steady", &uid, 3)
+        .await
+        .iter()
+        .map(name)
+        .collect();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(dir, |_| {}).await;
+    // A change after the restart proves the manager has synced and acted.
+    s.patch(
+        &format!("{RCS}/steady"),
+        "application/merge-patch+json",
+        json!({"spec": {"replicas": 4}}),
+    )
+    .await;
+    let after: Vec<String> = converged(&s, "steady", &uid, 4)
+        .await
+        .iter()
+        .map(name)
+        .collect();
+    assert!(
+        before.iter().all(|b| after.contains(b)),
+        "{before:?} {after:?}"
+    );
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DSuccessfulCreate,involvedObject.name%3Dsteady")
+        .await;
+    let created = events["items"].as_array().unwrap().len();
+    assert_eq!(created, 4, "{events}");
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DSuccessfulDelete")
+        .await;
+    assert!(events["items"].as_array().unwrap().is_empty(), "{events}");
+}
