@@ -62,6 +62,20 @@ impl Watcher {
         }
     }
 
+    /// A watcher that resumes after revision `rv` (changes only, no list) while that
+    /// history is retained, and lists afresh when it is not.
+    pub fn from_revision(
+        client: Client,
+        res: &'static Resource,
+        namespace: Option<&str>,
+        selection: ListParams,
+        rv: &str,
+    ) -> Self {
+        let mut w = Self::new(client, res, namespace, selection);
+        w.state = State::Resume { rv: rv.to_string() };
+        w
+    }
+
     /// The next event.
     pub async fn next(&mut self) -> Event {
         loop {

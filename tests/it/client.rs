@@ -2,6 +2,7 @@
 //! the in-process transport, watches, the watcher, bindings and namespace finalization.
 
 use berth::client::informer::{Change, Informer};
+use berth::client::watcher::{Event as WatcherEvent, Watcher};
 use berth::client::{Client, DeleteParams, Event, ListParams, Patch, WatchParams};
 use berth::registry::{Kind, catalog};
 use serde_json::{Value, json};
@@ -111,7 +112,7 @@ async fn http_watch_streams_changes_from_a_revision() {
 }
 
 #[tokio::test]
-async fn http_watch_from_compacted_history_is_gone() {
+async fn http_watch_from_compacted_history_is_gone_and_the_watcher_lists_again() {
     let s = TestServer::start_with(|c| {
         c.store.retain_events = 2;
         c.store.retain_for = std::time::Duration::ZERO;
@@ -141,6 +142,23 @@ async fn http_watch_from_compacted_history_is_gone() {
         }
     })
     .await;
+    // The watcher answers a 410 with a fresh list, then follows changes from there.
+    let mut w = Watcher::from_revision(c.clone(), cms, Some("default"), ListParams::default(), "2");
+    match within(10, w.next()).await {
+        WatcherEvent::Restarted(items) => assert_eq!(items.len(), 6),
+        other => panic!("expected a fresh list, got {other:?}"),
+    }
+    c.create(
+        cms,
+        Some("default"),
+        &json!({"metadata": {"name": "later"}}),
+    )
+    .await
+    .unwrap();
+    match within(10, w.next()).await {
+        WatcherEvent::Applied(o) => assert_eq!(o["metadata"]["name"], "later"),
+        other => panic!("expected the new object, got {other:?}"),
+    }
 }
 
 #[tokio::test]

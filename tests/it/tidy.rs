@@ -80,3 +80,19 @@ fn no_stubs_are_left_in_the_sources() {
         }
     }
 }
+
+#[test]
+fn controllers_act_only_through_the_client() {
+    for (path, text) in sources() {
+        if !path.starts_with("src/controller/") {
+            continue;
+        }
+        for bad in ["Registry", "crate::store", "crate::api"] {
+            assert!(
+                !text.contains(bad),
+                "{path} names {bad}: controllers read and write through client::Client, \
+                 so they get the same checks as any API client"
+            );
+        }
+    }
+}
