@@ -297,11 +297,18 @@ async fn a_restart_neither_creates_nor_deletes_pods_twice() {
         before.iter().all(|b| after.contains(b)),
         "{before:?} {after:?}"
     );
-    let (_, events) = s
-        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DSuccessfulCreate,involvedObject.name%3Dsteady")
-        .await;
-    let created = events["items"].as_array().unwrap().len();
-    assert_eq!(created, 4, "{events}");
+    // The event of a create follows the create; wait for the fourth.
+    eventually(20, "four SuccessfulCreate events", || async {
+        let (_, events) = s
+            .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DSuccessfulCreate,involvedObject.name%3Dsteady")
+            .await;
+        match events["items"].as_array().unwrap().len() {
+            4 => Ok(()),
+            n if n < 4 => Err(format!("{n} so far")),
+            n => panic!("{n} pods were created: {events}"),
+        }
+    })
+    .await;
     let (_, events) = s
         .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DSuccessfulDelete")
         .await;
