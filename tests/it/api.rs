@@ -6,6 +6,12 @@ use serde_json::{Value, json};
 
 use crate::support::{TestServer, https_client, within};
 
+/// The bare API, as these tests pin down: no controllers writing meanwhile (the
+/// controllers have tests of their own).
+async fn bare() -> TestServer {
+    TestServer::start_with(|c| c.run_controllers = false).await
+}
+
 fn cm(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
@@ -31,7 +37,7 @@ const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 #[tokio::test]
 async fn requests_without_a_valid_token_get_401_but_health_is_open() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let anon = https_client(&s.ca_pem);
     for path in ["/healthz", "/livez", "/readyz"] {
         let r = anon.get(format!("{}{path}", s.url)).send().await.unwrap();
@@ -66,7 +72,7 @@ async fn requests_without_a_valid_token_get_401_but_health_is_open() {
 
 #[tokio::test]
 async fn discovery_is_served_aggregated_and_legacy() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let aggregated =
         "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
     for path in ["/api", "/apis"] {
@@ -139,7 +145,7 @@ async fn discovery_is_served_aggregated_and_legacy() {
 
 #[tokio::test]
 async fn create_get_list_update_delete_follow_kubernetes_rules() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (code, created) = s.post(CMS, cm("a", json!({"app": "web"}))).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["metadata"]["namespace"], "default");
@@ -215,7 +221,7 @@ async fn create_get_list_update_delete_follow_kubernetes_rules() {
 
 #[tokio::test]
 async fn lists_select_by_label_and_field_and_page_with_continue() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     for (i, app) in ["web", "web", "db", "web", "cache"].iter().enumerate() {
         let (code, _) = s
             .post(
@@ -287,7 +293,7 @@ async fn lists_select_by_label_and_field_and_page_with_continue() {
 
 #[tokio::test]
 async fn bad_input_gets_a_clear_4xx_status() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     // Invalid objects: every problem, with field paths.
     let (code, v) = s
         .post("/api/v1/namespaces/default/pods", json!({"metadata": {"name": "Bad_Name", "labels": {"-x": "y"}}, "spec": {"containers": []}}))
@@ -384,7 +390,7 @@ async fn bad_input_gets_a_clear_4xx_status() {
 #[tokio::test]
 async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
     // The bare API: no replication manager writing the status meanwhile.
-    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let s = bare().await;
     let path = "/api/v1/namespaces/default/replicationcontrollers";
     let (code, created) = s.post(path, rc("web", 2)).await;
     assert_eq!(code, 201, "{created}");
@@ -464,7 +470,7 @@ async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
 
 #[tokio::test]
 async fn patches_merge_json_and_reject_what_they_cannot_apply() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     s.post(CMS, cm("p", json!({"app": "web", "tier": "fe"})))
         .await;
     let (code, v) = s
@@ -510,7 +516,7 @@ async fn patches_merge_json_and_reject_what_they_cannot_apply() {
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let mut o = cm("f", json!({}));
     o["metadata"]["finalizers"] = json!(["example.com/hold"]);
     s.post(CMS, o).await;
@@ -560,7 +566,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn deleting_a_namespace_marks_it_terminating_and_closes_it() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (code, ns) = s
         .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
         .await;
@@ -600,7 +606,7 @@ async fn deleting_a_namespace_marks_it_terminating_and_closes_it() {
 
 #[tokio::test]
 async fn dry_run_checks_everything_and_writes_nothing() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (code, v) = s
         .post(&format!("{CMS}?dryRun=All"), cm("dry", json!({})))
         .await;
@@ -624,7 +630,7 @@ async fn dry_run_checks_everything_and_writes_nothing() {
 
 #[tokio::test]
 async fn delete_collection_removes_what_the_selector_matches() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     for (n, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
         s.post(CMS, cm(n, json!({"app": app}))).await;
     }
@@ -644,7 +650,7 @@ async fn delete_collection_removes_what_the_selector_matches() {
 
 #[tokio::test]
 async fn watches_stream_changes_from_a_resource_version() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (_, list) = s.get(CMS).await;
     let mut w = s
         .watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&list)))
@@ -681,7 +687,7 @@ async fn watches_stream_changes_from_a_resource_version() {
 
 #[tokio::test]
 async fn a_watch_without_a_resource_version_starts_with_the_current_objects() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     s.post(CMS, cm("x", json!({}))).await;
     s.post(CMS, cm("y", json!({}))).await;
     let mut w = s.watch(&format!("{CMS}?watch=true")).await;
@@ -704,7 +710,7 @@ async fn a_watch_without_a_resource_version_starts_with_the_current_objects() {
 
 #[tokio::test]
 async fn a_label_watch_sees_objects_enter_and_leave_its_selection() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     s.post(CMS, cm("l", json!({"app": "db"}))).await;
     let (_, list) = s.get(CMS).await;
     let mut w = s
@@ -749,7 +755,7 @@ async fn a_label_watch_sees_objects_enter_and_leave_its_selection() {
 
 #[tokio::test]
 async fn streaming_lists_end_their_initial_events_with_a_bookmark() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     s.post(CMS, cm("one", json!({}))).await;
     s.post(CMS, cm("two", json!({}))).await;
     let mut w = s
@@ -792,8 +798,11 @@ async fn streaming_lists_end_their_initial_events_with_a_bookmark() {
 
 #[tokio::test]
 async fn idle_watches_get_bookmarks_when_they_allow_them() {
-    let s =
-        TestServer::start_with(|c| c.bookmark_every = std::time::Duration::from_millis(100)).await;
+    let s = TestServer::start_with(|c| {
+        c.run_controllers = false;
+        c.bookmark_every = std::time::Duration::from_millis(100);
+    })
+    .await;
     let (_, list) = s.get(CMS).await;
     let mut w = s
         .watch(&format!(
@@ -810,7 +819,7 @@ async fn idle_watches_get_bookmarks_when_they_allow_them() {
 
 #[tokio::test]
 async fn watches_end_at_their_timeout() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let mut w = s
         .watch(&format!(
             "{CMS}?watch=true&timeoutSeconds=1&resourceVersion=0"
@@ -826,6 +835,7 @@ async fn watches_end_at_their_timeout() {
 #[tokio::test]
 async fn a_watch_from_compacted_history_is_410_expired() {
     let s = TestServer::start_with(|c| {
+        c.run_controllers = false;
         c.store.retain_events = 2;
         c.store.retain_for = std::time::Duration::ZERO;
         c.store.compact_every = std::time::Duration::from_millis(20);
@@ -860,11 +870,11 @@ async fn a_watch_from_compacted_history_is_410_expired() {
 
 #[tokio::test]
 async fn objects_survive_a_restart_and_the_token_keeps_working() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (_, created) = s.post(CMS, cm("keep", json!({"app": "x"}))).await;
     let token = s.token.clone();
     let dir = s.stop().await;
-    let s = TestServer::start_in(dir, |_| {}).await;
+    let s = TestServer::start_in(dir, |c| c.run_controllers = false).await;
     assert_eq!(s.token, token);
     let (code, got) = s.get(&format!("{CMS}/keep")).await;
     assert_eq!((code, got), (200, created));
@@ -887,7 +897,7 @@ async fn objects_survive_a_restart_and_the_token_keeps_working() {
 
 #[tokio::test]
 async fn field_validation_refuses_warns_or_drops_unknown_fields() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let bad = json!({"metadata": {"name": "typo", "bogusField": 1}, "data": {"k": "v"}});
     let (code, st) = s
         .post(&format!("{CMS}?fieldValidation=Strict"), bad.clone())
@@ -950,7 +960,7 @@ async fn field_validation_refuses_warns_or_drops_unknown_fields() {
 
 #[tokio::test]
 async fn openapi_v3_documents_describe_every_group_version() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (code, root) = s.get("/openapi/v3").await;
     assert_eq!(code, 200);
     let url = root["paths"]["api/v1"]["serverRelativeURL"]
@@ -982,7 +992,7 @@ async fn openapi_v3_documents_describe_every_group_version() {
 
 #[tokio::test]
 async fn strategic_merge_patches_merge_containers_by_name() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let path = "/api/v1/namespaces/default/pods";
     let pod = json!({"metadata": {"name": "web"}, "spec": {"containers": [
         {"name": "main", "image": "registry.example/app:1"},
@@ -1015,7 +1025,7 @@ async fn strategic_merge_patches_merge_containers_by_name() {
 
 #[tokio::test]
 async fn tables_are_served_for_lists_objects_and_watches() {
-    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let s = bare().await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
     let (_, created) = s
         .post(
@@ -1114,7 +1124,7 @@ async fn tables_are_served_for_lists_objects_and_watches() {
 
 #[tokio::test]
 async fn server_side_apply_creates_merges_and_reports_conflicts() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let apply = |manager: &str, force: bool, body: &str| {
         let mut path = format!("{CMS}/sa?fieldManager={manager}");
         if force {
@@ -1164,7 +1174,7 @@ async fn server_side_apply_creates_merges_and_reports_conflicts() {
 
 #[tokio::test]
 async fn metrics_count_requests_commits_and_watches() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     s.post(CMS, cm("m", json!({}))).await;
     s.get(&format!("{CMS}/nope")).await;
     let _w = s
@@ -1198,7 +1208,7 @@ async fn metrics_count_requests_commits_and_watches() {
 
 #[tokio::test]
 async fn stopping_the_server_ends_open_watches() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let mut w = s
         .watch(&format!("{CMS}?watch=true&resourceVersion=0"))
         .await;
@@ -1212,7 +1222,7 @@ async fn stopping_the_server_ends_open_watches() {
 
 #[tokio::test]
 async fn yaml_bodies_are_accepted_and_protobuf_is_refused_with_advice() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let r = s
         .req(Method::POST, CMS)
         .header("Content-Type", "application/yaml")
@@ -1247,7 +1257,7 @@ async fn yaml_bodies_are_accepted_and_protobuf_is_refused_with_advice() {
 
 #[tokio::test]
 async fn events_are_served_as_core_v1_and_events_k8s_io_v1_alike() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let core = "/api/v1/namespaces/default/events";
     let v1 = "/apis/events.k8s.io/v1/namespaces/default/events";
     let (code, made) = s
@@ -1329,7 +1339,7 @@ async fn events_are_served_as_core_v1_and_events_k8s_io_v1_alike() {
 
 #[tokio::test]
 async fn malformed_requests_get_a_status_and_never_hurt_the_server() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
     let cases: Vec<(Method, String, &str, Vec<u8>)> = vec![
         (
@@ -1469,7 +1479,11 @@ async fn a_given_certificate_is_served_instead_of_the_generated_one() {
     let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     std::fs::write(&cert_path, cert.pem()).unwrap();
     std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    let s = TestServer::start_with(|c| c.tls_files = Some((cert_path, key_path))).await;
+    let s = TestServer::start_with(|c| {
+        c.run_controllers = false;
+        c.tls_files = Some((cert_path, key_path));
+    })
+    .await;
     assert_eq!(
         s.ca_pem,
         cert.pem(),
@@ -1486,7 +1500,7 @@ async fn a_given_certificate_is_served_instead_of_the_generated_one() {
 
 #[tokio::test]
 async fn http2_clients_share_one_connection_for_requests_and_watches() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let h2 = crate::support::https2_client(&s.ca_pem);
     let r = h2
         .get(format!("{}/api/v1/namespaces", s.url))
