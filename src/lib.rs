@@ -13,6 +13,8 @@
 //! - [`client`] — the one client interface (in-process or HTTPS), watchers, informers and
 //!   the event recorder, used by everything that acts on the cluster.
 //! - [`controller`] — the controller runtime (work queue, supervisor) and the controllers.
+//! - [`runtime`] — what runs containers for the node agent: the `Runtime` trait, the
+//!   `process` runtime and its `berth shim`.
 //! - [`app`] — wiring the layers into the `berth serve` process.
 //!
 //! Dependencies point down only: `app` → `api` → `registry` → `store`, and
@@ -26,5 +28,6 @@ pub mod app;
 pub mod client;
 pub mod controller;
 pub mod registry;
+pub mod runtime;
 pub mod store;
 pub mod types;

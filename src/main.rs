@@ -49,6 +49,20 @@ enum Command {
         #[command(subcommand)]
         command: MigrateCommand,
     },
+    /// Run one container and record how it ends (started by the node agent).
+    #[command(hide = true)]
+    Shim {
+        /// The container instance's state directory.
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 10 << 20)]
+        log_max_bytes: u64,
+        #[arg(long, default_value_t = 5)]
+        log_files: u32,
+        /// The container's command and arguments.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
     /// Save or restore the whole object store (berth must not be running on it).
     Snapshot {
         #[command(subcommand)]
@@ -94,6 +108,23 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
+        Command::Shim {
+            dir,
+            log_max_bytes,
+            log_files,
+            argv,
+        } => {
+            let rotation = berth::runtime::shim::Rotation {
+                max_bytes: log_max_bytes,
+                files: log_files,
+            };
+            std::process::exit(berth::runtime::shim::run(
+                &dir,
+                &argv,
+                rotation,
+                &mut std::io::stdout(),
+            ));
+        }
         Command::Serve {
             data_dir: dir,
             listen,

@@ -9,6 +9,7 @@ mod gc;
 mod https;
 mod kube_client;
 mod replication;
+mod runtime;
 mod scheduling;
 mod store_concurrency;
 mod store_crash;

@@ -1,0 +1,131 @@
+//! Runtimes: what the node agent asks of the thing that runs containers. The `Runtime`
+//! trait is the seam; [`process::ProcessRuntime`] runs each container as a process group
+//! under a [`shim`] that outlives berth, so containers survive a restart and are adopted
+//! again.
+
+pub mod process;
+pub mod shim;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a runtime call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("container {0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One container instance to start, with everything resolved by the agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerSpec {
+    pub pod_uid: String,
+    pub pod_name: String,
+    pub pod_namespace: String,
+    pub name: String,
+    /// Which start of this container in the pod this is (0 for the first).
+    pub attempt: u32,
+    /// A stable hash of the container's spec: a different hash means "changed".
+    pub hash: String,
+    pub image: String,
+    /// `command` followed by `args`.
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<PathBuf>,
+}
+
+/// Names one container instance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ContainerId {
+    pub pod_uid: String,
+    pub name: String,
+    pub attempt: u32,
+}
+
+impl std::fmt::Display for ContainerId {
+    /// `<pod uid>/<container>/<attempt>`, as `containerID` shows it after `process://`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.pod_uid, self.name, self.attempt)
+    }
+}
+
+/// Where an instance is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum State {
+    /// Asked to start, not running yet.
+    Created,
+    Running,
+    Exited,
+    /// The runtime lost track of it (its shim is gone without a record).
+    Unknown,
+}
+
+/// One container instance as the runtime sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStatus {
+    pub id: ContainerId,
+    pub hash: String,
+    pub image: String,
+    pub state: State,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why it could not run, when it could not.
+    pub error: Option<String>,
+    pub pid: Option<i32>,
+}
+
+/// Something that happened to a container, pushed to the agent as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Started(ContainerId),
+    Exited(ContainerId),
+}
+
+/// What the node agent needs from a runtime.
+pub trait Runtime: Send + Sync + 'static {
+    /// Creates and starts an instance; it runs on its own from then on.
+    fn start(&self, spec: &ContainerSpec) -> impl Future<Output = Result<ContainerId>> + Send;
+
+    /// Stops an instance: SIGTERM to its process group, SIGKILL when `grace` has passed.
+    fn stop(&self, id: &ContainerId, grace: Duration) -> impl Future<Output = Result<()>> + Send;
+
+    /// Every instance of a pod, newest attempt last per container.
+    fn pod_status(&self, pod_uid: &str) -> Result<Vec<ContainerStatus>>;
+
+    /// The pods the runtime holds anything of (for recovery and housekeeping).
+    fn pods(&self) -> Result<Vec<String>>;
+
+    /// Forgets a pod whose instances have all exited: its records and logs go.
+    fn remove_pod(&self, pod_uid: &str) -> Result<()>;
+
+    /// The current log file of an instance (older rotations beside it as `.1`, `.2` …).
+    fn log_path(&self, id: &ContainerId) -> PathBuf;
+
+    /// Start and exit events.
+    fn events(&self) -> tokio::sync::broadcast::Receiver<Event>;
+}

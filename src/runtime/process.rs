@@ -1,0 +1,383 @@
+//! The `process` runtime: each container instance is a process group started by a `berth
+//! shim` (see [`super::shim`]), with its records and log under
+//! `ROOT/<pod uid>/<container>/<attempt>/`. Exits are pushed as events: the runtime waits
+//! on the shims it started, and on the shims it adopted after a restart through a pidfd,
+//! so nothing polls.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open};
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::broadcast;
+use tokio::task::JoinSet;
+
+use super::shim::{self, EXIT_FILE, Exit, LOG_FILE, PID_FILE, Rotation, Started};
+use super::{ContainerId, ContainerSpec, ContainerStatus, Error, Event, Result, Runtime, State};
+
+const SPEC_FILE: &str = "spec.json";
+const SHIM_FILE: &str = "shim";
+/// The PATH a container gets when its environment names none (as container engines do).
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// How long a shim may take to start its container.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a SIGKILLed process group may take to be reported gone.
+const KILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Record {
+    spec: ContainerSpec,
+    created_at: String,
+}
+
+struct Inner {
+    root: PathBuf,
+    shim: PathBuf,
+    rotation: Rotation,
+    events: broadcast::Sender<Event>,
+    /// Instances whose exit is being waited for.
+    watched: Mutex<HashSet<ContainerId>>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+/// The process runtime; cheap to clone.
+#[derive(Clone)]
+pub struct ProcessRuntime {
+    inner: Arc<Inner>,
+}
+
+fn alive(record: &Started) -> bool {
+    shim::start_ticks(record.pid).is_some_and(|t| t == record.start_ticks)
+}
+
+fn now() -> String {
+    crate::types::now()
+}
+
+impl ProcessRuntime {
+    /// Opens the runtime's state under `root`, starting containers through `shim_program`
+    /// (the berth binary). Instances whose shims still run are adopted. Must be called
+    /// within a tokio runtime.
+    pub fn open(root: &Path, shim_program: &Path, rotation: Rotation) -> Result<Self> {
+        fs::create_dir_all(root).map_err(|e| Error::io(format!("create {}", root.display()), e))?;
+        let rt = ProcessRuntime {
+            inner: Arc::new(Inner {
+                root: root.to_path_buf(),
+                shim: shim_program.to_path_buf(),
+                rotation,
+                events: broadcast::channel(1024).0,
+                watched: Mutex::new(HashSet::new()),
+                tasks: Mutex::new(JoinSet::new()),
+            }),
+        };
+        for uid in rt.pods()? {
+            for status in rt.pod_status(&uid)? {
+                if matches!(status.state, State::Running | State::Created) {
+                    rt.adopt(&status.id);
+                }
+            }
+        }
+        Ok(rt)
+    }
+
+    fn dir(&self, id: &ContainerId) -> PathBuf {
+        self.inner
+            .root
+            .join(&id.pod_uid)
+            .join(&id.name)
+            .join(id.attempt.to_string())
+    }
+
+    /// Reads an instance's exit record and tells the agent it ended.
+    fn exited(inner: &Inner, id: ContainerId) {
+        inner.watched.lock().expect("watched lock").remove(&id);
+        let _ = inner.events.send(Event::Exited(id));
+    }
+
+    /// Waits, through a pidfd, for the shim of an instance this process did not start.
+    fn adopt(&self, id: &ContainerId) {
+        let dir = self.dir(id);
+        let Some(rec) = shim::read_record::<Started>(&dir, SHIM_FILE) else {
+            return;
+        };
+        if !alive(&rec)
+            || !self
+                .inner
+                .watched
+                .lock()
+                .expect("watched lock")
+                .insert(id.clone())
+        {
+            return;
+        }
+        let Some(pid) = Pid::from_raw(rec.pid) else {
+            return;
+        };
+        let fd = match pidfd_open(pid, PidfdFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "cannot watch an adopted shim");
+                return;
+            }
+        };
+        let inner = self.inner.clone();
+        let id = id.clone();
+        self.inner
+            .tasks
+            .lock()
+            .expect("tasks lock")
+            .spawn(async move {
+                // `AsyncFd::new` is deprecated because a caller could close the descriptor
+                // while it is registered; here the AsyncFd owns the OwnedFd, so it cannot.
+                #[allow(deprecated)]
+                let registered = tokio::io::unix::AsyncFd::new(fd);
+                if let Ok(fd) = registered {
+                    let _ = fd.readable().await;
+                }
+                Self::exited(&inner, id);
+            });
+        tracing::info!(container = %self.dir_name(&dir), "adopted a running container");
+    }
+
+    fn dir_name(&self, dir: &Path) -> String {
+        dir.strip_prefix(&self.inner.root)
+            .unwrap_or(dir)
+            .display()
+            .to_string()
+    }
+
+    fn status_of(&self, id: ContainerId) -> Option<ContainerStatus> {
+        let dir = self.dir(&id);
+        let rec: Record = shim::read_record(&dir, SPEC_FILE)?;
+        let started: Option<Started> = shim::read_record(&dir, PID_FILE);
+        let exit: Option<Exit> = shim::read_record(&dir, EXIT_FILE);
+        let shim_alive = shim::read_record::<Started>(&dir, SHIM_FILE).is_some_and(|s| alive(&s));
+        let state = match (&exit, &started) {
+            (Some(_), _) => State::Exited,
+            (None, Some(s)) if shim_alive || alive(s) => State::Running,
+            (None, None) if shim_alive => State::Created,
+            _ => State::Unknown,
+        };
+        Some(ContainerStatus {
+            hash: rec.spec.hash.clone(),
+            image: rec.spec.image.clone(),
+            state,
+            created_at: rec.created_at,
+            started_at: started.as_ref().map(|s| s.started_at.clone()),
+            finished_at: exit.as_ref().map(|e| e.finished_at.clone()),
+            exit_code: exit.as_ref().map(|e| e.exit_code),
+            signal: exit.as_ref().and_then(|e| e.signal),
+            error: exit.as_ref().and_then(|e| e.error.clone()),
+            pid: started.map(|s| s.pid),
+            id,
+        })
+    }
+
+    /// Signals an instance's process group, if it is still the process we started.
+    fn signal(&self, id: &ContainerId, sig: Signal) -> Result<bool> {
+        let dir = self.dir(id);
+        let Some(started) = shim::read_record::<Started>(&dir, PID_FILE) else {
+            return Ok(false);
+        };
+        if !alive(&started) {
+            return Ok(false);
+        }
+        let Some(pid) = Pid::from_raw(started.pid) else {
+            return Ok(false);
+        };
+        match kill_process_group(pid, sig) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::SRCH) => Ok(false),
+            Err(e) => Err(Error::io(format!("signal container {id}"), e.into())),
+        }
+    }
+}
+
+fn list_dir(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+impl Runtime for ProcessRuntime {
+    async fn start(&self, spec: &ContainerSpec) -> Result<ContainerId> {
+        if spec.argv.is_empty() {
+            return Err(Error::Invalid(format!(
+                "container {:?} has no command: images are not pulled, so the command must be given",
+                spec.name
+            )));
+        }
+        let id = ContainerId {
+            pod_uid: spec.pod_uid.clone(),
+            name: spec.name.clone(),
+            attempt: spec.attempt,
+        };
+        let dir = self.dir(&id);
+        if dir.exists() {
+            return Err(Error::Invalid(format!("container {id} exists already")));
+        }
+        fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let record = Record {
+            spec: spec.clone(),
+            created_at: now(),
+        };
+        shim::write_record(&dir, SPEC_FILE, &record)
+            .map_err(|e| Error::io(format!("record container {id}"), e))?;
+        let mut cmd = tokio::process::Command::new(&self.inner.shim);
+        cmd.arg("shim")
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--log-max-bytes")
+            .arg(self.inner.rotation.max_bytes.to_string())
+            .arg("--log-files")
+            .arg(self.inner.rotation.files.to_string())
+            .arg("--")
+            .args(&spec.argv)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(spec.working_dir.as_deref().unwrap_or(Path::new("/")))
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(false);
+        if !spec.env.iter().any(|(k, _)| k == "PATH") {
+            cmd.env("PATH", DEFAULT_PATH);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Error::io(format!("start the shim of {id}"), e))?;
+        let shim_pid = child.id().unwrap_or(0) as i32;
+        let shim_rec = Started {
+            pid: shim_pid,
+            start_ticks: shim::start_ticks(shim_pid).unwrap_or(0),
+            started_at: now(),
+        };
+        shim::write_record(&dir, SHIM_FILE, &shim_rec)
+            .map_err(|e| Error::io(format!("record the shim of {id}"), e))?;
+        self.inner
+            .watched
+            .lock()
+            .expect("watched lock")
+            .insert(id.clone());
+        // The shim closes its stdout once the container runs (or could not start).
+        let stdout = child.stdout.take().expect("piped");
+        let inner = self.inner.clone();
+        let watch_id = id.clone();
+        self.inner
+            .tasks
+            .lock()
+            .expect("tasks lock")
+            .spawn(async move {
+                let _ = child.wait().await;
+                Self::exited(&inner, watch_id);
+            });
+        let mut line = String::new();
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let _ = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;
+        let _ = self.inner.events.send(Event::Started(id.clone()));
+        Ok(id)
+    }
+
+    async fn stop(&self, id: &ContainerId, grace: Duration) -> Result<()> {
+        let mut events = self.inner.events.subscribe();
+        let gone = |events: &mut broadcast::Receiver<Event>, limit: Duration| {
+            let id = id.clone();
+            let dir = self.dir(&id);
+            let mut events = events.resubscribe();
+            async move {
+                let wait = async {
+                    loop {
+                        if dir.join(EXIT_FILE).exists() {
+                            return;
+                        }
+                        match events.recv().await {
+                            Ok(Event::Exited(e)) if e == id => return,
+                            Err(broadcast::error::RecvError::Closed) => return,
+                            _ => {}
+                        }
+                    }
+                };
+                tokio::time::timeout(limit, wait).await.is_ok()
+            }
+        };
+        if !self.signal(id, Signal::TERM)? {
+            return Ok(());
+        }
+        if gone(&mut events, grace).await {
+            return Ok(());
+        }
+        self.signal(id, Signal::KILL)?;
+        if gone(&mut events, KILL_TIMEOUT).await {
+            Ok(())
+        } else {
+            Err(Error::Invalid(format!(
+                "container {id} did not end after SIGKILL"
+            )))
+        }
+    }
+
+    fn pod_status(&self, pod_uid: &str) -> Result<Vec<ContainerStatus>> {
+        let pod = self.inner.root.join(pod_uid);
+        let mut out = Vec::new();
+        for name in list_dir(&pod) {
+            let mut attempts: Vec<u32> = list_dir(&pod.join(&name))
+                .iter()
+                .filter_map(|a| a.parse().ok())
+                .collect();
+            attempts.sort_unstable();
+            for attempt in attempts {
+                let id = ContainerId {
+                    pod_uid: pod_uid.to_string(),
+                    name: name.clone(),
+                    attempt,
+                };
+                out.extend(self.status_of(id));
+            }
+        }
+        Ok(out)
+    }
+
+    fn pods(&self) -> Result<Vec<String>> {
+        Ok(list_dir(&self.inner.root))
+    }
+
+    fn remove_pod(&self, pod_uid: &str) -> Result<()> {
+        let busy = self
+            .pod_status(pod_uid)?
+            .into_iter()
+            .find(|s| matches!(s.state, State::Running | State::Created));
+        if let Some(s) = busy {
+            return Err(Error::Invalid(format!(
+                "container {} still runs; stop it first",
+                s.id
+            )));
+        }
+        let dir = self.inner.root.join(pod_uid);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("remove {}", dir.display()), e)),
+        }
+    }
+
+    fn log_path(&self, id: &ContainerId) -> PathBuf {
+        self.dir(id).join(LOG_FILE)
+    }
+
+    fn events(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+}

@@ -1,0 +1,334 @@
+//! `berth shim`: the small process that owns one container instance, so that containers
+//! outlive a restart of berth and their exit codes are never lost. It starts the container
+//! in a process group of its own, records its pid (and start time, to tell a reused pid
+//! apart), copies stdout and stderr into a timestamped log file (CRI format, rotated by
+//! size), waits for the container, and records how it ended. Every record is written to a
+//! temporary name and renamed, so a reader never sees half of one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the shim of one instance keeps its records.
+pub const PID_FILE: &str = "pid";
+pub const EXIT_FILE: &str = "exit";
+pub const LOG_FILE: &str = "log";
+
+/// Longest piece of a line written as one log entry; longer lines are split (tag `P`).
+const MAX_LINE: usize = 16 * 1024;
+
+/// The container's process, as the shim recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    pub pid: i32,
+    /// Start time of the process in clock ticks since boot (`/proc/PID/stat` field 22).
+    pub start_ticks: u64,
+    pub started_at: String,
+}
+
+/// How the container ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Exit {
+    pub exit_code: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub finished_at: String,
+    /// Set when the container could not be started at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Log rotation: rotate when the file passes `max_bytes`, keep `files` files in all.
+#[derive(Debug, Clone, Copy)]
+pub struct Rotation {
+    pub max_bytes: u64,
+    pub files: u32,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            max_bytes: 10 << 20,
+            files: 5,
+        }
+    }
+}
+
+/// The start time of process `pid` in clock ticks since boot, if it exists.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; fields follow the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Writes `value` as JSON to `dir/name`, atomically.
+pub fn write_record<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(&serde_json::to_vec(value).map_err(io::Error::other)?)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(name))
+}
+
+/// Reads the JSON record `dir/name`, if it is there.
+pub fn read_record<T: for<'a> Deserialize<'a>>(dir: &Path, name: &str) -> Option<T> {
+    let bytes = fs::read(dir.join(name)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.9fZ")
+        .to_string()
+}
+
+/// The log file of one instance, shared by the stdout and stderr copiers.
+struct Log {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    rotation: Rotation,
+}
+
+impl Log {
+    fn open(path: PathBuf, rotation: Rotation) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let size = file.metadata()?.len();
+        Ok(Log {
+            path,
+            file,
+            size,
+            rotation,
+        })
+    }
+
+    fn write(&mut self, stream: &str, tag: char, text: &[u8]) -> io::Result<()> {
+        let mut entry = format!("{} {stream} {tag} ", now()).into_bytes();
+        entry.extend_from_slice(text);
+        entry.push(b'\n');
+        if self.size > 0 && self.size + entry.len() as u64 > self.rotation.max_bytes {
+            self.rotate()?;
+        }
+        self.file.write_all(&entry)?;
+        self.size += entry.len() as u64;
+        Ok(())
+    }
+
+    /// `log` becomes `log.1`, `log.1` becomes `log.2` …; the oldest beyond `files` goes.
+    fn rotate(&mut self) -> io::Result<()> {
+        let name = |i: u32| {
+            let mut p = self.path.clone().into_os_string();
+            p.push(format!(".{i}"));
+            PathBuf::from(p)
+        };
+        let keep = self.rotation.files.max(1) - 1;
+        if keep == 0 {
+            self.file.set_len(0)?;
+        } else {
+            let _ = fs::remove_file(name(keep));
+            for i in (1..keep).rev() {
+                let _ = fs::rename(name(i), name(i + 1));
+            }
+            fs::rename(&self.path, name(1))?;
+            self.file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+        }
+        self.size = 0;
+        Ok(())
+    }
+}
+
+/// Copies one stream into the log, a line (or a piece of a long line) per entry.
+fn copy(stream: &'static str, from: impl Read, log: Arc<Mutex<Log>>) {
+    let mut reader = BufReader::with_capacity(MAX_LINE, from);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        let got = {
+            let mut limited = (&mut reader).take(MAX_LINE as u64);
+            limited.read_until(b'\n', &mut line)
+        };
+        match got {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let (text, tag) = match line.strip_suffix(b"\n") {
+                    Some(t) => (t, 'F'),
+                    None => (&line[..], 'P'),
+                };
+                let mut log = log.lock().expect("log lock");
+                if log.write(stream, tag, text).is_err() {
+                    // A full disk must not block the container on a full pipe: keep reading.
+                    continue;
+                }
+            }
+        }
+    }
+}
+
+/// Runs `argv` as the container of the instance directory `dir`, writing one line to
+/// `ready` once it runs; returns the shim's own exit code (0 when it recorded an exit,
+/// whatever the container's code was).
+pub fn run(dir: &Path, argv: &[String], rotation: Rotation, ready: &mut dyn Write) -> i32 {
+    match supervise(dir, argv, rotation, ready) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("berth shim {}: {e}", dir.display());
+            1
+        }
+    }
+}
+
+fn supervise(
+    dir: &Path,
+    argv: &[String],
+    rotation: Rotation,
+    ready: &mut dyn Write,
+) -> io::Result<()> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(io::Error::other("no command to run"));
+    };
+    let log = Arc::new(Mutex::new(Log::open(dir.join(LOG_FILE), rotation)?));
+    let spawned = Command::new(program)
+        .args(args)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let exit = Exit {
+                exit_code: 128,
+                signal: None,
+                finished_at: now(),
+                error: Some(format!("exec {program:?}: {e}")),
+            };
+            return write_record(dir, EXIT_FILE, &exit);
+        }
+    };
+    let pid = child.id() as i32;
+    let started = Started {
+        pid,
+        start_ticks: start_ticks(pid).unwrap_or(0),
+        started_at: now(),
+    };
+    write_record(dir, PID_FILE, &started)?;
+    // Tell berth the container runs (it waits for this line, or for the end of stdout).
+    let _ = writeln!(ready, "started {pid}").and_then(|()| ready.flush());
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    let copiers = [
+        std::thread::spawn({
+            let log = log.clone();
+            move || copy("stdout", out, log)
+        }),
+        std::thread::spawn({
+            let log = log.clone();
+            move || copy("stderr", err, log)
+        }),
+    ];
+    let status = child.wait()?;
+    for c in copiers {
+        let _ = c.join();
+    }
+    let _ = log.lock().expect("log lock").file.sync_all();
+    let exit = Exit {
+        // As a shell reports it: 128 + the signal for a killed process.
+        exit_code: status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        signal: status.signal(),
+        finished_at: now(),
+        error: None,
+    };
+    write_record(dir, EXIT_FILE, &exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_runs_logs_and_its_exit_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = ["sh", "-c", "echo out; echo err >&2; printf partial; exit 3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            0
+        );
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!((exit.exit_code, exit.signal), (3, None));
+        let started: Started = read_record(dir.path(), PID_FILE).unwrap();
+        assert!(started.pid > 0);
+        let log = fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
+        let entries: Vec<(&str, &str, &str)> = log
+            .lines()
+            .map(|l| {
+                let mut p = l.splitn(4, ' ');
+                let _time = p.next().unwrap();
+                (p.next().unwrap(), p.next().unwrap(), p.next().unwrap())
+            })
+            .collect();
+        assert!(entries.contains(&("stdout", "F", "out")), "{log}");
+        assert!(entries.contains(&("stderr", "F", "err")), "{log}");
+        assert!(entries.contains(&("stdout", "P", "partial")), "{log}");
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_is_recorded_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = vec!["/nonexistent/program".to_string()];
+        assert_eq!(
+            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            0
+        );
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!(exit.exit_code, 128);
+        assert!(exit.error.unwrap().contains("/nonexistent/program"));
+    }
+
+    #[test]
+    fn logs_rotate_by_size_and_keep_a_bounded_number_of_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = [
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); done",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let rotation = Rotation {
+            max_bytes: 1000,
+            files: 3,
+        };
+        assert_eq!(run(dir.path(), &argv, rotation, &mut io::sink()), 0);
+        let log = dir.path().join(LOG_FILE);
+        assert!(fs::metadata(&log).unwrap().len() <= 1000);
+        assert!(dir.path().join("log.1").exists());
+        assert!(dir.path().join("log.2").exists());
+        assert!(!dir.path().join("log.3").exists());
+        let last = fs::read_to_string(&log).unwrap();
+        assert!(last.contains("line-199"), "{last}");
+    }
+
+    #[test]
+    fn start_ticks_tell_processes_apart() {
+        let me = std::process::id() as i32;
+        assert!(start_ticks(me).is_some());
+        assert_eq!(start_ticks(i32::MAX), None);
+    }
+}
