@@ -13,7 +13,9 @@ use tokio::net::TcpListener;
 use crate::api::{self, AppState, tls};
 use crate::client::Client;
 use crate::controller::{self, Supervisor};
+use crate::node;
 use crate::registry::{Registry, User};
+use crate::runtime::process::ProcessRuntime;
 use crate::store::{self, Store};
 
 /// Everything `berth serve` can be told.
@@ -27,6 +29,29 @@ pub struct Config {
     pub controllers: controller::Config,
     /// Run the controllers (off only for tests of the bare API).
     pub run_controllers: bool,
+    /// Run a node agent for this machine (`--no-node` turns it off).
+    pub node: Option<NodeSettings>,
+}
+
+/// The node agent of `berth serve`.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub agent: node::Config,
+    /// The program that runs as `PROGRAM shim ...` for each container (this berth binary).
+    pub shim_program: PathBuf,
+}
+
+impl NodeSettings {
+    /// A node named after this host, running containers through this very binary.
+    pub fn for_this_machine(name: Option<String>) -> Self {
+        let name = name
+            .or_else(host_name)
+            .unwrap_or_else(|| "localhost".to_string());
+        NodeSettings {
+            agent: node::Config::new(&name, "127.0.0.1"),
+            shim_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("berth")),
+        }
+    }
 }
 
 impl Config {
@@ -37,6 +62,7 @@ impl Config {
             bookmark_every: Duration::from_secs(60),
             controllers: controller::Config::default(),
             run_controllers: true,
+            node: None,
         }
     }
 
@@ -100,6 +126,8 @@ pub struct Cluster {
     tls: Arc<rustls::ServerConfig>,
     address: SocketAddr,
     controllers: Option<controller::Config>,
+    node: Option<NodeSettings>,
+    data_dir: PathBuf,
 }
 
 /// The address clients should use for a listen address (`0.0.0.0` means loopback here).
@@ -226,6 +254,8 @@ impl Cluster {
             tls,
             address,
             controllers: config.run_controllers.then(|| config.controllers.clone()),
+            node: config.node.clone(),
+            data_dir,
         })
     }
 
@@ -246,6 +276,28 @@ impl Cluster {
         if let Some(config) = self.controllers {
             let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
             controller::start(&ctx, &mut supervisor);
+        }
+        if let Some(settings) = self.node {
+            let mut agent = settings.agent;
+            if agent.node_ip == "127.0.0.1" && !self.address.ip().is_loopback() {
+                agent.node_ip = self.address.ip().to_string();
+            }
+            let runtime = ProcessRuntime::open(
+                &self.data_dir.join("pods"),
+                &settings.shim_program,
+                crate::runtime::shim::Rotation::default(),
+            )
+            .map_err(|e| Error::Io {
+                context: "open the container runtime".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+            tracing::info!(node = %agent.node_name, "running pods on this machine");
+            node::start(
+                &mut supervisor,
+                &Client::local(self.registry.clone()),
+                runtime,
+                agent,
+            );
         }
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");

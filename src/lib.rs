@@ -13,6 +13,7 @@
 //! - [`client`] — the one client interface (in-process or HTTPS), watchers, informers and
 //!   the event recorder, used by everything that acts on the cluster.
 //! - [`controller`] — the controller runtime (work queue, supervisor) and the controllers.
+//! - [`node`] — the node agent: node registration and lease, pod workers, pod status.
 //! - [`runtime`] — what runs containers for the node agent: the `Runtime` trait, the
 //!   `process` runtime and its `berth shim`.
 //! - [`app`] — wiring the layers into the `berth serve` process.
@@ -27,6 +28,7 @@ pub mod api;
 pub mod app;
 pub mod client;
 pub mod controller;
+pub mod node;
 pub mod registry;
 pub mod runtime;
 pub mod store;

@@ -43,6 +43,12 @@ enum Command {
         /// ... or every event of this many last seconds, whichever keeps more.
         #[arg(long, default_value_t = 3600)]
         store_retain_seconds: u64,
+        /// Serve the control plane only: run no pods on this machine.
+        #[arg(long)]
+        no_node: bool,
+        /// The name this machine's node registers under (default: the host name).
+        #[arg(long)]
+        node_name: Option<String>,
     },
     /// Storage schema migrations.
     Migrate {
@@ -133,12 +139,17 @@ fn main() -> anyhow::Result<()> {
             store_cache_mib,
             store_retain_events,
             store_retain_seconds,
+            no_node,
+            node_name,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
             config.store.retain_events = store_retain_events;
             config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
             config.tls_files = tls_cert.zip(tls_key);
+            if !no_node {
+                config.node = Some(berth::app::NodeSettings::for_this_machine(node_name));
+            }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
             rt.block_on(async { berth::app::serve(config, listen, shutdown_signal()).await })?;
         }

@@ -35,6 +35,7 @@ type Handler = Arc<dyn Fn(Change<'_>) + Send + Sync>;
 
 struct Inner {
     res: &'static Resource,
+    selection: ListParams,
     cache: RwLock<BTreeMap<String, Arc<Value>>>,
     handlers: Mutex<Vec<Handler>>,
     synced: tokio::sync::watch::Sender<bool>,
@@ -48,9 +49,15 @@ pub struct Informer {
 
 impl Informer {
     pub fn new(res: &'static Resource) -> Self {
+        Self::with_selection(res, ListParams::default())
+    }
+
+    /// An informer of the objects `selection` picks (a node's pods, say).
+    pub fn with_selection(res: &'static Resource, selection: ListParams) -> Self {
         Informer {
             inner: Arc::new(Inner {
                 res,
+                selection,
                 cache: RwLock::new(BTreeMap::new()),
                 handlers: Mutex::new(Vec::new()),
                 synced: tokio::sync::watch::channel(false).0,
@@ -192,7 +199,7 @@ impl Informer {
 
     /// The writer: keeps the cache current until `cancel`.
     pub async fn run(self, client: Client, cancel: CancellationToken) {
-        let mut watcher = Watcher::new(client, self.inner.res, None, ListParams::default());
+        let mut watcher = Watcher::new(client, self.inner.res, None, self.inner.selection.clone());
         loop {
             let ev = tokio::select! {
                 ev = watcher.next() => ev,

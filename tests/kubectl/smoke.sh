@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, an
-# invalid object showing the server's message, and the controllers at work (an RC's pods,
-# scheduling events, service accounts, cascading and namespace deletion). Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
+# invalid object showing the server's message, the controllers at work (an RC's pods,
+# service accounts, cascading and namespace deletion) and a pod running on this machine. Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -50,9 +50,11 @@ metadata:
   labels:
     app: web
 spec:
+  terminationGracePeriodSeconds: 2
   containers:
   - name: main
     image: registry.example/app:1
+    command: [sleep, "3600"]
 YAML
 cat >"$work/bad.yaml" <<'YAML'
 apiVersion: v1
@@ -78,7 +80,9 @@ check "apply again is unchanged" "pod/web-1 unchanged" k apply -f "$work/pod.yam
 sed -i 's/app:1/app:2/' "$work/pod.yaml"
 check "apply a change" "pod/web-1 configured" k apply -f "$work/pod.yaml"
 check "the change is stored" "registry.example/app:2" k get pod web-1 -o jsonpath='{.spec.containers[0].image}'
-check "get pods prints a table" "web-1 +0/1 +Pending +0" k get pods
+check "the pod runs on this machine" "condition met" k wait --for=condition=Ready pod/web-1 --timeout=30s
+check "the changed container is restarted" "condition met" k wait --for=jsonpath='{.status.containerStatuses[0].restartCount}'=1 pod/web-1 --timeout=30s
+check "get pods prints a table" "web-1 +1/1 +Running +1" k get pods
 check "get -o wide adds columns" "NOMINATED NODE" k get pods -o wide
 check "create -f" "configmap/settings created" k create -f "$work/cm.yaml"
 check "create of an existing name" 'AlreadyExists.*configmaps "settings" already exists' k create -f "$work/cm.yaml"
@@ -119,7 +123,7 @@ check "scale" "replicationcontroller/frontend scaled" k scale rc frontend --repl
 check "the replication manager makes the pods" "condition met" k wait --for=jsonpath='{.status.replicas}'=3 rc/frontend --timeout=20s
 check "rc table" "frontend +3 +3 +0" k get rc frontend
 check "the pods belong to the rc" "frontend-" k get pods -l app=frontend -o name
-check "without a node they say why" "FailedScheduling.*no nodes available" k get events --field-selector reason=FailedScheduling
+check "a pod without a command says why" "CreateContainerConfigError" k get pods -l app=frontend
 check "every namespace has a default service account" "default +1" k get serviceaccounts
 
 # get -w --watch-only prints only the changes made while it watches.
@@ -127,9 +131,8 @@ check "every namespace has a default service account" "default +1" k get service
 sleep 1.5
 k label pod web-1 watched=yes >/dev/null
 sleep 3
-check "get -w sees changes" "web-1 +0/1 +Pending" cat "$work/watch.out"
+check "get -w sees changes" "web-1 +1/1 +Running" cat "$work/watch.out"
 
-k patch pod web-1 --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}' >/dev/null
 check "wait for a condition" "pod/web-1 condition met" k wait --for=condition=Ready pod/web-1 --timeout=20s
 check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
 check "gone" "NotFound" k get pod web-1

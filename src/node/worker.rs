@@ -1,0 +1,710 @@
+//! One pod's worker: syncs what runs with what the pod asks for (init containers in order,
+//! then the app containers; restarts by policy with the CrashLoopBackOff back-off; a
+//! changed container is restarted), reports the status when it changed, and stops
+//! everything (SIGTERM, then SIGKILL after the grace period) when the pod goes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, watch};
+
+use super::Shared;
+use super::status::{self, Inputs, Waiting};
+use crate::client::Patch;
+use crate::client::recorder::EventType;
+use crate::registry::{Kind, catalog};
+use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State};
+
+/// Restart back-off (§6): 10 s doubling to 5 min, forgotten after 10 min of running.
+const BACKOFF_FIRST: Duration = Duration::from_secs(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+#[derive(Clone, Copy)]
+struct Backoff {
+    delay: Duration,
+    last: jiff::Timestamp,
+}
+
+struct Worker<R> {
+    shared: Arc<Shared<R>>,
+    uid: String,
+    /// Per (container, spec hash).
+    backoff: HashMap<(String, String), Backoff>,
+    /// The last status written, to skip writing the same again.
+    written: Option<Value>,
+}
+
+/// A stable hash of a container's spec: a different hash means "changed, restart".
+fn spec_hash(container: &Value) -> String {
+    let digest = Sha256::digest(serde_json::to_vec(container).unwrap_or_default());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+    v.pointer(p).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `10s`, `1m20s`, `5m0s`, as Go prints durations.
+fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else {
+        format!("{}m{}s", s / 60, s % 60)
+    }
+}
+
+/// What to do about one container now.
+enum Step {
+    Keep,
+    Start,
+    Wait(Waiting, Option<Duration>),
+}
+
+impl<R: Runtime + Clone> Worker<R> {
+    fn full_name(pod: &Value) -> String {
+        format!(
+            "{}_{}({})",
+            str_at(pod, "/metadata/name"),
+            str_at(pod, "/metadata/namespace"),
+            str_at(pod, "/metadata/uid")
+        )
+    }
+
+    /// Resolves a container's environment; a missing reference is a config error.
+    async fn env(&self, pod: &Value, c: &Value) -> Result<Vec<(String, String)>, String> {
+        let ns = str_at(pod, "/metadata/namespace");
+        let mut out: Vec<(String, String)> = Vec::new();
+        let lookup = |kind: Kind, name: &str| {
+            let client = self.shared.client.clone();
+            let name = name.to_string();
+            let ns = ns.to_string();
+            async move { client.get(catalog::of(kind), Some(&ns), &name).await }
+        };
+        for from in c["envFrom"].as_array().into_iter().flatten() {
+            let prefix = from["prefix"].as_str().unwrap_or("");
+            for (kind, key) in [
+                (Kind::ConfigMap, "configMapRef"),
+                (Kind::Secret, "secretRef"),
+            ] {
+                let Some(r) = from.get(key) else { continue };
+                let name = r["name"].as_str().unwrap_or("");
+                match lookup(kind, name).await {
+                    Ok(obj) => out.extend(
+                        data(&obj, kind)
+                            .into_iter()
+                            .map(|(k, v)| (format!("{prefix}{k}"), v)),
+                    ),
+                    Err(_) if r["optional"] == true => {}
+                    Err(e) => return Err(format!("{key} {name:?}: {e}")),
+                }
+            }
+        }
+        for e in c["env"].as_array().into_iter().flatten() {
+            let name = e["name"].as_str().unwrap_or("").to_string();
+            if let Some(v) = e["value"].as_str() {
+                out.push((name, expand(v, &out)));
+                continue;
+            }
+            let Some(from) = e.get("valueFrom") else {
+                out.push((name, String::new()));
+                continue;
+            };
+            if let Some(f) = from.get("fieldRef") {
+                let path = f["fieldPath"].as_str().unwrap_or("");
+                out.push((name, field_value(pod, path, &self.shared.config.node_ip)));
+            } else if let Some(r) = from.get("resourceFieldRef") {
+                let res = r["resource"].as_str().unwrap_or("");
+                let (kind, what) = res.split_once('.').unwrap_or(("", res));
+                let v = c
+                    .pointer(&format!("/resources/{kind}/{what}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("0");
+                out.push((name, v.to_string()));
+            } else {
+                for (kind, key) in [
+                    (Kind::ConfigMap, "configMapKeyRef"),
+                    (Kind::Secret, "secretKeyRef"),
+                ] {
+                    let Some(r) = from.get(key) else { continue };
+                    let obj_name = r["name"].as_str().unwrap_or("");
+                    let k = r["key"].as_str().unwrap_or("");
+                    let value = match lookup(kind, obj_name).await {
+                        Ok(obj) => data(&obj, kind)
+                            .into_iter()
+                            .find(|(dk, _)| dk == k)
+                            .map(|(_, v)| v),
+                        Err(_) => None,
+                    };
+                    match value {
+                        Some(v) => out.push((name.clone(), v)),
+                        None if r["optional"] == true => {}
+                        None => {
+                            let what = if kind == Kind::ConfigMap {
+                                "configmap"
+                            } else {
+                                "secret"
+                            };
+                            return Err(format!("couldn't find key {k} in {what} {ns}/{obj_name}"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Decides about one container from its instances.
+    fn step(&mut self, pod: &Value, c: &Value, instances: &[&ContainerStatus], init: bool) -> Step {
+        let name = c["name"].as_str().unwrap_or("").to_string();
+        let hash = spec_hash(c);
+        let Some(latest) = instances.last() else {
+            return Step::Start;
+        };
+        match latest.state {
+            State::Running | State::Created => return Step::Keep,
+            State::Exited | State::Unknown => {}
+        }
+        let policy = str_at(pod, "/spec/restartPolicy");
+        let code = latest.exit_code.unwrap_or(137);
+        let restart = match policy {
+            "Never" => false,
+            "OnFailure" => code != 0,
+            _ => !init || code != 0,
+        };
+        if !restart || (init && code == 0) {
+            return Step::Keep;
+        }
+        let finished: jiff::Timestamp = latest
+            .finished_at
+            .as_deref()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(jiff::Timestamp::now);
+        let now = jiff::Timestamp::now();
+        let since = |a: jiff::Timestamp, b: jiff::Timestamp| {
+            Duration::try_from(a.duration_since(b)).unwrap_or(Duration::ZERO)
+        };
+        let key = (name.clone(), hash);
+        match self.backoff.get(&key).copied() {
+            Some(b) if since(finished, b.last) <= BACKOFF_MAX * 2 => {
+                let waited = since(now, finished);
+                if waited < b.delay {
+                    let message = format!(
+                        "back-off {} restarting failed container={name} pod={}",
+                        go_duration(b.delay),
+                        Self::full_name(pod)
+                    );
+                    return Step::Wait(
+                        Waiting {
+                            reason: "CrashLoopBackOff".into(),
+                            message,
+                        },
+                        Some(b.delay - waited),
+                    );
+                }
+                self.backoff.insert(
+                    key,
+                    Backoff {
+                        delay: (b.delay * 2).min(BACKOFF_MAX),
+                        last: now,
+                    },
+                );
+            }
+            _ => {
+                self.backoff.insert(
+                    key,
+                    Backoff {
+                        delay: BACKOFF_FIRST,
+                        last: now,
+                    },
+                );
+            }
+        }
+        Step::Start
+    }
+
+    async fn start(&self, pod: &Value, c: &Value, attempt: u32) -> Result<(), Waiting> {
+        let name = c["name"].as_str().unwrap_or("");
+        let env = self.env(pod, c).await.map_err(|message| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message,
+        })?;
+        let mut argv: Vec<String> = Vec::new();
+        for key in ["command", "args"] {
+            for a in c[key].as_array().into_iter().flatten() {
+                argv.push(expand(a.as_str().unwrap_or(""), &env));
+            }
+        }
+        if c["command"].as_array().is_none_or(Vec::is_empty) {
+            return Err(Waiting {
+                reason: "CreateContainerConfigError".into(),
+                message: "the container has no command: berth does not pull images, so give the command to run".into(),
+            });
+        }
+        let mut full_env = vec![(
+            "HOSTNAME".to_string(),
+            str_at(pod, "/metadata/name").to_string(),
+        )];
+        full_env.extend(env);
+        let spec = ContainerSpec {
+            pod_uid: self.uid.clone(),
+            pod_name: str_at(pod, "/metadata/name").into(),
+            pod_namespace: str_at(pod, "/metadata/namespace").into(),
+            name: name.into(),
+            attempt,
+            hash: spec_hash(c),
+            image: c["image"].as_str().unwrap_or("").into(),
+            argv,
+            env: full_env,
+            working_dir: c["workingDir"].as_str().map(Into::into),
+        };
+        match self.shared.runtime.start(&spec).await {
+            Ok(_) => {
+                let rec = &self.shared.recorder;
+                rec.event(
+                    pod,
+                    EventType::Normal,
+                    "Created",
+                    &format!("Created container {name}"),
+                )
+                .await;
+                rec.event(
+                    pod,
+                    EventType::Normal,
+                    "Started",
+                    &format!("Started container {name}"),
+                )
+                .await;
+                Ok(())
+            }
+            Err(e) => Err(Waiting {
+                reason: "RunContainerError".into(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// One sync of a live pod; returns when to look again without an event.
+    async fn sync(&mut self, pod: &Value) -> Option<Duration> {
+        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+            self.terminate(Some(pod)).await;
+            return None;
+        }
+        let instances = self
+            .shared
+            .runtime
+            .pod_status(&self.uid)
+            .unwrap_or_default();
+        let mut waiting: HashMap<String, Waiting> = HashMap::new();
+        let mut wake: Option<Duration> = None;
+        let mut started_any = false;
+        let (init_names, _) = status::container_names(pod);
+        let init_specs = pod["spec"]["initContainers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let app_specs = pod["spec"]["containers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let of = |name: &str| -> Vec<&ContainerStatus> {
+            let mut v: Vec<&ContainerStatus> =
+                instances.iter().filter(|s| s.id.name == name).collect();
+            v.sort_by_key(|s| s.id.attempt);
+            v
+        };
+        // Init containers: one at a time, in order.
+        let mut inits_done = true;
+        let mut pod_failed = false;
+        for c in &init_specs {
+            let name = c["name"].as_str().unwrap_or("");
+            let mine = of(name);
+            let done = mine
+                .last()
+                .is_some_and(|l| l.state == State::Exited && l.exit_code == Some(0));
+            if done {
+                continue;
+            }
+            inits_done = false;
+            if mine.last().is_some_and(|l| l.state == State::Exited)
+                && str_at(pod, "/spec/restartPolicy") == "Never"
+            {
+                pod_failed = true;
+                break;
+            }
+            match self.step(pod, c, &mine, true) {
+                Step::Keep => {}
+                Step::Start => {
+                    let attempt = mine.last().map_or(0, |l| l.id.attempt + 1);
+                    match self.start(pod, c, attempt).await {
+                        Ok(()) => started_any = true,
+                        Err(w) => {
+                            waiting.insert(name.to_string(), w);
+                        }
+                    }
+                }
+                Step::Wait(w, after) => {
+                    waiting.insert(name.to_string(), w);
+                    wake = min(wake, after);
+                }
+            }
+            break;
+        }
+        let _ = init_names;
+        if inits_done && !pod_failed {
+            for c in &app_specs {
+                let name = c["name"].as_str().unwrap_or("");
+                let mine = of(name);
+                // A running container whose spec changed is restarted.
+                if let Some(l) = mine.last() {
+                    if l.state == State::Running && l.hash != spec_hash(c) {
+                        let id = l.id.clone();
+                        let message =
+                            format!("Container {name} definition changed, will be restarted");
+                        self.shared
+                            .recorder
+                            .event(pod, EventType::Normal, "Killing", &message)
+                            .await;
+                        let _ = self.shared.runtime.stop(&id, grace(pod)).await;
+                        match self.start(pod, c, id.attempt + 1).await {
+                            Ok(()) => started_any = true,
+                            Err(w) => {
+                                waiting.insert(name.to_string(), w);
+                            }
+                        }
+                        continue;
+                    }
+                }
+                match self.step(pod, c, &mine, false) {
+                    Step::Keep => {}
+                    Step::Start => {
+                        let attempt = mine.last().map_or(0, |l| l.id.attempt + 1);
+                        match self.start(pod, c, attempt).await {
+                            Ok(()) => started_any = true,
+                            Err(w) => {
+                                waiting.insert(name.to_string(), w);
+                            }
+                        }
+                    }
+                    Step::Wait(w, after) => {
+                        let event = format!(
+                            "Back-off restarting failed container {name} in pod {}",
+                            Self::full_name(pod)
+                        );
+                        self.shared
+                            .recorder
+                            .event(pod, EventType::Warning, "BackOff", &event)
+                            .await;
+                        waiting.insert(name.to_string(), w);
+                        wake = min(wake, after);
+                    }
+                }
+            }
+        }
+        let instances = if started_any {
+            self.shared
+                .runtime
+                .pod_status(&self.uid)
+                .unwrap_or_default()
+        } else {
+            instances
+        };
+        let st = status::build(&Inputs {
+            pod,
+            instances: &instances,
+            waiting: &waiting,
+            node_ip: &self.shared.config.node_ip,
+            terminating: pod_failed,
+        });
+        if pod_failed {
+            self.stop_all(pod).await;
+        }
+        self.write_status(pod, st).await;
+        wake
+    }
+
+    async fn stop_all(&self, pod: &Value) {
+        let instances = self
+            .shared
+            .runtime
+            .pod_status(&self.uid)
+            .unwrap_or_default();
+        let running: Vec<ContainerId> = instances
+            .iter()
+            .filter(|s| matches!(s.state, State::Running | State::Created))
+            .map(|s| s.id.clone())
+            .collect();
+        let grace = grace(pod);
+        let stops = running.iter().map(|id| self.shared.runtime.stop(id, grace));
+        for (id, r) in running
+            .iter()
+            .zip(futures_util::future::join_all(stops).await)
+        {
+            if let Err(e) = r {
+                tracing::warn!(container = %id, error = %e, "could not stop a container");
+            }
+        }
+    }
+
+    /// Stops the pod's containers; once nothing runs, its records go and, for a pod
+    /// still in the API (graceful deletion), its object is removed.
+    async fn terminate(&mut self, pod: Option<&Value>) {
+        let fallback = json!({"spec": {"terminationGracePeriodSeconds": 30}});
+        let p = pod.unwrap_or(&fallback);
+        self.stop_all(p).await;
+        if let Some(pod) = pod {
+            let instances = self
+                .shared
+                .runtime
+                .pod_status(&self.uid)
+                .unwrap_or_default();
+            let st = status::build(&Inputs {
+                pod,
+                instances: &instances,
+                waiting: &HashMap::new(),
+                node_ip: &self.shared.config.node_ip,
+                terminating: true,
+            });
+            self.write_status(pod, st).await;
+            let params = crate::client::DeleteParams {
+                uid: Some(self.uid.clone()),
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            let ns = str_at(pod, "/metadata/namespace");
+            let name = str_at(pod, "/metadata/name");
+            let _ = self
+                .shared
+                .client
+                .delete(catalog::of(Kind::Pod), Some(ns), name, &params)
+                .await;
+        }
+        if let Err(e) = self.shared.runtime.remove_pod(&self.uid) {
+            tracing::warn!(pod = %self.uid, error = %e, "could not remove a pod's records");
+        }
+    }
+
+    /// Writes the status if it differs from the last one written.
+    async fn write_status(&mut self, pod: &Value, mut st: Value) {
+        if self.written.as_ref() == Some(&st) {
+            return;
+        }
+        let ns = str_at(pod, "/metadata/namespace");
+        let name = str_at(pod, "/metadata/name");
+        // Fields of the API status the agent does not own stay; the rest are replaced.
+        let patch = json!({"status": st.take()});
+        match self
+            .shared
+            .client
+            .patch_status(
+                catalog::of(Kind::Pod),
+                Some(ns),
+                name,
+                &Patch::Merge(patch.clone()),
+            )
+            .await
+        {
+            Ok(_) => self.written = Some(patch["status"].clone()),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                // Left unwritten: the next sync sends it again.
+                tracing::warn!(pod = %Self::full_name(pod), error = %e, "could not write the pod status");
+            }
+        }
+    }
+}
+
+fn min(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// The grace period of a pod's containers.
+fn grace(pod: &Value) -> Duration {
+    let secs = pod
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds"))
+        .and_then(Value::as_i64)
+        .unwrap_or(30)
+        .max(0);
+    Duration::from_secs(secs as u64)
+}
+
+/// The string values of a ConfigMap's or Secret's data.
+fn data(obj: &Value, kind: Kind) -> Vec<(String, String)> {
+    use base64::Engine;
+    let Some(m) = obj["data"].as_object() else {
+        return Vec::new();
+    };
+    m.iter()
+        .filter_map(|(k, v)| {
+            let s = v.as_str()?;
+            let value = if kind == Kind::Secret {
+                let raw = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+                String::from_utf8(raw).ok()?
+            } else {
+                s.to_string()
+            };
+            Some((k.clone(), value))
+        })
+        .collect()
+}
+
+/// `$(VAR)` references to variables defined before; `$$` escapes.
+fn expand(s: &str, env: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('(') {
+            match tail.find(')') {
+                Some(end) => {
+                    let name = &tail[..end];
+                    match env.iter().rev().find(|(k, _)| k == name) {
+                        Some((_, v)) => out.push_str(v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &tail[end + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = tail;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A downward-API field of the pod.
+fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
+    if let Some(label) = path
+        .strip_prefix("metadata.labels['")
+        .and_then(|p| p.strip_suffix("']"))
+    {
+        return str_at(
+            pod,
+            &format!("/metadata/labels/{}", label.replace('/', "~1")),
+        )
+        .into();
+    }
+    if let Some(a) = path
+        .strip_prefix("metadata.annotations['")
+        .and_then(|p| p.strip_suffix("']"))
+    {
+        return str_at(
+            pod,
+            &format!("/metadata/annotations/{}", a.replace('/', "~1")),
+        )
+        .into();
+    }
+    match path {
+        "metadata.name" => str_at(pod, "/metadata/name").into(),
+        "metadata.namespace" => str_at(pod, "/metadata/namespace").into(),
+        "metadata.uid" => str_at(pod, "/metadata/uid").into(),
+        "spec.nodeName" => str_at(pod, "/spec/nodeName").into(),
+        "spec.serviceAccountName" => str_at(pod, "/spec/serviceAccountName").into(),
+        "status.hostIP" | "status.podIP" => node_ip.into(),
+        _ => String::new(),
+    }
+}
+
+/// Runs one pod's worker until the pod is gone and its containers stopped; returns the
+/// pod's uid. A panic ends the worker, not the agent.
+pub(super) async fn run<R: Runtime + Clone>(
+    shared: Arc<Shared<R>>,
+    uid: String,
+    mut desired: watch::Receiver<Option<Arc<Value>>>,
+    wake: Arc<Notify>,
+) -> String {
+    let resync = shared.config.resync_every;
+    let mut worker = Worker {
+        shared,
+        uid: uid.clone(),
+        backoff: HashMap::new(),
+        written: None,
+    };
+    let body = async move {
+        loop {
+            let pod = desired.borrow_and_update().clone();
+            let Some(pod) = pod else {
+                worker.terminate(None).await;
+                return;
+            };
+            if pod.pointer("/metadata/deletionTimestamp").is_some() {
+                worker.terminate(Some(&pod)).await;
+                return;
+            }
+            let after = worker.sync(&pod).await.unwrap_or(resync).min(resync);
+            tokio::select! {
+                changed = desired.changed() => {
+                    if changed.is_err() {
+                        worker.terminate(None).await;
+                        return;
+                    }
+                }
+                () = wake.notified() => {}
+                () = tokio::time::sleep(after) => {}
+            }
+        }
+    };
+    if let Err(panic) = std::panic::AssertUnwindSafe(body).catch_unwind().await {
+        tracing::error!(pod = %uid, panic = ?panic.downcast_ref::<&str>(), "a pod worker panicked");
+    }
+    uid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_expand_from_earlier_ones() {
+        let env = vec![("A".to_string(), "x".to_string())];
+        assert_eq!(expand("$(A)-$(B)-$$(A)-$", &env), "x-$(B)-$(A)-$");
+    }
+
+    #[test]
+    fn durations_print_as_go_does() {
+        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+    }
+
+    #[test]
+    fn field_references() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "n", "labels": {"app.io/x": "y"}},
+                         "spec": {"nodeName": "node"}});
+        assert_eq!(field_value(&pod, "metadata.name", "1.2.3.4"), "p");
+        assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", ""), "y");
+        assert_eq!(field_value(&pod, "status.podIP", "1.2.3.4"), "1.2.3.4");
+        assert_eq!(field_value(&pod, "spec.nodeName", ""), "node");
+    }
+
+    #[test]
+    fn a_changed_container_has_another_hash() {
+        let a = json!({"name": "c", "image": "x:1"});
+        let b = json!({"name": "c", "image": "x:2"});
+        assert_ne!(spec_hash(&a), spec_hash(&b));
+        assert_eq!(spec_hash(&a), spec_hash(&a.clone()));
+    }
+}

@@ -1,0 +1,249 @@
+//! The node agent with the process runtime against a real server: node registration and
+//! lease, pods run as real processes, exit codes and phases, restarts with back-off,
+//! environment, config errors, and deletion stopping the processes.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, eventually};
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+const NODE: &str = "test-node";
+
+async fn server() -> TestServer {
+    TestServer::start_with(|c| {
+        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
+        agent.lease_every = Duration::from_millis(500);
+        c.node = Some(berth::app::NodeSettings {
+            agent,
+            shim_program: env!("CARGO_BIN_EXE_berth").into(),
+        });
+    })
+    .await
+}
+
+fn pod(name: &str, policy: &str, script: &str) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": policy,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script]}],
+        },
+    })
+}
+
+/// Waits until `check` accepts the pod.
+async fn pod_until(
+    s: &TestServer,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(30, what, || async {
+        let (code, p) = s.get(&format!("{PODS}/{name}")).await;
+        if code == 200 && check(&p) {
+            Ok(p)
+        } else {
+            Err(p["status"].to_string())
+        }
+    })
+    .await
+}
+
+fn container(p: &Value) -> &Value {
+    &p["status"]["containerStatuses"][0]
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn the_node_registers_ready_and_keeps_its_lease() {
+    let s = server().await;
+    let node = eventually(20, "the node is registered", || async {
+        let (code, n) = s.get(&format!("/api/v1/nodes/{NODE}")).await;
+        if code == 200 {
+            Ok(n)
+        } else {
+            Err(n.to_string())
+        }
+    })
+    .await;
+    let ready = berth::types::condition(&node, "Ready").unwrap();
+    assert_eq!(ready["status"], "True");
+    assert_eq!(ready["reason"], "KubeletReady");
+    assert!(node["status"]["allocatable"]["cpu"].is_string());
+    assert_eq!(node["status"]["allocatable"]["pods"], "110");
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], NODE);
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}");
+    let first = eventually(20, "a lease", || async {
+        let (code, l) = s.get(&path).await;
+        if code == 200 {
+            Ok(l)
+        } else {
+            Err(l.to_string())
+        }
+    })
+    .await;
+    eventually(20, "the lease is renewed", || async {
+        let (_, l) = s.get(&path).await;
+        if l["spec"]["renewTime"] != first["spec"]["renewTime"] {
+            Ok(())
+        } else {
+            Err(l.to_string())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_pod_runs_as_a_process_and_stops_when_deleted() {
+    let s = server().await;
+    let (code, made) = s.post(PODS, pod("web", "Always", "exec sleep 7301")).await;
+    assert_eq!(code, 201, "{made}");
+    let p = pod_until(&s, "web", "the pod runs and is ready", |p| {
+        p["status"]["phase"] == "Running"
+            && berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert_eq!(p["spec"]["nodeName"], NODE);
+    assert_eq!(p["status"]["podIP"], "127.0.0.1");
+    assert!(p["status"]["startTime"].is_string());
+    let c = container(&p);
+    assert!(c["state"]["running"]["startedAt"].is_string(), "{c}");
+    assert_eq!(c["restartCount"], 0);
+    assert!(c["containerID"].as_str().unwrap().starts_with("process://"));
+    // The container and the shim that watches it.
+    assert_eq!(processes_with("sleep 7301"), 2);
+    let (code, _) = s.delete(&format!("{PODS}/web")).await;
+    assert_eq!(code, 200);
+    eventually(30, "the process is stopped", || async {
+        match processes_with("sleep 7301") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn exit_codes_decide_the_phase() {
+    let s = server().await;
+    s.post(PODS, pod("ok", "Never", "exit 0")).await;
+    s.post(PODS, pod("bad", "Never", "echo failing >&2; exit 3"))
+        .await;
+    let ok = pod_until(&s, "ok", "Succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    assert_eq!(container(&ok)["state"]["terminated"]["reason"], "Completed");
+    let bad = pod_until(&s, "bad", "Failed", |p| p["status"]["phase"] == "Failed").await;
+    let t = &container(&bad)["state"]["terminated"];
+    assert_eq!(
+        (t["exitCode"].as_i64(), t["reason"].as_str()),
+        (Some(3), Some("Error"))
+    );
+    let ready = berth::types::condition(&bad, "Ready").unwrap();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("PodFailed"))
+    );
+}
+
+#[tokio::test]
+async fn a_crashing_container_is_restarted_then_backs_off() {
+    let s = server().await;
+    s.post(PODS, pod("crash", "Always", "exit 1")).await;
+    let p = pod_until(&s, "crash", "CrashLoopBackOff", |p| {
+        container(p)["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    })
+    .await;
+    let c = container(&p);
+    assert!(c["restartCount"].as_i64().unwrap() >= 1, "{c}");
+    assert_eq!(c["lastState"]["terminated"]["exitCode"], 1);
+    let message = c["state"]["waiting"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("back-off 10s restarting failed container=main pod=crash_default("),
+        "{message}"
+    );
+    assert_eq!(p["status"]["phase"], "Running");
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DBackOff")
+        .await;
+    assert_eq!(
+        events["items"][0]["involvedObject"]["name"], "crash",
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn the_environment_is_resolved_and_missing_references_are_config_errors() {
+    let s = server().await;
+    s.post(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "settings"}, "data": {"mode": "fast"}}),
+    )
+    .await;
+    let mut p = pod("env", "Never", "echo \"$GREETING $POD $MODE $(echo ok)\"");
+    p["spec"]["containers"][0]["env"] = json!([
+        {"name": "GREETING", "value": "hello"},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+    ]);
+    let (_, made) = s.post(PODS, p).await;
+    pod_until(&s, "env", "Succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    let uid = made["metadata"]["uid"].as_str().unwrap();
+    let log = std::fs::read_to_string(s.dir.path().join(format!("pods/{uid}/main/0/log"))).unwrap();
+    assert!(log.contains(" stdout F hello env fast ok\n"), "{log}");
+
+    let mut missing = pod("missing", "Never", "true");
+    missing["spec"]["containers"][0]["env"] = json!([
+        {"name": "X", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "nope"}}},
+    ]);
+    s.post(PODS, missing).await;
+    let p = pod_until(&s, "missing", "a config error", |p| {
+        container(p)["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+    })
+    .await;
+    assert_eq!(
+        container(&p)["state"]["waiting"]["message"],
+        "couldn't find key nope in configmap default/settings"
+    );
+    assert_eq!(p["status"]["phase"], "Pending");
+
+    let mut no_command = pod("image-only", "Always", "");
+    no_command["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    s.post(PODS, no_command).await;
+    let p = pod_until(&s, "image-only", "a config error", |p| {
+        container(p)["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+    })
+    .await;
+    let message = container(&p)["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("does not pull images"), "{message}");
+}
