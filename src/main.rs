@@ -49,6 +49,9 @@ enum Command {
         /// The name this machine's node registers under (default: the host name).
         #[arg(long)]
         node_name: Option<String>,
+        /// How many pods this machine's node takes.
+        #[arg(long, default_value_t = 110)]
+        max_pods: u32,
     },
     /// Storage schema migrations.
     Migrate {
@@ -141,6 +144,7 @@ fn main() -> anyhow::Result<()> {
             store_retain_seconds,
             no_node,
             node_name,
+            max_pods,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
@@ -148,7 +152,9 @@ fn main() -> anyhow::Result<()> {
             config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
             config.tls_files = tls_cert.zip(tls_key);
             if !no_node {
-                config.node = Some(berth::app::NodeSettings::for_this_machine(node_name));
+                let mut node = berth::app::NodeSettings::for_this_machine(node_name);
+                node.agent.max_pods = max_pods;
+                config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
             rt.block_on(async { berth::app::serve(config, listen, shutdown_signal()).await })?;

@@ -67,11 +67,17 @@ impl Drop for Server {
 
 /// Starts the release binary and waits for `/readyz`.
 pub async fn start() -> Server {
+    start_with(&[]).await
+}
+
+/// [`start`] with more `serve` arguments.
+pub async fn start_with(extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
+        .args(extra)
         .env("NO_COLOR", "1")
         .env("BERTH_LOG", "info")
         .stderr(Stdio::piped())

@@ -305,7 +305,7 @@ impl Scheduler {
         let ns = ns.unwrap_or("default");
         match self.ctx.client.bind(ns, name, node).await {
             Ok(()) => {
-                tracing::info!(pod = %key, node, "scheduled");
+                tracing::debug!(pod = %key, node, "scheduled");
                 let message = format!("Successfully assigned {key} to {node}");
                 self.recorder
                     .event(pod, EventType::Normal, "Scheduled", &message)
@@ -364,7 +364,7 @@ impl Scheduler {
                 .await
                 .map_err(|e| context(format!("pod {key}: set PodScheduled"), e))?;
         }
-        tracing::info!(pod = %key, message, "unschedulable");
+        tracing::debug!(pod = %key, message, "unschedulable");
         self.recorder
             .event(&fresh, EventType::Warning, "FailedScheduling", message)
             .await;

@@ -32,6 +32,8 @@ pub struct Config {
     pub lease_every: Duration,
     /// Every pod is synced at least this often, events or not.
     pub resync_every: Duration,
+    /// How many pods the node takes (its `pods` capacity).
+    pub max_pods: u32,
 }
 
 impl Config {
@@ -41,6 +43,7 @@ impl Config {
             node_ip: node_ip.to_string(),
             lease_every: Duration::from_secs(10),
             resync_every: Duration::from_secs(60),
+            max_pods: 110,
         }
     }
 }
@@ -86,7 +89,8 @@ fn os_image() -> String {
 fn node_status(config: &Config) -> Value {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = format!("{}Ki", machine_memory_bytes() / 1024);
-    let resources = json!({"cpu": cpus.to_string(), "memory": memory, "pods": "110"});
+    let resources =
+        json!({"cpu": cpus.to_string(), "memory": memory, "pods": config.max_pods.to_string()});
     let now = crate::types::now();
     let cond = |kind: &str, status: &str, reason: &str, message: &str| {
         json!({"type": kind, "status": status, "reason": reason, "message": message,

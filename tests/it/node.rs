@@ -69,7 +69,11 @@ fn processes_with(marker: &str) -> usize {
         })
         .filter(|e| {
             std::fs::read(e.path().join("cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
                 .unwrap_or(false)
         })
         .count()

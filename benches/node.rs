@@ -1,0 +1,178 @@
+//! `cargo bench --bench node`: the node agent's figures as one JSON object on stdout,
+//! measured against the real `berth` binary with its node agent and process runtime.
+//!
+//! - pod create → `Running` latency p50/p99 over N pods (200; 20 with
+//!   `BERTH_BENCH_QUICK=1`), each `sleep`, created one after another;
+//! - berth's RSS growth per running pod, and the shims' RSS and PSS per pod (each
+//!   container runs under a `berth shim` process of its own).
+//!
+//! Every pod is deleted (and its processes stopped) before the server stops.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use berth::client::{Client, DeleteParams, Event, ListParams, WatchParams};
+use berth::registry::{Kind, catalog};
+use common::{Unit, percentiles, quick, start_with};
+use serde_json::{Value, json};
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Proportional set size: private pages plus a fair share of shared ones (the binary's
+/// code is one copy in memory however many shims run it).
+fn pss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Pids of the processes whose command line names `marker`.
+fn pids_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+async fn run() -> Value {
+    let n = if quick() { 20 } else { 200 };
+    // Room for every pod of the run (the default is Kubernetes' 110).
+    let s = start_with(&["--max-pods", "300"]).await;
+    let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
+    let pods = catalog::of(Kind::Pod);
+    // Wait for the node to register.
+    let nodes = catalog::of(Kind::Node);
+    while c
+        .list(nodes, None, &ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_before = rss_kib(s.child.id());
+
+    let running: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let watcher = {
+        let (c, running) = (c.clone(), running.clone());
+        tokio::spawn(async move {
+            let mut w = c
+                .watch(pods, Some("default"), &WatchParams::default())
+                .await
+                .unwrap();
+            while let Some(Ok(ev)) = w.next().await {
+                if let Event::Added(p) | Event::Modified(p) = ev {
+                    if p["status"]["phase"] == "Running" {
+                        let name = p["metadata"]["name"].as_str().unwrap().to_string();
+                        running
+                            .lock()
+                            .unwrap()
+                            .entry(name)
+                            .or_insert_with(Instant::now);
+                    }
+                }
+            }
+        })
+    };
+    let mut sent = HashMap::new();
+    for i in 0..n {
+        let name = format!("bench-{i}");
+        let pod = json!({
+            "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+                {"name": "main", "image": "busybox", "command": ["sleep", "86401"]}
+            ]},
+        });
+        sent.insert(name, Instant::now());
+        c.create(pods, Some("default"), &pod).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while running.lock().unwrap().len() < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let ran = running.lock().unwrap().len();
+    watcher.abort();
+    let latencies: Vec<Duration> = running
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(name, at)| at.duration_since(sent[name]))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_loaded = rss_kib(s.child.id());
+    let shims: Vec<u32> = pids_with("shim --dir")
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("86401"))
+        })
+        .collect();
+    let shim_rss: u64 = shims.iter().map(|p| rss_kib(*p)).sum();
+    let shim_pss: u64 = shims.iter().map(|p| pss_kib(*p)).sum();
+
+    // Clean up: every pod deleted and its processes gone before the server stops.
+    for i in 0..n {
+        let _ = c
+            .delete(
+                pods,
+                Some("default"),
+                &format!("bench-{i}"),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !pids_with("sleep 86401").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    json!({
+        "pods": n,
+        "pods_running": ran,
+        "create_to_running": percentiles(latencies, Unit::Millis),
+        "berth_rss_kib_per_running_pod": (rss_loaded.saturating_sub(rss_before)) as f64 / n as f64,
+        "shim_rss_kib_per_pod": shim_rss as f64 / shims.len().max(1) as f64,
+        "shim_pss_kib_per_pod": shim_pss as f64 / shims.len().max(1) as f64,
+        "shims_seen": shims.len(),
+    })
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(run());
+    println!("{}", json!({ "node": out }));
+}
