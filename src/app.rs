@@ -266,17 +266,12 @@ impl Cluster {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), Error> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let state = AppState {
-            metrics: api::metrics::Metrics::new(self.registry.store().metrics()),
-            registry: self.registry.clone(),
-            server_address: self.address.to_string(),
-            shutdown: stopped,
-        };
         let mut supervisor = Supervisor::new();
         if let Some(config) = self.controllers {
             let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
             controller::start(&ctx, &mut supervisor);
         }
+        let mut pod_logs: Option<Arc<dyn api::logs::PodLogs>> = None;
         if let Some(settings) = self.node {
             let mut agent = settings.agent;
             if agent.node_ip == "127.0.0.1" && !self.address.ip().is_loopback() {
@@ -292,6 +287,7 @@ impl Cluster {
                 source: std::io::Error::other(e.to_string()),
             })?;
             tracing::info!(node = %agent.node_name, "running pods on this machine");
+            pod_logs = Some(Arc::new(RuntimeLogs(runtime.clone())));
             node::start(
                 &mut supervisor,
                 &Client::local(self.registry.clone()),
@@ -299,11 +295,41 @@ impl Cluster {
                 agent,
             );
         }
+        let state = AppState {
+            metrics: api::metrics::Metrics::new(self.registry.store().metrics()),
+            registry: self.registry.clone(),
+            server_address: self.address.to_string(),
+            shutdown: stopped,
+            pod_logs,
+        };
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
         supervisor.shutdown(Duration::from_secs(10)).await;
         self.registry.store().close().await?;
         Ok(())
+    }
+}
+
+/// The API's view of this machine's container logs.
+struct RuntimeLogs(ProcessRuntime);
+
+impl api::logs::PodLogs for RuntimeLogs {
+    fn instance(&self, pod_uid: &str, container: &str, previous: bool) -> Option<PathBuf> {
+        use crate::runtime::Runtime;
+        let mut mine: Vec<_> = self
+            .0
+            .pod_status(pod_uid)
+            .ok()?
+            .into_iter()
+            .filter(|s| s.id.name == container)
+            .collect();
+        mine.sort_by_key(|s| s.id.attempt);
+        let pick = if previous {
+            mine.iter().rev().nth(1)
+        } else {
+            mine.last()
+        }?;
+        self.0.log_path(&pick.id).parent().map(Path::to_path_buf)
     }
 }
 

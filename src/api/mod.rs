@@ -5,6 +5,7 @@
 mod coalesce;
 pub mod discovery;
 pub mod error;
+pub mod logs;
 pub mod metrics;
 pub mod openapi;
 mod resources;
@@ -41,6 +42,8 @@ pub struct AppState {
     /// Turns true when the server shuts down; open watches end.
     pub shutdown: watch::Receiver<bool>,
     pub metrics: metrics::Metrics,
+    /// Container logs of the pods this process's node runs.
+    pub pod_logs: Option<Arc<dyn logs::PodLogs>>,
 }
 
 /// The router, without TLS or a socket: testable with `oneshot`.

@@ -57,6 +57,7 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
         Some("scale") if res.scale => {}
         Some("binding") if res.kind == registry::Kind::Pod => {}
         Some("finalize") if res.kind == registry::Kind::Namespace => {}
+        Some("log") if res.kind == registry::Kind::Pod => {}
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
@@ -486,7 +487,12 @@ pub async fn handle(
             let out = reg.finalize_namespace(name, &body).await?;
             Ok(written(StatusCode::OK, out))
         }
-        (_, Some(_)) if matches!(t.sub.as_deref(), Some("binding" | "finalize")) => {
+        (&Method::GET, Some(name)) if t.sub.as_deref() == Some("log") => {
+            let pod: Value = serde_json::from_slice(&reg.get(res, ns, name)?)
+                .map_err(|e| Error::BadRequest(e.to_string()))?;
+            super::logs::serve(state.pod_logs.as_deref(), &pod, &query)
+        }
+        (_, Some(_)) if matches!(t.sub.as_deref(), Some("binding" | "finalize" | "log")) => {
             Err(Error::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource: {method}"
             )))
@@ -817,7 +823,8 @@ mod tests {
         for bad in [
             "pods/web",
             "nothing",
-            "namespaces/default/pods/web/log",
+            "namespaces/default/pods/web/exec-nothing",
+            "namespaces/default/configmaps/x/log",
             "namespaces/a/pods/b/c/d",
             "",
         ] {

@@ -3,6 +3,7 @@
 //! under a [`shim`] that outlives berth, so containers survive a restart and are adopted
 //! again.
 
+pub mod logs;
 pub mod process;
 pub mod shim;
 

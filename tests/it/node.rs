@@ -251,3 +251,78 @@ async fn the_environment_is_resolved_and_missing_references_are_config_errors() 
         .unwrap();
     assert!(message.contains("does not pull images"), "{message}");
 }
+
+async fn log(s: &TestServer, name: &str, query: &str) -> (u16, String) {
+    let resp = s
+        .req(reqwest::Method::GET, &format!("{PODS}/{name}/log{query}"))
+        .send()
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    (code, resp.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn logs_are_served_with_tail_timestamps_previous_and_follow() {
+    let s = server().await;
+    s.post(
+        PODS,
+        pod(
+            "talker",
+            "Never",
+            "echo one; sleep 0.2; echo two >&2; sleep 0.2; echo three",
+        ),
+    )
+    .await;
+    pod_until(&s, "talker", "Succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    let (code, text) = log(&s, "talker", "").await;
+    assert_eq!((code, text.as_str()), (200, "one\ntwo\nthree\n"));
+    let (_, text) = log(&s, "talker", "?tailLines=1").await;
+    assert_eq!(text, "three\n");
+    let (_, text) = log(&s, "talker", "?timestamps=true&limitBytes=200").await;
+    let first = text.lines().next().unwrap();
+    let (ts, rest) = first.split_once(' ').unwrap();
+    assert!(ts.parse::<jiff::Timestamp>().is_ok(), "{first}");
+    assert_eq!(rest, "one");
+    let (code, text) = log(&s, "talker", "?container=nope").await;
+    assert_eq!(code, 400, "{text}");
+    assert!(
+        text.contains("container nope is not valid for pod talker"),
+        "{text}"
+    );
+    let (code, text) = log(&s, "talker", "?previous=true").await;
+    assert_eq!(code, 400);
+    assert!(
+        text.contains("previous terminated container \\\"main\\\""),
+        "{text}"
+    );
+
+    // A restarted container's previous instance.
+    s.post(PODS, pod("again", "Always", "echo attempt; exit 1"))
+        .await;
+    pod_until(&s, "again", "a restart", |p| {
+        container(p)["restartCount"].as_i64() >= Some(1)
+    })
+    .await;
+    let (code, text) = log(&s, "again", "?previous=true").await;
+    assert_eq!((code, text.as_str()), (200, "attempt\n"));
+
+    // Follow: lines as they come, and the end with the container.
+    s.post(PODS, pod("slow", "Never", "echo a; sleep 1; echo b"))
+        .await;
+    pod_until(&s, "slow", "running", |p| p["status"]["phase"] == "Running").await;
+    let resp = s
+        .req(
+            reqwest::Method::GET,
+            &format!("{PODS}/slow/log?follow=true"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let body = crate::support::within(20, resp.text()).await.unwrap();
+    assert_eq!(body, "a\nb\n");
+}

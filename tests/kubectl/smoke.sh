@@ -138,6 +138,23 @@ check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
 check "gone" "NotFound" k get pod web-1
 check "wait for deletion of a missing object" "^rc=0$" rc k wait --for=delete pod/web-1 --timeout=5s
 
+cat >"$work/hello.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: registry.example/hello:1
+    command: [sh, -c, "echo hello from berth; sleep 1; echo goodbye"]
+YAML
+k apply -f "$work/hello.yaml" >/dev/null
+check "logs -f streams until the container ends" "^goodbye$" k logs -f hello --pod-running-timeout=30s
+check "the pod succeeded" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded pod/hello --timeout=20s
+check "logs" "^hello from berth" k logs hello
+check "logs --tail" "^goodbye$" k logs hello --tail=1
 check "deleting an rc deletes its pods" "rc=0" rc k delete rc frontend --wait=true --timeout=20s
 check "the pods go too" "^rc=0$" rc k wait --for=delete pod -l app=frontend --timeout=20s
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n' >"$work/ns.yaml"

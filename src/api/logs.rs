@@ -1,0 +1,135 @@
+//! `GET pods/{name}/log`: a container's log as `kubectl logs` asks for it (`container`,
+//! `previous`, `follow`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`,
+//! `limitBytes`), as `text/plain`, streamed when following. The log comes from the node
+//! that runs the pod, through [`PodLogs`].
+
+use std::path::PathBuf;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::error::Error;
+use crate::runtime::logs;
+
+/// Where the node keeps a container instance's log.
+pub trait PodLogs: Send + Sync {
+    /// The directory of the newest instance of `container` in pod `uid` (with `previous`,
+    /// the one before), if the node has it.
+    fn instance(&self, pod_uid: &str, container: &str, previous: bool) -> Option<PathBuf>;
+}
+
+fn flag(q: &super::resources::Query, name: &str) -> bool {
+    matches!(q.get(name).map(String::as_str), Some("true" | "1"))
+}
+
+fn number(q: &super::resources::Query, name: &str) -> Result<Option<i64>, Error> {
+    q.get(name)
+        .map(|v| {
+            v.parse::<i64>()
+                .map_err(|_| Error::BadRequest(format!("{name} must be a number, not {v:?}")))
+        })
+        .transpose()
+}
+
+/// Serves the log of a container of `pod`.
+pub fn serve(
+    source: Option<&dyn PodLogs>,
+    pod: &Value,
+    q: &super::resources::Query,
+) -> Result<Response, Error> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or("");
+    let containers: Vec<&str> = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| pod["spec"][*k].as_array())
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let app: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let container = match q.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if containers.contains(&c.as_str()) => c.clone(),
+        Some(c) => {
+            return Err(Error::BadRequest(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
+        None if app.len() == 1 => app[0].to_string(),
+        None => {
+            return Err(Error::BadRequest(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                app.join(" ")
+            )));
+        }
+    };
+    if pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
+        return Err(Error::BadRequest(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let previous = flag(q, "previous");
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
+    let Some(dir) = source.and_then(|s| s.instance(uid, &container, previous)) else {
+        let message = if previous {
+            format!("previous terminated container {container:?} in pod {name:?} not found")
+        } else {
+            let reason = pod["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["name"] == container.as_str())
+                .and_then(|c| c.pointer("/state/waiting/reason"))
+                .and_then(Value::as_str)
+                .unwrap_or("ContainerCreating");
+            format!("container {container:?} in pod {name:?} is waiting to start: {reason}")
+        };
+        return Err(Error::BadRequest(message));
+    };
+    let since =
+        match (q.get("sinceTime"), number(q, "sinceSeconds")?) {
+            (Some(t), _) => Some(t.parse::<jiff::Timestamp>().map_err(|e| {
+                Error::BadRequest(format!("sinceTime must be an RFC 3339 time: {e}"))
+            })?),
+            (None, Some(s)) if s > 0 => {
+                Some(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(s))
+            }
+            (None, Some(_)) => {
+                return Err(Error::BadRequest(
+                    "sinceSeconds must be greater than 0".into(),
+                ));
+            }
+            (None, None) => None,
+        };
+    let opts = logs::Options {
+        follow: flag(q, "follow") && !previous,
+        tail_lines: number(q, "tailLines")?.map(|n| n.max(0) as usize),
+        since,
+        timestamps: flag(q, "timestamps"),
+        limit_bytes: number(q, "limitBytes")?.map(|n| n.max(0) as usize),
+    };
+    let (text, position) = logs::read(&dir, &opts).map_err(|e| {
+        Error::Registry(crate::registry::Error::Internal(format!(
+            "read the log of {name}/{container}: {e}"
+        )))
+    })?;
+    let body = if opts.follow {
+        let sent = text.len();
+        let first =
+            futures_util::stream::once(
+                async move { Ok::<_, std::io::Error>(bytes::Bytes::from(text)) },
+            );
+        let rest = logs::follow(dir, opts, position, sent);
+        Body::from_stream(futures_util::StreamExt::chain(first, rest))
+    } else {
+        Body::from(text)
+    };
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(r)
+}
