@@ -2,6 +2,7 @@
 //! bound to it through a [`Runtime`], one worker per pod, reporting their status. It talks
 //! to the API only through [`Client`], so the same agent can run on another machine.
 
+mod probe;
 mod status;
 mod worker;
 

@@ -25,6 +25,9 @@ pub struct Inputs<'a> {
     pub node_ip: &'a str,
     /// The pod is being terminated by the agent.
     pub terminating: bool,
+    /// Probe verdicts of running containers: (ready, started). A container missing here
+    /// is ready and started once it runs (it has no probes).
+    pub probed: &'a HashMap<String, (bool, bool)>,
 }
 
 fn names(list: Option<&Value>) -> Vec<String> {
@@ -89,6 +92,7 @@ fn container_status(
     instances: &[&ContainerStatus],
     waiting: Option<&Waiting>,
     default_reason: &str,
+    probed: Option<&(bool, bool)>,
 ) -> Value {
     let name = spec["name"].as_str().unwrap_or("");
     let latest = instances.last().copied();
@@ -111,8 +115,9 @@ fn container_status(
             match l.state {
                 State::Running => {
                     cs["state"] = json!({"running": {"startedAt": second(l.started_at.as_deref().unwrap_or(&l.created_at))}});
-                    cs["ready"] = json!(true);
-                    cs["started"] = json!(true);
+                    let (ready, started) = probed.copied().unwrap_or((true, true));
+                    cs["ready"] = json!(ready);
+                    cs["started"] = json!(started);
                 }
                 State::Created => cs["state"] = json!({"waiting": {"reason": default_reason}}),
                 State::Exited | State::Unknown => match waiting {
@@ -229,6 +234,7 @@ pub fn build(inp: &Inputs<'_>) -> Value {
                 &instances_of(inp.instances, name),
                 inp.waiting.get(name),
                 "PodInitializing",
+                None,
             )
         })
         .collect();
@@ -247,6 +253,7 @@ pub fn build(inp: &Inputs<'_>) -> Value {
                 &instances_of(inp.instances, name),
                 inp.waiting.get(name),
                 app_default,
+                inp.probed.get(name),
             )
         })
         .collect();
@@ -429,6 +436,7 @@ mod tests {
             waiting,
             node_ip: "10.0.0.1",
             terminating: false,
+            probed: &HashMap::new(),
         })
     }
 

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 
 use super::Shared;
+use super::probe::{self, Kind as ProbeKind, Outcome, Tracker};
 use super::status::{self, Inputs, Waiting};
 use crate::client::Patch;
 use crate::client::recorder::EventType;
@@ -36,6 +37,10 @@ struct Worker<R> {
     backoff: HashMap<(String, String), Backoff>,
     /// The last status written, to skip writing the same again.
     written: Option<Value>,
+    /// Probe state per (container, probe kind), for the instance (attempt) it belongs to.
+    probes: HashMap<(String, ProbeKind), (u32, Tracker)>,
+    /// The environment each container was started with (exec probes run in it).
+    envs: HashMap<String, Vec<(String, String)>>,
 }
 
 /// A stable hash of a container's spec: a different hash means "changed, restart".
@@ -227,7 +232,7 @@ impl<R: Runtime + Clone> Worker<R> {
         Step::Start
     }
 
-    async fn start(&self, pod: &Value, c: &Value, attempt: u32) -> Result<(), Waiting> {
+    async fn start(&mut self, pod: &Value, c: &Value, attempt: u32) -> Result<(), Waiting> {
         let name = c["name"].as_str().unwrap_or("");
         let env = self.env(pod, c).await.map_err(|message| Waiting {
             reason: "CreateContainerConfigError".into(),
@@ -259,9 +264,10 @@ impl<R: Runtime + Clone> Worker<R> {
             hash: spec_hash(c),
             image: c["image"].as_str().unwrap_or("").into(),
             argv,
-            env: full_env,
+            env: full_env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
         };
+        self.envs.insert(name.to_string(), full_env);
         match self.shared.runtime.start(&spec).await {
             Ok(_) => {
                 let rec = &self.shared.recorder;
@@ -405,7 +411,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 }
             }
         }
-        let instances = if started_any {
+        let mut instances = if started_any {
             self.shared
                 .runtime
                 .pod_status(&self.uid)
@@ -413,18 +419,164 @@ impl<R: Runtime + Clone> Worker<R> {
         } else {
             instances
         };
+        let mut probed = HashMap::new();
+        if inits_done && !pod_failed {
+            let (verdicts, next, killed) = self.probe(pod, &app_specs, &instances).await;
+            probed = verdicts;
+            wake = min(wake, next);
+            if killed {
+                instances = self
+                    .shared
+                    .runtime
+                    .pod_status(&self.uid)
+                    .unwrap_or_default();
+                // The next sync restarts what was killed (by policy, with back-off).
+                wake = Some(Duration::ZERO);
+            }
+        }
         let st = status::build(&Inputs {
             pod,
             instances: &instances,
             waiting: &waiting,
             node_ip: &self.shared.config.node_ip,
             terminating: pod_failed,
+            probed: &probed,
         });
         if pod_failed {
             self.stop_all(pod).await;
         }
         self.write_status(pod, st).await;
         wake
+    }
+
+    /// Runs the probes that are due for running app containers; returns the verdicts
+    /// (ready, started) per container, when the next probe is due, and whether a
+    /// container was killed for failing one.
+    async fn probe(
+        &mut self,
+        pod: &Value,
+        app_specs: &[Value],
+        instances: &[ContainerStatus],
+    ) -> (HashMap<String, (bool, bool)>, Option<Duration>, bool) {
+        let mut verdicts = HashMap::new();
+        let mut next: Option<Duration> = None;
+        let mut killed = false;
+        let now = tokio::time::Instant::now();
+        for c in app_specs {
+            let name = c["name"].as_str().unwrap_or("").to_string();
+            let Some(latest) = instances
+                .iter()
+                .filter(|s| s.id.name == name)
+                .max_by_key(|s| s.id.attempt)
+            else {
+                continue;
+            };
+            if latest.state != State::Running {
+                self.probes.retain(|(n, _), _| n != &name);
+                continue;
+            }
+            let running_for = latest
+                .started_at
+                .as_deref()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .and_then(|t| Duration::try_from(jiff::Timestamp::now().duration_since(t)).ok())
+                .unwrap_or_default();
+            for kind in [
+                ProbeKind::Startup,
+                ProbeKind::Liveness,
+                ProbeKind::Readiness,
+            ] {
+                let key = (name.clone(), kind);
+                match c.get(kind.field()).filter(|p| p.is_object()) {
+                    Some(spec) => {
+                        let fresh = self
+                            .probes
+                            .get(&key)
+                            .is_none_or(|(a, _)| *a != latest.id.attempt);
+                        if fresh {
+                            let tracker = Tracker::new(spec, running_for);
+                            self.probes.insert(key, (latest.id.attempt, tracker));
+                        }
+                    }
+                    None => {
+                        self.probes.remove(&key);
+                    }
+                }
+            }
+            let verdict = |w: &Self, kind| {
+                w.probes
+                    .get(&(name.clone(), kind))
+                    .map(|(_, t): &(u32, Tracker)| t.result)
+            };
+            let started = verdict(self, ProbeKind::Startup).is_none_or(|r| r == Some(true));
+            let kinds: &[ProbeKind] = if started {
+                &[ProbeKind::Liveness, ProbeKind::Readiness]
+            } else {
+                &[ProbeKind::Startup]
+            };
+            for kind in kinds {
+                let key = (name.clone(), *kind);
+                if self.probes.get(&key).is_none_or(|(_, t)| t.due > now) {
+                    continue;
+                }
+                if !self.envs.contains_key(&name) {
+                    // Adopted after a restart: resolve the environment again.
+                    let mut env = vec![(
+                        "HOSTNAME".to_string(),
+                        str_at(pod, "/metadata/name").to_string(),
+                    )];
+                    env.extend(self.env(pod, c).await.unwrap_or_default());
+                    self.envs.insert(name.clone(), env);
+                }
+                let env = self.envs.get(&name).cloned().unwrap_or_default();
+                let ran = probe::run(&c[kind.field()], c, &env, &self.shared.config.node_ip).await;
+                if let Err(why) = &ran {
+                    let message = format!("{} probe failed: {why}", kind.title());
+                    self.shared
+                        .recorder
+                        .event(pod, EventType::Warning, "Unhealthy", &message)
+                        .await;
+                }
+                let Some((_, tracker)) = self.probes.get_mut(&key) else {
+                    continue;
+                };
+                let fatal = tracker.record(ran.is_ok()) == Outcome::Became(false)
+                    && matches!(kind, ProbeKind::Liveness | ProbeKind::Startup);
+                if fatal {
+                    let what = if *kind == ProbeKind::Liveness {
+                        "liveness"
+                    } else {
+                        "startup"
+                    };
+                    let restart = match str_at(pod, "/spec/restartPolicy") {
+                        "Never" => "",
+                        _ => ", will be restarted",
+                    };
+                    let message = format!("Container {name} failed {what} probe{restart}");
+                    self.shared
+                        .recorder
+                        .event(pod, EventType::Normal, "Killing", &message)
+                        .await;
+                    if let Err(e) = self.shared.runtime.stop(&latest.id, grace(pod)).await {
+                        tracing::warn!(container = %latest.id, error = %e, "could not stop an unhealthy container");
+                    }
+                    self.probes.retain(|(n, _), _| n != &name);
+                    killed = true;
+                    break;
+                }
+            }
+            let started = verdict(self, ProbeKind::Startup).is_none_or(|r| r == Some(true));
+            let ready =
+                started && verdict(self, ProbeKind::Readiness).is_none_or(|r| r == Some(true));
+            verdicts.insert(name.clone(), (ready, started));
+            for ((n, _), (_, t)) in &self.probes {
+                if n == &name {
+                    let wait = t.due.saturating_duration_since(tokio::time::Instant::now());
+                    next = min(next, Some(wait));
+                }
+            }
+        }
+        (verdicts, next, killed)
     }
 
     async fn stop_all(&self, pod: &Value) {
@@ -468,6 +620,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 waiting: &HashMap::new(),
                 node_ip: &self.shared.config.node_ip,
                 terminating: true,
+                probed: &HashMap::new(),
             });
             self.write_status(pod, st).await;
             let params = crate::client::DeleteParams {
@@ -642,6 +795,8 @@ pub(super) async fn run<R: Runtime + Clone>(
         uid: uid.clone(),
         backoff: HashMap::new(),
         written: None,
+        probes: HashMap::new(),
+        envs: HashMap::new(),
     };
     let body = async move {
         loop {

@@ -326,3 +326,71 @@ async fn logs_are_served_with_tail_timestamps_previous_and_follow() {
     let body = crate::support::within(20, resp.text()).await.unwrap();
     assert_eq!(body, "a\nb\n");
 }
+
+#[tokio::test]
+async fn readiness_follows_its_probe_and_a_failing_liveness_probe_restarts() {
+    let s = server().await;
+    let flag = s.dir.path().join("ready-flag");
+    let mut p = pod("gated", "Always", "exec sleep 7302");
+    p["spec"]["containers"][0]["readinessProbe"] = json!({
+        "exec": {"command": ["test", "-f", flag.to_str().unwrap()]},
+        "periodSeconds": 1,
+    });
+    s.post(PODS, p).await;
+    let running = pod_until(&s, "gated", "running, not ready", |p| {
+        p["status"]["phase"] == "Running"
+            && berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    assert_eq!(container(&running)["ready"], false);
+    assert_eq!(container(&running)["started"], true);
+    std::fs::write(&flag, b"").unwrap();
+    pod_until(&s, "gated", "ready once the probe passes", |p| {
+        berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    std::fs::remove_file(&flag).unwrap();
+    pod_until(&s, "gated", "not ready again", |p| {
+        container(p)["ready"] == false
+    })
+    .await;
+
+    let mut sick = pod("sick", "Always", "exec sleep 7303");
+    sick["spec"]["containers"][0]["livenessProbe"] = json!({
+        "exec": {"command": ["sh", "-c", "echo broken; exit 1"]},
+        "periodSeconds": 1,
+        "failureThreshold": 1,
+    });
+    s.post(PODS, sick).await;
+    pod_until(&s, "sick", "restarted by the liveness probe", |p| {
+        container(p)["restartCount"].as_i64() >= Some(1)
+    })
+    .await;
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dsick")
+        .await;
+    let messages: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        messages.contains(&"Liveness probe failed: broken"),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(&"Container main failed liveness probe, will be restarted"),
+        "{messages:?}"
+    );
+    for name in ["gated", "sick"] {
+        s.delete(&format!("{PODS}/{name}")).await;
+    }
+    eventually(30, "the processes are stopped", || async {
+        match processes_with("sleep 7302") + processes_with("sleep 7303") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+}

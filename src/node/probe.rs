@@ -1,0 +1,323 @@
+//! Probes (§7): liveness, readiness and startup checks by exec, httpGet (http) and
+//! tcpSocket, with `initialDelaySeconds`, `periodSeconds`, `timeoutSeconds`,
+//! `successThreshold` and `failureThreshold`. A pod worker keeps one [`Tracker`] per
+//! container instance and probe kind and runs what is due.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+/// Which probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+impl Kind {
+    pub fn field(self) -> &'static str {
+        match self {
+            Kind::Startup => "startupProbe",
+            Kind::Liveness => "livenessProbe",
+            Kind::Readiness => "readinessProbe",
+        }
+    }
+
+    /// As events name it: `Liveness probe failed: ...`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Startup => "Startup",
+            Kind::Liveness => "Liveness",
+            Kind::Readiness => "Readiness",
+        }
+    }
+}
+
+/// The timing fields of a probe, with their defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub initial_delay: Duration,
+    pub period: Duration,
+    pub timeout: Duration,
+    pub success_threshold: u32,
+    pub failure_threshold: u32,
+}
+
+impl Timing {
+    pub fn of(probe: &Value) -> Self {
+        let secs = |f: &str, d: u64, min: u64| probe[f].as_u64().map_or(d, |v| v.max(min));
+        Timing {
+            initial_delay: Duration::from_secs(secs("initialDelaySeconds", 0, 0)),
+            period: Duration::from_secs(secs("periodSeconds", 10, 1)),
+            timeout: Duration::from_secs(secs("timeoutSeconds", 1, 1)),
+            success_threshold: secs("successThreshold", 1, 1) as u32,
+            failure_threshold: secs("failureThreshold", 3, 1) as u32,
+        }
+    }
+}
+
+/// The state of one probe of one container instance.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    pub timing: Timing,
+    successes: u32,
+    failures: u32,
+    /// The current verdict: `None` until the thresholds decide.
+    pub result: Option<bool>,
+    pub due: Instant,
+}
+
+/// What a probe run changed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Unchanged,
+    /// The verdict flipped to this.
+    Became(bool),
+}
+
+impl Tracker {
+    /// A tracker for an instance that started `running_for` ago.
+    pub fn new(probe: &Value, running_for: Duration) -> Self {
+        let timing = Timing::of(probe);
+        let wait = timing.initial_delay.saturating_sub(running_for);
+        Tracker {
+            timing,
+            successes: 0,
+            failures: 0,
+            result: None,
+            due: Instant::now() + wait,
+        }
+    }
+
+    /// Counts one result and schedules the next run.
+    pub fn record(&mut self, ok: bool) -> Outcome {
+        self.due = Instant::now() + self.timing.period;
+        if ok {
+            self.successes += 1;
+            self.failures = 0;
+        } else {
+            self.failures += 1;
+            self.successes = 0;
+        }
+        let verdict = if self.successes >= self.timing.success_threshold {
+            Some(true)
+        } else if self.failures >= self.timing.failure_threshold {
+            Some(false)
+        } else {
+            self.result
+        };
+        if verdict != self.result {
+            self.result = verdict;
+            if let Some(v) = verdict {
+                return Outcome::Became(v);
+            }
+        }
+        Outcome::Unchanged
+    }
+}
+
+/// Where a probe's target port is: a number, or the name of one of the container's ports.
+fn port(spec: &Value, container: &Value) -> Result<u16, String> {
+    match &spec["port"] {
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or_else(|| format!("invalid port {n}")),
+        Value::String(name) => container["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == name.as_str())
+            .and_then(|p| p["containerPort"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or_else(|| format!("port {name:?} is not a port of the container")),
+        other => Err(format!("invalid port {other}")),
+    }
+}
+
+/// Runs one probe: `Ok` on success, `Err(why)` on failure.
+pub async fn run(
+    probe: &Value,
+    container: &Value,
+    env: &[(String, String)],
+    host_ip: &str,
+) -> Result<(), String> {
+    let timeout = Timing::of(probe).timeout;
+    let attempt = async {
+        if let Some(exec) = probe.get("exec") {
+            let argv: Vec<String> = exec["command"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect();
+            let Some((program, args)) = argv.split_first() else {
+                return Err("the exec probe has no command".to_string());
+            };
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args)
+                .env_clear()
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .kill_on_drop(true)
+                .stdin(std::process::Stdio::null());
+            if !env.iter().any(|(k, _)| k == "PATH") {
+                cmd.env(
+                    "PATH",
+                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                );
+            }
+            if let Some(dir) = container["workingDir"].as_str() {
+                cmd.current_dir(dir);
+            }
+            let out = cmd
+                .output()
+                .await
+                .map_err(|e| format!("exec {program:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                let mut text = String::from_utf8_lossy(&out.stdout).to_string();
+                text.push_str(&String::from_utf8_lossy(&out.stderr));
+                Err(text.trim().to_string())
+            }
+        } else if let Some(http) = probe.get("httpGet") {
+            let scheme = http["scheme"].as_str().unwrap_or("HTTP");
+            if !scheme.eq_ignore_ascii_case("HTTP") {
+                return Err(format!("{scheme} probes are not supported yet; use HTTP"));
+            }
+            let host = http["host"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+                .unwrap_or(host_ip);
+            let port = port(http, container)?;
+            let path = http["path"].as_str().unwrap_or("/");
+            let mut req = format!(
+                "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.34\r\nAccept: */*\r\nConnection: close\r\n"
+            );
+            for h in http["httpHeaders"].as_array().into_iter().flatten() {
+                req.push_str(&format!(
+                    "{}: {}\r\n",
+                    h["name"].as_str().unwrap_or(""),
+                    h["value"].as_str().unwrap_or("")
+                ));
+            }
+            req.push_str("\r\n");
+            let mut s = tokio::net::TcpStream::connect((host, port))
+                .await
+                .map_err(|e| format!("Get \"http://{host}:{port}{path}\": {e}"))?;
+            s.write_all(req.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut head = vec![0u8; 64];
+            let n = s.read(&mut head).await.map_err(|e| e.to_string())?;
+            let line = String::from_utf8_lossy(&head[..n]).to_string();
+            let code: u16 = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| format!("not an HTTP answer: {line:?}"))?;
+            if (200..400).contains(&code) {
+                Ok(())
+            } else {
+                Err(format!("HTTP probe failed with statuscode: {code}"))
+            }
+        } else if let Some(tcp) = probe.get("tcpSocket") {
+            let host = tcp["host"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+                .unwrap_or(host_ip);
+            let port = port(tcp, container)?;
+            tokio::net::TcpStream::connect((host, port))
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("dial tcp {host}:{port}: {e}"))
+        } else if probe.get("grpc").is_some() {
+            Err("gRPC probes are not supported yet".to_string())
+        } else {
+            Err("the probe names no handler (exec, httpGet, tcpSocket)".to_string())
+        }
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "timeout: the probe took longer than {}s",
+            timeout.as_secs()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test(start_paused = true)]
+    async fn thresholds_decide_and_initial_delay_counts_from_the_start() {
+        let probe = json!({"initialDelaySeconds": 5, "periodSeconds": 2, "failureThreshold": 2, "successThreshold": 2});
+        let mut t = Tracker::new(&probe, Duration::from_secs(1));
+        assert_eq!(t.due - Instant::now(), Duration::from_secs(4));
+        assert_eq!(t.record(true), Outcome::Unchanged);
+        assert_eq!(t.record(true), Outcome::Became(true));
+        assert_eq!(t.record(false), Outcome::Unchanged);
+        assert_eq!(t.result, Some(true));
+        assert_eq!(t.record(false), Outcome::Became(false));
+        assert_eq!(t.due - Instant::now(), Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn exec_tcp_and_http_probes() {
+        let c = json!({"ports": [{"name": "web", "containerPort": 0}]});
+        assert!(
+            run(
+                &json!({"exec": {"command": ["true"]}}),
+                &c,
+                &[],
+                "127.0.0.1"
+            )
+            .await
+            .is_ok()
+        );
+        let failed = run(
+            &json!({"exec": {"command": ["sh", "-c", "echo nope; exit 1"]}}),
+            &c,
+            &[],
+            "127.0.0.1",
+        )
+        .await;
+        assert_eq!(failed.unwrap_err(), "nope");
+        // A listener that answers one HTTP request, then 500 to the next.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let p = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            for status in ["200 OK", "500 Internal Server Error", "200 OK"] {
+                let (mut s, _) = l.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes())
+                    .await;
+            }
+        });
+        let http = json!({"httpGet": {"path": "/healthz", "port": p}});
+        assert!(run(&http, &c, &[], "127.0.0.1").await.is_ok());
+        assert_eq!(
+            run(&http, &c, &[], "127.0.0.1").await.unwrap_err(),
+            "HTTP probe failed with statuscode: 500"
+        );
+        assert!(
+            run(&json!({"tcpSocket": {"port": p}}), &c, &[], "127.0.0.1")
+                .await
+                .is_ok()
+        );
+        let named = json!({"tcpSocket": {"port": "nope"}});
+        assert!(
+            run(&named, &c, &[], "127.0.0.1")
+                .await
+                .unwrap_err()
+                .contains("not a port")
+        );
+    }
+}
