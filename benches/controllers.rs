@@ -88,6 +88,23 @@ async fn agent(c: Client) {
             Event::Added(p) | Event::Modified(p) => p,
             _ => continue,
         };
+        if pod["metadata"]["deletionTimestamp"].is_string() {
+            // Deleted gracefully: the "containers" are gone at once; finish the deletion.
+            let c = c.clone();
+            let permit = limit.clone().acquire_owned().await.unwrap();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let params = berth::client::DeleteParams {
+                    uid: pod["metadata"]["uid"].as_str().map(str::to_string),
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                };
+                let ns = pod["metadata"]["namespace"].as_str().unwrap();
+                let name = pod["metadata"]["name"].as_str().unwrap();
+                let _ = c.delete(pods, Some(ns), name, &params).await;
+            });
+            continue;
+        }
         let ready = berth::types::condition(&pod, "Ready").is_some_and(|c| c["status"] == "True");
         let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
         if ready

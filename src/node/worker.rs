@@ -297,7 +297,7 @@ impl<R: Runtime + Clone> Worker<R> {
     /// One sync of a live pod; returns when to look again without an event.
     async fn sync(&mut self, pod: &Value) -> Option<Duration> {
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
-            self.terminate(Some(pod)).await;
+            self.terminate(Some(pod), true).await;
             return None;
         }
         let instances = self
@@ -604,11 +604,13 @@ impl<R: Runtime + Clone> Worker<R> {
 
     /// Stops the pod's containers; once nothing runs, its records go and, for a pod
     /// still in the API (graceful deletion), its object is removed.
-    async fn terminate(&mut self, pod: Option<&Value>) {
+    /// `pod` is the pod as last seen; `in_api` says whether its object is still there
+    /// (graceful deletion) or already gone (force deletion, or berth was down).
+    async fn terminate(&mut self, pod: Option<&Value>, in_api: bool) {
         let fallback = json!({"spec": {"terminationGracePeriodSeconds": 30}});
         let p = pod.unwrap_or(&fallback);
         self.stop_all(p).await;
-        if let Some(pod) = pod {
+        if let (Some(pod), true) = (pod, in_api) {
             let instances = self
                 .shared
                 .runtime
@@ -799,21 +801,24 @@ pub(super) async fn run<R: Runtime + Clone>(
         envs: HashMap::new(),
     };
     let body = async move {
+        // The pod as last seen: its grace period still applies once it is gone.
+        let mut last: Option<Arc<Value>> = None;
         loop {
             let pod = desired.borrow_and_update().clone();
             let Some(pod) = pod else {
-                worker.terminate(None).await;
+                worker.terminate(last.as_deref(), false).await;
                 return;
             };
             if pod.pointer("/metadata/deletionTimestamp").is_some() {
-                worker.terminate(Some(&pod)).await;
+                worker.terminate(Some(&pod), true).await;
                 return;
             }
             let after = worker.sync(&pod).await.unwrap_or(resync).min(resync);
+            last = Some(pod);
             tokio::select! {
                 changed = desired.changed() => {
                     if changed.is_err() {
-                        worker.terminate(None).await;
+                        worker.terminate(last.as_deref(), false).await;
                         return;
                     }
                 }

@@ -980,16 +980,21 @@ impl Registry {
             if opts.dry_run {
                 return Ok(done(to_bytes(&merged)));
             }
-            let finished = meta(&merged).is_some_and(|m| {
-                m.contains_key("deletionTimestamp")
-                    && m.get("finalizers")
+            // What holds an object being deleted: its finalizers (and a namespace's).
+            let held = |v: &Value| {
+                let list = |p: &str| {
+                    v.pointer(p)
                         .and_then(Value::as_array)
-                        .is_none_or(|f| f.is_empty())
-            }) && (res.kind != Kind::Namespace
-                || merged
-                    .pointer("/spec/finalizers")
-                    .and_then(Value::as_array)
-                    .is_none_or(|f| f.is_empty()));
+                        .is_some_and(|f| !f.is_empty())
+                };
+                list("/metadata/finalizers")
+                    || (res.kind == Kind::Namespace && list("/spec/finalizers"))
+            };
+            // The update that removes the last one completes the deletion. (A pod marked
+            // for graceful deletion holds nothing and is removed by its node.)
+            let finished = meta(&merged).is_some_and(|m| m.contains_key("deletionTimestamp"))
+                && !held(&merged)
+                && held(&old);
             let pre = Preconditions::revision(cur.revision);
             let outcome = if finished {
                 // The last finalizer is gone: the deletion completes.
@@ -1162,6 +1167,38 @@ impl Registry {
                     });
                 }
             }
+            if let Some(grace) = graceful_pod_deletion(res, &obj, opts) {
+                // A pod a node runs is marked; the node stops its containers within the
+                // grace period, then deletes it for good (with a grace period of 0).
+                let current = meta(&obj)
+                    .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                    .and_then(Value::as_i64);
+                if current.is_some_and(|c| c <= grace) {
+                    return Ok(cur.value);
+                }
+                let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
+                let m = meta_mut(&mut obj)?;
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+                );
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                if opts.dry_run {
+                    return Ok(to_bytes(&obj));
+                }
+                match self
+                    .store
+                    .update(&key, to_bytes(&obj), Preconditions::revision(cur.revision))
+                    .await?
+                {
+                    Outcome::Written(r) => return Ok(r.value),
+                    Outcome::Conflict(_) => continue,
+                    Outcome::NotFound => return Err(Self::not_found(res, name)),
+                    Outcome::AlreadyExists(_) => {
+                        return Err(Error::Internal("unexpected store outcome".into()));
+                    }
+                }
+            }
             let policy = opts.propagation.or(match res.kind {
                 // The v1 API orphans an RC's pods unless told otherwise.
                 Kind::ReplicationController => Some(Propagation::Orphan),
@@ -1307,6 +1344,31 @@ impl Registry {
     ) -> Result<Watch> {
         Watch::start(self, res, namespace, opts)
     }
+}
+
+/// The grace period a pod's deletion waits for its node, when it does: pods bound to a
+/// node and not finished are deleted gracefully (as Kubernetes), unless asked for 0.
+fn graceful_pod_deletion(res: &Resource, pod: &Value, opts: &DeleteOptions) -> Option<i64> {
+    if res.kind != Kind::Pod {
+        return None;
+    }
+    let bound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    if !bound || finished {
+        return None;
+    }
+    let grace = opts.grace_period_seconds.unwrap_or_else(|| {
+        pod.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    (grace > 0).then_some(grace)
 }
 
 /// The name and namespace a body gives, if any, must be those of the request.

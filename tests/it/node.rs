@@ -394,3 +394,94 @@ async fn readiness_follows_its_probe_and_a_failing_liveness_probe_restarts() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_deleted_pod_stops_gracefully_and_ends_in_a_terminal_phase() {
+    let s = server().await;
+    let script = "trap 'echo bye; exit 0' TERM; while :; do sleep 0.1; done";
+    let (_, made) = s.post(PODS, pod("polite", "Always", script)).await;
+    pod_until(&s, "polite", "running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    let rv = made["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut w = s
+        .watch(&format!(
+            "{PODS}?watch=true&fieldSelector=metadata.name%3Dpolite&resourceVersion={rv}"
+        ))
+        .await;
+    let (code, marked) = s.delete(&format!("{PODS}/polite")).await;
+    assert_eq!(code, 200, "{marked}");
+    // Bound to a node: marked, not gone; the node finishes the deletion.
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 2);
+    let mut phases = Vec::new();
+    loop {
+        let ev = w.next_change().await;
+        if ev["type"] == "DELETED" {
+            break;
+        }
+        phases.push(
+            ev["object"]["status"]["phase"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        );
+    }
+    // The container ended on SIGTERM with exit 0: Succeeded, written before the delete.
+    assert_eq!(
+        phases.last().map(String::as_str),
+        Some("Succeeded"),
+        "{phases:?}"
+    );
+    let (code, _) = s.get(&format!("{PODS}/polite")).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn graceful_deletion_can_be_shortened_and_forced() {
+    // No agent: the test plays the node, so the marks stay until forced.
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    for name in ["bound", "loose"] {
+        let (code, _) = s.post(PODS, pod(name, "Always", "true")).await;
+        assert_eq!(code, 201);
+    }
+    let (code, out) = s
+        .post(
+            &format!("{PODS}/bound/binding"),
+            json!({"target": {"kind": "Node", "name": "elsewhere"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    let (_, marked) = s.delete(&format!("{PODS}/bound")).await;
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 2);
+    let shorter = s
+        .req(reqwest::Method::DELETE, &format!("{PODS}/bound"))
+        .json(&json!({"gracePeriodSeconds": 1}))
+        .send()
+        .await
+        .unwrap();
+    let shorter: Value = shorter.json().await.unwrap();
+    assert_eq!(shorter["metadata"]["deletionGracePeriodSeconds"], 1);
+    let (code, _) = s.get(&format!("{PODS}/bound")).await;
+    assert_eq!(code, 200, "still there until the node is done");
+    let forced = s
+        .req(reqwest::Method::DELETE, &format!("{PODS}/bound"))
+        .json(&json!({"gracePeriodSeconds": 0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forced.status().as_u16(), 200);
+    let (code, _) = s.get(&format!("{PODS}/bound")).await;
+    assert_eq!(code, 404);
+    // A pod no node runs goes at once.
+    s.delete(&format!("{PODS}/loose")).await;
+    let (code, _) = s.get(&format!("{PODS}/loose")).await;
+    assert_eq!(code, 404);
+}

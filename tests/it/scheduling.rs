@@ -333,12 +333,16 @@ async fn pods_arriving_together_never_overbook_a_node_and_get_room_as_it_frees()
     };
     let bound = eventually(20, "3 pods bound and 3 waiting", || count(3, 3)).await;
 
-    // A bound pod goes away: one waiting pod takes its room, no more.
+    // A bound pod goes away: one waiting pod takes its room, no more. (No agent runs
+    // this node to finish a graceful deletion, so the pod is deleted at once.)
     c.delete(
         catalog::of(Kind::Pod),
         Some("default"),
         &bound[0],
-        &DeleteParams::default(),
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        },
     )
     .await
     .unwrap();
@@ -450,15 +454,19 @@ async fn a_node_whose_lease_stops_goes_unknown_is_tainted_and_its_pods_are_evict
     wait_event(&c, "brief", "NodeNotReady", "Node is not ready").await;
 
     // The pod tolerating one second goes first; the default (5 s) comes later.
+    // Evicted: deleted, and (bound to a node, with no agent to finish it) Terminating.
     eventually(20, "pod brief is evicted", || async {
         match get_pod(&c, "brief").await {
             None => Ok(()),
+            Some(p) if p["metadata"]["deletionTimestamp"].is_string() => Ok(()),
             Some(_) => Err("still there".to_string()),
         }
     })
     .await;
     assert!(
-        get_pod(&c, "plain").await.is_some(),
+        get_pod(&c, "plain")
+            .await
+            .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()),
         "plain went with brief, before its 5 s"
     );
     wait_event(
@@ -468,9 +476,11 @@ async fn a_node_whose_lease_stops_goes_unknown_is_tainted_and_its_pods_are_evict
         "Marking for deletion Pod default/brief",
     )
     .await;
+    // Evicted: deleted, and (bound to a node, with no agent to finish it) Terminating.
     eventually(20, "pod plain is evicted", || async {
         match get_pod(&c, "plain").await {
             None => Ok(()),
+            Some(p) if p["metadata"]["deletionTimestamp"].is_string() => Ok(()),
             Some(_) => Err("still there".to_string()),
         }
     })
@@ -496,7 +506,9 @@ async fn a_node_whose_lease_stops_goes_unknown_is_tainted_and_its_pods_are_evict
     })
     .await;
     assert!(
-        get_pod(&c, "forever").await.is_some(),
+        get_pod(&c, "forever")
+            .await
+            .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()),
         "a pod tolerating forever stays"
     );
 }
