@@ -30,16 +30,6 @@ pub struct Inputs<'a> {
     pub probed: &'a HashMap<String, (bool, bool)>,
 }
 
-fn names(list: Option<&Value>) -> Vec<String> {
-    list.and_then(Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .filter_map(|c| c["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The instances of one container, oldest attempt first.
 fn instances_of<'a>(all: &'a [ContainerStatus], name: &str) -> Vec<&'a ContainerStatus> {
     let mut v: Vec<&ContainerStatus> = all.iter().filter(|s| s.id.name == name).collect();
@@ -385,14 +375,6 @@ pub fn qos_class(spec: &Value) -> &'static str {
     } else {
         "Burstable"
     }
-}
-
-/// The container names of a pod's spec, init containers first.
-pub fn container_names(pod: &Value) -> (Vec<String>, Vec<String>) {
-    (
-        names(pod.pointer("/spec/initContainers")),
-        names(pod.pointer("/spec/containers")),
-    )
 }
 
 #[cfg(test)]

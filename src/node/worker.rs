@@ -294,6 +294,23 @@ impl<R: Runtime + Clone> Worker<R> {
         }
     }
 
+    /// Starts a container; when it cannot, records why it waits. True if it started.
+    async fn start_or_wait(
+        &mut self,
+        pod: &Value,
+        c: &Value,
+        attempt: u32,
+        waiting: &mut HashMap<String, Waiting>,
+    ) -> bool {
+        match self.start(pod, c, attempt).await {
+            Ok(()) => true,
+            Err(w) => {
+                waiting.insert(c["name"].as_str().unwrap_or("").to_string(), w);
+                false
+            }
+        }
+    }
+
     /// One sync of a live pod; returns when to look again without an event.
     async fn sync(&mut self, pod: &Value) -> Option<Duration> {
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
@@ -308,7 +325,6 @@ impl<R: Runtime + Clone> Worker<R> {
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
         let mut wake: Option<Duration> = None;
         let mut started_any = false;
-        let (init_names, _) = status::container_names(pod);
         let init_specs = pod["spec"]["initContainers"]
             .as_array()
             .cloned()
@@ -346,12 +362,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 Step::Keep => {}
                 Step::Start => {
                     let attempt = mine.last().map_or(0, |l| l.id.attempt + 1);
-                    match self.start(pod, c, attempt).await {
-                        Ok(()) => started_any = true,
-                        Err(w) => {
-                            waiting.insert(name.to_string(), w);
-                        }
-                    }
+                    started_any |= self.start_or_wait(pod, c, attempt, &mut waiting).await;
                 }
                 Step::Wait(w, after) => {
                     waiting.insert(name.to_string(), w);
@@ -360,7 +371,6 @@ impl<R: Runtime + Clone> Worker<R> {
             }
             break;
         }
-        let _ = init_names;
         if inits_done && !pod_failed {
             for c in &app_specs {
                 let name = c["name"].as_str().unwrap_or("");
@@ -376,12 +386,9 @@ impl<R: Runtime + Clone> Worker<R> {
                             .event(pod, EventType::Normal, "Killing", &message)
                             .await;
                         let _ = self.shared.runtime.stop(&id, grace(pod)).await;
-                        match self.start(pod, c, id.attempt + 1).await {
-                            Ok(()) => started_any = true,
-                            Err(w) => {
-                                waiting.insert(name.to_string(), w);
-                            }
-                        }
+                        started_any |= self
+                            .start_or_wait(pod, c, id.attempt + 1, &mut waiting)
+                            .await;
                         continue;
                     }
                 }
@@ -389,12 +396,7 @@ impl<R: Runtime + Clone> Worker<R> {
                     Step::Keep => {}
                     Step::Start => {
                         let attempt = mine.last().map_or(0, |l| l.id.attempt + 1);
-                        match self.start(pod, c, attempt).await {
-                            Ok(()) => started_any = true,
-                            Err(w) => {
-                                waiting.insert(name.to_string(), w);
-                            }
-                        }
+                        started_any |= self.start_or_wait(pod, c, attempt, &mut waiting).await;
                     }
                     Step::Wait(w, after) => {
                         let event = format!(

@@ -1187,16 +1187,11 @@ impl Registry {
                     return Ok(to_bytes(&obj));
                 }
                 match self
-                    .store
-                    .update(&key, to_bytes(&obj), Preconditions::revision(cur.revision))
+                    .mark_deleted(res, &key, name, &obj, cur.revision)
                     .await?
                 {
-                    Outcome::Written(r) => return Ok(r.value),
-                    Outcome::Conflict(_) => continue,
-                    Outcome::NotFound => return Err(Self::not_found(res, name)),
-                    Outcome::AlreadyExists(_) => {
-                        return Err(Error::Internal("unexpected store outcome".into()));
-                    }
+                    Some(marked) => return Ok(marked),
+                    None => continue,
                 }
             }
             let policy = opts.propagation.or(match res.kind {
@@ -1247,16 +1242,11 @@ impl Registry {
                     });
                 }
                 match self
-                    .store
-                    .update(&key, to_bytes(&obj), Preconditions::revision(cur.revision))
+                    .mark_deleted(res, &key, name, &obj, cur.revision)
                     .await?
                 {
-                    Outcome::Written(r) => return Ok(r.value),
-                    Outcome::Conflict(_) => continue,
-                    Outcome::NotFound => return Err(Self::not_found(res, name)),
-                    Outcome::AlreadyExists(_) => {
-                        return Err(Error::Internal("unexpected store outcome".into()));
-                    }
+                    Some(marked) => return Ok(marked),
+                    None => continue,
                 }
             }
             if opts.dry_run {
@@ -1276,6 +1266,28 @@ impl Registry {
             }
         }
         Err(Self::conflict(res, name))
+    }
+
+    /// Stores an object marked for deletion (kept for finalizers or its node); `None`
+    /// when a concurrent write came first and the caller should look again.
+    async fn mark_deleted(
+        &self,
+        res: &Resource,
+        key: &str,
+        name: &str,
+        obj: &Value,
+        revision: u64,
+    ) -> Result<Option<Bytes>> {
+        match self
+            .store
+            .update(key, to_bytes(obj), Preconditions::revision(revision))
+            .await?
+        {
+            Outcome::Written(r) => Ok(Some(r.value)),
+            Outcome::Conflict(_) => Ok(None),
+            Outcome::NotFound => Err(Self::not_found(res, name)),
+            Outcome::AlreadyExists(_) => Err(Error::Internal("unexpected store outcome".into())),
+        }
     }
 
     /// Whether any object names the object with metadata `m` as its owner.
