@@ -271,7 +271,7 @@ impl Cluster {
             let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
             controller::start(&ctx, &mut supervisor);
         }
-        let mut pod_logs: Option<Arc<dyn api::logs::PodLogs>> = None;
+        let mut node_access: Option<Arc<dyn api::logs::NodeAccess>> = None;
         if let Some(settings) = self.node {
             let mut agent = settings.agent;
             if agent.node_ip == "127.0.0.1" && !self.address.ip().is_loopback() {
@@ -287,7 +287,7 @@ impl Cluster {
                 source: std::io::Error::other(e.to_string()),
             })?;
             tracing::info!(node = %agent.node_name, "running pods on this machine");
-            pod_logs = Some(Arc::new(RuntimeLogs(runtime.clone())));
+            node_access = Some(Arc::new(RuntimeAccess(runtime.clone())));
             node::start(
                 &mut supervisor,
                 &Client::local(self.registry.clone()),
@@ -300,7 +300,7 @@ impl Cluster {
             registry: self.registry.clone(),
             server_address: self.address.to_string(),
             shutdown: stopped,
-            pod_logs,
+            node: node_access,
         };
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
@@ -310,10 +310,10 @@ impl Cluster {
     }
 }
 
-/// The API's view of this machine's container logs.
-struct RuntimeLogs(ProcessRuntime);
+/// The API's view of this machine's containers.
+struct RuntimeAccess(ProcessRuntime);
 
-impl api::logs::PodLogs for RuntimeLogs {
+impl api::logs::NodeAccess for RuntimeAccess {
     fn instance(&self, pod_uid: &str, container: &str, previous: bool) -> Option<PathBuf> {
         use crate::runtime::Runtime;
         let mut mine: Vec<_> = self
@@ -330,6 +330,22 @@ impl api::logs::PodLogs for RuntimeLogs {
             mine.last()
         }?;
         self.0.log_path(&pick.id).parent().map(Path::to_path_buf)
+    }
+
+    fn exec_context(&self, pod_uid: &str, container: &str) -> Option<api::exec::ExecContext> {
+        use crate::runtime::{Runtime, State};
+        let running = self
+            .0
+            .pod_status(pod_uid)
+            .ok()?
+            .into_iter()
+            .filter(|s| s.id.name == container && s.state == State::Running)
+            .max_by_key(|s| s.id.attempt)?;
+        let spec = self.0.spec(&running.id)?;
+        Some(api::exec::ExecContext {
+            env: spec.env,
+            working_dir: spec.working_dir,
+        })
     }
 }
 

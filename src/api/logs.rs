@@ -13,11 +13,15 @@ use serde_json::Value;
 use super::error::Error;
 use crate::runtime::logs;
 
-/// Where the node keeps a container instance's log.
-pub trait PodLogs: Send + Sync {
+/// What the API needs of the node that runs a pod: its containers' logs and a way to
+/// run a command beside one.
+pub trait NodeAccess: Send + Sync {
     /// The directory of the newest instance of `container` in pod `uid` (with `previous`,
     /// the one before), if the node has it.
     fn instance(&self, pod_uid: &str, container: &str, previous: bool) -> Option<PathBuf>;
+
+    /// The environment and working directory of a running container.
+    fn exec_context(&self, pod_uid: &str, container: &str) -> Option<super::exec::ExecContext>;
 }
 
 fn flag(q: &super::resources::Query, name: &str) -> bool {
@@ -35,7 +39,7 @@ fn number(q: &super::resources::Query, name: &str) -> Result<Option<i64>, Error>
 
 /// Serves the log of a container of `pod`.
 pub fn serve(
-    source: Option<&dyn PodLogs>,
+    source: Option<&dyn NodeAccess>,
     pod: &Value,
     q: &super::resources::Query,
 ) -> Result<Response, Error> {

@@ -5,6 +5,7 @@
 mod coalesce;
 pub mod discovery;
 pub mod error;
+pub mod exec;
 pub mod logs;
 pub mod metrics;
 pub mod openapi;
@@ -42,8 +43,8 @@ pub struct AppState {
     /// Turns true when the server shuts down; open watches end.
     pub shutdown: watch::Receiver<bool>,
     pub metrics: metrics::Metrics,
-    /// Container logs of the pods this process's node runs.
-    pub pod_logs: Option<Arc<dyn logs::PodLogs>>,
+    /// Logs and exec for the pods this process's node runs.
+    pub node: Option<Arc<dyn logs::NodeAccess>>,
 }
 
 /// The router, without TLS or a socket: testable with `oneshot`.
@@ -57,6 +58,10 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(serve_metrics))
         .route("/openapi/v3", get(|| async { openapi::root() }))
         .route("/openapi/v3/{*path}", get(openapi_document))
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/exec",
+            any(exec_request),
+        )
         .route("/api/v1/{*rest}", any(core_request))
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
@@ -151,6 +156,57 @@ fn bad_query(e: axum::extract::rejection::QueryRejection) -> Response {
 
 type PathResult<T> = Result<Path<T>, axum::extract::rejection::PathRejection>;
 type QueryResult = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+
+/// `pods/{name}/exec`: checks, then the WebSocket upgrade (see [`exec`]).
+async fn exec_request(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path((ns, name)): Path<(String, String)>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    ws: Result<
+        axum::extract::ws::WebSocketUpgrade,
+        axum::extract::ws::rejection::WebSocketUpgradeRejection,
+    >,
+) -> Response {
+    let answer = || -> Result<Response, Error> {
+        if user.namespace.as_deref().is_some_and(|own| own != ns) {
+            return Err(Error::Forbidden(format!(
+                "pods {name:?} is forbidden: User {:?} cannot create resource \"pods/exec\" in API group \"\" in the namespace {ns:?}",
+                user.name
+            )));
+        }
+        let req = exec::Request::parse(query.as_deref());
+        if req.command.is_empty() {
+            return Err(Error::BadRequest(
+                "you must specify at least one command for the container".into(),
+            ));
+        }
+        if req.tty {
+            return Err(Error::BadRequest(
+                "a terminal (-t) is not supported yet: run the command without -t".into(),
+            ));
+        }
+        let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
+        let pod: serde_json::Value =
+            serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
+                .map_err(|e| Error::BadRequest(e.to_string()))?;
+        let container = exec::container(&pod, req.container.as_deref())?;
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
+        let ctx = state
+            .node
+            .as_ref()
+            .and_then(|n| n.exec_context(uid, &container))
+            .ok_or_else(|| Error::BadRequest(format!("container not found ({container:?})")))?;
+        let ws = ws.map_err(|_| {
+            Error::BadRequest(format!(
+                "exec needs a WebSocket upgrade offering {}",
+                exec::PROTOCOL
+            ))
+        })?;
+        Ok(exec::serve(ws, req.command, ctx, req.stdin))
+    };
+    answer().unwrap_or_else(IntoResponse::into_response)
+}
 
 async fn core_request(
     State(state): State<AppState>,

@@ -490,7 +490,7 @@ pub async fn handle(
         (&Method::GET, Some(name)) if t.sub.as_deref() == Some("log") => {
             let pod: Value = serde_json::from_slice(&reg.get(res, ns, name)?)
                 .map_err(|e| Error::BadRequest(e.to_string()))?;
-            super::logs::serve(state.pod_logs.as_deref(), &pod, &query)
+            super::logs::serve(state.node.as_deref(), &pod, &query)
         }
         (_, Some(_)) if matches!(t.sub.as_deref(), Some("binding" | "finalize" | "log")) => {
             Err(Error::MethodNotAllowed(format!(

@@ -144,6 +144,11 @@ impl ProcessRuntime {
         tracing::info!(container = %self.dir_name(&dir), "adopted a running container");
     }
 
+    /// The spec an instance was started with.
+    pub fn spec(&self, id: &ContainerId) -> Option<ContainerSpec> {
+        shim::read_record::<Record>(&self.dir(id), SPEC_FILE).map(|r| r.spec)
+    }
+
     fn dir_name(&self, dir: &Path) -> String {
         dir.strip_prefix(&self.inner.root)
             .unwrap_or(dir)

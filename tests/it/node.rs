@@ -485,3 +485,43 @@ async fn graceful_deletion_can_be_shortened_and_forced() {
     let (code, _) = s.get(&format!("{PODS}/loose")).await;
     assert_eq!(code, 404);
 }
+
+#[tokio::test]
+async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
+    let s = server().await;
+    s.post(PODS, pod("box", "Always", "exec sleep 7304")).await;
+    pod_until(&s, "box", "running", |p| p["status"]["phase"] == "Running").await;
+    // Without a WebSocket upgrade.
+    let (code, st) = s.get(&format!("{PODS}/box/exec?command=true")).await;
+    assert_eq!(code, 400, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("v5.channel.k8s.io"),
+        "{st}"
+    );
+    let (code, st) = s.get(&format!("{PODS}/box/exec")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "you must specify at least one command for the container"
+    );
+    let (code, st) = s.get(&format!("{PODS}/box/exec?command=sh&tty=true")).await;
+    assert_eq!(code, 400, "{st}");
+    let (code, st) = s
+        .get(&format!("{PODS}/box/exec?command=true&container=other"))
+        .await;
+    assert_eq!(code, 400);
+    assert_eq!(st["message"], "container other is not valid for pod box");
+    let (code, _) = s.get(&format!("{PODS}/nobody/exec?command=true")).await;
+    assert_eq!(code, 404);
+    s.delete(&format!("{PODS}/box")).await;
+    eventually(30, "the process is stopped", || async {
+        match processes_with("sleep 7304") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+}

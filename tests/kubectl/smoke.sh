@@ -134,6 +134,9 @@ sleep 3
 check "get -w sees changes" "web-1 +1/1 +Running" cat "$work/watch.out"
 
 check "wait for a condition" "pod/web-1 condition met" k wait --for=condition=Ready pod/web-1 --timeout=20s
+check "exec" "^hi$" k exec web-1 -- echo hi
+check "exec passes the exit code" "^rc=3$" rc k exec web-1 -- sh -c 'exit 3'
+check "exec -i passes stdin" "^hello-stdin$" sh -c "echo hello-stdin | $kubectl_bin --cache-dir $work/cache exec -i web-1 -- cat"
 check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
 check "gone" "NotFound" k get pod web-1
 check "wait for deletion of a missing object" "^rc=0$" rc k wait --for=delete pod/web-1 --timeout=5s
