@@ -3,6 +3,7 @@
 //!
 //! - pod create → `Running` latency p50/p99 over N pods (200; 20 with
 //!   `BERTH_BENCH_QUICK=1`), each `sleep`, created one after another;
+//! - then N more with an exec readiness probe of period 1 s: create → `Ready`;
 //! - berth's RSS growth per running pod, and the shims' RSS and PSS per pod (each
 //!   container runs under a `berth shim` process of its own).
 //!
@@ -63,10 +64,86 @@ fn pids_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Creates `n` pods `<prefix>-<i>` one after another and returns, per pod, the time from
+/// its create call to its phase Running (or, with `probe`, to its Ready condition under an
+/// exec readiness probe of period 1 s), and how many got there.
+async fn create_and_wait(
+    c: &Client,
+    prefix: &str,
+    n: usize,
+    probe: bool,
+) -> (Vec<Duration>, usize) {
+    let pods = catalog::of(Kind::Pod);
+    let reached: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let watcher = {
+        let (c, reached) = (c.clone(), reached.clone());
+        tokio::spawn(async move {
+            let mut w = c
+                .watch(pods, Some("default"), &WatchParams::default())
+                .await
+                .unwrap();
+            while let Some(Ok(ev)) = w.next().await {
+                if let Event::Added(p) | Event::Modified(p) = ev {
+                    let there = if probe {
+                        berth::types::condition(&p, "Ready").is_some_and(|c| c["status"] == "True")
+                    } else {
+                        p["status"]["phase"] == "Running"
+                    };
+                    if there {
+                        let name = p["metadata"]["name"].as_str().unwrap().to_string();
+                        reached
+                            .lock()
+                            .unwrap()
+                            .entry(name)
+                            .or_insert_with(Instant::now);
+                    }
+                }
+            }
+        })
+    };
+    let mut sent = HashMap::new();
+    for i in 0..n {
+        let name = format!("{prefix}-{i}");
+        let mut container =
+            json!({"name": "main", "image": "busybox", "command": ["sleep", "86401"]});
+        if probe {
+            container["readinessProbe"] =
+                json!({"exec": {"command": ["true"]}, "periodSeconds": 1});
+        }
+        let pod = json!({
+            "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [container]},
+        });
+        sent.insert(name, Instant::now());
+        c.create(pods, Some("default"), &pod).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let count = |r: &Mutex<HashMap<String, Instant>>| {
+        r.lock()
+            .unwrap()
+            .keys()
+            .filter(|k| sent.contains_key(*k))
+            .count()
+    };
+    while count(&reached) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    watcher.abort();
+    let got = count(&reached);
+    let latencies = reached
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(name, at)| sent.get(name).map(|t| at.duration_since(*t)))
+        .collect();
+    (latencies, got)
+}
+
 async fn run() -> Value {
     let n = if quick() { 20 } else { 200 };
     // Room for every pod of the run (the default is Kubernetes' 110).
-    let s = start_with(&["--max-pods", "300"]).await;
+    let s = start_with(&["--max-pods", "500"]).await;
     let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
     let pods = catalog::of(Kind::Pod);
     // Wait for the node to register.
@@ -83,53 +160,7 @@ async fn run() -> Value {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_before = rss_kib(s.child.id());
 
-    let running: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let watcher = {
-        let (c, running) = (c.clone(), running.clone());
-        tokio::spawn(async move {
-            let mut w = c
-                .watch(pods, Some("default"), &WatchParams::default())
-                .await
-                .unwrap();
-            while let Some(Ok(ev)) = w.next().await {
-                if let Event::Added(p) | Event::Modified(p) = ev {
-                    if p["status"]["phase"] == "Running" {
-                        let name = p["metadata"]["name"].as_str().unwrap().to_string();
-                        running
-                            .lock()
-                            .unwrap()
-                            .entry(name)
-                            .or_insert_with(Instant::now);
-                    }
-                }
-            }
-        })
-    };
-    let mut sent = HashMap::new();
-    for i in 0..n {
-        let name = format!("bench-{i}");
-        let pod = json!({
-            "metadata": {"name": name},
-            "spec": {"terminationGracePeriodSeconds": 1, "containers": [
-                {"name": "main", "image": "busybox", "command": ["sleep", "86401"]}
-            ]},
-        });
-        sent.insert(name, Instant::now());
-        c.create(pods, Some("default"), &pod).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while running.lock().unwrap().len() < n && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let ran = running.lock().unwrap().len();
-    watcher.abort();
-    let latencies: Vec<Duration> = running
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(name, at)| at.duration_since(sent[name]))
-        .collect();
+    let (latencies, ran) = create_and_wait(&c, "bench", n, false).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_loaded = rss_kib(s.child.id());
     let shims: Vec<u32> = pids_with("shim --dir")
@@ -142,15 +173,18 @@ async fn run() -> Value {
     let shim_rss: u64 = shims.iter().map(|p| rss_kib(*p)).sum();
     let shim_pss: u64 = shims.iter().map(|p| pss_kib(*p)).sum();
 
+    // With an exec readiness probe (period 1 s): create -> Ready.
+    let (ready_latencies, readied) = create_and_wait(&c, "probed", n, true).await;
+
     // Clean up: every pod deleted and its processes gone before the server stops.
-    for i in 0..n {
+    for i in 0..n * 2 {
+        let name = if i < n {
+            format!("bench-{i}")
+        } else {
+            format!("probed-{}", i - n)
+        };
         let _ = c
-            .delete(
-                pods,
-                Some("default"),
-                &format!("bench-{i}"),
-                &DeleteParams::default(),
-            )
+            .delete(pods, Some("default"), &name, &DeleteParams::default())
             .await;
     }
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -161,6 +195,8 @@ async fn run() -> Value {
         "pods": n,
         "pods_running": ran,
         "create_to_running": percentiles(latencies, Unit::Millis),
+        "pods_ready_with_probe": readied,
+        "create_to_ready_with_exec_readiness_probe": percentiles(ready_latencies, Unit::Millis),
         "berth_rss_kib_per_running_pod": (rss_loaded.saturating_sub(rss_before)) as f64 / n as f64,
         "shim_rss_kib_per_pod": shim_rss as f64 / shims.len().max(1) as f64,
         "shim_pss_kib_per_pod": shim_pss as f64 / shims.len().max(1) as f64,
