@@ -102,10 +102,17 @@ pub fn serve(
             (None, Some(s)) if s > 0 => {
                 Some(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(s))
             }
-            (None, Some(_)) => {
-                return Err(Error::BadRequest(
-                    "sinceSeconds must be greater than 0".into(),
-                ));
+            (None, Some(s)) => {
+                return Err(Error::Registry(crate::registry::Error::Invalid {
+                    group: "",
+                    kind: "PodLogOptions",
+                    name: String::new(),
+                    causes: vec![crate::registry::Cause::invalid(
+                        "sinceSeconds",
+                        &serde_json::json!(s),
+                        "must be greater than 0",
+                    )],
+                }));
             }
             (None, None) => None,
         };

@@ -190,6 +190,11 @@ async fn exec_request(
         let pod: serde_json::Value =
             serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
                 .map_err(|e| Error::BadRequest(e.to_string()))?;
+        if let Some(phase @ ("Succeeded" | "Failed")) = pod["status"]["phase"].as_str() {
+            return Err(Error::BadRequest(format!(
+                "cannot exec into a container in a completed pod; current phase is {phase}"
+            )));
+        }
         let container = exec::container(&pod, req.container.as_deref())?;
         let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
         let ctx = state

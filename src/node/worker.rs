@@ -317,6 +317,16 @@ impl<R: Runtime + Clone> Worker<R> {
             self.terminate(Some(pod), true).await;
             return None;
         }
+        // A finished pod never runs again.
+        if matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed") {
+            self.stop_all(pod).await;
+            return None;
+        }
+        let deadline = self.deadline_left(pod);
+        if deadline == Some(Duration::ZERO) {
+            self.end_past_deadline(pod).await;
+            return None;
+        }
         let instances = self
             .shared
             .runtime
@@ -448,7 +458,46 @@ impl<R: Runtime + Clone> Worker<R> {
             self.stop_all(pod).await;
         }
         self.write_status(pod, st).await;
-        wake
+        min(wake, deadline)
+    }
+
+    /// How long until `activeDeadlineSeconds` (counted from the pod's start time) ends.
+    fn deadline_left(&self, pod: &Value) -> Option<Duration> {
+        let limit = pod.pointer("/spec/activeDeadlineSeconds")?.as_u64()?;
+        // Before the first status is written, the pod starts now.
+        let start: jiff::Timestamp = str_at(pod, "/status/startTime")
+            .parse()
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let ran =
+            Duration::try_from(jiff::Timestamp::now().duration_since(start)).unwrap_or_default();
+        Some(Duration::from_secs(limit).saturating_sub(ran))
+    }
+
+    /// Stops a pod that ran longer than its deadline and reports it Failed.
+    async fn end_past_deadline(&mut self, pod: &Value) {
+        const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+        self.shared
+            .recorder
+            .event(pod, EventType::Normal, "DeadlineExceeded", MESSAGE)
+            .await;
+        self.stop_all(pod).await;
+        let instances = self
+            .shared
+            .runtime
+            .pod_status(&self.uid)
+            .unwrap_or_default();
+        let mut st = status::build(&Inputs {
+            pod,
+            instances: &instances,
+            waiting: &HashMap::new(),
+            node_ip: &self.shared.config.node_ip,
+            terminating: true,
+            probed: &HashMap::new(),
+        });
+        st["phase"] = json!("Failed");
+        st["reason"] = json!("DeadlineExceeded");
+        st["message"] = json!(MESSAGE);
+        self.write_status(pod, st).await;
     }
 
     /// Runs the probes that are due for running app containers; returns the verdicts

@@ -287,6 +287,14 @@ async fn logs_are_served_with_tail_timestamps_previous_and_follow() {
     let (ts, rest) = first.split_once(' ').unwrap();
     assert!(ts.parse::<jiff::Timestamp>().is_ok(), "{first}");
     assert_eq!(rest, "one");
+    let (code, text) = log(&s, "talker", "?sinceSeconds=0").await;
+    assert_eq!(code, 422, "{text}");
+    let (code, st) = s.get(&format!("{PODS}/talker/exec?command=true")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "cannot exec into a container in a completed pod; current phase is Succeeded"
+    );
     let (code, text) = log(&s, "talker", "?container=nope").await;
     assert_eq!(code, 400, "{text}");
     assert!(
@@ -524,4 +532,89 @@ async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_restarted_berth_adopts_running_containers_and_starts_none_twice() {
+    let s = server().await;
+    s.post(PODS, pod("steady", "Always", "exec sleep 7305"))
+        .await;
+    let before = pod_until(&s, "steady", "running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    let id = container(&before)["containerID"].clone();
+    let started = container(&before)["state"]["running"]["startedAt"].clone();
+    let start_time = before["status"]["startTime"].clone();
+    assert_eq!(processes_with("sleep 7305"), 2);
+    let dir = s.stop().await;
+    // berth is down; the container is not.
+    assert_eq!(processes_with("sleep 7305"), 2);
+    let s = TestServer::start_in(dir, |c| {
+        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
+        agent.lease_every = Duration::from_millis(500);
+        c.node = Some(berth::app::NodeSettings {
+            agent,
+            shim_program: env!("CARGO_BIN_EXE_berth").into(),
+        });
+    })
+    .await;
+    // A change to the pod makes the new agent sync it; the status must say the same.
+    s.patch(
+        &format!("{PODS}/steady"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"after": "restart"}}}),
+    )
+    .await;
+    let after = pod_until(&s, "steady", "the same container, adopted", |p| {
+        p["metadata"]["labels"]["after"] == "restart" && container(p)["containerID"] == id
+    })
+    .await;
+    assert_eq!(container(&after)["restartCount"], 0);
+    assert_eq!(container(&after)["state"]["running"]["startedAt"], started);
+    assert_eq!(after["status"]["startTime"], start_time);
+    assert_eq!(processes_with("sleep 7305"), 2, "nothing runs twice");
+    s.delete(&format!("{PODS}/steady")).await;
+    eventually(30, "the adopted container is stopped on delete", || async {
+        match processes_with("sleep 7305") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
+    let s = server().await;
+    let mut p = pod("limited", "Always", "exec sleep 7306");
+    p["spec"]["activeDeadlineSeconds"] = json!(2);
+    s.post(PODS, p).await;
+    let failed = pod_until(&s, "limited", "Failed past the deadline", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        failed["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    assert!(
+        container(&failed)["state"]["terminated"].is_object(),
+        "{failed}"
+    );
+    eventually(30, "the process is stopped", || async {
+        match processes_with("sleep 7306") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=reason%3DDeadlineExceeded")
+        .await;
+    assert_eq!(
+        events["items"][0]["involvedObject"]["name"], "limited",
+        "{events}"
+    );
 }
