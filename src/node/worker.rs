@@ -35,8 +35,6 @@ struct Worker<R> {
     uid: String,
     /// Per (container, spec hash).
     backoff: HashMap<(String, String), Backoff>,
-    /// The last status written, to skip writing the same again.
-    written: Option<Value>,
     /// Probe state per (container, probe kind), for the instance (attempt) it belongs to.
     probes: HashMap<(String, ProbeKind), (u32, Tracker)>,
     /// The environment each container was started with (exec probes run in it).
@@ -694,9 +692,13 @@ impl<R: Runtime + Clone> Worker<R> {
         }
     }
 
-    /// Writes the status if it differs from the last one written.
+    /// Writes the status unless the API already shows it.
+    ///
+    /// The agent is the source of truth: a status someone else changed in the API is
+    /// written back at the next sync (which that change itself triggers). One the API
+    /// already shows is not sent again.
     async fn write_status(&mut self, pod: &Value, mut st: Value) {
-        if self.written.as_ref() == Some(&st) {
+        if pod.get("status").is_some_and(|api| covers(api, &st)) {
             return;
         }
         let ns = str_at(pod, "/metadata/namespace");
@@ -714,13 +716,24 @@ impl<R: Runtime + Clone> Worker<R> {
             )
             .await
         {
-            Ok(_) => self.written = Some(patch["status"].clone()),
+            Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => {
                 // Left unwritten: the next sync sends it again.
                 tracing::warn!(pod = %Self::full_name(pod), error = %e, "could not write the pod status");
             }
         }
+    }
+}
+
+/// Whether `api` already holds every field of `ours` with the same value (fields only
+/// `api` has are someone else's and do not matter).
+fn covers(api: &Value, ours: &Value) -> bool {
+    match (api, ours) {
+        (Value::Object(a), Value::Object(o)) => o
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|av| covers(av, v)) || v.is_null()),
+        (a, o) => a == o,
     }
 }
 
@@ -847,7 +860,6 @@ pub(super) async fn run<R: Runtime + Clone>(
         shared,
         uid: uid.clone(),
         backoff: HashMap::new(),
-        written: None,
         probes: HashMap::new(),
         envs: HashMap::new(),
     };
@@ -887,6 +899,15 @@ pub(super) async fn run<R: Runtime + Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_is_covered_when_the_api_holds_all_of_it() {
+        let ours = json!({"phase": "Running", "containerStatuses": [{"ready": true}], "x": null});
+        let api = json!({"phase": "Running", "containerStatuses": [{"ready": true}], "other": 1});
+        assert!(covers(&api, &ours));
+        let edited = json!({"phase": "Pending", "containerStatuses": [{"ready": true}]});
+        assert!(!covers(&edited, &ours));
+    }
 
     #[test]
     fn variables_expand_from_earlier_ones() {

@@ -618,3 +618,50 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
         "{events}"
     );
 }
+
+#[tokio::test]
+async fn a_steady_pod_is_not_rewritten_and_a_foreign_status_is_corrected() {
+    let s = server().await;
+    s.post(PODS, pod("calm", "Always", "exec sleep 7307")).await;
+    let settled = pod_until(&s, "calm", "running and ready", |p| {
+        berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert_eq!(settled["status"]["phase"], "Running");
+    // A label change makes the agent sync the pod; its status is what the API shows, so
+    // nothing more is written: the label change stays the last write.
+    let (_, relabelled) = s
+        .patch(
+            &format!("{PODS}/calm"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, later) = s.get(&format!("{PODS}/calm")).await;
+    assert_eq!(
+        later["metadata"]["resourceVersion"], relabelled["metadata"]["resourceVersion"],
+        "the agent wrote a status nobody changed"
+    );
+    // Someone else writes a wrong status: the agent writes its own back.
+    let (code, _) = s
+        .patch(
+            &format!("{PODS}/calm/status"),
+            "application/merge-patch+json",
+            json!({"status": {"phase": "Pending"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    pod_until(&s, "calm", "Running again", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    s.delete(&format!("{PODS}/calm")).await;
+    eventually(30, "the process is stopped", || async {
+        match processes_with("sleep 7307") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+}
