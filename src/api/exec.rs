@@ -26,7 +26,7 @@ pub struct ExecContext {
     pub working_dir: Option<PathBuf>,
 }
 
-/// The query of an exec request (`command` repeats, so it is parsed by hand).
+/// The query of an exec request (`command` repeats, so it is read as a list of pairs).
 #[derive(Debug, Default)]
 pub struct Request {
     pub command: Vec<String>,
@@ -38,46 +38,17 @@ pub struct Request {
 impl Request {
     pub fn parse(raw: Option<&str>) -> Request {
         let mut r = Request::default();
-        let pairs = form_pairs(raw.unwrap_or(""));
-        for (k, v) in pairs {
-            match k.as_str() {
-                "command" => r.command.push(v),
-                "container" if !v.is_empty() => r.container = Some(v),
-                "stdin" => r.stdin = matches!(v.as_str(), "true" | "1"),
-                "tty" => r.tty = matches!(v.as_str(), "true" | "1"),
+        for (k, v) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match k.as_ref() {
+                "command" => r.command.push(v.into_owned()),
+                "container" if !v.is_empty() => r.container = Some(v.into_owned()),
+                "stdin" => r.stdin = matches!(v.as_ref(), "true" | "1"),
+                "tty" => r.tty = matches!(v.as_ref(), "true" | "1"),
                 _ => {}
             }
         }
         r
     }
-}
-
-fn form_pairs(q: &str) -> Vec<(String, String)> {
-    let decode = |s: &str| {
-        let s = s.replace('+', " ");
-        let bytes = s.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%' && i + 2 < bytes.len() {
-                if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-            }
-            out.push(bytes[i]);
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).to_string()
-    };
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (decode(k), decode(v)),
-            None => (decode(p), String::new()),
-        })
-        .collect()
 }
 
 /// The container an exec is for: the one named, or the only one.
@@ -119,15 +90,8 @@ async fn run(socket: WebSocket, argv: Vec<String>, ctx: ExecContext, stdin: bool
     let Some((program, args)) = argv.split_first() else {
         return;
     };
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = crate::runtime::command(program, &ctx.env, ctx.working_dir.as_deref());
     cmd.args(args)
-        .env_clear()
-        .envs(ctx.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(
-            ctx.working_dir
-                .as_deref()
-                .unwrap_or(std::path::Path::new("/")),
-        )
         .stdin(if stdin {
             std::process::Stdio::piped()
         } else {
@@ -136,12 +100,6 @@ async fn run(socket: WebSocket, argv: Vec<String>, ctx: ExecContext, stdin: bool
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    if !ctx.env.iter().any(|(k, _)| k == "PATH") {
-        cmd.env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        );
-    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

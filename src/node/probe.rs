@@ -225,22 +225,11 @@ pub async fn run(
             let Some((program, args)) = argv.split_first() else {
                 return Err("the exec probe has no command".to_string());
             };
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args)
-                .env_clear()
-                .envs(env.iter().map(|(k, v)| (k, v)))
+            let dir = container["workingDir"].as_str().map(std::path::Path::new);
+            let out = crate::runtime::command(program, env, dir)
+                .args(args)
                 .kill_on_drop(true)
-                .stdin(std::process::Stdio::null());
-            if !env.iter().any(|(k, _)| k == "PATH") {
-                cmd.env(
-                    "PATH",
-                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                );
-            }
-            if let Some(dir) = container["workingDir"].as_str() {
-                cmd.current_dir(dir);
-            }
-            let out = cmd
+                .stdin(std::process::Stdio::null())
                 .output()
                 .await
                 .map_err(|e| format!("exec {program:?}: {e}"))?;

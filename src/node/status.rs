@@ -31,7 +31,7 @@ pub struct Inputs<'a> {
 }
 
 /// The instances of one container, oldest attempt first.
-fn instances_of<'a>(all: &'a [ContainerStatus], name: &str) -> Vec<&'a ContainerStatus> {
+pub(super) fn instances_of<'a>(all: &'a [ContainerStatus], name: &str) -> Vec<&'a ContainerStatus> {
     let mut v: Vec<&ContainerStatus> = all.iter().filter(|s| s.id.name == name).collect();
     v.sort_by_key(|s| s.id.attempt);
     v
@@ -77,14 +77,13 @@ fn second(ts: &str) -> String {
 }
 
 /// The status of one container.
-fn container_status(
-    spec: &Value,
-    instances: &[&ContainerStatus],
-    waiting: Option<&Waiting>,
-    default_reason: &str,
-    probed: Option<&(bool, bool)>,
-) -> Value {
+/// The status of container `spec`; `probes` says whether its probe verdicts count (app
+/// containers) or not (init containers).
+fn container_status(inp: &Inputs<'_>, spec: &Value, default_reason: &str, probes: bool) -> Value {
     let name = spec["name"].as_str().unwrap_or("");
+    let instances = instances_of(inp.instances, name);
+    let waiting = inp.waiting.get(name);
+    let probed = if probes { inp.probed.get(name) } else { None };
     let latest = instances.last().copied();
     let mut cs = json!({
         "name": name,
@@ -210,23 +209,12 @@ pub fn build(inp: &Inputs<'_>) -> Value {
     let pod = inp.pod;
     let spec = &pod["spec"];
     let policy = spec["restartPolicy"].as_str().unwrap_or("Always");
-    let init_specs = spec["initContainers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let app_specs = spec["containers"].as_array().cloned().unwrap_or_default();
+    let none = Vec::new();
+    let init_specs = spec["initContainers"].as_array().unwrap_or(&none);
+    let app_specs = spec["containers"].as_array().unwrap_or(&none);
     let init: Vec<Value> = init_specs
         .iter()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or("");
-            container_status(
-                c,
-                &instances_of(inp.instances, name),
-                inp.waiting.get(name),
-                "PodInitializing",
-                None,
-            )
-        })
+        .map(|c| container_status(inp, c, "PodInitializing", false))
         .collect();
     let inits_done = init.iter().all(|c| exit_code(c) == Some(0));
     let app_default = if inits_done {
@@ -236,16 +224,7 @@ pub fn build(inp: &Inputs<'_>) -> Value {
     };
     let app: Vec<Value> = app_specs
         .iter()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or("");
-            container_status(
-                c,
-                &instances_of(inp.instances, name),
-                inp.waiting.get(name),
-                app_default,
-                inp.probed.get(name),
-            )
-        })
+        .map(|c| container_status(inp, c, app_default, true))
         .collect();
     let previous = pod.pointer("/status/phase").and_then(Value::as_str);
     let phase = phase(policy, &init, &app, inp.terminating, previous);
@@ -266,7 +245,7 @@ pub fn build(inp: &Inputs<'_>) -> Value {
     // Conditions: others' are kept, the agent's are computed; transition times move only
     // when a status changes.
     let mut holder = json!({"status": {"conditions": pod.pointer("/status/conditions").cloned().unwrap_or_else(|| json!([]))}});
-    for c in conditions(phase, &init_specs, &init, &app) {
+    for c in conditions(phase, init_specs, &init, &app) {
         crate::types::set_condition(&mut holder, c);
     }
     status["conditions"] = holder["status"]["conditions"].take();

@@ -81,7 +81,11 @@ impl<R: Runtime + Clone> Worker<R> {
     /// Resolves a container's environment; a missing reference is a config error.
     async fn env(&self, pod: &Value, c: &Value) -> Result<Vec<(String, String)>, String> {
         let ns = str_at(pod, "/metadata/namespace");
-        let mut out: Vec<(String, String)> = Vec::new();
+        // As in Kubernetes, HOSTNAME is the pod's name unless the spec sets it.
+        let mut out = vec![(
+            "HOSTNAME".to_string(),
+            str_at(pod, "/metadata/name").to_string(),
+        )];
         let lookup = |kind: Kind, name: &str| {
             let client = self.shared.client.clone();
             let name = name.to_string();
@@ -248,11 +252,6 @@ impl<R: Runtime + Clone> Worker<R> {
                 message: "the container has no command: berth does not pull images, so give the command to run".into(),
             });
         }
-        let mut full_env = vec![(
-            "HOSTNAME".to_string(),
-            str_at(pod, "/metadata/name").to_string(),
-        )];
-        full_env.extend(env);
         let spec = ContainerSpec {
             pod_uid: self.uid.clone(),
             pod_name: str_at(pod, "/metadata/name").into(),
@@ -262,10 +261,10 @@ impl<R: Runtime + Clone> Worker<R> {
             hash: spec_hash(c),
             image: c["image"].as_str().unwrap_or("").into(),
             argv,
-            env: full_env.clone(),
+            env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
         };
-        self.envs.insert(name.to_string(), full_env);
+        self.envs.insert(name.to_string(), env);
         match self.shared.runtime.start(&spec).await {
             Ok(_) => {
                 let rec = &self.shared.recorder;
@@ -341,12 +340,7 @@ impl<R: Runtime + Clone> Worker<R> {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let of = |name: &str| -> Vec<&ContainerStatus> {
-            let mut v: Vec<&ContainerStatus> =
-                instances.iter().filter(|s| s.id.name == name).collect();
-            v.sort_by_key(|s| s.id.attempt);
-            v
-        };
+        let of = |name: &str| status::instances_of(&instances, name);
         // Init containers: one at a time, in order.
         let mut inits_done = true;
         let mut pod_failed = false;
@@ -570,11 +564,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 }
                 if !self.envs.contains_key(&name) {
                     // Adopted after a restart: resolve the environment again.
-                    let mut env = vec![(
-                        "HOSTNAME".to_string(),
-                        str_at(pod, "/metadata/name").to_string(),
-                    )];
-                    env.extend(self.env(pod, c).await.unwrap_or_default());
+                    let env = self.env(pod, c).await.unwrap_or_default();
                     self.envs.insert(name.clone(), env);
                 }
                 let env = self.envs.get(&name).cloned().unwrap_or_default();

@@ -13,6 +13,27 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The PATH a container gets when its environment names none (as container engines do).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A command that runs in a container's environment: exactly `env` (plus the default
+/// PATH when it names none), in `working_dir` (default `/`). The shim, exec probes and
+/// `kubectl exec` all start processes this way.
+pub fn command(
+    program: impl AsRef<std::ffi::OsStr>,
+    env: &[(String, String)],
+    working_dir: Option<&std::path::Path>,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(working_dir.unwrap_or(std::path::Path::new("/")));
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        cmd.env("PATH", DEFAULT_PATH);
+    }
+    cmd
+}
+
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -21,8 +21,6 @@ use super::{ContainerId, ContainerSpec, ContainerStatus, Error, Event, Result, R
 
 const SPEC_FILE: &str = "spec.json";
 const SHIM_FILE: &str = "shim";
-/// The PATH a container gets when its environment names none (as container engines do).
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long a shim may take to start its container.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a SIGKILLed process group may take to be reported gone.
@@ -240,7 +238,8 @@ impl Runtime for ProcessRuntime {
         };
         shim::write_record(&dir, SPEC_FILE, &record)
             .map_err(|e| Error::io(format!("record container {id}"), e))?;
-        let mut cmd = tokio::process::Command::new(&self.inner.shim);
+        // The shim runs in the container's environment, which the container inherits.
+        let mut cmd = super::command(&self.inner.shim, &spec.env, spec.working_dir.as_deref());
         cmd.arg("shim")
             .arg("--dir")
             .arg(&dir)
@@ -250,17 +249,11 @@ impl Runtime for ProcessRuntime {
             .arg(self.inner.rotation.files.to_string())
             .arg("--")
             .args(&spec.argv)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(spec.working_dir.as_deref().unwrap_or(Path::new("/")))
             .process_group(0)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(false);
-        if !spec.env.iter().any(|(k, _)| k == "PATH") {
-            cmd.env("PATH", DEFAULT_PATH);
-        }
         let mut child = cmd
             .spawn()
             .map_err(|e| Error::io(format!("start the shim of {id}"), e))?;

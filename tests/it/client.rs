@@ -251,3 +251,34 @@ async fn binding_sets_the_node_once_and_finalize_ends_a_namespace() {
     }
     assert!(c.get(nss, None, "going").await.unwrap_err().is_not_found());
 }
+
+#[tokio::test]
+async fn the_typed_interface_round_trips_k8s_openapi_objects() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let s = TestServer::start().await;
+    let c = client(&s);
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("typed".into());
+    cm.metadata.namespace = Some("default".into());
+    cm.data = Some([("k".to_string(), "v".to_string())].into());
+    let made: ConfigMap = c.create_as(&cm).await.unwrap();
+    assert!(made.metadata.uid.is_some());
+    let got: ConfigMap = c.get_as(Some("default"), "typed").await.unwrap();
+    assert_eq!(got.data.unwrap()["k"], "v");
+    let all: Vec<ConfigMap> = c
+        .list_as(Some("default"), &ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        all.iter()
+            .any(|m| m.metadata.name.as_deref() == Some("typed"))
+    );
+    c.delete(
+        berth::client::resource_of::<ConfigMap>(),
+        Some("default"),
+        "typed",
+        &DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+}
