@@ -214,7 +214,24 @@ pub async fn run(
     host_ip: &str,
 ) -> Result<(), String> {
     let timeout = Timing::of(probe).timeout;
-    let attempt = async {
+    match tokio::time::timeout(timeout, act(probe, container, env, host_ip)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "timeout: the probe took longer than {}s",
+            timeout.as_secs()
+        )),
+    }
+}
+
+/// Runs a handler (a probe's or a lifecycle hook's: exec, httpGet, tcpSocket, grpc or
+/// sleep) once, without a time limit: `Ok` on success, `Err(why)` on failure.
+pub async fn act(
+    probe: &Value,
+    container: &Value,
+    env: &[(String, String)],
+    host_ip: &str,
+) -> Result<(), String> {
+    {
         if let Some(exec) = probe.get("exec") {
             let argv: Vec<String> = exec["command"]
                 .as_array()
@@ -312,16 +329,13 @@ pub async fn run(
                 .map_err(|e| format!("dial tcp {host}:{port}: {e}"))
         } else if probe.get("grpc").is_some() {
             Err("gRPC probes are not supported yet".to_string())
+        } else if let Some(sleep) = probe.get("sleep") {
+            let secs = sleep["seconds"].as_u64().unwrap_or(0);
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            Ok(())
         } else {
-            Err("the probe names no handler (exec, httpGet, tcpSocket)".to_string())
+            Err("the handler names no action (exec, httpGet, tcpSocket, grpc, sleep)".to_string())
         }
-    };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(format!(
-            "timeout: the probe took longer than {}s",
-            timeout.as_secs()
-        )),
     }
 }
 

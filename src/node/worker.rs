@@ -23,6 +23,10 @@ use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State
 /// Restart back-off (§6): 10 s doubling to 5 min, forgotten after 10 min of running.
 const BACKOFF_FIRST: Duration = Duration::from_secs(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Even a grace period of 0 gives a container this long between SIGTERM and SIGKILL.
+const MIN_GRACE: Duration = Duration::from_secs(2);
+/// How long a postStart hook may run before it counts as failed.
+const POST_START_LIMIT: Duration = Duration::from_secs(120);
 
 #[derive(Clone, Copy)]
 struct Backoff {
@@ -264,9 +268,9 @@ impl<R: Runtime + Clone> Worker<R> {
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
         };
-        self.envs.insert(name.to_string(), env);
+        self.envs.insert(name.to_string(), env.clone());
         match self.shared.runtime.start(&spec).await {
-            Ok(_) => {
+            Ok(id) => {
                 let rec = &self.shared.recorder;
                 rec.event(
                     pod,
@@ -282,6 +286,31 @@ impl<R: Runtime + Clone> Worker<R> {
                     &format!("Started container {name}"),
                 )
                 .await;
+                if let Some(hook) = c.pointer("/lifecycle/postStart") {
+                    let ran = tokio::time::timeout(
+                        POST_START_LIMIT,
+                        probe::act(hook, c, &env, &self.shared.config.node_ip),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(format!(
+                            "did not finish within {}s",
+                            POST_START_LIMIT.as_secs()
+                        ))
+                    });
+                    if let Err(why) = ran {
+                        let message = format!(
+                            "PostStartHook failed: {} lifecycle hook for container {name:?} in pod {:?} failed: {why}",
+                            hook_kind(hook),
+                            Self::full_name(pod)
+                        );
+                        rec.event(pod, EventType::Warning, "FailedPostStartHook", &message)
+                            .await;
+                        // Killed as the kubelet does; the policy decides about a restart.
+                        self.kill(pod, Some(c), &id, grace(pod), "FailedPostStartHook")
+                            .await;
+                    }
+                }
                 Ok(())
             }
             Err(e) => Err(Waiting {
@@ -383,11 +412,7 @@ impl<R: Runtime + Clone> Worker<R> {
                         let id = l.id.clone();
                         let message =
                             format!("Container {name} definition changed, will be restarted");
-                        self.shared
-                            .recorder
-                            .event(pod, EventType::Normal, "Killing", &message)
-                            .await;
-                        let _ = self.shared.runtime.stop(&id, grace(pod)).await;
+                        self.kill(pod, Some(c), &id, grace(pod), &message).await;
                         started_any |= self
                             .start_or_wait(pod, c, id.attempt + 1, &mut waiting)
                             .await;
@@ -592,13 +617,11 @@ impl<R: Runtime + Clone> Worker<R> {
                         _ => ", will be restarted",
                     };
                     let message = format!("Container {name} failed {what} probe{restart}");
-                    self.shared
-                        .recorder
-                        .event(pod, EventType::Normal, "Killing", &message)
-                        .await;
-                    if let Err(e) = self.shared.runtime.stop(&latest.id, grace(pod)).await {
-                        tracing::warn!(container = %latest.id, error = %e, "could not stop an unhealthy container");
-                    }
+                    // A probe's own terminationGracePeriodSeconds wins over the pod's.
+                    let grace = c[kind.field()]["terminationGracePeriodSeconds"]
+                        .as_u64()
+                        .map_or_else(|| grace(pod), Duration::from_secs);
+                    self.kill(pod, Some(c), &latest.id, grace, &message).await;
                     self.probes.retain(|(n, _), _| n != &name);
                     killed = true;
                     break;
@@ -630,14 +653,65 @@ impl<R: Runtime + Clone> Worker<R> {
             .map(|s| s.id.clone())
             .collect();
         let grace = grace(pod);
-        let stops = running.iter().map(|id| self.shared.runtime.stop(id, grace));
-        for (id, r) in running
+        let specs: Vec<&Value> = ["initContainers", "containers"]
             .iter()
-            .zip(futures_util::future::join_all(stops).await)
-        {
-            if let Err(e) = r {
-                tracing::warn!(container = %id, error = %e, "could not stop a container");
+            .flat_map(|k| pod["spec"][k].as_array().into_iter().flatten())
+            .collect();
+        let stops = running.iter().map(|id| {
+            let c = specs
+                .iter()
+                .copied()
+                .find(|c| c["name"] == id.name.as_str());
+            let message = format!("Stopping container {}", id.name);
+            async move { self.kill(pod, c, id, grace, &message).await }
+        });
+        futures_util::future::join_all(stops).await;
+    }
+
+    /// Kills one running container (§14.2): event `Killing` with `message`, the preStop
+    /// hook within the grace period, then SIGTERM and, when the rest of the grace period
+    /// (at least 2 s) has passed, SIGKILL.
+    async fn kill(
+        &self,
+        pod: &Value,
+        c: Option<&Value>,
+        id: &ContainerId,
+        grace: Duration,
+        message: &str,
+    ) {
+        self.shared
+            .recorder
+            .event(pod, EventType::Normal, "Killing", message)
+            .await;
+        let began = tokio::time::Instant::now();
+        let hook = c.and_then(|c| c.pointer("/lifecycle/preStop").map(|h| (c, h)));
+        if let (Some((c, hook)), false) = (hook, grace.is_zero()) {
+            let env = match self.envs.get(&id.name) {
+                Some(env) => env.clone(),
+                None => self.env(pod, c).await.unwrap_or_default(),
+            };
+            let ran = tokio::time::timeout(
+                grace,
+                probe::act(hook, c, &env, &self.shared.config.node_ip),
+            )
+            .await
+            .unwrap_or_else(|_| Err(format!("did not finish within {}s", grace.as_secs())));
+            if let Err(why) = ran {
+                let message = format!(
+                    "PreStopHook failed: {} lifecycle hook for container {:?} in pod {:?} failed: {why}",
+                    hook_kind(hook),
+                    id.name,
+                    Self::full_name(pod)
+                );
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, "FailedPreStopHook", &message)
+                    .await;
             }
+        }
+        let left = grace.saturating_sub(began.elapsed()).max(MIN_GRACE);
+        if let Err(e) = self.shared.runtime.stop(id, left).await {
+            tracing::warn!(container = %id, error = %e, "could not stop a container");
         }
     }
 
@@ -735,7 +809,20 @@ fn min(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
-/// The grace period of a pod's containers.
+/// What a hook's handler does, as its failure message names it.
+fn hook_kind(hook: &Value) -> &'static str {
+    if hook.get("exec").is_some() {
+        "Exec"
+    } else if hook.get("httpGet").is_some() {
+        "HTTP"
+    } else if hook.get("sleep").is_some() {
+        "Sleep"
+    } else {
+        "Unknown"
+    }
+}
+
+/// The grace period of a pod's containers (the kill floors it at [`MIN_GRACE`]).
 fn grace(pod: &Value) -> Duration {
     let secs = pod
         .pointer("/metadata/deletionGracePeriodSeconds")

@@ -8,6 +8,7 @@ mod client;
 mod gc;
 mod https;
 mod kube_client;
+mod lifecycle;
 mod node;
 mod replication;
 mod runtime;

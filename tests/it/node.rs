@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use crate::support::{TestServer, eventually};
 
-const PODS: &str = "/api/v1/namespaces/default/pods";
+pub(crate) const PODS: &str = "/api/v1/namespaces/default/pods";
 const NODE: &str = "test-node";
 
-async fn server() -> TestServer {
+pub(crate) async fn server() -> TestServer {
     TestServer::start_with(|c| {
         let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
         agent.lease_every = Duration::from_millis(500);
@@ -23,7 +23,7 @@ async fn server() -> TestServer {
     .await
 }
 
-fn pod(name: &str, policy: &str, script: &str) -> Value {
+pub(crate) fn pod(name: &str, policy: &str, script: &str) -> Value {
     json!({
         "metadata": {"name": name},
         "spec": {
@@ -35,7 +35,7 @@ fn pod(name: &str, policy: &str, script: &str) -> Value {
 }
 
 /// Waits until `check` accepts the pod.
-async fn pod_until(
+pub(crate) async fn pod_until(
     s: &TestServer,
     name: &str,
     what: &str,
@@ -52,12 +52,12 @@ async fn pod_until(
     .await
 }
 
-fn container(p: &Value) -> &Value {
+pub(crate) fn container(p: &Value) -> &Value {
     &p["status"]["containerStatuses"][0]
 }
 
 /// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> usize {
+pub(crate) fn processes_with(marker: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
