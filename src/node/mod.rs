@@ -35,6 +35,13 @@ pub struct Config {
     pub resync_every: Duration,
     /// How many pods the node takes (its `pods` capacity).
     pub max_pods: u32,
+    /// The first restart delay of a crashing container (CrashLoopBackOff), doubled up to
+    /// `backoff_max`; a run longer than twice the maximum forgets the back-off.
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// How soon a failed sync step (a container that could not start, a status that
+    /// could not be written, a container that would not stop) is tried again.
+    pub retry_after: Duration,
 }
 
 impl Config {
@@ -45,6 +52,9 @@ impl Config {
             lease_every: Duration::from_secs(10),
             resync_every: Duration::from_secs(60),
             max_pods: 110,
+            backoff_initial: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            retry_after: Duration::from_secs(10),
         }
     }
 }
@@ -334,3 +344,6 @@ async fn run<R: Runtime + Clone>(
     }
     tasks.shutdown().await;
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,9 +20,6 @@ use crate::client::recorder::EventType;
 use crate::registry::{Kind, catalog};
 use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State};
 
-/// Restart back-off (§6): 10 s doubling to 5 min, forgotten after 10 min of running.
-const BACKOFF_FIRST: Duration = Duration::from_secs(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Even a grace period of 0 gives a container this long between SIGTERM and SIGKILL.
 const MIN_GRACE: Duration = Duration::from_secs(2);
 /// How long a postStart hook may run before it counts as failed.
@@ -43,6 +40,10 @@ struct Worker<R> {
     probes: HashMap<(String, ProbeKind), (u32, Tracker)>,
     /// The environment each container was started with (exec probes run in it).
     envs: HashMap<String, Vec<(String, String)>>,
+    /// A step of the last sync failed: sync again after `retry_after`.
+    retry: bool,
+    /// The status the agent last computed for the pod: what the API must show.
+    reported: Option<Value>,
 }
 
 /// A stable hash of a container's spec: a different hash means "changed, restart".
@@ -190,18 +191,25 @@ impl<R: Runtime + Clone> Worker<R> {
         if !restart || (init && code == 0) {
             return Step::Keep;
         }
+        // Restart back-off (§6): the first restart is immediate, then the delay starts at
+        // `backoff_initial` and doubles up to `backoff_max`; a run longer than twice the
+        // maximum forgets it.
+        let (first, max) = (
+            self.shared.config.backoff_initial,
+            self.shared.config.backoff_max,
+        );
+        let now = self.shared.runtime.now();
         let finished: jiff::Timestamp = latest
             .finished_at
             .as_deref()
             .and_then(|t| t.parse().ok())
-            .unwrap_or_else(jiff::Timestamp::now);
-        let now = jiff::Timestamp::now();
+            .unwrap_or(now);
         let since = |a: jiff::Timestamp, b: jiff::Timestamp| {
             Duration::try_from(a.duration_since(b)).unwrap_or(Duration::ZERO)
         };
         let key = (name.clone(), hash);
         match self.backoff.get(&key).copied() {
-            Some(b) if since(finished, b.last) <= BACKOFF_MAX * 2 => {
+            Some(b) if since(finished, b.last) <= max * 2 => {
                 let waited = since(now, finished);
                 if waited < b.delay {
                     let message = format!(
@@ -220,7 +228,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 self.backoff.insert(
                     key,
                     Backoff {
-                        delay: (b.delay * 2).min(BACKOFF_MAX),
+                        delay: (b.delay * 2).min(max),
                         last: now,
                     },
                 );
@@ -229,7 +237,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 self.backoff.insert(
                     key,
                     Backoff {
-                        delay: BACKOFF_FIRST,
+                        delay: first.min(max),
                         last: now,
                     },
                 );
@@ -332,6 +340,7 @@ impl<R: Runtime + Clone> Worker<R> {
             Ok(()) => true,
             Err(w) => {
                 waiting.insert(c["name"].as_str().unwrap_or("").to_string(), w);
+                self.retry = true;
                 false
             }
         }
@@ -340,7 +349,7 @@ impl<R: Runtime + Clone> Worker<R> {
     /// One sync of a live pod; returns when to look again without an event.
     async fn sync(&mut self, pod: &Value) -> Option<Duration> {
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
-            self.terminate(Some(pod), true).await;
+            self.retry |= !self.terminate(Some(pod), true).await;
             return None;
         }
         // A finished pod never runs again.
@@ -547,7 +556,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 .started_at
                 .as_deref()
                 .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                .and_then(|t| Duration::try_from(jiff::Timestamp::now().duration_since(t)).ok())
+                .and_then(|t| Duration::try_from(self.shared.runtime.now().duration_since(t)).ok())
                 .unwrap_or_default();
             for kind in [
                 ProbeKind::Startup,
@@ -683,7 +692,7 @@ impl<R: Runtime + Clone> Worker<R> {
             .recorder
             .event(pod, EventType::Normal, "Killing", message)
             .await;
-        let began = tokio::time::Instant::now();
+        let began = self.shared.runtime.now();
         let hook = c.and_then(|c| c.pointer("/lifecycle/preStop").map(|h| (c, h)));
         if let (Some((c, hook)), false) = (hook, grace.is_zero()) {
             let env = match self.envs.get(&id.name) {
@@ -709,7 +718,9 @@ impl<R: Runtime + Clone> Worker<R> {
                     .await;
             }
         }
-        let left = grace.saturating_sub(began.elapsed()).max(MIN_GRACE);
+        let spent =
+            Duration::try_from(self.shared.runtime.now().duration_since(began)).unwrap_or_default();
+        let left = grace.saturating_sub(spent).max(MIN_GRACE);
         if let Err(e) = self.shared.runtime.stop(id, left).await {
             tracing::warn!(container = %id, error = %e, "could not stop a container");
         }
@@ -719,10 +730,24 @@ impl<R: Runtime + Clone> Worker<R> {
     /// still in the API (graceful deletion), its object is removed.
     /// `pod` is the pod as last seen; `in_api` says whether its object is still there
     /// (graceful deletion) or already gone (force deletion, or berth was down).
-    async fn terminate(&mut self, pod: Option<&Value>, in_api: bool) {
+    ///
+    /// Returns false when something still runs or the object could not be removed: the
+    /// worker tries again after `retry_after`, and nothing is reported finished meanwhile.
+    async fn terminate(&mut self, pod: Option<&Value>, in_api: bool) -> bool {
         let fallback = json!({"spec": {"terminationGracePeriodSeconds": 30}});
         let p = pod.unwrap_or(&fallback);
         self.stop_all(p).await;
+        let still = self
+            .shared
+            .runtime
+            .pod_status(&self.uid)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|s| matches!(s.state, State::Running | State::Created));
+        if let Some(s) = still {
+            tracing::warn!(container = %s.id, "a container of a deleted pod is still running; trying again");
+            return false;
+        }
         if let (Some(pod), true) = (pod, in_api) {
             let instances = self
                 .shared
@@ -745,15 +770,25 @@ impl<R: Runtime + Clone> Worker<R> {
             };
             let ns = str_at(pod, "/metadata/namespace");
             let name = str_at(pod, "/metadata/name");
-            let _ = self
+            match self
                 .shared
                 .client
                 .delete(catalog::of(Kind::Pod), Some(ns), name, &params)
-                .await;
+                .await
+            {
+                // Gone, or the name now belongs to another pod (the uid precondition).
+                Ok(_) => {}
+                Err(e) if e.is_not_found() || e.is_conflict() => {}
+                Err(e) => {
+                    tracing::warn!(pod = %Self::full_name(pod), error = %e, "could not remove a finished pod");
+                    return false;
+                }
+            }
         }
         if let Err(e) = self.shared.runtime.remove_pod(&self.uid) {
             tracing::warn!(pod = %self.uid, error = %e, "could not remove a pod's records");
         }
+        true
     }
 
     /// Writes the status unless the API already shows it.
@@ -762,6 +797,7 @@ impl<R: Runtime + Clone> Worker<R> {
     /// written back at the next sync (which that change itself triggers). One the API
     /// already shows is not sent again.
     async fn write_status(&mut self, pod: &Value, mut st: Value) {
+        self.reported = Some(st.clone());
         if pod.get("status").is_some_and(|api| covers(api, &st)) {
             return;
         }
@@ -783,11 +819,37 @@ impl<R: Runtime + Clone> Worker<R> {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => {
-                // Left unwritten: the next sync sends it again.
+                // Left unwritten: the retry sync sends it again.
                 tracing::warn!(pod = %Self::full_name(pod), error = %e, "could not write the pod status");
+                self.retry = true;
             }
         }
     }
+}
+
+impl<R: Runtime + Clone> Worker<R> {
+    /// Writes the last computed status over a status someone else changed.
+    async fn reconcile(&mut self, pod: &Value) {
+        if let Some(st) = self.reported.clone() {
+            self.write_status(pod, st).await;
+        }
+    }
+}
+
+/// Whether two versions of a pod differ in their status (and resource version) only.
+fn same_but_status(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("status");
+        }
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    strip(a) == strip(b)
 }
 
 /// Whether `api` already holds every field of `ours` with the same value (fields only
@@ -933,37 +995,76 @@ pub(super) async fn run<R: Runtime + Clone>(
     wake: Arc<Notify>,
 ) -> String {
     let resync = shared.config.resync_every;
+    let shared_retry = shared.config.retry_after;
     let mut worker = Worker {
         shared,
         uid: uid.clone(),
         backoff: HashMap::new(),
         probes: HashMap::new(),
         envs: HashMap::new(),
+        retry: false,
+        reported: None,
     };
+    let retry = shared_retry;
+    let clock = worker.shared.clone();
     let body = async move {
         // The pod as last seen: its grace period still applies once it is gone.
         let mut last: Option<Arc<Value>> = None;
         loop {
             let pod = desired.borrow_and_update().clone();
-            let Some(pod) = pod else {
-                worker.terminate(last.as_deref(), false).await;
-                return;
-            };
-            if pod.pointer("/metadata/deletionTimestamp").is_some() {
-                worker.terminate(Some(&pod), true).await;
-                return;
-            }
-            let after = worker.sync(&pod).await.unwrap_or(resync).min(resync);
-            last = Some(pod);
-            tokio::select! {
-                changed = desired.changed() => {
-                    if changed.is_err() {
-                        worker.terminate(last.as_deref(), false).await;
+            worker.retry = false;
+            let began = clock.runtime.now();
+            let after = match &pod {
+                None => {
+                    if worker.terminate(last.as_deref(), false).await {
                         return;
                     }
+                    retry
                 }
-                () = wake.notified() => {}
-                () = tokio::time::sleep(after) => {}
+                Some(p) if p.pointer("/metadata/deletionTimestamp").is_some() => {
+                    if worker.terminate(Some(p), true).await {
+                        return;
+                    }
+                    retry
+                }
+                Some(p) => {
+                    let after = worker.sync(p).await.unwrap_or(resync).min(resync);
+                    if worker.retry {
+                        after.min(retry)
+                    } else {
+                        after
+                    }
+                }
+            };
+            if pod.is_some() {
+                last = pod;
+            }
+            // Timers count from when the sync decided, not from when it finished writing.
+            let spent =
+                Duration::try_from(clock.runtime.now().duration_since(began)).unwrap_or_default();
+            let sleep = clock.runtime.sleep(after.saturating_sub(spent));
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    changed = desired.changed() => {
+                        if changed.is_err() {
+                            // The agent is going away: leave the containers running.
+                            return;
+                        }
+                        // A change of the status alone (the agent's own write, or someone
+                        // else's) needs no sync: a foreign one is only written over.
+                        let now = desired.borrow_and_update().clone();
+                        match (&last, &now) {
+                            (Some(old), Some(new)) if same_but_status(old, new) => {
+                                worker.reconcile(new).await;
+                                last = Some(new.clone());
+                            }
+                            _ => break,
+                        }
+                    }
+                    () = wake.notified() => break,
+                    () = &mut sleep => break,
+                }
             }
         }
     };

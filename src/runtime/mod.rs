@@ -3,6 +3,7 @@
 //! under a [`shim`] that outlives berth, so containers survive a restart and are adopted
 //! again.
 
+pub mod fake;
 pub mod logs;
 pub mod process;
 pub mod shim;
@@ -150,4 +151,15 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Start and exit events.
     fn events(&self) -> tokio::sync::broadcast::Receiver<Event>;
+
+    /// The time on the clock the runtime stamps its records with: the agent measures
+    /// back-off and run times against it.
+    fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
+    /// Waits `d` on that clock (the agent's timers: back-off, retries, resyncs).
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(d)
+    }
 }
