@@ -804,7 +804,8 @@ impl<R: Runtime + Clone> Worker<R> {
         let ns = str_at(pod, "/metadata/namespace");
         let name = str_at(pod, "/metadata/name");
         // Fields of the API status the agent does not own stay; the rest are replaced.
-        let patch = json!({"status": st.take()});
+        // The uid makes the write fail on a pod re-created under the same name.
+        let patch = json!({"metadata": {"uid": self.uid}, "status": st.take()});
         match self
             .shared
             .client
@@ -817,7 +818,8 @@ impl<R: Runtime + Clone> Worker<R> {
             .await
         {
             Ok(_) => {}
-            Err(e) if e.is_not_found() => {}
+            // Gone, or the name now belongs to another pod: nothing to report to.
+            Err(e) if e.is_not_found() || self.replaced(&e) => {}
             Err(e) => {
                 // Left unwritten: the retry sync sends it again.
                 tracing::warn!(pod = %Self::full_name(pod), error = %e, "could not write the pod status");
@@ -828,6 +830,11 @@ impl<R: Runtime + Clone> Worker<R> {
 }
 
 impl<R: Runtime + Clone> Worker<R> {
+    /// Whether a write failed because the pod's name now belongs to another pod.
+    fn replaced(&self, e: &crate::client::Error) -> bool {
+        e.is_conflict() && e.to_string().contains("UID in precondition")
+    }
+
     /// Writes the last computed status over a status someone else changed.
     async fn reconcile(&mut self, pod: &Value) {
         if let Some(st) = self.reported.clone() {

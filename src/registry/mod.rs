@@ -972,6 +972,19 @@ impl Registry {
             if wanted.is_some_and(|rv| rv != cur.revision) {
                 return Err(Self::conflict(res, name));
             }
+            // So is a uid: a write meant for an object deleted and re-created under the
+            // same name must not land on the new one.
+            let have = meta_str(&old, "uid").unwrap_or("");
+            if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty() && *u != have) {
+                return Err(Error::Conflict {
+                    group: res.group,
+                    resource: res.qualified_plural(),
+                    name: name.to_string(),
+                    message: format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                    ),
+                });
+            }
             let merged = Self::merge_update(res, &old, new, part)?;
             Self::validate(res, &merged, &schema_causes)?;
             if same_object(&old, &merged) {

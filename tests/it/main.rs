@@ -13,6 +13,7 @@ mod node;
 mod replication;
 mod runtime;
 mod scheduling;
+mod status;
 mod store_concurrency;
 mod store_crash;
 mod support;
