@@ -1,5 +1,5 @@
-//! Probes (§7): liveness, readiness and startup checks by exec, httpGet (http) and
-//! tcpSocket, with `initialDelaySeconds`, `periodSeconds`, `timeoutSeconds`,
+//! Probes (§7): liveness, readiness and startup checks by exec, httpGet (HTTP and
+//! HTTPS), tcpSocket and grpc (the gRPC health checking protocol), with `initialDelaySeconds`, `periodSeconds`, `timeoutSeconds`,
 //! `successThreshold` and `failureThreshold`. A pod worker keeps one [`Tracker`] per
 //! container instance and probe kind and runs what is due.
 
@@ -206,6 +206,118 @@ fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
         .clone()
 }
 
+/// The gRPC health checking protocol (`grpc.health.v1.Health/Check`) over HTTP/2
+/// without TLS, as the kubelet's gRPC probe: `Ok` when the service answers `SERVING`.
+async fn grpc_health(host: &str, port: u16, service: &str) -> Result<(), String> {
+    use http_body_util::{BodyExt, Full};
+    let target = format!("{host}:{port}");
+    let tcp = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(|e| format!("failed to connect service {target:?}: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .map_err(|e| format!("failed to connect service {target:?}: {e}"))?;
+    tokio::spawn(conn);
+    // HealthCheckRequest { string service = 1 }, in one uncompressed gRPC message.
+    let mut message = Vec::new();
+    if !service.is_empty() {
+        message.push(0x0a);
+        push_varint(&mut message, service.len() as u64);
+        message.extend_from_slice(service.as_bytes());
+    }
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&message);
+    let req = hyper::Request::post(format!("http://{target}/grpc.health.v1.Health/Check"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("user-agent", "kube-probe/1.34")
+        .body(Full::new(bytes::Bytes::from(framed)))
+        .map_err(|e| e.to_string())?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("rpc error: {e}"))?;
+    let headers = resp.headers().clone();
+    let collected = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("rpc error: {e}"))?;
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    // A failed call may answer with headers only ("trailers-only").
+    let grpc_status = trailers
+        .get("grpc-status")
+        .or_else(|| headers.get("grpc-status"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    if grpc_status != "0" {
+        let desc = trailers
+            .get("grpc-message")
+            .or_else(|| headers.get("grpc-message"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        return Err(format!(
+            "rpc error: code = {} desc = {desc}",
+            grpc_code(&grpc_status)
+        ));
+    }
+    let body = collected.to_bytes();
+    // HealthCheckResponse { ServingStatus status = 1 } after the 5-byte message header.
+    let status = match body.get(5..) {
+        Some([0x08, v, ..]) => u64::from(*v),
+        _ => 0,
+    };
+    match status {
+        1 => Ok(()),
+        s => {
+            let name = ["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"]
+                .get(s as usize)
+                .unwrap_or(&"UNKNOWN");
+            Err(format!("service unhealthy (responded with {name:?})"))
+        }
+    }
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A gRPC status code's name, as error messages print it.
+fn grpc_code(code: &str) -> &str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "Canceled",
+        "Unknown",
+        "InvalidArgument",
+        "DeadlineExceeded",
+        "NotFound",
+        "AlreadyExists",
+        "PermissionDenied",
+        "ResourceExhausted",
+        "FailedPrecondition",
+        "Aborted",
+        "OutOfRange",
+        "Unimplemented",
+        "Internal",
+        "Unavailable",
+        "DataLoss",
+        "Unauthenticated",
+    ];
+    code.parse::<usize>()
+        .ok()
+        .and_then(|i| NAMES.get(i).copied())
+        .unwrap_or("Unknown")
+}
+
 /// Runs one probe: `Ok` on success, `Err(why)` on failure.
 pub async fn run(
     probe: &Value,
@@ -327,8 +439,12 @@ pub async fn act(
                 .await
                 .map(|_| ())
                 .map_err(|e| format!("dial tcp {host}:{port}: {e}"))
-        } else if probe.get("grpc").is_some() {
-            Err("gRPC probes are not supported yet".to_string())
+        } else if let Some(grpc) = probe.get("grpc") {
+            let port = grpc["port"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| format!("invalid gRPC port {}", grpc["port"]))?;
+            grpc_health(host_ip, port, grpc["service"].as_str().unwrap_or("")).await
         } else if let Some(sleep) = probe.get("sleep") {
             let secs = sleep["seconds"].as_u64().unwrap_or(0);
             tokio::time::sleep(Duration::from_secs(secs)).await;
@@ -343,6 +459,7 @@ pub async fn act(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::{Arc, Mutex};
 
     #[tokio::test(start_paused = true)]
     async fn thresholds_decide_and_initial_delay_counts_from_the_start() {
@@ -378,6 +495,89 @@ mod tests {
         let probe = json!({"httpGet": {"scheme": "HTTPS", "path": "/", "port": p}});
         let c = json!({});
         assert_eq!(run(&probe, &c, &[], "127.0.0.1").await, Ok(()));
+    }
+
+    /// A gRPC health server that answers each call with the next status of `answers`
+    /// (a serving status, or an error code in the trailers), recording the services asked.
+    async fn grpc_server(answers: Vec<Result<u8, u8>>) -> (u16, Arc<Mutex<Vec<Vec<u8>>>>) {
+        use http_body_util::{BodyExt, StreamBody};
+        use hyper::body::Frame;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let answers = Arc::new(Mutex::new(answers.into_iter()));
+        let seen = asked.clone();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = l.accept().await.unwrap();
+                let (answers, seen) = (answers.clone(), seen.clone());
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (answers, seen) = (answers.clone(), seen.clone());
+                        async move {
+                            assert_eq!(req.uri().path(), "/grpc.health.v1.Health/Check");
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            seen.lock().unwrap().push(body[5..].to_vec());
+                            let answer = answers.lock().unwrap().next().unwrap();
+                            let mut trailers = hyper::HeaderMap::new();
+                            let mut frames: Vec<
+                                Result<Frame<bytes::Bytes>, std::convert::Infallible>,
+                            > = Vec::new();
+                            match answer {
+                                Ok(status) => {
+                                    frames.push(Ok(Frame::data(bytes::Bytes::from(vec![
+                                        0, 0, 0, 0, 2, 0x08, status,
+                                    ]))));
+                                    trailers.insert("grpc-status", "0".parse().unwrap());
+                                }
+                                Err(code) => {
+                                    trailers
+                                        .insert("grpc-status", code.to_string().parse().unwrap());
+                                    trailers.insert("grpc-message", "nope".parse().unwrap());
+                                }
+                            }
+                            frames.push(Ok(Frame::trailers(trailers)));
+                            let body = StreamBody::new(futures_util::stream::iter(frames));
+                            Ok::<_, std::convert::Infallible>(
+                                hyper::Response::builder()
+                                    .header("content-type", "application/grpc")
+                                    .body(body)
+                                    .unwrap(),
+                            )
+                        }
+                    },
+                );
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
+                );
+            }
+        });
+        (port, asked)
+    }
+
+    #[tokio::test]
+    async fn grpc_probes_speak_the_health_checking_protocol() {
+        let (port, asked) = grpc_server(vec![Ok(1), Ok(2), Err(12)]).await;
+        let c = json!({});
+        let probe = json!({"grpc": {"port": port, "service": "db"}});
+        assert_eq!(run(&probe, &c, &[], "127.0.0.1").await, Ok(()));
+        assert_eq!(
+            run(&probe, &c, &[], "127.0.0.1").await.unwrap_err(),
+            "service unhealthy (responded with \"NOT_SERVING\")"
+        );
+        assert_eq!(
+            run(&probe, &c, &[], "127.0.0.1").await.unwrap_err(),
+            "rpc error: code = Unimplemented desc = nope"
+        );
+        assert_eq!(asked.lock().unwrap()[0], b"\x0a\x02db");
+        let closed = json!({"grpc": {"port": 1}});
+        assert!(
+            run(&closed, &c, &[], "127.0.0.1")
+                .await
+                .unwrap_err()
+                .starts_with("failed to connect service \"127.0.0.1:1\"")
+        );
     }
 
     #[tokio::test]

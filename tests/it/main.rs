@@ -10,6 +10,7 @@ mod https;
 mod kube_client;
 mod lifecycle;
 mod node;
+mod probes;
 mod replication;
 mod runtime;
 mod scheduling;
