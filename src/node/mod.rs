@@ -135,8 +135,10 @@ fn node_status(config: &Config) -> Value {
     })
 }
 
-/// Creates the Node, or brings an existing one's status up to date (conditions keep
-/// their transition times while their status holds).
+/// How often the Node's status is written even when nothing changed (§17.2).
+const NODE_STATUS_REFRESH: Duration = Duration::from_secs(300);
+
+/// Creates the Node if it does not exist.
 async fn register(client: &Client, config: &Config) -> crate::client::Result<()> {
     let nodes = catalog::of(Kind::Node);
     let status = node_status(config);
@@ -149,11 +151,24 @@ async fn register(client: &Client, config: &Config) -> crate::client::Result<()>
         }},
         "status": status,
     });
-    let current = match client.create(nodes, None, &node).await {
-        Ok(made) => made,
-        Err(e) if e.is_already_exists() => client.get(nodes, None, &config.node_name).await?,
-        Err(e) => return Err(e),
-    };
+    match client.create(nodes, None, &node).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Brings the Node's status up to date: written when it changed (someone else's edit,
+/// such as the node lifecycle controller's `Unknown`, included) or when `refresh` asks
+/// for a heartbeat. Conditions keep their transition times while their status holds.
+async fn update_node_status(
+    client: &Client,
+    config: &Config,
+    refresh: bool,
+) -> crate::client::Result<bool> {
+    let nodes = catalog::of(Kind::Node);
+    let status = node_status(config);
+    let current = client.get(nodes, None, &config.node_name).await?;
     let mut updated = current.clone();
     for field in ["capacity", "allocatable", "addresses", "nodeInfo"] {
         updated["status"][field] = status[field].clone();
@@ -162,20 +177,44 @@ async fn register(client: &Client, config: &Config) -> crate::client::Result<()>
         let mut c = c.clone();
         if let Some(m) = c.as_object_mut() {
             m.remove("lastTransitionTime");
+            if !refresh {
+                // Keep the last heartbeat unless something else changes.
+                let old = crate::types::condition(&current, c["type"].as_str().unwrap_or(""));
+                if let Some(beat) = old
+                    .filter(|o| o["status"] == c["status"] && o["reason"] == c["reason"])
+                    .and_then(|o| o.get("lastHeartbeatTime"))
+                {
+                    c["lastHeartbeatTime"] = beat.clone();
+                }
+            }
         }
         crate::types::set_condition(&mut updated, c);
     }
-    if updated != current {
-        client.update_status(nodes, &updated).await?;
+    if updated == current {
+        return Ok(false);
     }
-    Ok(())
+    client.update_status(nodes, &updated).await?;
+    Ok(true)
 }
 
-/// Renews the node's lease until cancelled.
+/// Registers the node, then renews its lease and keeps its status true until cancelled.
 async fn heartbeat(client: Client, config: Config, cancel: CancellationToken) {
     let leases = catalog::of(Kind::Lease);
     let ns = Some("kube-node-lease");
+    let mut written: Option<tokio::time::Instant> = None;
     loop {
+        let refresh = written.is_none_or(|w| w.elapsed() >= NODE_STATUS_REFRESH);
+        let outcome = match update_node_status(&client, &config, refresh).await {
+            Err(e) if e.is_not_found() => register(&client, &config).await.map(|()| true),
+            other => other,
+        };
+        match outcome {
+            Ok(true) => written = Some(tokio::time::Instant::now()),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(node = %config.node_name, error = %e, "could not update the node status")
+            }
+        }
         let renew = json!({"spec": {
             "holderIdentity": config.node_name,
             "leaseDurationSeconds": 40,
@@ -227,10 +266,6 @@ pub fn start<R: Runtime + Clone>(
         sup.spawn("node-heartbeat", move |cancel| {
             let shared = shared.clone();
             async move {
-                if let Err(e) = register(&shared.client, &shared.config).await {
-                    tracing::error!(error = %e, "could not register the node");
-                    return;
-                }
                 heartbeat(shared.client.clone(), shared.config.clone(), cancel).await;
             }
         });

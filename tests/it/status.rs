@@ -204,3 +204,134 @@ async fn a_status_write_for_another_pod_of_the_same_name_is_refused() {
         .await;
     assert_eq!(code, 200, "{out}");
 }
+
+/// Starts a node agent beside the server, talking to it over HTTPS, on the runtime state
+/// in `state` (so a second agent adopts what the first left running).
+fn remote_agent(
+    s: &TestServer,
+    name: &str,
+    state: &std::path::Path,
+) -> berth::controller::Supervisor {
+    let client = berth::client::Client::http(&s.url, &s.ca_pem, &s.token).unwrap();
+    let runtime = berth::runtime::process::ProcessRuntime::open(
+        state,
+        std::path::Path::new(env!("CARGO_BIN_EXE_berth")),
+        berth::runtime::shim::Rotation::default(),
+    )
+    .unwrap();
+    let mut config = berth::node::Config::new(name, "127.0.0.1");
+    config.lease_every = Duration::from_millis(500);
+    let mut sup = berth::controller::Supervisor::new();
+    berth::node::start(&mut sup, &client, runtime, config);
+    sup
+}
+
+fn node_ready(n: &Value) -> Value {
+    berth::types::condition(n, "Ready")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_silent_node_goes_unknown_its_pods_are_evicted_and_it_recovers() {
+    let s = TestServer::start_with(|c| c.controllers.node_grace = Duration::from_secs(3)).await;
+    let state = s.dir.path().join("agent");
+    let agent = remote_agent(&s, "quiet", &state);
+    let node_path = "/api/v1/nodes/quiet";
+    let mut brief = pod("brief", "Always", "exec sleep 7701");
+    brief["spec"]["nodeName"] = json!("quiet");
+    brief["spec"]["tolerations"] = json!([{"key": "node.kubernetes.io/unreachable",
+        "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]);
+    let mut lasting = pod("lasting", "Always", "exec sleep 7702");
+    lasting["spec"]["nodeName"] = json!("quiet");
+    for p in [brief, lasting] {
+        let (code, out) = s.post(PODS, p).await;
+        assert_eq!(code, 201, "{out}");
+    }
+    let before = pod_until(&s, "lasting", "ready", |p| {
+        berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    pod_until(&s, "brief", "ready", |p| {
+        berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+
+    // The agent stops; its containers keep running.
+    agent.shutdown(Duration::from_secs(5)).await;
+    let node = eventually(30, "the node is unknown", || async {
+        let (_, n) = s.get(node_path).await;
+        if node_ready(&n)["status"] == "Unknown" {
+            Ok(n)
+        } else {
+            Err(n.to_string())
+        }
+    })
+    .await;
+    let r = node_ready(&node);
+    assert_eq!(r["reason"], "NodeStatusUnknown", "{node}");
+    assert_eq!(
+        r["message"], "Kubelet stopped posting node status.",
+        "{node}"
+    );
+    eventually(30, "the unreachable taint", || async {
+        let (_, n) = s.get(node_path).await;
+        let tainted = n["spec"]["taints"].as_array().is_some_and(|t| {
+            t.iter()
+                .any(|t| t["key"] == "node.kubernetes.io/unreachable" && t["effect"] == "NoExecute")
+        });
+        if tainted {
+            Ok(())
+        } else {
+            Err(n["spec"].to_string())
+        }
+    })
+    .await;
+    pod_until(&s, "lasting", "not ready", |p| {
+        berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    pod_until(&s, "brief", "evicted after its own toleration", |p| {
+        p["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+
+    // The agent comes back: ready again, untainted, the evicted pod finished, the other
+    // adopted as it ran.
+    let agent = remote_agent(&s, "quiet", &state);
+    eventually(30, "the node is ready and untainted", || async {
+        let (_, n) = s.get(node_path).await;
+        let untainted = n["spec"]["taints"].as_array().is_none_or(|t| t.is_empty());
+        if node_ready(&n)["status"] == "True" && untainted {
+            Ok(())
+        } else {
+            Err(n.to_string())
+        }
+    })
+    .await;
+    eventually(30, "the evicted pod is gone", || async {
+        match s.get(&format!("{PODS}/brief")).await {
+            (404, _) => Ok(()),
+            (_, p) => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+    let after = pod_until(&s, "lasting", "ready again", |p| {
+        berth::types::condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert_eq!(
+        container(&after)["containerID"],
+        container(&before)["containerID"]
+    );
+    assert_eq!(container(&after)["restartCount"], 0);
+    s.delete(&format!("{PODS}/lasting")).await;
+    eventually(30, "the pod is gone", || async {
+        match s.get(&format!("{PODS}/lasting")).await {
+            (404, _) => Ok(()),
+            (_, p) => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+    agent.shutdown(Duration::from_secs(5)).await;
+}
