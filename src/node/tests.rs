@@ -199,6 +199,15 @@ async fn crash_loop_back_off_doubles_to_its_cap_and_a_long_run_resets_it() {
         .map(|i| (starts[i + 1] - starts[i]).as_secs() - runs[i])
         .collect();
     assert_eq!(gaps, waits);
+    // Only the newest instance and the one before it are kept.
+    let kept: Vec<u32> = agent
+        .fake
+        .pod_status(&uid)
+        .unwrap()
+        .iter()
+        .map(|s| s.id.attempt)
+        .collect();
+    assert_eq!(kept, [7, 8]);
     agent.stop().await;
 }
 

@@ -472,6 +472,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 wake = Some(Duration::ZERO);
             }
         }
+        self.prune(&instances);
         let st = status::build(&Inputs {
             pod,
             instances: &instances,
@@ -485,6 +486,26 @@ impl<R: Runtime + Clone> Worker<R> {
         }
         self.write_status(pod, st).await;
         min(wake, deadline)
+    }
+
+    /// Forgets dead instances older than the two newest of each container (§5.5): the
+    /// newest and the one before it are what the status and `logs --previous` show, so a
+    /// crash-looping container does not fill the disk.
+    fn prune(&self, instances: &[ContainerStatus]) {
+        let mut names: Vec<&str> = instances.iter().map(|s| s.id.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let mine = status::instances_of(instances, name);
+            let old = mine.len().saturating_sub(2);
+            for s in &mine[..old] {
+                if s.state == State::Exited {
+                    if let Err(e) = self.shared.runtime.remove_container(&s.id) {
+                        tracing::warn!(container = %s.id, error = %e, "could not remove a dead container");
+                    }
+                }
+            }
+        }
     }
 
     /// How long until `activeDeadlineSeconds` (counted from the pod's start time) ends.

@@ -296,6 +296,21 @@ impl Runtime for FakeRuntime {
         Ok(uids)
     }
 
+    fn remove_container(&self, id: &ContainerId) -> Result<()> {
+        let mut inner = self.lock();
+        if inner
+            .instances
+            .get(id)
+            .is_some_and(|i| i.state == State::Running)
+        {
+            return Err(Error::Invalid(format!(
+                "container {id} still runs; stop it first"
+            )));
+        }
+        inner.instances.remove(id);
+        Ok(())
+    }
+
     fn remove_pod(&self, pod_uid: &str) -> Result<()> {
         let mut inner = self.lock();
         if let Some((id, _)) = inner

@@ -143,6 +143,9 @@ pub trait Runtime: Send + Sync + 'static {
     /// The pods the runtime holds anything of (for recovery and housekeeping).
     fn pods(&self) -> Result<Vec<String>>;
 
+    /// Forgets one exited instance: its records and logs go.
+    fn remove_container(&self, id: &ContainerId) -> Result<()>;
+
     /// Forgets a pod whose instances have all exited: its records and logs go.
     fn remove_pod(&self, pod_uid: &str) -> Result<()>;
 

@@ -371,6 +371,22 @@ impl Runtime for ProcessRuntime {
         }
     }
 
+    fn remove_container(&self, id: &ContainerId) -> Result<()> {
+        if let Some(s) = self.status_of(id.clone()) {
+            if matches!(s.state, State::Running | State::Created) {
+                return Err(Error::Invalid(format!(
+                    "container {id} still runs; stop it first"
+                )));
+            }
+        }
+        let dir = self.dir(id);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("remove {}", dir.display()), e)),
+        }
+    }
+
     fn log_path(&self, id: &ContainerId) -> PathBuf {
         self.dir(id).join(LOG_FILE)
     }
