@@ -691,6 +691,10 @@ impl<R: Runtime + Clone> Worker<R> {
         if pod.get("status").is_some_and(|api| covers(api, &st)) {
             return;
         }
+        // A static pod's status goes to its mirror pod, once there is a current one.
+        if super::manifests::is_static(pod) && !self.shared.pods.has_current_mirror(pod) {
+            return;
+        }
         let ns = str_at(pod, "/metadata/namespace");
         let name = str_at(pod, "/metadata/name");
         // Fields of the API status the agent does not own stay; the rest are replaced.
@@ -858,6 +862,8 @@ pub(super) async fn run<R: Runtime + Clone>(
         let mut last: Option<Arc<Value>> = None;
         loop {
             let pod = desired.borrow_and_update().clone();
+            // A static pod is synced against what its mirror pod shows.
+            let pod = pod.map(|p| worker.shared.pods.with_mirror_status(p));
             let Some(pod) = pod else {
                 worker.terminate(last.as_deref(), false).await;
                 return;

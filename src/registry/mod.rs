@@ -1358,6 +1358,19 @@ impl Registry {
     }
 }
 
+/// The annotation that marks a mirror pod (its value is the static pod's hash).
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The API's validation of a pod (schema, metadata and pod rules), without a store: what
+/// a node agent checks the pods it reads from files against before running them.
+pub fn validate_pod(pod: &Value) -> Result<()> {
+    let res = catalog::of(Kind::Pod);
+    let mut obj = pod.clone();
+    let mut schema_causes = Vec::new();
+    schema::admit(res, &mut obj, FieldValidation::Ignore, &mut schema_causes)?;
+    Registry::validate(res, &obj, &schema_causes)
+}
+
 /// The grace period a pod's deletion waits for its node, when it does: pods bound to a
 /// node and not finished are deleted gracefully (as Kubernetes), unless asked for 0.
 fn graceful_pod_deletion(res: &Resource, pod: &Value, opts: &DeleteOptions) -> Option<i64> {
@@ -1372,7 +1385,12 @@ fn graceful_pod_deletion(res: &Resource, pod: &Value, opts: &DeleteOptions) -> O
         pod.pointer("/status/phase").and_then(Value::as_str),
         Some("Succeeded" | "Failed")
     );
-    if !bound || finished {
+    // A mirror pod only reflects a static pod its node runs from a file: it goes at once.
+    let mirror = pod
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION));
+    if !bound || finished || mirror {
         return None;
     }
     let grace = opts.grace_period_seconds.unwrap_or_else(|| {
