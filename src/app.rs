@@ -288,13 +288,16 @@ impl Cluster {
                 source: std::io::Error::other(e.to_string()),
             })?;
             tracing::info!(node = %agent.node_name, "running pods on this machine");
-            node_access = Some(Arc::new(RuntimeAccess(runtime.clone())));
             let handle = node::start(
                 &mut supervisor,
                 &Client::local(self.registry.clone()),
                 runtime.clone(),
                 agent,
             );
+            node_access = Some(Arc::new(RuntimeAccess {
+                runtime: runtime.clone(),
+                handle: handle.clone(),
+            }));
             agent_access = Some(Arc::new(AgentAccess { handle, runtime }));
         }
         let state = AppState {
@@ -313,14 +316,19 @@ impl Cluster {
     }
 }
 
-/// The API's view of this machine's containers.
-struct RuntimeAccess(ProcessRuntime);
+/// The API's view of this machine's containers. The pod uids it is given are the API's,
+/// so a mirror pod's uid is first translated to its static pod's.
+struct RuntimeAccess {
+    runtime: ProcessRuntime,
+    handle: node::Handle<ProcessRuntime>,
+}
 
 impl api::logs::NodeAccess for RuntimeAccess {
     fn instance(&self, pod_uid: &str, container: &str, previous: bool) -> Option<PathBuf> {
         use crate::runtime::Runtime;
+        let pod_uid = &self.handle.translate_uid(pod_uid);
         let mut mine: Vec<_> = self
-            .0
+            .runtime
             .pod_status(pod_uid)
             .ok()?
             .into_iter()
@@ -332,19 +340,23 @@ impl api::logs::NodeAccess for RuntimeAccess {
         } else {
             mine.last()
         }?;
-        self.0.log_path(&pick.id).parent().map(Path::to_path_buf)
+        self.runtime
+            .log_path(&pick.id)
+            .parent()
+            .map(Path::to_path_buf)
     }
 
     fn exec_context(&self, pod_uid: &str, container: &str) -> Option<api::exec::ExecContext> {
         use crate::runtime::{Runtime, State};
+        let pod_uid = &self.handle.translate_uid(pod_uid);
         let running = self
-            .0
+            .runtime
             .pod_status(pod_uid)
             .ok()?
             .into_iter()
             .filter(|s| s.id.name == container && s.state == State::Running)
             .max_by_key(|s| s.id.attempt)?;
-        let spec = self.0.spec(&running.id)?;
+        let spec = self.runtime.spec(&running.id)?;
         Some(api::exec::ExecContext {
             env: spec.env,
             working_dir: spec.working_dir,

@@ -140,7 +140,7 @@ fn find_pod(agent: &dyn Agent, ns: &str, name: &str, uid: &str) -> Option<Value>
 }
 
 /// `<namespace>/<pod>[/<uid>]/<container>` of an exec or run path.
-fn coordinates<'a>(path: &str, rest: &[&'a str]) -> Result<[&'a str; 4], Response> {
+fn coordinates<'a>(path: &str, rest: &[&'a str]) -> Result<[&'a str; 4], Box<Response>> {
     match rest {
         [ns, pod, container] if ![ns, pod, container].iter().any(|s| s.is_empty()) => {
             Ok([ns, pod, "", container])
@@ -148,12 +148,12 @@ fn coordinates<'a>(path: &str, rest: &[&'a str]) -> Result<[&'a str; 4], Respons
         [ns, pod, uid, container] if ![ns, pod, uid, container].iter().any(|s| s.is_empty()) => {
             Ok([ns, pod, uid, container])
         }
-        _ => Err(text(
+        _ => Err(Box::new(text(
             StatusCode::BAD_REQUEST,
             &format!(
                 "Unexpected path /{path}. Expected /.../.../<namespace>/<pod>/<container> or /.../.../<namespace>/<pod>/<uid>/<container>"
             ),
-        )),
+        ))),
     }
 }
 
@@ -163,12 +163,12 @@ fn exec_context(req: &Request<'_>, pod: &Value, container: &str) -> Option<ExecC
 }
 
 /// `/run/...?cmd=`: runs `cmd` (split on spaces) beside the container and answers its
-/// combined output.
+/// combined output; a command that fails is a 500 with that output.
 async fn run_in(req: &Request<'_>) -> Response {
     let segments: Vec<&str> = req.path.split('/').skip(1).collect();
     let [ns, name, uid, container] = match coordinates(req.path, &segments) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Some(pod) = find_pod(req.agent.as_ref(), ns, name, uid) else {
         return text(StatusCode::NOT_FOUND, "Pod does not exist");
@@ -201,14 +201,15 @@ async fn run_in(req: &Request<'_>) -> Response {
 }
 
 /// Runs `argv` in a container's environment to the end; stdout and stderr through one
-/// pipe, so their output interleaves as written.
+/// pipe, so their output interleaves as written. A non-zero exit is an error.
 async fn combined_output(argv: &[String], ctx: &ExecContext) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
+    use tokio::io::AsyncReadExt;
     let (program, args) = argv
         .split_first()
         .filter(|(p, _)| !p.is_empty())
         .ok_or_else(|| std::io::Error::other("no command given"))?;
-    let (mut reader, writer) = std::io::pipe()?;
+    let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
+    let writer = writer.into_blocking_fd()?;
     let mut cmd = crate::runtime::command(program, &ctx.env, ctx.working_dir.as_deref());
     cmd.args(args)
         .stdin(std::process::Stdio::null())
@@ -220,12 +221,22 @@ async fn combined_output(argv: &[String], ctx: &ExecContext) -> std::io::Result<
         .map_err(|e| std::io::Error::new(e.kind(), format!("exec {program:?}: {e}")))?;
     // The command holds the pipe's writing end: without it, the reader sees the end.
     drop(cmd);
-    let read = tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        reader.read_to_end(&mut out).map(|_| out)
-    });
-    child.wait().await?;
-    read.await.map_err(std::io::Error::other)?
+    let mut out = Vec::new();
+    reader.read_to_end(&mut out).await?;
+    let status = child.wait().await?;
+    match status.code() {
+        Some(0) => Ok(out),
+        code => {
+            // As the kubelet words a failed command.
+            let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+            Err(std::io::Error::other(format!(
+                "command [{}] exited with {}: {}",
+                quoted.join(" "),
+                code.unwrap_or(137),
+                String::from_utf8_lossy(&out)
+            )))
+        }
+    }
 }
 
 /// `/exec/...`: the checks, then the same WebSocket exec as `pods/{name}/exec`.
@@ -233,7 +244,7 @@ fn exec_in(req: Request<'_>) -> Response {
     let segments: Vec<&str> = req.path.split('/').skip(1).collect();
     let [ns, name, uid, container] = match coordinates(req.path, &segments) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Some(pod) = find_pod(req.agent.as_ref(), ns, name, uid) else {
         return text(StatusCode::NOT_FOUND, "pod does not exist");
@@ -315,7 +326,7 @@ fn container_logs(req: &Request<'_>, rest: &[&str]) -> Response {
     }
     let query = match log_query(&query_pairs(req.query)) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Some(pod) = req.agent.pod(ns, name) else {
         return text(
@@ -346,9 +357,19 @@ fn container_logs(req: &Request<'_>, rest: &[&str]) -> Response {
 }
 
 /// The log options of a `/containerLogs` query, checked as the kubelet checks them.
-fn log_query(pairs: &[(String, String)]) -> Result<HashMap<String, String>, Response> {
-    let undecodable = || log_error(StatusCode::BAD_REQUEST, "Unable to decode query.");
-    let invalid = || log_error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request.");
+fn log_query(pairs: &[(String, String)]) -> Result<HashMap<String, String>, Box<Response>> {
+    let undecodable = || {
+        Box::new(log_error(
+            StatusCode::BAD_REQUEST,
+            "Unable to decode query.",
+        ))
+    };
+    let invalid = || {
+        Box::new(log_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid request.",
+        ))
+    };
     let mut q: HashMap<String, String> = HashMap::new();
     for (k, v) in pairs {
         match k.as_str() {

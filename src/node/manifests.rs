@@ -53,7 +53,7 @@ fn annotation<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Whether the API shows `pod` as the mirror of a static pod.
 pub fn is_mirror(pod: &Value) -> bool {
-    annotation(pod, MIRROR_ANNOTATION).is_some()
+    crate::registry::is_mirror_pod(pod)
 }
 
 /// Whether `pod` was read from a manifest file.

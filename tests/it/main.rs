@@ -12,6 +12,7 @@ mod node;
 mod replication;
 mod runtime;
 mod scheduling;
+mod static_pods;
 mod store_concurrency;
 mod store_crash;
 mod support;
