@@ -269,17 +269,28 @@ impl<R: Runtime + Clone> Handle<R> {
         self.shared.pods.translate_uid(uid)
     }
 
-    /// The status of `pod` as its containers are now.
+    /// The status of `pod` as its containers are now (their probe verdicts as last
+    /// reported).
     pub fn pod_status(&self, pod: &Value) -> Value {
         let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
         let instances = self.shared.runtime.pod_status(uid).unwrap_or_default();
+        let probed: HashMap<String, (bool, bool)> = pod
+            .pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let name = c["name"].as_str()?.to_string();
+                Some((name, (c["ready"] == true, c["started"] == true)))
+            })
+            .collect();
         status::build(&status::Inputs {
             pod,
             instances: &instances,
             waiting: &HashMap::new(),
             node_ip: &self.shared.config.node_ip,
             terminating: pod.pointer("/metadata/deletionTimestamp").is_some(),
-            probed: &HashMap::new(),
+            probed: &probed,
         })
     }
 }
@@ -386,6 +397,8 @@ struct Agent<R> {
     shared: Arc<Shared<R>>,
     workers: HashMap<String, (Desired, Arc<tokio::sync::Notify>)>,
     tasks: JoinSet<String>,
+    /// Static pods whose mirror pod could not be made (said once in the log).
+    mirror_failed: std::collections::HashSet<String>,
 }
 
 impl<R: Runtime + Clone> Agent<R> {
@@ -529,13 +542,21 @@ impl<R: Runtime + Clone> Agent<R> {
             let ns = pod["metadata"]["namespace"].as_str().unwrap_or("");
             match client.create(res, Some(ns), &mirror).await {
                 Ok(made) => {
+                    self.mirror_failed
+                        .remove(pod["metadata"]["uid"].as_str().unwrap_or(""));
                     pods.upsert(Arc::new(made));
                     self.wake(pod["metadata"]["uid"].as_str().unwrap_or(""));
                 }
                 // Made already: the watch brings it.
                 Err(e) if e.is_already_exists() => {}
                 Err(e) => {
-                    tracing::warn!(pod = %manifests::full_name(&pod), error = %e, "could not create a mirror pod");
+                    // Retried at each housekeeping; said once per pod.
+                    let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+                    if self.mirror_failed.insert(uid) {
+                        tracing::warn!(pod = %manifests::full_name(&pod), error = %e, "could not create a mirror pod");
+                    } else {
+                        tracing::debug!(pod = %manifests::full_name(&pod), error = %e, "could not create a mirror pod");
+                    }
                 }
             }
         }
@@ -573,6 +594,7 @@ async fn run<R: Runtime + Clone>(
         shared: shared.clone(),
         workers: HashMap::new(),
         tasks: JoinSet::new(),
+        mirror_failed: std::collections::HashSet::new(),
     };
     let mut events = shared.runtime.events();
     // Containers of pods this node no longer has (deleted while berth was down).

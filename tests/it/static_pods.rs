@@ -126,6 +126,49 @@ async fn proxy(s: &TestServer, method: reqwest::Method, path: &str) -> (u16, Str
     (resp.status().as_u16(), resp.text().await.unwrap())
 }
 
+/// An exec through the node proxy over WebSocket (`v5.channel.k8s.io`): the stdout
+/// and the final status sent on channel 3.
+async fn ws_exec(s: &TestServer, path: &str) -> (String, Value) {
+    use tokio::io::AsyncReadExt;
+    let resp = s
+        .req(reqwest::Method::GET, &format!("{PROXY}/{path}"))
+        .header("Connection", "Upgrade")
+        .header("Upgrade", "websocket")
+        .header("Sec-WebSocket-Version", "13")
+        .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("Sec-WebSocket-Protocol", "v5.channel.k8s.io")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 101, "{:?}", resp.text().await);
+    let mut io = resp.upgrade().await.unwrap();
+    // The server closes after the status: read every frame it sent.
+    let mut raw = Vec::new();
+    let _ = crate::support::within(30, io.read_to_end(&mut raw)).await;
+    let (mut out, mut status, mut i) = (Vec::new(), Value::Null, 0);
+    while i + 2 <= raw.len() {
+        let opcode = raw[i] & 0x0f;
+        let mut len = (raw[i + 1] & 0x7f) as usize;
+        i += 2;
+        if len == 126 {
+            len = u16::from_be_bytes([raw[i], raw[i + 1]]) as usize;
+            i += 2;
+        } else if len == 127 {
+            len = u64::from_be_bytes(raw[i..i + 8].try_into().unwrap()) as usize;
+            i += 8;
+        }
+        let payload = &raw[i..i + len];
+        i += len;
+        match (opcode, payload.first()) {
+            (2, Some(1)) => out.extend_from_slice(&payload[1..]),
+            (2, Some(3)) => status = serde_json::from_slice(&payload[1..]).unwrap(),
+            (8, _) => break,
+            _ => {}
+        }
+    }
+    (String::from_utf8(out).unwrap(), status)
+}
+
 #[tokio::test]
 async fn a_static_pod_runs_without_the_api_and_is_mirrored_into_it() {
     let manifests = tempfile::tempdir().unwrap();
@@ -272,15 +315,37 @@ async fn agent_endpoints_take_the_mirror_pods_uid() {
         status["containerStatuses"][0]["state"]["running"].is_object(),
         "{status}"
     );
-    // Exec finds the pod by the mirror's uid (and asks for the stream upgrade).
+    // Exec finds the pod by the mirror's uid and runs in its container's environment.
+    let (out, status) = ws_exec(
+        &s,
+        &format!("exec/default/web-n1/{mirror_uid}/c?command=sh&command=-c&command=echo%20$GREETING&output=1"),
+    )
+    .await;
+    assert_eq!(
+        (out.as_str(), &status["status"]),
+        ("hello\n", &json!("Success"))
+    );
+    let (_, status) = ws_exec(
+        &s,
+        &format!(
+            "exec/default/web-n1/{mirror_uid}/c?command=sh&command=-c&command=exit%203&stdout=1"
+        ),
+    )
+    .await;
+    assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
+    assert_eq!(status["details"]["causes"][0]["message"], "3");
+    let (_, status) = ws_exec(&s, "exec/default/web-n1/nope?command=true&stdout=1").await;
+    assert_eq!(
+        status["message"], "container not found (\"nope\")",
+        "{status}"
+    );
     let (code, out) = proxy(
         &s,
         reqwest::Method::GET,
         &format!("exec/default/web-n1/{mirror_uid}/c?command=true&stdout=1"),
     )
     .await;
-    assert_eq!(code, 400, "{out}");
-    assert!(out.contains("WebSocket"), "{out}");
+    assert_eq!(code, 400, "without the upgrade: {out}");
     let (code, out) = proxy(
         &s,
         reqwest::Method::GET,
