@@ -190,6 +190,15 @@ async fn a_static_pod_runs_without_the_api_and_is_mirrored_into_it() {
         hash.as_str(),
         "the API gives the mirror its own uid"
     );
+    let seen = annotation(&first, "kubernetes.io/config.seen");
+    assert!(seen.parse::<jiff::Timestamp>().is_ok(), "{first}");
+    assert!(
+        first["spec"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"operator": "Exists", "effect": "NoExecute"})),
+        "{first}"
+    );
     processes_become("sleep 7401", 2).await;
     // Its log, through the API, by the mirror pod.
     let (code, log) = s.get(&format!("{MIRROR}/log")).await;
