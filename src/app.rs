@@ -272,6 +272,7 @@ impl Cluster {
             controller::start(&ctx, &mut supervisor);
         }
         let mut node_access: Option<Arc<dyn api::logs::NodeAccess>> = None;
+        let mut agent_access: Option<Arc<dyn api::agent::Agent>> = None;
         if let Some(settings) = self.node {
             let mut agent = settings.agent;
             if agent.node_ip == "127.0.0.1" && !self.address.ip().is_loopback() {
@@ -287,13 +288,17 @@ impl Cluster {
                 source: std::io::Error::other(e.to_string()),
             })?;
             tracing::info!(node = %agent.node_name, "running pods on this machine");
-            node_access = Some(Arc::new(RuntimeAccess(runtime.clone())));
-            node::start(
+            let handle = node::start(
                 &mut supervisor,
                 &Client::local(self.registry.clone()),
-                runtime,
+                runtime.clone(),
                 agent,
             );
+            node_access = Some(Arc::new(RuntimeAccess {
+                runtime: runtime.clone(),
+                handle: handle.clone(),
+            }));
+            agent_access = Some(Arc::new(AgentAccess { handle, runtime }));
         }
         let state = AppState {
             metrics: api::metrics::Metrics::new(self.registry.store().metrics()),
@@ -301,6 +306,7 @@ impl Cluster {
             server_address: self.address.to_string(),
             shutdown: stopped,
             node: node_access,
+            agent: agent_access,
         };
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
@@ -310,14 +316,19 @@ impl Cluster {
     }
 }
 
-/// The API's view of this machine's containers.
-struct RuntimeAccess(ProcessRuntime);
+/// The API's view of this machine's containers. The pod uids it is given are the API's,
+/// so a mirror pod's uid is first translated to its static pod's.
+struct RuntimeAccess {
+    runtime: ProcessRuntime,
+    handle: node::Handle<ProcessRuntime>,
+}
 
 impl api::logs::NodeAccess for RuntimeAccess {
     fn instance(&self, pod_uid: &str, container: &str, previous: bool) -> Option<PathBuf> {
         use crate::runtime::Runtime;
+        let pod_uid = &self.handle.translate_uid(pod_uid);
         let mut mine: Vec<_> = self
-            .0
+            .runtime
             .pod_status(pod_uid)
             .ok()?
             .into_iter()
@@ -329,23 +340,98 @@ impl api::logs::NodeAccess for RuntimeAccess {
         } else {
             mine.last()
         }?;
-        self.0.log_path(&pick.id).parent().map(Path::to_path_buf)
+        self.runtime
+            .log_path(&pick.id)
+            .parent()
+            .map(Path::to_path_buf)
     }
 
     fn exec_context(&self, pod_uid: &str, container: &str) -> Option<api::exec::ExecContext> {
         use crate::runtime::{Runtime, State};
+        let pod_uid = &self.handle.translate_uid(pod_uid);
         let running = self
-            .0
+            .runtime
             .pod_status(pod_uid)
             .ok()?
             .into_iter()
             .filter(|s| s.id.name == container && s.state == State::Running)
             .max_by_key(|s| s.id.attempt)?;
-        let spec = self.0.spec(&running.id)?;
+        let spec = self.runtime.spec(&running.id)?;
         Some(api::exec::ExecContext {
             env: spec.env,
             working_dir: spec.working_dir,
         })
+    }
+}
+
+/// The agent's endpoints' view of the node agent and its runtime.
+struct AgentAccess {
+    handle: node::Handle<ProcessRuntime>,
+    runtime: ProcessRuntime,
+}
+
+impl api::agent::Agent for AgentAccess {
+    fn node_name(&self) -> &str {
+        self.handle.node_name()
+    }
+
+    fn healthy(&self) -> Result<(), String> {
+        self.handle.healthy()
+    }
+
+    fn pods(&self) -> Vec<serde_json::Value> {
+        self.handle.pods()
+    }
+
+    /// Each pod the runtime holds, with its containers' newest instances.
+    fn running_pods(&self) -> Vec<serde_json::Value> {
+        use crate::runtime::Runtime;
+        let mut out = Vec::new();
+        for uid in self.runtime.pods().unwrap_or_default() {
+            let mut newest: Vec<crate::runtime::ContainerStatus> = Vec::new();
+            for s in self.runtime.pod_status(&uid).unwrap_or_default() {
+                match newest.iter_mut().find(|n| n.id.name == s.id.name) {
+                    Some(n) if n.id.attempt < s.id.attempt => *n = s,
+                    Some(_) => {}
+                    None => newest.push(s),
+                }
+            }
+            let Some(spec) = newest.first().and_then(|s| self.runtime.spec(&s.id)) else {
+                continue;
+            };
+            let containers: Vec<serde_json::Value> = newest
+                .iter()
+                .map(|s| serde_json::json!({"name": s.id.name, "image": s.image}))
+                .collect();
+            let statuses: Vec<serde_json::Value> = newest
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "name": s.id.name,
+                        "containerID": format!("process://{}", s.id),
+                        "state": format!("{:?}", s.state).to_lowercase(),
+                    })
+                })
+                .collect();
+            out.push(serde_json::json!({
+                "metadata": {"name": spec.pod_name, "namespace": spec.pod_namespace, "uid": uid},
+                "spec": {"containers": containers},
+                "status": {"containerStatuses": statuses},
+            }));
+        }
+        out
+    }
+
+    fn pod(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        self.handle.pod(namespace, name)
+    }
+
+    fn translate_uid(&self, uid: &str) -> String {
+        self.handle.translate_uid(uid)
+    }
+
+    fn pod_status(&self, pod: &serde_json::Value) -> serde_json::Value {
+        self.handle.pod_status(pod)
     }
 }
 

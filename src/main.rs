@@ -52,6 +52,10 @@ enum Command {
         /// How many pods this machine's node takes.
         #[arg(long, default_value_t = 110)]
         max_pods: u32,
+        /// Run the pods of the manifests here (a file, or a directory of YAML or JSON
+        /// files, one pod each) as static pods, mirrored into the API.
+        #[arg(long)]
+        pod_manifest_path: Option<PathBuf>,
     },
     /// Storage schema migrations.
     Migrate {
@@ -145,6 +149,7 @@ fn main() -> anyhow::Result<()> {
             no_node,
             node_name,
             max_pods,
+            pod_manifest_path,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
@@ -154,6 +159,7 @@ fn main() -> anyhow::Result<()> {
             if !no_node {
                 let mut node = berth::app::NodeSettings::for_this_machine(node_name);
                 node.agent.max_pods = max_pods;
+                node.agent.pod_manifest_path = pod_manifest_path;
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;

@@ -26,6 +26,8 @@ pub enum Error {
     UnsupportedMediaType(String),
     #[error("{0}")]
     MethodNotAllowed(String),
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -116,6 +118,11 @@ impl Error {
             Error::MethodNotAllowed(_) => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",
+                json!(null),
+            ),
+            Error::Unavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
                 json!(null),
             ),
         }

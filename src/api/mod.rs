@@ -2,6 +2,7 @@
 //! authentication. Routes: health and version (open), discovery, and resource requests
 //! under `/api/v1` and `/apis/{group}/{version}`.
 
+pub mod agent;
 mod coalesce;
 pub mod discovery;
 pub mod error;
@@ -45,6 +46,8 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// Logs and exec for the pods this process's node runs.
     pub node: Option<Arc<dyn logs::NodeAccess>>,
+    /// The node agent of this process (its endpoints, through the node proxy).
+    pub agent: Option<Arc<dyn agent::Agent>>,
 }
 
 /// The router, without TLS or a socket: testable with `oneshot`.
@@ -62,6 +65,8 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/namespaces/{ns}/pods/{name}/exec",
             any(exec_request),
         )
+        .route("/api/v1/nodes/{node}/proxy", any(node_proxy_root))
+        .route("/api/v1/nodes/{node}/proxy/{*path}", any(node_proxy))
         .route("/api/v1/{*rest}", any(core_request))
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
@@ -211,6 +216,59 @@ async fn exec_request(
         Ok(exec::serve(ws, req.command, ctx, req.stdin))
     };
     answer().unwrap_or_else(IntoResponse::into_response)
+}
+
+type Upgrade = Result<
+    axum::extract::ws::WebSocketUpgrade,
+    axum::extract::ws::rejection::WebSocketUpgradeRejection,
+>;
+
+async fn node_proxy_root(
+    state: State<AppState>,
+    user: Extension<User>,
+    Path(node): Path<String>,
+    method: Method,
+    query: axum::extract::RawQuery,
+    ws: Upgrade,
+) -> Response {
+    node_proxy(state, user, Path((node, String::new())), method, query, ws).await
+}
+
+/// `nodes/{node}/proxy/{path}`: the node agent's endpoints (see [`agent`]), for admins.
+async fn node_proxy(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path((node, path)): Path<(String, String)>,
+    method: Method,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    ws: Upgrade,
+) -> Response {
+    if !user.groups.iter().any(|g| g == "system:masters") {
+        return Error::Forbidden(format!(
+            "nodes {node:?} is forbidden: User {:?} cannot get resource \"nodes/proxy\" in API group \"\" at the cluster scope",
+            user.name
+        ))
+        .into_response();
+    }
+    let nodes = crate::registry::catalog::of(crate::registry::Kind::Node);
+    if let Err(e) = state.registry.get(nodes, None, &node) {
+        return Error::from(e).into_response();
+    }
+    let Some(agent) = state.agent.as_ref().filter(|a| a.node_name() == node) else {
+        return Error::Unavailable(format!(
+            "node {node:?} is not run by this berth process: its agent cannot be reached"
+        ))
+        .into_response();
+    };
+    agent::serve(agent::Request {
+        agent,
+        node: state.node.as_ref(),
+        method,
+        path: &path,
+        query: query.as_deref(),
+        ws: ws.ok(),
+    })
+    .await
 }
 
 async fn core_request(

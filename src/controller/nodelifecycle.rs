@@ -358,6 +358,10 @@ impl Controller {
                 continue;
             }
             self.mark_not_ready(&pod).await?;
+            if crate::registry::is_mirror_pod(&pod) {
+                // Its node runs it from a file whatever the API says: never evicted.
+                continue;
+            }
             match eviction(&pod, tainted_at, self.ctx.config.eviction_timeout) {
                 Eviction::Never => {}
                 Eviction::At(at) if at <= now => self.evict(&pod).await?,

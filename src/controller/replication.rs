@@ -117,6 +117,10 @@ fn owner_key(pod: &Value) -> Option<String> {
     })
 }
 
+fn is_mirror(pod: &Value) -> bool {
+    crate::registry::is_mirror_pod(pod)
+}
+
 fn is_deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp").is_some()
 }
@@ -249,7 +253,8 @@ impl Manager {
                     }
                 }
                 Some(_) => {}
-                None if matches && !is_deleting(&pod) && !is_deleting(rc) => {
+                // A mirror pod belongs to the node that runs its static pod.
+                None if matches && !is_deleting(&pod) && !is_deleting(rc) && !is_mirror(&pod) => {
                     // Adopt only for an RC that still exists as we know it.
                     if !fresh_checked {
                         let live = self

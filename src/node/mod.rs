@@ -1,12 +1,17 @@
 //! The node agent: registers this machine as a Node, renews its Lease, and runs the pods
 //! bound to it through a [`Runtime`], one worker per pod, reporting their status. It talks
 //! to the API only through [`Client`], so the same agent can run on another machine.
+//! Pods come from two sources: the API (pods bound to this node) and, optionally, a
+//! directory of manifests (static pods, mirrored into the API).
 
+pub mod manifests;
+mod pods;
 mod probe;
 mod status;
 mod worker;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +25,9 @@ use crate::client::{Client, ListParams, Patch};
 use crate::controller::Supervisor;
 use crate::registry::{Kind, catalog};
 use crate::runtime::{Event, Runtime};
+use manifests::{Scan, is_mirror, is_static};
 
+pub use pods::Pods;
 pub use status::qos_class;
 
 /// Settings of the node agent.
@@ -42,6 +49,12 @@ pub struct Config {
     /// How soon a failed sync step (a container that could not start, a status that
     /// could not be written, a container that would not stop) is tried again.
     pub retry_after: Duration,
+    /// Static pods: a manifest file, or a directory of them (`--pod-manifest-path`).
+    pub pod_manifest_path: Option<PathBuf>,
+    /// The manifest path is read again at least this often (besides on change).
+    pub manifest_scan_every: Duration,
+    /// How often housekeeping runs (mirror pods, the health of the sync loop).
+    pub housekeeping_every: Duration,
 }
 
 impl Config {
@@ -55,6 +68,9 @@ impl Config {
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             retry_after: Duration::from_secs(10),
+            pod_manifest_path: None,
+            manifest_scan_every: Duration::from_secs(20),
+            housekeeping_every: Duration::from_secs(2),
         }
     }
 }
@@ -65,6 +81,10 @@ pub(crate) struct Shared<R> {
     pub runtime: R,
     pub config: Config,
     pub recorder: crate::client::recorder::Recorder,
+    /// The pods this node should run and the mirror pods of its static ones.
+    pub pods: Arc<Pods>,
+    /// When the agent's loop last went round (for `/healthz`).
+    pub last_loop: std::sync::Mutex<tokio::time::Instant>,
 }
 
 fn machine_memory_bytes() -> u64 {
@@ -244,13 +264,93 @@ async fn heartbeat(client: Client, config: Config, cancel: CancellationToken) {
     }
 }
 
+/// What the agent's HTTP endpoints see of it.
+pub struct Handle<R> {
+    shared: Arc<Shared<R>>,
+}
+
+impl<R> Clone for Handle<R> {
+    fn clone(&self) -> Self {
+        Handle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<R: Runtime + Clone> Handle<R> {
+    pub fn node_name(&self) -> &str {
+        &self.shared.config.node_name
+    }
+
+    /// Fine while the agent's loop goes round; an error saying so when it has not for
+    /// max(2 × resync, 5 min).
+    pub fn healthy(&self) -> Result<(), String> {
+        let last = *self
+            .shared
+            .last_loop
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let limit = (self.shared.config.resync_every * 2).max(Duration::from_secs(300));
+        if last.elapsed() > limit {
+            return Err("Sync Loop took longer than expected.".into());
+        }
+        Ok(())
+    }
+
+    /// The pods the node should run (a static pod with its mirror pod's status).
+    pub fn pods(&self) -> Vec<Value> {
+        let pods = &self.shared.pods;
+        pods.list()
+            .into_iter()
+            .map(|p| (*pods.with_mirror_status(p)).clone())
+            .collect()
+    }
+
+    /// A pod the node should run, by namespace and name.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
+        let pods = &self.shared.pods;
+        pods.by_name(namespace, name)
+            .map(|p| (*pods.with_mirror_status(p)).clone())
+    }
+
+    /// The uid the agent knows a pod by (a mirror pod's uid is its static pod's).
+    pub fn translate_uid(&self, uid: &str) -> String {
+        self.shared.pods.translate_uid(uid)
+    }
+
+    /// The status of `pod` as its containers are now (their probe verdicts as last
+    /// reported).
+    pub fn pod_status(&self, pod: &Value) -> Value {
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
+        let instances = self.shared.runtime.pod_status(uid).unwrap_or_default();
+        let probed: HashMap<String, (bool, bool)> = pod
+            .pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let name = c["name"].as_str()?.to_string();
+                Some((name, (c["ready"] == true, c["started"] == true)))
+            })
+            .collect();
+        status::build(&status::Inputs {
+            pod,
+            instances: &instances,
+            waiting: &HashMap::new(),
+            node_ip: &self.shared.config.node_ip,
+            terminating: pod.pointer("/metadata/deletionTimestamp").is_some(),
+            probed: &probed,
+        })
+    }
+}
+
 /// Starts the node agent's tasks under the supervisor.
 pub fn start<R: Runtime + Clone>(
     sup: &mut Supervisor,
     client: &Client,
     runtime: R,
     config: Config,
-) {
+) -> Handle<R> {
     let shared = Arc::new(Shared {
         client: client.clone(),
         runtime,
@@ -260,6 +360,8 @@ pub fn start<R: Runtime + Clone>(
             Some(&config.node_name),
         ),
         config,
+        pods: Arc::default(),
+        last_loop: std::sync::Mutex::new(tokio::time::Instant::now()),
     });
     {
         let shared = shared.clone();
@@ -277,17 +379,15 @@ pub fn start<R: Runtime + Clone>(
             ..ListParams::default()
         },
     );
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<(String, Option<Arc<Value>>)>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ApiChange>();
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     pods.on_change(move |change| {
-        let pod = change.object();
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        let desired = match change {
-            Change::Deleted(_) => None,
-            _ => Some(Arc::new(pod.clone())),
-        };
+        let deleted = matches!(change, Change::Deleted(_));
         // Bounded by the number of pods on the node: one entry per change, drained at once.
-        let _ = tx.send((uid, desired));
+        let _ = tx.send(ApiChange {
+            pod: Arc::new(change.object().clone()),
+            deleted,
+        });
     });
     {
         let client = client.clone();
@@ -296,22 +396,230 @@ pub fn start<R: Runtime + Clone>(
             pods.clone().run(client.clone(), cancel)
         });
     }
+    // Static pods: one scan at a time reaches the agent.
+    let (scan_tx, scan_rx) = tokio::sync::mpsc::channel::<Scan>(1);
+    let scan_rx = match shared.config.pod_manifest_path.clone() {
+        Some(path) => {
+            let (node, every) = (
+                shared.config.node_name.clone(),
+                shared.config.manifest_scan_every,
+            );
+            sup.spawn("node-manifests", move |cancel| {
+                manifests::watch(path.clone(), node.clone(), every, scan_tx.clone(), cancel)
+            });
+            Some(Arc::new(tokio::sync::Mutex::new(scan_rx)))
+        }
+        None => None,
+    };
+    let handle = Handle {
+        shared: shared.clone(),
+    };
     sup.spawn("node-agent", move |cancel| {
-        let (shared, rx, pods) = (shared.clone(), rx.clone(), pods.clone());
+        let (shared, rx, pods, scan_rx) =
+            (shared.clone(), rx.clone(), pods.clone(), scan_rx.clone());
         async move {
             let mut rx = rx.lock().await;
-            run(shared, &mut rx, pods, cancel).await;
+            let mut scans = match &scan_rx {
+                Some(s) => Some(s.lock().await),
+                None => None,
+            };
+            run(shared, &mut rx, scans.as_deref_mut(), pods, cancel).await;
         }
     });
+    handle
+}
+
+/// A pod as the API watch delivers it.
+struct ApiChange {
+    pod: Arc<Value>,
+    deleted: bool,
 }
 
 type Desired = watch::Sender<Option<Arc<Value>>>;
+
+/// The agent's loop state: one worker per pod uid.
+struct Agent<R> {
+    shared: Arc<Shared<R>>,
+    workers: HashMap<String, (Desired, Arc<tokio::sync::Notify>)>,
+    tasks: JoinSet<String>,
+    /// Static pods whose mirror pod could not be made (said once in the log).
+    mirror_failed: std::collections::HashSet<String>,
+}
+
+impl<R: Runtime + Clone> Agent<R> {
+    fn spawn(&mut self, uid: String, desired: Option<Arc<Value>>) {
+        let (tx, rx) = watch::channel(desired);
+        let notify = Arc::new(tokio::sync::Notify::new());
+        self.tasks.spawn(worker::run(
+            self.shared.clone(),
+            uid.clone(),
+            rx,
+            notify.clone(),
+        ));
+        self.workers.insert(uid, (tx, notify));
+    }
+
+    /// Hands a pod (or its absence) to its worker, starting one for a new pod.
+    fn desire(&mut self, uid: String, desired: Option<Arc<Value>>) {
+        if let Some((tx, _)) = self.workers.get(&uid) {
+            tx.send_replace(desired);
+        } else if desired.is_some() {
+            self.spawn(uid, desired);
+        }
+    }
+
+    fn wake(&self, uid: &str) {
+        if let Some((_, n)) = self.workers.get(uid) {
+            n.notify_one();
+        }
+    }
+
+    /// A pod of this node changed in the API. Mirror pods are never run: they are
+    /// recorded beside their static pod, whose worker writes its status to them.
+    async fn api_change(&mut self, change: ApiChange) {
+        let ApiChange { pod, deleted } = change;
+        let pods = self.shared.pods.clone();
+        if deleted {
+            pods.remove(&pod);
+        } else {
+            pods.upsert(pod.clone());
+        }
+        if is_mirror(&pod) {
+            if let Some(st) = pods.static_of(&pod) {
+                self.wake(st["metadata"]["uid"].as_str().unwrap_or(""));
+            }
+            self.sync_mirrors().await;
+            return;
+        }
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        self.desire(uid, (!deleted).then_some(pod));
+    }
+
+    /// A new complete set of static pods: the ones gone are stopped, new ones started
+    /// (an edited manifest is both, its uid being a hash of its content).
+    async fn apply_scan(&mut self, scan: Scan) {
+        for (pod, message) in &scan.rejected {
+            self.shared
+                .recorder
+                .event(
+                    pod,
+                    crate::client::recorder::EventType::Warning,
+                    "FailedValidation",
+                    message,
+                )
+                .await;
+        }
+        let pods = self.shared.pods.clone();
+        let uids: std::collections::HashSet<&str> = scan
+            .pods
+            .iter()
+            .filter_map(|p| p["metadata"]["uid"].as_str())
+            .collect();
+        for old in pods.static_pods() {
+            let uid = old["metadata"]["uid"].as_str().unwrap_or("");
+            if !uids.contains(uid) {
+                tracing::info!(pod = %manifests::full_name(&old), "static pod removed");
+                pods.remove(&old);
+                self.desire(uid.to_string(), None);
+            }
+        }
+        for mut pod in scan.pods {
+            let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+            if pods.get(&uid).is_some() {
+                continue;
+            }
+            tracing::info!(pod = %manifests::full_name(&pod), "static pod added");
+            pod["metadata"]["annotations"][manifests::SEEN_ANNOTATION] =
+                json!(crate::types::now_micro());
+            let pod = Arc::new(pod);
+            pods.upsert(pod.clone());
+            self.desire(uid, Some(pod));
+        }
+        self.sync_mirrors().await;
+    }
+
+    /// Makes the API's mirror pods match the static pods: a stale one (another hash, or
+    /// being deleted) is replaced, a missing one made, an orphaned one deleted.
+    async fn sync_mirrors(&mut self) {
+        let pods = self.shared.pods.clone();
+        let client = &self.shared.client;
+        let res = catalog::of(Kind::Pod);
+        let delete = |m: Arc<Value>| async move {
+            let params = crate::client::DeleteParams {
+                uid: m["metadata"]["uid"].as_str().map(str::to_string),
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            let ns = m["metadata"]["namespace"].as_str().unwrap_or("");
+            let name = m["metadata"]["name"].as_str().unwrap_or("");
+            match client.delete(res, Some(ns), name, &params).await {
+                Ok(_) => true,
+                Err(e) if e.is_not_found() || e.is_conflict() => true,
+                Err(e) => {
+                    tracing::warn!(pod = %manifests::full_name(&m), error = %e, "could not delete a mirror pod");
+                    false
+                }
+            }
+        };
+        for pod in pods.static_pods() {
+            if let Some(m) = pods.mirror_of(&pod) {
+                let stale = m.pointer("/metadata/deletionTimestamp").is_some()
+                    || manifests::hash_of(&m) != manifests::hash_of(&pod);
+                if !stale {
+                    continue;
+                }
+                tracing::info!(pod = %manifests::full_name(&pod), "replacing a stale mirror pod");
+                if !delete(m.clone()).await {
+                    continue;
+                }
+                pods.remove(&m);
+            }
+            let mut mirror = (*pod).clone();
+            if let Some(meta) = mirror["metadata"].as_object_mut() {
+                meta.remove("uid");
+                meta.remove("resourceVersion");
+            }
+            mirror["metadata"]["annotations"][manifests::MIRROR_ANNOTATION] =
+                json!(manifests::hash_of(&pod));
+            if let Some(m) = mirror.as_object_mut() {
+                m.remove("status");
+            }
+            let ns = pod["metadata"]["namespace"].as_str().unwrap_or("");
+            match client.create(res, Some(ns), &mirror).await {
+                Ok(made) => {
+                    self.mirror_failed
+                        .remove(pod["metadata"]["uid"].as_str().unwrap_or(""));
+                    pods.upsert(Arc::new(made));
+                    self.wake(pod["metadata"]["uid"].as_str().unwrap_or(""));
+                }
+                // Made already: the watch brings it.
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => {
+                    // Retried at each housekeeping; said once per pod.
+                    let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+                    if self.mirror_failed.insert(uid) {
+                        tracing::warn!(pod = %manifests::full_name(&pod), error = %e, "could not create a mirror pod");
+                    } else {
+                        tracing::debug!(pod = %manifests::full_name(&pod), error = %e, "could not create a mirror pod");
+                    }
+                }
+            }
+        }
+        for m in pods.orphaned_mirrors() {
+            tracing::info!(pod = %manifests::full_name(&m), "deleting an orphaned mirror pod");
+            if delete(m.clone()).await {
+                pods.remove(&m);
+            }
+        }
+    }
+}
 
 /// Hands pod changes and runtime events to the pod workers, and cleans up what no pod
 /// owns any more.
 async fn run<R: Runtime + Clone>(
     shared: Arc<Shared<R>>,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(String, Option<Arc<Value>>)>,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<ApiChange>,
+    mut scans: Option<&mut tokio::sync::mpsc::Receiver<Scan>>,
     pods: Informer,
     cancel: CancellationToken,
 ) {
@@ -319,65 +627,79 @@ async fn run<R: Runtime + Clone>(
         () = pods.synced() => {}
         () = cancel.cancelled() => return,
     }
-    let mut workers: HashMap<String, (Desired, Arc<tokio::sync::Notify>)> = HashMap::new();
-    let mut tasks: JoinSet<String> = JoinSet::new();
+    // Nothing is cleaned up before every source has delivered its pods once (§12.3).
+    let mut first_scan = None;
+    if let Some(scans) = scans.as_mut() {
+        tokio::select! {
+            scan = scans.recv() => first_scan = scan,
+            () = cancel.cancelled() => return,
+        }
+    }
+    let mut agent = Agent {
+        shared: shared.clone(),
+        workers: HashMap::new(),
+        tasks: JoinSet::new(),
+        mirror_failed: std::collections::HashSet::new(),
+    };
     let mut events = shared.runtime.events();
     // Containers of pods this node no longer has (deleted while berth was down).
     let known: std::collections::HashSet<String> = pods
         .list()
         .iter()
+        .map(|p| &**p)
+        .chain(first_scan.iter().flat_map(|s| s.pods.iter()))
         .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
         .collect();
     for uid in shared.runtime.pods().unwrap_or_default() {
         if !known.contains(&uid) {
-            let (tx, _) = watch::channel(None);
-            let notify = Arc::new(tokio::sync::Notify::new());
-            tasks.spawn(worker::run(
-                shared.clone(),
-                uid.clone(),
-                tx.subscribe(),
-                notify.clone(),
-            ));
-            workers.insert(uid, (tx, notify));
+            agent.spawn(uid, None);
         }
     }
+    if let Some(scan) = first_scan {
+        agent.apply_scan(scan).await;
+    }
+    let mut housekeeping = tokio::time::interval(shared.config.housekeeping_every);
+    housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        *shared.last_loop.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
         tokio::select! {
             () = cancel.cancelled() => break,
             change = rx.recv() => {
-                let Some((uid, desired)) = change else { break };
-                if let Some((tx, _)) = workers.get(&uid) {
-                    tx.send_replace(desired);
-                } else if desired.is_some() {
-                    let (tx, rx) = watch::channel(desired);
-                    let notify = Arc::new(tokio::sync::Notify::new());
-                    tasks.spawn(worker::run(shared.clone(), uid.clone(), rx, notify.clone()));
-                    workers.insert(uid, (tx, notify));
-                }
+                let Some(change) = change else { break };
+                agent.api_change(change).await;
             }
+            Some(scan) = async {
+                match scans.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => agent.apply_scan(scan).await,
             ev = events.recv() => {
-                let uid = match ev {
-                    Ok(Event::Started(id) | Event::Exited(id)) => Some(id.pod_uid),
+                match ev {
+                    Ok(Event::Started(id) | Event::Exited(id)) => agent.wake(&id.pod_uid),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                         // Missed some: wake everyone.
-                        workers.values().for_each(|(_, n)| n.notify_one());
-                        None
+                        agent.workers.values().for_each(|(_, n)| n.notify_one());
                     }
-                    Err(_) => None,
-                };
-                if let Some((_, n)) = uid.and_then(|u| workers.get(&u)) {
-                    n.notify_one();
+                    Err(_) => {}
                 }
             }
-            Some(done) = tasks.join_next() => {
+            _ = housekeeping.tick() => agent.sync_mirrors().await,
+            Some(done) = agent.tasks.join_next() => {
                 match done {
-                    Ok(uid) => { workers.remove(&uid); }
+                    Ok(uid) => {
+                        agent.workers.remove(&uid);
+                        // Wanted again meanwhile (a manifest put back as it was).
+                        if let Some(pod) = shared.pods.get(&uid).filter(|p| is_static(p)) {
+                            agent.spawn(uid, Some(pod));
+                        }
+                    }
                     Err(e) => tracing::error!(error = %e, "a pod worker failed"),
                 }
             }
         }
     }
-    tasks.shutdown().await;
+    agent.tasks.shutdown().await;
 }
 
 #[cfg(test)]

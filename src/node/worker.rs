@@ -822,11 +822,23 @@ impl<R: Runtime + Clone> Worker<R> {
         if pod.get("status").is_some_and(|api| covers(api, &st)) {
             return;
         }
+        // A static pod's status goes to its mirror pod, once there is a current one.
+        let target = if super::manifests::is_static(pod) {
+            if !self.shared.pods.has_current_mirror(pod) {
+                return;
+            }
+            match self.shared.pods.mirror_of(pod) {
+                Some(m) => str_at(&m, "/metadata/uid").to_string(),
+                None => return,
+            }
+        } else {
+            self.uid.clone()
+        };
         let ns = str_at(pod, "/metadata/namespace");
         let name = str_at(pod, "/metadata/name");
         // Fields of the API status the agent does not own stay; the rest are replaced.
         // The uid makes the write fail on a pod re-created under the same name.
-        let patch = json!({"metadata": {"uid": self.uid}, "status": st.take()});
+        let patch = json!({"metadata": {"uid": target}, "status": st.take()});
         match self
             .shared
             .client
@@ -1039,7 +1051,11 @@ pub(super) async fn run<R: Runtime + Clone>(
         // The pod as last seen: its grace period still applies once it is gone.
         let mut last: Option<Arc<Value>> = None;
         loop {
-            let pod = desired.borrow_and_update().clone();
+            // A static pod is synced against what its mirror pod shows.
+            let pod = desired
+                .borrow_and_update()
+                .clone()
+                .map(|p| worker.shared.pods.with_mirror_status(p));
             worker.retry = false;
             let began = clock.runtime.now();
             let after = match &pod {
@@ -1081,7 +1097,10 @@ pub(super) async fn run<R: Runtime + Clone>(
                         }
                         // A change of the status alone (the agent's own write, or someone
                         // else's) needs no sync: a foreign one is only written over.
-                        let now = desired.borrow_and_update().clone();
+                        let now = desired
+                            .borrow_and_update()
+                            .clone()
+                            .map(|p| worker.shared.pods.with_mirror_status(p));
                         match (&last, &now) {
                             (Some(old), Some(new)) if same_but_status(old, new) => {
                                 worker.reconcile(new).await;

@@ -1074,6 +1074,9 @@ impl Registry {
             }
             Part::All => new,
         };
+        if res.kind == Kind::Pod {
+            check_mirror_annotation(res, old, &merged)?;
+        }
         strategy::default(res.kind, &mut merged);
         let old_meta = meta(old).cloned().unwrap_or_default();
         let mm = meta_mut(&mut merged)?;
@@ -1371,6 +1374,56 @@ impl Registry {
     }
 }
 
+/// The annotation that marks a mirror pod (its value is the static pod's hash).
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Whether a pod is the mirror of a static pod (a node runs it from a file; the API
+/// only shows it).
+pub fn is_mirror_pod(pod: &Value) -> bool {
+    pod.pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+}
+
+/// The API's validation of a pod (schema, metadata and pod rules), without a store: what
+/// a node agent checks the pods it reads from files against before running them.
+pub fn validate_pod(pod: &Value) -> Result<()> {
+    let res = catalog::of(Kind::Pod);
+    let mut obj = pod.clone();
+    let mut schema_causes = Vec::new();
+    schema::admit(res, &mut obj, FieldValidation::Ignore, &mut schema_causes)?;
+    Registry::validate(res, &obj, &schema_causes)
+}
+
+/// A mirror pod's annotation is its node's: it is neither added, changed nor removed by
+/// an update.
+fn check_mirror_annotation(res: &Resource, old: &Value, new: &Value) -> Result<()> {
+    let mirror = |v: &Value| {
+        v.pointer("/metadata/annotations")
+            .and_then(|a| a.get(MIRROR_ANNOTATION))
+            .cloned()
+    };
+    let detail = match (mirror(old), mirror(new)) {
+        (None, None) => return Ok(()),
+        (Some(a), Some(b)) if a == b => return Ok(()),
+        (None, Some(_)) => "may not add mirror pod annotation",
+        (Some(_), _) => "may not remove or update mirror pod annotation",
+    };
+    let name = meta(old)
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Err(Registry::invalid(
+        res,
+        name,
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {detail}"),
+            field: format!("metadata.annotations[{MIRROR_ANNOTATION}]"),
+        }],
+    ))
+}
+
 /// The grace period a pod's deletion waits for its node, when it does: pods bound to a
 /// node and not finished are deleted gracefully (as Kubernetes), unless asked for 0.
 fn graceful_pod_deletion(res: &Resource, pod: &Value, opts: &DeleteOptions) -> Option<i64> {
@@ -1385,7 +1438,8 @@ fn graceful_pod_deletion(res: &Resource, pod: &Value, opts: &DeleteOptions) -> O
         pod.pointer("/status/phase").and_then(Value::as_str),
         Some("Succeeded" | "Failed")
     );
-    if !bound || finished {
+    // A mirror pod only reflects a static pod its node runs from a file: it goes at once.
+    if !bound || finished || is_mirror_pod(pod) {
         return None;
     }
     let grace = opts.grace_period_seconds.unwrap_or_else(|| {

@@ -89,7 +89,7 @@ async fn pre_stop_runs_before_sigterm_and_post_start_after_the_start() {
 #[tokio::test]
 async fn a_failing_post_start_hook_kills_the_container_and_policy_restarts_it() {
     let s = server().await;
-    let mut p = pod("badstart", "Always", "exec sleep 7401");
+    let mut p = pod("badstart", "Always", "exec sleep 7901");
     p["spec"]["containers"][0]["lifecycle"] =
         json!({"postStart": {"exec": {"command": ["sh", "-c", "echo no way; exit 2"]}}});
     s.post(PODS, p).await;
@@ -115,7 +115,7 @@ async fn a_failing_post_start_hook_kills_the_container_and_policy_restarts_it() 
 #[tokio::test]
 async fn a_failing_pre_stop_hook_is_reported_and_termination_goes_on() {
     let s = server().await;
-    let mut p = pod("badstop", "Always", "exec sleep 7402");
+    let mut p = pod("badstop", "Always", "exec sleep 7902");
     p["spec"]["containers"][0]["lifecycle"] =
         json!({"preStop": {"exec": {"command": ["/nonexistent/hook"]}}});
     s.post(PODS, p).await;
@@ -137,7 +137,7 @@ async fn a_container_ignoring_sigterm_is_killed_when_the_grace_period_ends() {
     let mut p = pod(
         "stubborn",
         "Always",
-        "trap '' TERM; sleep 7403 & wait; sleep 7403",
+        "trap '' TERM; sleep 7903 & wait; sleep 7903",
     );
     p["spec"]["terminationGracePeriodSeconds"] = json!(3);
     s.post(PODS, p).await;

@@ -14,6 +14,7 @@ mod probes;
 mod replication;
 mod runtime;
 mod scheduling;
+mod static_pods;
 mod status;
 mod store_concurrency;
 mod store_crash;

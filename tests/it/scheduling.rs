@@ -400,7 +400,11 @@ async fn a_node_whose_lease_stops_goes_unknown_is_tainted_and_its_pods_are_evict
     create_pod(&c, &pod("brief", "100m", on_w1(brief))).await;
     let forever = json!([{"key": UNREACHABLE, "operator": "Exists"}]);
     create_pod(&c, &pod("forever", "100m", on_w1(forever))).await;
-    for p in ["plain", "brief", "forever"] {
+    // A mirror pod (of a static pod w1 runs from a file) is never evicted.
+    let mut mirror = pod("mirror", "100m", on_w1(json!([])));
+    mirror["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "h"});
+    create_pod(&c, &mirror).await;
+    for p in ["plain", "brief", "forever", "mirror"] {
         mark_ready(&c, p).await;
     }
 
@@ -510,6 +514,12 @@ async fn a_node_whose_lease_stops_goes_unknown_is_tainted_and_its_pods_are_evict
             .await
             .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()),
         "a pod tolerating forever stays"
+    );
+    assert!(
+        get_pod(&c, "mirror")
+            .await
+            .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()),
+        "a mirror pod stays"
     );
 }
 

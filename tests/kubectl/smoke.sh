@@ -6,7 +6,9 @@ set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 work=$(mktemp -d)
-"$berth" serve --data-dir "$work/data" --listen 127.0.0.1:0 >"$work/berth.log" 2>&1 &
+mkdir -p "$work/manifests"
+"$berth" serve --data-dir "$work/data" --listen 127.0.0.1:0 --node-name n1 \
+  --pod-manifest-path "$work/manifests" >"$work/berth.log" 2>&1 &
 server=$!
 cleanup() {
   kill "$server" 2>/dev/null
@@ -166,6 +168,32 @@ k apply -f "$work/ns.yaml" >/dev/null
 k apply -f "$work/cm-team.yaml" >/dev/null
 check "deleting a namespace waits until it is emptied and gone" 'namespace "team" deleted' k delete ns team --timeout=30s
 check "the namespace is gone" "NotFound" k get ns team
+
+# A static pod: run from a manifest file, mirrored into the API.
+cat >"$work/manifests/static.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: static
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: registry.example/static:1
+    command: [sh, -c, "echo static says hi; exec sleep 3600"]
+YAML
+for _ in $(seq 100); do
+  k get pod static-n1 >/dev/null 2>&1 && break
+  sleep 0.1
+done
+check "a static pod is mirrored and runs" "condition met" k wait --for=condition=Ready pod/static-n1 --timeout=30s
+check "its mirror pod says where it comes from" "^file$" k get pod static-n1 -o jsonpath='{.metadata.annotations.kubernetes\.io/config\.source}'
+check "logs of a static pod" "^static says hi$" k logs static-n1
+check "exec in a static pod" "^hi$" k exec static-n1 -- echo hi
+check "the agent's pods through the node proxy" '"name":"static-n1"' k get --raw /api/v1/nodes/n1/proxy/pods
+check "the agent's health through the node proxy" "^ok$" k get --raw /api/v1/nodes/n1/proxy/healthz
+rm "$work/manifests/static.yaml"
+check "removing the manifest deletes the mirror pod" "^rc=0$" rc k wait --for=delete pod/static-n1 --timeout=30s
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
