@@ -2,8 +2,10 @@
 //! bound to it through a [`Runtime`], one worker per pod, reporting their status. It talks
 //! to the API only through [`Client`], so the same agent can run on another machine.
 
+mod atomic_writer;
 mod probe;
 mod status;
+mod volume;
 mod worker;
 
 use std::collections::HashMap;
@@ -35,6 +37,13 @@ pub struct Config {
     pub resync_every: Duration,
     /// How many pods the node takes (its `pods` capacity).
     pub max_pods: u32,
+    /// Whether containers get a mount namespace of their own with their volumes mounted
+    /// (needs root; by default, whether berth runs as root). Without, a container with
+    /// volume mounts waits with `CreateContainerConfigError`, and no pod gets the
+    /// service-account token mounted.
+    pub mount_namespaces: bool,
+    /// The cluster's CA (PEM), given to pods as the service account's `ca.crt`.
+    pub ca_pem: String,
 }
 
 impl Config {
@@ -45,6 +54,8 @@ impl Config {
             lease_every: Duration::from_secs(10),
             resync_every: Duration::from_secs(60),
             max_pods: 110,
+            mount_namespaces: rustix::process::geteuid().is_root(),
+            ca_pem: String::new(),
         }
     }
 }

@@ -206,11 +206,13 @@ fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
         .clone()
 }
 
-/// Runs one probe: `Ok` on success, `Err(why)` on failure.
+/// Runs one probe: `Ok` on success, `Err(why)` on failure. An exec probe runs in the
+/// environment `env` and the mount namespace of the container process `pid`.
 pub async fn run(
     probe: &Value,
     container: &Value,
     env: &[(String, String)],
+    pid: Option<i32>,
     host_ip: &str,
 ) -> Result<(), String> {
     let timeout = Timing::of(probe).timeout;
@@ -226,7 +228,12 @@ pub async fn run(
                 return Err("the exec probe has no command".to_string());
             };
             let dir = container["workingDir"].as_str().map(std::path::Path::new);
-            let out = crate::runtime::command(program, env, dir)
+            let mut cmd = crate::runtime::command(program, env, dir);
+            if let Some(pid) = pid {
+                crate::runtime::join_mounts(&mut cmd, pid, dir)
+                    .map_err(|e| format!("enter the container's mounts: {e}"))?;
+            }
+            let out = cmd
                 .args(args)
                 .kill_on_drop(true)
                 .stdin(std::process::Stdio::null())
@@ -363,7 +370,7 @@ mod tests {
         });
         let probe = json!({"httpGet": {"scheme": "HTTPS", "path": "/", "port": p}});
         let c = json!({});
-        assert_eq!(run(&probe, &c, &[], "127.0.0.1").await, Ok(()));
+        assert_eq!(run(&probe, &c, &[], None, "127.0.0.1").await, Ok(()));
     }
 
     #[tokio::test]
@@ -374,6 +381,7 @@ mod tests {
                 &json!({"exec": {"command": ["true"]}}),
                 &c,
                 &[],
+                None,
                 "127.0.0.1"
             )
             .await
@@ -383,6 +391,7 @@ mod tests {
             &json!({"exec": {"command": ["sh", "-c", "echo nope; exit 1"]}}),
             &c,
             &[],
+            None,
             "127.0.0.1",
         )
         .await;
@@ -401,19 +410,25 @@ mod tests {
             }
         });
         let http = json!({"httpGet": {"path": "/healthz", "port": p}});
-        assert!(run(&http, &c, &[], "127.0.0.1").await.is_ok());
+        assert!(run(&http, &c, &[], None, "127.0.0.1").await.is_ok());
         assert_eq!(
-            run(&http, &c, &[], "127.0.0.1").await.unwrap_err(),
+            run(&http, &c, &[], None, "127.0.0.1").await.unwrap_err(),
             "HTTP probe failed with statuscode: 500"
         );
         assert!(
-            run(&json!({"tcpSocket": {"port": p}}), &c, &[], "127.0.0.1")
-                .await
-                .is_ok()
+            run(
+                &json!({"tcpSocket": {"port": p}}),
+                &c,
+                &[],
+                None,
+                "127.0.0.1"
+            )
+            .await
+            .is_ok()
         );
         let named = json!({"tcpSocket": {"port": "nope"}});
         assert!(
-            run(&named, &c, &[], "127.0.0.1")
+            run(&named, &c, &[], None, "127.0.0.1")
                 .await
                 .unwrap_err()
                 .contains("not a port")

@@ -15,6 +15,7 @@ use tokio::sync::{Notify, watch};
 use super::Shared;
 use super::probe::{self, Kind as ProbeKind, Outcome, Tracker};
 use super::status::{self, Inputs, Waiting};
+use super::volume;
 use crate::client::Patch;
 use crate::client::recorder::EventType;
 use crate::registry::{Kind, catalog};
@@ -23,6 +24,10 @@ use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State
 /// Restart back-off (§6): 10 s doubling to 5 min, forgotten after 10 min of running.
 const BACKOFF_FIRST: Duration = Duration::from_secs(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Volumes that could not be set up (a missing ConfigMap, say) are tried again after 1 s,
+/// doubling up to 8 s: the agent does not watch what volumes project.
+const MOUNT_RETRY_FIRST: Duration = Duration::from_secs(1);
+const MOUNT_RETRY_MAX: Duration = Duration::from_secs(8);
 
 #[derive(Clone, Copy)]
 struct Backoff {
@@ -39,6 +44,10 @@ struct Worker<R> {
     probes: HashMap<(String, ProbeKind), (u32, Tracker)>,
     /// The environment each container was started with (exec probes run in it).
     envs: HashMap<String, Vec<(String, String)>>,
+    /// The pod's volumes as of the last sync, or why they could not be set up.
+    volumes: Result<volume::Prepared, String>,
+    /// When to try again after volumes failed (doubling up to [`MOUNT_RETRY_MAX`]).
+    mount_retry: Duration,
 }
 
 /// A stable hash of a container's spec: a different hash means "changed, restart".
@@ -252,6 +261,22 @@ impl<R: Runtime + Clone> Worker<R> {
                 message: "the container has no command: berth does not pull images, so give the command to run".into(),
             });
         }
+        let config_error = |message: String| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message,
+        };
+        let prepared = self.volumes.as_ref().map_err(|m| config_error(m.clone()))?;
+        let mounts = volume::mounts(c, prepared, &env).map_err(config_error)?;
+        if !mounts.is_empty() && !self.shared.config.mount_namespaces {
+            let targets: Vec<String> = mounts
+                .iter()
+                .map(|m| m.target.display().to_string())
+                .collect();
+            return Err(config_error(format!(
+                "the container mounts volumes at {}: volume mounts need a mount namespace of the container's own, which needs berth to run as root",
+                targets.join(", ")
+            )));
+        }
         let spec = ContainerSpec {
             pod_uid: self.uid.clone(),
             pod_name: str_at(pod, "/metadata/name").into(),
@@ -263,6 +288,7 @@ impl<R: Runtime + Clone> Worker<R> {
             argv,
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
+            mounts,
         };
         self.envs.insert(name.to_string(), env);
         match self.shared.runtime.start(&spec).await {
@@ -324,13 +350,13 @@ impl<R: Runtime + Clone> Worker<R> {
             self.end_past_deadline(pod).await;
             return None;
         }
+        let mut wake = self.prepare_volumes(pod).await;
         let instances = self
             .shared
             .runtime
             .pod_status(&self.uid)
             .unwrap_or_default();
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
-        let mut wake: Option<Duration> = None;
         let mut started_any = false;
         let init_specs = pod["spec"]["initContainers"]
             .as_array()
@@ -453,6 +479,28 @@ impl<R: Runtime + Clone> Worker<R> {
         min(wake, deadline)
     }
 
+    /// Sets up (or refreshes) the pod's volumes; when they fail, says so with a
+    /// `FailedMount` event and returns when to try again.
+    async fn prepare_volumes(&mut self, pod: &Value) -> Option<Duration> {
+        let dir = self.shared.runtime.volumes_dir(&self.uid);
+        self.volumes = volume::prepare(&self.shared.client, &self.shared.config, pod, &dir).await;
+        match &self.volumes {
+            Ok(_) => {
+                self.mount_retry = MOUNT_RETRY_FIRST;
+                None
+            }
+            Err(why) => {
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, "FailedMount", why)
+                    .await;
+                let after = self.mount_retry;
+                self.mount_retry = (after * 2).min(MOUNT_RETRY_MAX);
+                Some(after)
+            }
+        }
+    }
+
     /// How long until `activeDeadlineSeconds` (counted from the pod's start time) ends.
     fn deadline_left(&self, pod: &Value) -> Option<Duration> {
         let limit = pod.pointer("/spec/activeDeadlineSeconds")?.as_u64()?;
@@ -568,7 +616,14 @@ impl<R: Runtime + Clone> Worker<R> {
                     self.envs.insert(name.clone(), env);
                 }
                 let env = self.envs.get(&name).cloned().unwrap_or_default();
-                let ran = probe::run(&c[kind.field()], c, &env, &self.shared.config.node_ip).await;
+                let ran = probe::run(
+                    &c[kind.field()],
+                    c,
+                    &env,
+                    latest.pid,
+                    &self.shared.config.node_ip,
+                )
+                .await;
                 if let Err(why) = &ran {
                     let message = format!("{} probe failed: {why}", kind.title());
                     self.shared
@@ -767,7 +822,7 @@ fn data(obj: &Value, kind: Kind) -> Vec<(String, String)> {
 }
 
 /// `$(VAR)` references to variables defined before; `$$` escapes.
-fn expand(s: &str, env: &[(String, String)]) -> String {
+pub(super) fn expand(s: &str, env: &[(String, String)]) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
@@ -805,7 +860,7 @@ fn expand(s: &str, env: &[(String, String)]) -> String {
 }
 
 /// A downward-API field of the pod.
-fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
+pub(super) fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
     if let Some(label) = path
         .strip_prefix("metadata.labels['")
         .and_then(|p| p.strip_suffix("']"))
@@ -852,6 +907,8 @@ pub(super) async fn run<R: Runtime + Clone>(
         backoff: HashMap::new(),
         probes: HashMap::new(),
         envs: HashMap::new(),
+        volumes: Ok(volume::Prepared::default()),
+        mount_retry: MOUNT_RETRY_FIRST,
     };
     let body = async move {
         // The pod as last seen: its grace period still applies once it is gone.
