@@ -16,3 +16,4 @@ mod store_concurrency;
 mod store_crash;
 mod support;
 mod tidy;
+mod volumes;
