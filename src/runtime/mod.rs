@@ -57,6 +57,8 @@ pub fn join_mounts(
             .as_bytes(),
     )
     .map_err(std::io::Error::other)?;
+    // The working directory may lie in a volume: it is entered after the switch.
+    cmd.current_dir("/");
     let enter = move || -> std::io::Result<()> {
         use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
         use std::os::fd::AsFd;

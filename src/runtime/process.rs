@@ -244,7 +244,11 @@ impl Runtime for ProcessRuntime {
         shim::write_record(&dir, SPEC_FILE, &record)
             .map_err(|e| Error::io(format!("record container {id}"), e))?;
         if !spec.mounts.is_empty() {
-            shim::write_record(&dir, shim::MOUNTS_FILE, &spec.mounts)
+            let setup = shim::MountSetup {
+                mounts: spec.mounts.clone(),
+                working_dir: spec.working_dir.clone(),
+            };
+            shim::write_record(&dir, shim::MOUNTS_FILE, &setup)
                 .map_err(|e| Error::io(format!("record the mounts of {id}"), e))?;
         }
         // The shim runs in the container's environment, which the container inherits.
@@ -263,6 +267,10 @@ impl Runtime for ProcessRuntime {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(false);
+        if !spec.mounts.is_empty() {
+            // The working directory may lie in a volume: the shim enters it after mounting.
+            cmd.current_dir("/");
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| Error::io(format!("start the shim of {id}"), e))?;

@@ -26,8 +26,19 @@ use super::Mount;
 pub const PID_FILE: &str = "pid";
 pub const EXIT_FILE: &str = "exit";
 pub const LOG_FILE: &str = "log";
-/// The volumes to mount (a JSON list of [`Mount`]); absent when there are none.
+/// The volumes to mount (a [`MountSetup`]); absent when there are none.
 pub const MOUNTS_FILE: &str = "mounts";
+
+/// What the shim of a container with volumes does before starting it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountSetup {
+    pub mounts: Vec<Mount>,
+    /// The container's working directory (default `/`), entered once the volumes are
+    /// mounted (the shim itself starts in `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<PathBuf>,
+}
 
 /// Longest piece of a line written as one log entry; longer lines are split (tag `P`).
 const MAX_LINE: usize = 16 * 1024;
@@ -206,6 +217,22 @@ fn supervise(
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("no command to run"));
     };
+    let setup = match dir.join(MOUNTS_FILE).exists() {
+        true => Some(
+            read_record::<MountSetup>(dir, MOUNTS_FILE)
+                .ok_or_else(|| io::Error::other(format!("unreadable {MOUNTS_FILE} record")))?,
+        ),
+        false => None,
+    };
+    // With volumes, the instance directory is reached through the working directory, so
+    // a volume mounted over a path above it cannot hide it from the shim.
+    let dir = match &setup {
+        Some(_) => {
+            std::env::set_current_dir(dir)?;
+            Path::new(".")
+        }
+        None => dir,
+    };
     let log = Arc::new(Mutex::new(Log::open(dir.join(LOG_FILE), rotation)?));
     let cannot_start = |error: String| {
         let exit = Exit {
@@ -216,15 +243,15 @@ fn supervise(
         };
         write_record(dir, EXIT_FILE, &exit)
     };
-    if dir.join(MOUNTS_FILE).exists() {
-        let Some(mounts) = read_record::<Vec<Mount>>(dir, MOUNTS_FILE) else {
-            return cannot_start(format!("unreadable {MOUNTS_FILE} record"));
-        };
-        if let Err(e) = enter_mounts(&mounts) {
+    let mut cmd = Command::new(program);
+    if let Some(setup) = &setup {
+        if let Err(e) = enter_mounts(&setup.mounts) {
             return cannot_start(e.to_string());
         }
+        // Entered after the mounts: it may lie in a volume.
+        cmd.current_dir(setup.working_dir.as_deref().unwrap_or(Path::new("/")));
     }
-    let spawned = Command::new(program)
+    let spawned = cmd
         .args(args)
         .process_group(0)
         .stdin(Stdio::null())
@@ -290,16 +317,29 @@ pub fn enter_mounts(mounts: &[Mount]) -> io::Result<()> {
         MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
     )
     .map_err(fail("make the mounts private".into()))?;
+    // Every source is held open before anything is mounted, so a volume mounted over a
+    // path above another volume's source cannot hide that source.
+    let mut held = Vec::with_capacity(mounts.len());
+    for m in mounts {
+        let fd = rustix::fs::open(
+            &m.source,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(fail(format!("open {}", m.source.display())))?;
+        held.push((fd, m));
+    }
     // Outer paths first, so a volume inside another one lands on top of it.
-    let mut ordered: Vec<&Mount> = mounts.iter().collect();
-    ordered.sort_by_key(|m| m.target.components().count());
-    for m in ordered {
-        let (src, dst) = (&m.source, &m.target);
-        mount_point(src, dst)
+    held.sort_by_key(|(_, m)| m.target.components().count());
+    for (fd, m) in &held {
+        use std::os::fd::AsRawFd;
+        let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let dst = &m.target;
+        mount_point(&src, dst)
             .map_err(|e| io::Error::other(format!("create mount point {}: {e}", dst.display())))?;
-        mount_bind_recursive(src, dst).map_err(fail(format!(
+        mount_bind_recursive(&src, dst).map_err(fail(format!(
             "bind-mount {} at {}",
-            src.display(),
+            m.source.display(),
             dst.display()
         )))?;
         if m.read_only {

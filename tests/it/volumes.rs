@@ -252,6 +252,42 @@ async fn a_config_map_volume_waits_for_its_config_map_and_follows_its_updates() 
 }
 
 #[tokio::test]
+async fn a_volume_may_cover_berths_own_directory_and_hold_the_working_directory() {
+    let s = server().await;
+    let mnt = tempfile::tempdir().unwrap();
+    let m = path(mnt.path());
+    let data = path(s.dir.path()).to_string();
+    s.post(
+        CONFIGMAPS,
+        json!({"metadata": {"name": "greeting"}, "data": {"hello": "hi"}}),
+    )
+    .await;
+    // The emptyDir hides berth's data directory from the container, and with it the
+    // configMap volume's source: both still mount, and the shim still keeps its records.
+    let mut p = pod(
+        "covered",
+        "Never",
+        &format!("cat hello; echo; pwd; ls -A {data} | wc -l"),
+    );
+    p["spec"]["volumes"] = json!([
+        {"name": "cfg", "configMap": {"name": "greeting"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]);
+    p["spec"]["containers"][0]["workingDir"] = json!(m);
+    p["spec"]["containers"][0]["volumeMounts"] = json!([
+        {"name": "scratch", "mountPath": data},
+        {"name": "cfg", "mountPath": m},
+    ]);
+    s.post(PODS, p).await;
+    pod_until(&s, "covered", "Succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    assert_eq!(log(&s, "covered", "c").await, format!("hi\n{m}\n0\n"));
+    remove(&s, "covered").await;
+}
+
+#[tokio::test]
 async fn secret_downward_api_and_read_only_mounts() {
     let s = server().await;
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
