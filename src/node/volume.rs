@@ -83,11 +83,15 @@ pub async fn prepare(
                 s["name"] = named;
                 fetch.secret(&s, mode).await
             } else if let Some(d) = v.get("downwardAPI") {
-                downward(pod, d, mode_of(d, "defaultMode", DEFAULT_MODE))
+                downward(
+                    pod,
+                    d,
+                    mode_of(d, "defaultMode", DEFAULT_MODE),
+                    &config.node_ip,
+                )
             } else if let Some(p) = v.get("projected") {
-                fetch
-                    .projected(pod, p, mode_of(p, "defaultMode", DEFAULT_MODE))
-                    .await
+                let mode = mode_of(p, "defaultMode", DEFAULT_MODE);
+                fetch.projected(pod, p, mode, &config.node_ip).await
             } else {
                 let kind = v
                     .as_object()
@@ -196,7 +200,13 @@ impl Fetch<'_> {
     }
 
     /// A `projected` volume: its sources in one directory.
-    async fn projected(&self, pod: &Value, p: &Value, mode: u32) -> Result<Payload, String> {
+    async fn projected(
+        &self,
+        pod: &Value,
+        p: &Value,
+        mode: u32,
+        node_ip: &str,
+    ) -> Result<Payload, String> {
         let mut out = Payload::new();
         for s in p["sources"].as_array().into_iter().flatten() {
             let part = if let Some(c) = s.get("configMap") {
@@ -204,7 +214,7 @@ impl Fetch<'_> {
             } else if let Some(c) = s.get("secret") {
                 self.secret(c, mode).await?
             } else if let Some(d) = s.get("downwardAPI") {
-                downward(pod, d, mode)?
+                downward(pod, d, mode, node_ip)?
             } else if let Some(t) = s.get("serviceAccountToken") {
                 let account = str_at(pod, "/spec/serviceAccountName");
                 let path = str_at(t, "/path").to_string();
@@ -310,7 +320,7 @@ fn project(
 }
 
 /// The files of a `downwardAPI` volume or projection source.
-fn downward(pod: &Value, d: &Value, mode: u32) -> Result<Payload, String> {
+fn downward(pod: &Value, d: &Value, mode: u32, node_ip: &str) -> Result<Payload, String> {
     let mut out = Payload::new();
     for item in d["items"].as_array().into_iter().flatten() {
         let path = str_at(item, "/path").to_string();
@@ -330,7 +340,7 @@ fn downward(pod: &Value, d: &Value, mode: u32) -> Result<Payload, String> {
                     lines.sort();
                     lines.join("\n")
                 }
-                _ => super::worker::field_value(pod, field, ""),
+                _ => super::worker::field_value(pod, field, node_ip),
             }
         } else if let Some(r) = item.get("resourceFieldRef") {
             resource_value(pod, r)?
@@ -638,7 +648,7 @@ mod tests {
             {"path": "cpu-cores", "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"}},
             {"path": "req", "resourceFieldRef": {"containerName": "c", "resource": "requests.memory"}},
         ]});
-        let p = downward(&pod, &d, 0o644).unwrap();
+        let p = downward(&pod, &d, 0o644, "").unwrap();
         let text = |k: &str| String::from_utf8(p[k].data.clone()).unwrap();
         assert_eq!(text("labels"), "a=\"x\\\"y\"\nb=\"2\"");
         assert_eq!(text("annotations"), "k=\"v\"");
@@ -649,7 +659,7 @@ mod tests {
         assert_eq!(text("cpu-cores"), "1");
         assert_eq!(text("req"), "0");
         let bad = json!({"items": [{"path": "x", "resourceFieldRef": {"containerName": "nope", "resource": "limits.cpu"}}]});
-        assert!(downward(&pod, &bad, 0o644).is_err());
+        assert!(downward(&pod, &bad, 0o644, "").is_err());
     }
 
     #[test]

@@ -290,8 +290,8 @@ async fn a_volume_may_cover_berths_own_directory_and_hold_the_working_directory(
 #[tokio::test]
 async fn secret_downward_api_and_read_only_mounts() {
     let s = server().await;
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let [sec, down, ro] = [0, 1, 2].map(|i| path(dirs[i].path()).to_string());
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let [sec, down, ro, single] = [0, 1, 2, 3].map(|i| path(dirs[i].path()).to_string());
     let (code, made) = s
         .post(
             "/api/v1/namespaces/default/secrets",
@@ -305,7 +305,8 @@ async fn secret_downward_api_and_read_only_mounts() {
          test -e {sec}/user && echo user-too || echo only-items; \
          cat {down}/labels; echo; cat {down}/name; echo; \
          stat -L -c %a {down}/name; \
-         touch {ro}/x 2>/dev/null && echo writable || echo refused"
+         touch {ro}/x 2>/dev/null && echo writable || echo refused; \
+         cat {single}/user.txt; echo"
     );
     let mut p = pod("files", "Never", &script);
     p["metadata"]["labels"] = json!({"app": "files", "tier": "back"});
@@ -317,11 +318,14 @@ async fn secret_downward_api_and_read_only_mounts() {
             {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}, "mode": 0o600},
         ]}},
         {"name": "scratch", "emptyDir": {}},
+        {"name": "all-creds", "secret": {"secretName": "creds"}},
     ]);
     p["spec"]["containers"][0]["volumeMounts"] = json!([
         {"name": "creds", "mountPath": sec, "readOnly": true},
         {"name": "meta", "mountPath": down},
         {"name": "scratch", "mountPath": ro, "readOnly": true},
+        // One key of the whole secret, as a file (its mount point is made on the host).
+        {"name": "all-creds", "mountPath": format!("{single}/user.txt"), "subPath": "user"},
     ]);
     s.post(PODS, p).await;
     pod_until(&s, "files", "Succeeded", |p| {
@@ -330,8 +334,10 @@ async fn secret_downward_api_and_read_only_mounts() {
     .await;
     assert_eq!(
         log(&s, "files", "c").await,
-        "400\ns3cret\nonly-items\napp=\"files\"\ntier=\"back\"\nfiles\n600\nrefused\n"
+        "400\ns3cret\nonly-items\napp=\"files\"\ntier=\"back\"\nfiles\n600\nrefused\nadmin\n"
     );
+    // The file mount point was made on the host, and stays empty there.
+    assert_eq!(std::fs::read(dirs[3].path().join("user.txt")).unwrap(), b"");
     remove(&s, "files").await;
 }
 
