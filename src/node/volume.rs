@@ -5,7 +5,12 @@
 //! `configMap`, `secret`, `downwardAPI` and `projected` are written by the
 //! [`atomic_writer`](super::atomic_writer) and refreshed at every sync. The service
 //! account's token, the cluster's CA and the namespace are written likewise and mounted at
-//! [`SERVICE_ACCOUNT_DIR`] unless `automountServiceAccountToken` is false.
+//! [`SERVICE_ACCOUNT_DIR`] unless `automountServiceAccountToken` is false (on the pod, else
+//! on the account) or a container mounts something there itself; this happens in the agent,
+//! not by admission, so the pod spec shows no `kube-api-access-*` volume, and only where
+//! mounts are possible. The token is the account's long-lived one (the Secret
+//! `<account>-token`); a `serviceAccountToken` projection gets the same token, its
+//! `audience` and `expirationSeconds` are not applied.
 //!
 //! [`mounts`] turns a container's `volumeMounts` into the runtime's bind mounts.
 
