@@ -278,6 +278,9 @@ impl Cluster {
             if agent.node_ip == "127.0.0.1" && !self.address.ip().is_loopback() {
                 agent.node_ip = self.address.ip().to_string();
             }
+            if agent.ca_pem.is_empty() {
+                agent.ca_pem = self.ca_pem.clone();
+            }
             let runtime = ProcessRuntime::open(
                 &self.data_dir.join("pods"),
                 &settings.shim_program,
@@ -360,6 +363,7 @@ impl api::logs::NodeAccess for RuntimeAccess {
         Some(api::exec::ExecContext {
             env: spec.env,
             working_dir: spec.working_dir,
+            pid: running.pid,
         })
     }
 }

@@ -24,6 +24,8 @@ pub const PROTOCOL: &str = "v5.channel.k8s.io";
 pub struct ExecContext {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
+    /// The container's process, whose mount namespace the command joins.
+    pub pid: Option<i32>,
 }
 
 /// The query of an exec request (`command` repeats, so it is read as a list of pairs).
@@ -100,7 +102,11 @@ async fn run(socket: WebSocket, argv: Vec<String>, ctx: ExecContext, stdin: bool
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    let joined = match ctx.pid {
+        Some(pid) => crate::runtime::join_mounts(&mut cmd, pid, ctx.working_dir.as_deref()),
+        None => Ok(()),
+    };
+    let mut child = match joined.and_then(|()| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
             let status = json!({

@@ -4,10 +4,12 @@
 //! Pods come from two sources: the API (pods bound to this node) and, optionally, a
 //! directory of manifests (static pods, mirrored into the API).
 
+mod atomic_writer;
 pub mod manifests;
 mod pods;
 mod probe;
 mod status;
+mod volume;
 mod worker;
 
 use std::collections::HashMap;
@@ -55,6 +57,13 @@ pub struct Config {
     pub manifest_scan_every: Duration,
     /// How often housekeeping runs (mirror pods, the health of the sync loop).
     pub housekeeping_every: Duration,
+    /// Whether containers get a mount namespace of their own with their volumes mounted
+    /// (needs root; by default, whether berth runs as root). Without, a container with
+    /// volume mounts waits with `CreateContainerConfigError`, and no pod gets the
+    /// service-account token mounted.
+    pub mount_namespaces: bool,
+    /// The cluster's CA (PEM), given to pods as the service account's `ca.crt`.
+    pub ca_pem: String,
 }
 
 impl Config {
@@ -71,6 +80,8 @@ impl Config {
             pod_manifest_path: None,
             manifest_scan_every: Duration::from_secs(20),
             housekeeping_every: Duration::from_secs(2),
+            mount_namespaces: rustix::process::geteuid().is_root(),
+            ca_pem: String::new(),
         }
     }
 }

@@ -318,15 +318,17 @@ fn grpc_code(code: &str) -> &str {
         .unwrap_or("Unknown")
 }
 
-/// Runs one probe: `Ok` on success, `Err(why)` on failure.
+/// Runs one probe: `Ok` on success, `Err(why)` on failure. An exec probe runs in the
+/// environment `env` and the mount namespace of the container process `pid`.
 pub async fn run(
     probe: &Value,
     container: &Value,
     env: &[(String, String)],
+    pid: Option<i32>,
     host_ip: &str,
 ) -> Result<(), String> {
     let timeout = Timing::of(probe).timeout;
-    match tokio::time::timeout(timeout, act(probe, container, env, host_ip)).await {
+    match tokio::time::timeout(timeout, act(probe, container, env, pid, host_ip)).await {
         Ok(r) => r,
         Err(_) => Err(format!(
             "timeout: the probe took longer than {}s",
@@ -341,6 +343,7 @@ pub async fn act(
     probe: &Value,
     container: &Value,
     env: &[(String, String)],
+    pid: Option<i32>,
     host_ip: &str,
 ) -> Result<(), String> {
     {
@@ -355,7 +358,12 @@ pub async fn act(
                 return Err("the exec probe has no command".to_string());
             };
             let dir = container["workingDir"].as_str().map(std::path::Path::new);
-            let out = crate::runtime::command(program, env, dir)
+            let mut cmd = crate::runtime::command(program, env, dir);
+            if let Some(pid) = pid {
+                crate::runtime::join_mounts(&mut cmd, pid, dir)
+                    .map_err(|e| format!("enter the container's mounts: {e}"))?;
+            }
+            let out = cmd
                 .args(args)
                 .kill_on_drop(true)
                 .stdin(std::process::Stdio::null())
@@ -494,7 +502,7 @@ mod tests {
         });
         let probe = json!({"httpGet": {"scheme": "HTTPS", "path": "/", "port": p}});
         let c = json!({});
-        assert_eq!(run(&probe, &c, &[], "127.0.0.1").await, Ok(()));
+        assert_eq!(run(&probe, &c, &[], None, "127.0.0.1").await, Ok(()));
     }
 
     /// A gRPC health server that answers each call with the next status of `answers`
@@ -561,19 +569,19 @@ mod tests {
         let (port, asked) = grpc_server(vec![Ok(1), Ok(2), Err(12)]).await;
         let c = json!({});
         let probe = json!({"grpc": {"port": port, "service": "db"}});
-        assert_eq!(run(&probe, &c, &[], "127.0.0.1").await, Ok(()));
+        assert_eq!(run(&probe, &c, &[], None, "127.0.0.1").await, Ok(()));
         assert_eq!(
-            run(&probe, &c, &[], "127.0.0.1").await.unwrap_err(),
+            run(&probe, &c, &[], None, "127.0.0.1").await.unwrap_err(),
             "service unhealthy (responded with \"NOT_SERVING\")"
         );
         assert_eq!(
-            run(&probe, &c, &[], "127.0.0.1").await.unwrap_err(),
+            run(&probe, &c, &[], None, "127.0.0.1").await.unwrap_err(),
             "rpc error: code = Unimplemented desc = nope"
         );
         assert_eq!(asked.lock().unwrap()[0], b"\x0a\x02db");
         let closed = json!({"grpc": {"port": 1}});
         assert!(
-            run(&closed, &c, &[], "127.0.0.1")
+            run(&closed, &c, &[], None, "127.0.0.1")
                 .await
                 .unwrap_err()
                 .starts_with("failed to connect service \"127.0.0.1:1\"")
@@ -588,6 +596,7 @@ mod tests {
                 &json!({"exec": {"command": ["true"]}}),
                 &c,
                 &[],
+                None,
                 "127.0.0.1"
             )
             .await
@@ -597,6 +606,7 @@ mod tests {
             &json!({"exec": {"command": ["sh", "-c", "echo nope; exit 1"]}}),
             &c,
             &[],
+            None,
             "127.0.0.1",
         )
         .await;
@@ -615,19 +625,25 @@ mod tests {
             }
         });
         let http = json!({"httpGet": {"path": "/healthz", "port": p}});
-        assert!(run(&http, &c, &[], "127.0.0.1").await.is_ok());
+        assert!(run(&http, &c, &[], None, "127.0.0.1").await.is_ok());
         assert_eq!(
-            run(&http, &c, &[], "127.0.0.1").await.unwrap_err(),
+            run(&http, &c, &[], None, "127.0.0.1").await.unwrap_err(),
             "HTTP probe failed with statuscode: 500"
         );
         assert!(
-            run(&json!({"tcpSocket": {"port": p}}), &c, &[], "127.0.0.1")
-                .await
-                .is_ok()
+            run(
+                &json!({"tcpSocket": {"port": p}}),
+                &c,
+                &[],
+                None,
+                "127.0.0.1"
+            )
+            .await
+            .is_ok()
         );
         let named = json!({"tcpSocket": {"port": "nope"}});
         assert!(
-            run(&named, &c, &[], "127.0.0.1")
+            run(&named, &c, &[], None, "127.0.0.1")
                 .await
                 .unwrap_err()
                 .contains("not a port")

@@ -119,11 +119,11 @@ fn container_status(inp: &Inputs<'_>, spec: &Value, default_reason: &str, probes
                     None => cs["state"] = json!({"terminated": terminated(l)}),
                 },
             }
+            // As the kubelet: the instance before the latest is the last state, also
+            // once the latest has ended (a pod that succeeded after restarts).
             if cs.get("lastState").is_none() && instances.len() > 1 {
                 let prev = instances[instances.len() - 2];
-                if !matches!(l.state, State::Exited | State::Unknown) {
-                    cs["lastState"] = json!({"terminated": terminated(prev)});
-                }
+                cs["lastState"] = json!({"terminated": terminated(prev)});
             }
         }
     }

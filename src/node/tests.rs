@@ -36,6 +36,8 @@ impl Agent {
         let client = Client::local(Registry::new(store));
         let fake = FakeRuntime::new(dir.path());
         let mut config = Config::new(NODE, "127.0.0.1");
+        // The fake runs nothing, so nothing is mounted (and no token is asked for).
+        config.mount_namespaces = false;
         tune(&mut config);
         let mut sup = Supervisor::new();
         start(&mut sup, &client, fake.clone(), config);

@@ -15,6 +15,7 @@ use tokio::sync::{Notify, watch};
 use super::Shared;
 use super::probe::{self, Kind as ProbeKind, Outcome, Tracker};
 use super::status::{self, Inputs, Waiting};
+use super::volume;
 use crate::client::Patch;
 use crate::client::recorder::EventType;
 use crate::registry::{Kind, catalog};
@@ -24,6 +25,10 @@ use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State
 const MIN_GRACE: Duration = Duration::from_secs(2);
 /// How long a postStart hook may run before it counts as failed.
 const POST_START_LIMIT: Duration = Duration::from_secs(120);
+/// Volumes that could not be set up (a missing ConfigMap, say) are tried again after 1 s,
+/// doubling up to 8 s: the agent does not watch what volumes project.
+const MOUNT_RETRY_FIRST: Duration = Duration::from_secs(1);
+const MOUNT_RETRY_MAX: Duration = Duration::from_secs(8);
 
 #[derive(Clone, Copy)]
 struct Backoff {
@@ -44,6 +49,10 @@ struct Worker<R> {
     retry: bool,
     /// The status the agent last computed for the pod: what the API must show.
     reported: Option<Value>,
+    /// The pod's volumes as of the last sync, or why they could not be set up.
+    volumes: Result<volume::Prepared, String>,
+    /// When to try again after volumes failed (doubling up to [`MOUNT_RETRY_MAX`]).
+    mount_retry: Duration,
 }
 
 /// A stable hash of a container's spec: a different hash means "changed, restart".
@@ -264,6 +273,22 @@ impl<R: Runtime + Clone> Worker<R> {
                 message: "the container has no command: berth does not pull images, so give the command to run".into(),
             });
         }
+        let config_error = |message: String| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message,
+        };
+        let prepared = self.volumes.as_ref().map_err(|m| config_error(m.clone()))?;
+        let mounts = volume::mounts(c, prepared, &env).map_err(config_error)?;
+        if !mounts.is_empty() && !self.shared.config.mount_namespaces {
+            let targets: Vec<String> = mounts
+                .iter()
+                .map(|m| m.target.display().to_string())
+                .collect();
+            return Err(config_error(format!(
+                "the container mounts volumes at {}: volume mounts need a mount namespace of the container's own, which needs berth to run as root",
+                targets.join(", ")
+            )));
+        }
         let spec = ContainerSpec {
             pod_uid: self.uid.clone(),
             pod_name: str_at(pod, "/metadata/name").into(),
@@ -275,6 +300,7 @@ impl<R: Runtime + Clone> Worker<R> {
             argv,
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
+            mounts,
         };
         self.envs.insert(name.to_string(), env.clone());
         match self.shared.runtime.start(&spec).await {
@@ -297,7 +323,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 if let Some(hook) = c.pointer("/lifecycle/postStart") {
                     let ran = tokio::time::timeout(
                         POST_START_LIMIT,
-                        probe::act(hook, c, &env, &self.shared.config.node_ip),
+                        probe::act(hook, c, &env, self.pid_of(&id), &self.shared.config.node_ip),
                     )
                     .await
                     .unwrap_or_else(|_| {
@@ -362,13 +388,13 @@ impl<R: Runtime + Clone> Worker<R> {
             self.end_past_deadline(pod).await;
             return None;
         }
+        let mut wake = self.prepare_volumes(pod).await;
         let instances = self
             .shared
             .runtime
             .pod_status(&self.uid)
             .unwrap_or_default();
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
-        let mut wake: Option<Duration> = None;
         let mut started_any = false;
         let init_specs = pod["spec"]["initContainers"]
             .as_array()
@@ -508,6 +534,28 @@ impl<R: Runtime + Clone> Worker<R> {
         }
     }
 
+    /// Sets up (or refreshes) the pod's volumes; when they fail, says so with a
+    /// `FailedMount` event and returns when to try again.
+    async fn prepare_volumes(&mut self, pod: &Value) -> Option<Duration> {
+        let dir = self.shared.runtime.volumes_dir(&self.uid);
+        self.volumes = volume::prepare(&self.shared.client, &self.shared.config, pod, &dir).await;
+        match &self.volumes {
+            Ok(_) => {
+                self.mount_retry = MOUNT_RETRY_FIRST;
+                None
+            }
+            Err(why) => {
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, "FailedMount", why)
+                    .await;
+                let after = self.mount_retry;
+                self.mount_retry = (after * 2).min(MOUNT_RETRY_MAX);
+                Some(after)
+            }
+        }
+    }
+
     /// How long until `activeDeadlineSeconds` (counted from the pod's start time) ends.
     fn deadline_left(&self, pod: &Value) -> Option<Duration> {
         let limit = pod.pointer("/spec/activeDeadlineSeconds")?.as_u64()?;
@@ -623,7 +671,14 @@ impl<R: Runtime + Clone> Worker<R> {
                     self.envs.insert(name.clone(), env);
                 }
                 let env = self.envs.get(&name).cloned().unwrap_or_default();
-                let ran = probe::run(&c[kind.field()], c, &env, &self.shared.config.node_ip).await;
+                let ran = probe::run(
+                    &c[kind.field()],
+                    c,
+                    &env,
+                    latest.pid,
+                    &self.shared.config.node_ip,
+                )
+                .await;
                 if let Err(why) = &ran {
                     let message = format!("{} probe failed: {why}", kind.title());
                     self.shared
@@ -722,7 +777,7 @@ impl<R: Runtime + Clone> Worker<R> {
             };
             let ran = tokio::time::timeout(
                 grace,
-                probe::act(hook, c, &env, &self.shared.config.node_ip),
+                probe::act(hook, c, &env, self.pid_of(id), &self.shared.config.node_ip),
             )
             .await
             .unwrap_or_else(|_| Err(format!("did not finish within {}s", grace.as_secs())));
@@ -863,6 +918,17 @@ impl<R: Runtime + Clone> Worker<R> {
 }
 
 impl<R: Runtime + Clone> Worker<R> {
+    /// The process of a running instance (hooks run in its mount namespace).
+    fn pid_of(&self, id: &ContainerId) -> Option<i32> {
+        self.shared
+            .runtime
+            .pod_status(&id.pod_uid)
+            .ok()?
+            .into_iter()
+            .find(|s| &s.id == id && s.state == State::Running)?
+            .pid
+    }
+
     /// Whether a write failed because the pod's name now belongs to another pod.
     fn replaced(&self, e: &crate::client::Error) -> bool {
         e.is_conflict() && e.to_string().contains("UID in precondition")
@@ -956,7 +1022,7 @@ fn data(obj: &Value, kind: Kind) -> Vec<(String, String)> {
 }
 
 /// `$(VAR)` references to variables defined before; `$$` escapes.
-fn expand(s: &str, env: &[(String, String)]) -> String {
+pub(super) fn expand(s: &str, env: &[(String, String)]) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
@@ -994,7 +1060,7 @@ fn expand(s: &str, env: &[(String, String)]) -> String {
 }
 
 /// A downward-API field of the pod.
-fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
+pub(super) fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
     if let Some(label) = path
         .strip_prefix("metadata.labels['")
         .and_then(|p| p.strip_suffix("']"))
@@ -1044,6 +1110,8 @@ pub(super) async fn run<R: Runtime + Clone>(
         envs: HashMap::new(),
         retry: false,
         reported: None,
+        volumes: Ok(volume::Prepared::default()),
+        mount_retry: MOUNT_RETRY_FIRST,
     };
     let retry = shared_retry;
     let clock = worker.shared.clone();

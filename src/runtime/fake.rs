@@ -326,6 +326,10 @@ impl Runtime for FakeRuntime {
         Ok(())
     }
 
+    fn volumes_dir(&self, pod_uid: &str) -> PathBuf {
+        self.logs.join(pod_uid).join("volumes")
+    }
+
     fn log_path(&self, id: &ContainerId) -> PathBuf {
         self.logs
             .join(format!("{}-{}-{}.log", id.pod_uid, id.name, id.attempt))
@@ -361,6 +365,7 @@ mod tests {
             argv: vec!["x".into()],
             env: Vec::new(),
             working_dir: None,
+            mounts: Vec::new(),
         }
     }
 

@@ -35,6 +35,47 @@ pub fn command(
     cmd
 }
 
+/// Makes `cmd` run in the mount namespace of the container process `pid` (when that is
+/// not berth's own), so it sees the container's volumes; `working_dir` is entered again
+/// after the switch (default `/`).
+pub fn join_mounts(
+    cmd: &mut tokio::process::Command,
+    pid: i32,
+    working_dir: Option<&std::path::Path>,
+) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let theirs = format!("/proc/{pid}/ns/mnt");
+    let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    if ns(&theirs)? == ns("/proc/self/ns/mnt")? {
+        return Ok(());
+    }
+    let fd = std::os::fd::OwnedFd::from(std::fs::File::open(&theirs)?);
+    let dir = std::ffi::CString::new(
+        working_dir
+            .unwrap_or(std::path::Path::new("/"))
+            .as_os_str()
+            .as_bytes(),
+    )
+    .map_err(std::io::Error::other)?;
+    // The working directory may lie in a volume: it is entered after the switch.
+    cmd.current_dir("/");
+    let enter = move || -> std::io::Result<()> {
+        use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+        use std::os::fd::AsFd;
+        move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Mount))?;
+        rustix::process::chdir(dir.as_c_str())?;
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // calls (setns, chdir) on values prepared before the fork; it allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(enter);
+    }
+    Ok(())
+}
+
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -77,6 +118,20 @@ pub struct ContainerSpec {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
+    /// Volumes bind-mounted into the container's own mount namespace; none means the
+    /// container shares berth's mount namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
+}
+
+/// One bind mount of a container: `source` on this machine appears at `target`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub source: PathBuf,
+    pub target: PathBuf,
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// Names one container instance.
@@ -148,6 +203,9 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Forgets a pod whose instances have all exited: its records and logs go.
     fn remove_pod(&self, pod_uid: &str) -> Result<()>;
+
+    /// Where the agent keeps the volumes of a pod; removed with the pod's records.
+    fn volumes_dir(&self, pod_uid: &str) -> PathBuf;
 
     /// The current log file of an instance (older rotations beside it as `.1`, `.2` …).
     fn log_path(&self, id: &ContainerId) -> PathBuf;

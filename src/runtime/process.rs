@@ -1,6 +1,7 @@
 //! The `process` runtime: each container instance is a process group started by a `berth
 //! shim` (see [`super::shim`]), with its records and log under
-//! `ROOT/<pod uid>/<container>/<attempt>/`. Exits are pushed as events: the runtime waits
+//! `ROOT/<pod uid>/<container>/<attempt>/`, and the pod's volumes under
+//! `ROOT/<pod uid>/.volumes/<volume>`. Exits are pushed as events: the runtime waits
 //! on the shims it started, and on the shims it adopted after a restart through a pidfd,
 //! so nothing polls.
 
@@ -21,6 +22,8 @@ use super::{ContainerId, ContainerSpec, ContainerStatus, Error, Event, Result, R
 
 const SPEC_FILE: &str = "spec.json";
 const SHIM_FILE: &str = "shim";
+/// The pod's volumes, beside its containers (a dot name is no container name).
+const VOLUMES_DIR: &str = ".volumes";
 /// How long a shim may take to start its container.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a SIGKILLed process group may take to be reported gone.
@@ -209,6 +212,8 @@ fn list_dir(dir: &Path) -> Vec<String> {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| e.file_name().into_string().ok())
+        // Dot names (the pod's volumes) are no containers.
+        .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
     names
@@ -238,6 +243,14 @@ impl Runtime for ProcessRuntime {
         };
         shim::write_record(&dir, SPEC_FILE, &record)
             .map_err(|e| Error::io(format!("record container {id}"), e))?;
+        if !spec.mounts.is_empty() {
+            let setup = shim::MountSetup {
+                mounts: spec.mounts.clone(),
+                working_dir: spec.working_dir.clone(),
+            };
+            shim::write_record(&dir, shim::MOUNTS_FILE, &setup)
+                .map_err(|e| Error::io(format!("record the mounts of {id}"), e))?;
+        }
         // The shim runs in the container's environment, which the container inherits.
         let mut cmd = super::command(&self.inner.shim, &spec.env, spec.working_dir.as_deref());
         cmd.arg("shim")
@@ -254,6 +267,10 @@ impl Runtime for ProcessRuntime {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(false);
+        if !spec.mounts.is_empty() {
+            // The working directory may lie in a volume: the shim enters it after mounting.
+            cmd.current_dir("/");
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| Error::io(format!("start the shim of {id}"), e))?;
@@ -385,6 +402,10 @@ impl Runtime for ProcessRuntime {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(format!("remove {}", dir.display()), e)),
         }
+    }
+
+    fn volumes_dir(&self, pod_uid: &str) -> PathBuf {
+        self.inner.root.join(pod_uid).join(VOLUMES_DIR)
     }
 
     fn log_path(&self, id: &ContainerId) -> PathBuf {

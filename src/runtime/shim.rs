@@ -4,6 +4,12 @@
 //! apart), copies stdout and stderr into a timestamped log file (CRI format, rotated by
 //! size), waits for the container, and records how it ended. Every record is written to a
 //! temporary name and renamed, so a reader never sees half of one.
+//!
+//! A container with volumes gets a mount namespace of its own: the shim unshares it before
+//! starting the container (which inherits it), makes every mount private and bind-mounts
+//! each volume at its path. There is no root filesystem of its own, so a mount point the
+//! host lacks is created on the host (directories, or an empty file for a file), and left
+//! there empty.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -14,10 +20,25 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::Mount;
+
 /// Where the shim of one instance keeps its records.
 pub const PID_FILE: &str = "pid";
 pub const EXIT_FILE: &str = "exit";
 pub const LOG_FILE: &str = "log";
+/// The volumes to mount (a [`MountSetup`]); absent when there are none.
+pub const MOUNTS_FILE: &str = "mounts";
+
+/// What the shim of a container with volumes does before starting it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountSetup {
+    pub mounts: Vec<Mount>,
+    /// The container's working directory (default `/`), entered once the volumes are
+    /// mounted (the shim itself starts in `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<PathBuf>,
+}
 
 /// Longest piece of a line written as one log entry; longer lines are split (tag `P`).
 const MAX_LINE: usize = 16 * 1024;
@@ -196,8 +217,41 @@ fn supervise(
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("no command to run"));
     };
+    let setup = match dir.join(MOUNTS_FILE).exists() {
+        true => Some(
+            read_record::<MountSetup>(dir, MOUNTS_FILE)
+                .ok_or_else(|| io::Error::other(format!("unreadable {MOUNTS_FILE} record")))?,
+        ),
+        false => None,
+    };
+    // With volumes, the instance directory is reached through the working directory, so
+    // a volume mounted over a path above it cannot hide it from the shim.
+    let dir = match &setup {
+        Some(_) => {
+            std::env::set_current_dir(dir)?;
+            Path::new(".")
+        }
+        None => dir,
+    };
     let log = Arc::new(Mutex::new(Log::open(dir.join(LOG_FILE), rotation)?));
-    let spawned = Command::new(program)
+    let cannot_start = |error: String| {
+        let exit = Exit {
+            exit_code: 128,
+            signal: None,
+            finished_at: now(),
+            error: Some(error),
+        };
+        write_record(dir, EXIT_FILE, &exit)
+    };
+    let mut cmd = Command::new(program);
+    if let Some(setup) = &setup {
+        if let Err(e) = enter_mounts(&setup.mounts) {
+            return cannot_start(e.to_string());
+        }
+        // Entered after the mounts: it may lie in a volume.
+        cmd.current_dir(setup.working_dir.as_deref().unwrap_or(Path::new("/")));
+    }
+    let spawned = cmd
         .args(args)
         .process_group(0)
         .stdin(Stdio::null())
@@ -206,15 +260,7 @@ fn supervise(
         .spawn();
     let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => {
-            let exit = Exit {
-                exit_code: 128,
-                signal: None,
-                finished_at: now(),
-                error: Some(format!("exec {program:?}: {e}")),
-            };
-            return write_record(dir, EXIT_FILE, &exit);
-        }
+        Err(e) => return cannot_start(format!("exec {program:?}: {e}")),
     };
     let pid = child.id() as i32;
     let started = Started {
@@ -252,6 +298,87 @@ fn supervise(
         error: None,
     };
     write_record(dir, EXIT_FILE, &exit)
+}
+
+/// Moves this (single-threaded) process into a mount namespace of its own in which every
+/// mount is private and `mounts` are bind-mounted, read-only where asked.
+pub fn enter_mounts(mounts: &[Mount]) -> io::Result<()> {
+    use rustix::mount::{
+        MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change, mount_remount,
+    };
+    let fail = |what: String| move |e: rustix::io::Errno| io::Error::other(format!("{what}: {e}"));
+    // SAFETY: the flags hold no CLONE_FILES, so no file descriptor table is unshared; the
+    // shim has started no thread yet (unsharing a mount namespace needs a single thread).
+    #[allow(unsafe_code)]
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }
+        .map_err(fail("unshare the mount namespace".into()))?;
+    mount_change(
+        "/",
+        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+    )
+    .map_err(fail("make the mounts private".into()))?;
+    // Every source is held open before anything is mounted, so a volume mounted over a
+    // path above another volume's source cannot hide that source.
+    let mut held = Vec::with_capacity(mounts.len());
+    for m in mounts {
+        let fd = rustix::fs::open(
+            &m.source,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(fail(format!("open {}", m.source.display())))?;
+        held.push((fd, m));
+    }
+    // Outer paths first, so a volume inside another one lands on top of it.
+    held.sort_by_key(|(_, m)| m.target.components().count());
+    for (fd, m) in &held {
+        use std::os::fd::AsRawFd;
+        let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let dst = &m.target;
+        mount_point(&src, dst)
+            .map_err(|e| io::Error::other(format!("create mount point {}: {e}", dst.display())))?;
+        mount_bind_recursive(&src, dst).map_err(fail(format!(
+            "bind-mount {} at {}",
+            m.source.display(),
+            dst.display()
+        )))?;
+        if m.read_only {
+            // A remount keeps only the flags it names: keep the ones the mount had.
+            let had = rustix::fs::statvfs(dst)
+                .map(|s| MountFlags::from_bits_truncate(s.f_flag.bits() as _))
+                .unwrap_or(MountFlags::empty());
+            let keep = had
+                & (MountFlags::NOSUID
+                    | MountFlags::NODEV
+                    | MountFlags::NOEXEC
+                    | MountFlags::NOATIME
+                    | MountFlags::NODIRATIME
+                    | MountFlags::RELATIME);
+            mount_remount(dst, MountFlags::BIND | MountFlags::RDONLY | keep, "")
+                .map_err(fail(format!("make {} read-only", dst.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure `target` exists to mount `source` on: a directory for a directory, an empty
+/// file otherwise (with the directories above it).
+pub fn mount_point(source: &Path, target: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(target).is_ok() {
+        return Ok(());
+    }
+    if fs::metadata(source)?.is_dir() {
+        return fs::create_dir_all(target);
+    }
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(target)
+        .map(drop)
 }
 
 #[cfg(test)]
@@ -323,6 +450,25 @@ mod tests {
         assert!(!dir.path().join("log.3").exists());
         let last = fs::read_to_string(&log).unwrap();
         assert!(last.contains("line-199"), "{last}");
+    }
+
+    #[test]
+    fn mount_points_are_made_to_match_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src_dir, src_file) = (dir.path().join("vol"), dir.path().join("file"));
+        fs::create_dir(&src_dir).unwrap();
+        fs::write(&src_file, "x").unwrap();
+        let (a, b) = (dir.path().join("a/b/c"), dir.path().join("d/e/f.conf"));
+        mount_point(&src_dir, &a).unwrap();
+        mount_point(&src_file, &b).unwrap();
+        assert!(a.is_dir());
+        assert!(b.is_file());
+        assert_eq!(fs::read(&b).unwrap(), b"");
+        // What exists is left as it is.
+        fs::write(&b, "kept").unwrap();
+        mount_point(&src_file, &b).unwrap();
+        assert_eq!(fs::read_to_string(&b).unwrap(), "kept");
+        assert!(mount_point(&dir.path().join("missing"), &dir.path().join("g")).is_err());
     }
 
     #[test]

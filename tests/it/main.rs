@@ -20,3 +20,4 @@ mod store_concurrency;
 mod store_crash;
 mod support;
 mod tidy;
+mod volumes;

@@ -32,6 +32,7 @@ fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         argv: vec!["sh".into(), "-c".into(), script.into()],
         env: vec![("GREETING".into(), "hello".into())],
         working_dir: None,
+        mounts: Vec::new(),
     }
 }
 
@@ -183,4 +184,47 @@ async fn a_running_pod_cannot_be_removed() {
     assert!(err.to_string().contains("still runs"), "{err}");
     rt.stop(&id, Duration::from_secs(5)).await.unwrap();
     rt.remove_pod("pod-e").unwrap();
+}
+
+#[tokio::test]
+async fn mounts_are_private_to_the_container_and_joined_by_commands_beside_it() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = runtime(root.path());
+    let (volume, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(volume.path().join("f"), "inside\n").unwrap();
+    let t = target.path().to_str().unwrap().to_string();
+    let mut s = spec(
+        "pod-m",
+        "main",
+        &format!("cat {t}/f; touch {t}/ro || exec sleep 7311"),
+    );
+    s.mounts = vec![berth::runtime::Mount {
+        source: volume.path().into(),
+        target: target.path().into(),
+        read_only: true,
+    }];
+    s.working_dir = Some(target.path().into());
+    let id = rt.start(&s).await.unwrap();
+    let log = crate::support::eventually(10, "the file in the log", || async {
+        let log = std::fs::read_to_string(rt.log_path(&id)).unwrap_or_default();
+        if log.contains(" stdout F inside\n") && log.contains("Read-only file system") {
+            Ok(log)
+        } else {
+            Err(log)
+        }
+    })
+    .await;
+    assert_eq!(status(&rt, &id).state, State::Running, "{log}");
+    // The host does not see the volume; a command joining the container's mounts does,
+    // from the working directory inside it.
+    assert!(std::fs::read_dir(target.path()).unwrap().next().is_none());
+    let pid = status(&rt, &id).pid.unwrap();
+    let mut cmd = berth::runtime::command("cat", &[], Some(target.path()));
+    cmd.arg("f");
+    berth::runtime::join_mounts(&mut cmd, pid, Some(target.path())).unwrap();
+    let out = cmd.output().await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"inside\n");
+    rt.stop(&id, Duration::from_secs(1)).await.unwrap();
+    rt.remove_pod("pod-m").unwrap();
 }
