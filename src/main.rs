@@ -52,6 +52,9 @@ enum Command {
         /// How many pods this machine's node takes.
         #[arg(long, default_value_t = 110)]
         max_pods: u32,
+        /// Run containers without cgroups: their resource limits are not enforced.
+        #[arg(long)]
+        no_cgroups: bool,
     },
     /// Storage schema migrations.
     Migrate {
@@ -145,6 +148,7 @@ fn main() -> anyhow::Result<()> {
             no_node,
             node_name,
             max_pods,
+            no_cgroups,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
@@ -154,6 +158,7 @@ fn main() -> anyhow::Result<()> {
             if !no_node {
                 let mut node = berth::app::NodeSettings::for_this_machine(node_name);
                 node.agent.max_pods = max_pods;
+                node.cgroups = !no_cgroups;
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;

@@ -2,6 +2,7 @@
 //! bound to it through a [`Runtime`], one worker per pod, reporting their status. It talks
 //! to the API only through [`Client`], so the same agent can run on another machine.
 
+mod admission;
 mod probe;
 mod status;
 mod worker;
@@ -262,6 +263,31 @@ pub fn start<R: Runtime + Clone>(
 
 type Desired = watch::Sender<Option<Arc<Value>>>;
 
+/// Whether a pod has ended (it holds nothing of the node any more).
+fn finished(pod: &Value) -> bool {
+    matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// This node as admission sees it: its labels and taints from the API (when it can be
+/// read) and the allocatable of this machine.
+async fn this_node(client: &Client, config: &Config) -> Value {
+    let mut node = match client
+        .get(catalog::of(Kind::Node), None, &config.node_name)
+        .await
+    {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(node = %config.node_name, error = %e, "could not read the node; admitting against this machine alone");
+            json!({"metadata": {"name": config.node_name}})
+        }
+    };
+    node["status"]["allocatable"] = node_status(config)["allocatable"].clone();
+    node
+}
+
 /// Hands pod changes and runtime events to the pod workers, and cleans up what no pod
 /// owns any more.
 async fn run<R: Runtime + Clone>(
@@ -277,6 +303,14 @@ async fn run<R: Runtime + Clone>(
     let mut workers: HashMap<String, (Desired, Arc<tokio::sync::Notify>)> = HashMap::new();
     let mut tasks: JoinSet<String> = JoinSet::new();
     let mut events = shared.runtime.events();
+    // Pods that had containers when the agent started were admitted before.
+    let had_containers: std::collections::HashSet<String> = shared
+        .runtime
+        .pods()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut rejected: std::collections::HashSet<String> = std::collections::HashSet::new();
     // Containers of pods this node no longer has (deleted while berth was down).
     let known: std::collections::HashSet<String> = pods
         .list()
@@ -292,6 +326,7 @@ async fn run<R: Runtime + Clone>(
                 uid.clone(),
                 tx.subscribe(),
                 notify.clone(),
+                None,
             ));
             workers.insert(uid, (tx, notify));
         }
@@ -303,10 +338,30 @@ async fn run<R: Runtime + Clone>(
                 let Some((uid, desired)) = change else { break };
                 if let Some((tx, _)) = workers.get(&uid) {
                     tx.send_replace(desired);
-                } else if desired.is_some() {
-                    let (tx, rx) = watch::channel(desired);
+                } else if let Some(pod) = desired {
+                    let verdict = if had_containers.contains(&uid) || finished(&pod) {
+                        Ok(())
+                    } else {
+                        let admitted: Vec<Arc<Value>> = pods
+                            .list()
+                            .into_iter()
+                            .filter(|p| {
+                                let other = p["metadata"]["uid"].as_str().unwrap_or("");
+                                workers.contains_key(other) && !rejected.contains(other) && !finished(p)
+                            })
+                            .collect();
+                        let admitted: Vec<&Value> = admitted.iter().map(|p| p.as_ref()).collect();
+                        let node = this_node(&shared.client, &shared.config).await;
+                        admission::admit(&pod, &node, &admitted)
+                    };
+                    let rejection = verdict.err();
+                    if let Some(r) = &rejection {
+                        tracing::info!(pod = %uid, reason = %r.reason, message = %r.message, "rejected a pod");
+                        rejected.insert(uid.clone());
+                    }
+                    let (tx, rx) = watch::channel(Some(pod));
                     let notify = Arc::new(tokio::sync::Notify::new());
-                    tasks.spawn(worker::run(shared.clone(), uid.clone(), rx, notify.clone()));
+                    tasks.spawn(worker::run(shared.clone(), uid.clone(), rx, notify.clone(), rejection));
                     workers.insert(uid, (tx, notify));
                 }
             }
@@ -326,7 +381,10 @@ async fn run<R: Runtime + Clone>(
             }
             Some(done) = tasks.join_next() => {
                 match done {
-                    Ok(uid) => { workers.remove(&uid); }
+                    Ok(uid) => {
+                        workers.remove(&uid);
+                        rejected.remove(&uid);
+                    }
                     Err(e) => tracing::error!(error = %e, "a pod worker failed"),
                 }
             }

@@ -13,12 +13,14 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 
 use super::Shared;
+use super::admission::Rejection;
 use super::probe::{self, Kind as ProbeKind, Outcome, Tracker};
 use super::status::{self, Inputs, Waiting};
 use crate::client::Patch;
 use crate::client::recorder::EventType;
 use crate::registry::{Kind, catalog};
-use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State};
+use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Resources, Runtime, State};
+use crate::types::quantity::Quantity;
 
 /// Restart back-off (§6): 10 s doubling to 5 min, forgotten after 10 min of running.
 const BACKOFF_FIRST: Duration = Duration::from_secs(10);
@@ -39,6 +41,29 @@ struct Worker<R> {
     probes: HashMap<(String, ProbeKind), (u32, Tracker)>,
     /// The environment each container was started with (exec probes run in it).
     envs: HashMap<String, Vec<(String, String)>>,
+    /// Whether the pod was told that its limits are not enforced (it is told once).
+    told_unenforced: bool,
+    /// Why the node turned the pod away, if it did: it never starts.
+    rejected: Option<Rejection>,
+    /// Whether the rejection event was sent.
+    told_rejected: bool,
+}
+
+/// A container's resources as the runtime takes them. A quantity that does not parse
+/// (the API validates them) counts as not given.
+fn resources(c: &Value) -> Resources {
+    let get = |path: &str| {
+        c.pointer(path)
+            .and_then(Value::as_str)
+            .and_then(|q| q.parse::<Quantity>().ok())
+    };
+    let whole = |q: Quantity| u64::try_from(q.value()).ok();
+    let milli = |q: Quantity| u64::try_from(q.milli()).ok();
+    Resources {
+        memory_limit_bytes: get("/resources/limits/memory").and_then(whole),
+        cpu_limit_millis: get("/resources/limits/cpu").and_then(milli),
+        cpu_request_millis: get("/resources/requests/cpu").and_then(milli),
+    }
 }
 
 /// A stable hash of a container's spec: a different hash means "changed, restart".
@@ -263,7 +288,18 @@ impl<R: Runtime + Clone> Worker<R> {
             argv,
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
+            resources: resources(c),
         };
+        if spec.resources.any_limit() && !self.told_unenforced {
+            if let Some(why) = self.shared.runtime.limits_unenforced() {
+                self.told_unenforced = true;
+                let message = format!("Resource limits are not enforced on this node: {why}");
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, "LimitsNotEnforced", &message)
+                    .await;
+            }
+        }
         self.envs.insert(name.to_string(), env);
         match self.shared.runtime.start(&spec).await {
             Ok(_) => {
@@ -312,6 +348,17 @@ impl<R: Runtime + Clone> Worker<R> {
     async fn sync(&mut self, pod: &Value) -> Option<Duration> {
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
             self.terminate(Some(pod), true).await;
+            return None;
+        }
+        if let Some(r) = self.rejected.clone() {
+            if !self.told_rejected {
+                self.told_rejected = true;
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, &r.reason, &r.message)
+                    .await;
+            }
+            self.write_status(pod, r.status()).await;
             return None;
         }
         // A finished pod never runs again.
@@ -844,6 +891,7 @@ pub(super) async fn run<R: Runtime + Clone>(
     uid: String,
     mut desired: watch::Receiver<Option<Arc<Value>>>,
     wake: Arc<Notify>,
+    rejected: Option<Rejection>,
 ) -> String {
     let resync = shared.config.resync_every;
     let mut worker = Worker {
@@ -852,6 +900,9 @@ pub(super) async fn run<R: Runtime + Clone>(
         backoff: HashMap::new(),
         probes: HashMap::new(),
         envs: HashMap::new(),
+        told_unenforced: false,
+        rejected,
+        told_rejected: false,
     };
     let body = async move {
         // The pod as last seen: its grace period still applies once it is gone.
@@ -920,6 +971,22 @@ mod tests {
         assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", ""), "y");
         assert_eq!(field_value(&pod, "status.podIP", "1.2.3.4"), "1.2.3.4");
         assert_eq!(field_value(&pod, "spec.nodeName", ""), "node");
+    }
+
+    #[test]
+    fn resources_are_read_in_kernel_units() {
+        let c = json!({"resources": {"limits": {"memory": "32Mi", "cpu": "1500m"},
+                                     "requests": {"cpu": "0.25", "memory": "1Gi"}}});
+        assert_eq!(
+            resources(&c),
+            Resources {
+                memory_limit_bytes: Some(32 << 20),
+                cpu_limit_millis: Some(1500),
+                cpu_request_millis: Some(250),
+            }
+        );
+        assert_eq!(resources(&json!({})), Resources::default());
+        assert!(!resources(&json!({"resources": {"limits": {"memory": "lots"}}})).any_limit());
     }
 
     #[test]

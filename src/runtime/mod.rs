@@ -3,6 +3,7 @@
 //! under a [`shim`] that outlives berth, so containers survive a restart and are adopted
 //! again.
 
+pub mod cgroup;
 pub mod logs;
 pub mod process;
 pub mod shim;
@@ -76,6 +77,27 @@ pub struct ContainerSpec {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
+    /// What the container may use (enforced when the runtime has cgroups).
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+/// A container's resources, in the units the kernel takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// `limits.memory`, in bytes.
+    pub memory_limit_bytes: Option<u64>,
+    /// `limits.cpu`, in millicores: a CFS quota.
+    pub cpu_limit_millis: Option<u64>,
+    /// `requests.cpu`, in millicores: a relative weight.
+    pub cpu_request_millis: Option<u64>,
+}
+
+impl Resources {
+    pub fn any_limit(&self) -> bool {
+        self.memory_limit_bytes.is_some() || self.cpu_limit_millis.is_some()
+    }
 }
 
 /// Names one container instance.
@@ -118,6 +140,8 @@ pub struct ContainerStatus {
     pub signal: Option<i32>,
     /// Why it could not run, when it could not.
     pub error: Option<String>,
+    /// Why it ended, when the runtime knows better than its exit code (`OOMKilled`).
+    pub reason: Option<String>,
     pub pid: Option<i32>,
 }
 
@@ -150,4 +174,7 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Start and exit events.
     fn events(&self) -> tokio::sync::broadcast::Receiver<Event>;
+
+    /// Why resource limits are not enforced, when they are not.
+    fn limits_unenforced(&self) -> Option<String>;
 }

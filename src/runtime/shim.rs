@@ -14,10 +14,14 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::cgroup::Placement;
+
 /// Where the shim of one instance keeps its records.
 pub const PID_FILE: &str = "pid";
 pub const EXIT_FILE: &str = "exit";
 pub const LOG_FILE: &str = "log";
+/// Where the container's cgroups are ([`Placement`]), when the runtime made some.
+pub const CGROUP_FILE: &str = "cgroup";
 
 /// Longest piece of a line written as one log entry; longer lines are split (tag `P`).
 const MAX_LINE: usize = 16 * 1024;
@@ -42,6 +46,9 @@ pub struct Exit {
     /// Set when the container could not be started at all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why it ended, when the exit code does not say it all (`OOMKilled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Log rotation: rotate when the file passes `max_bytes`, keep `files` files in all.
@@ -197,6 +204,22 @@ fn supervise(
         return Err(io::Error::other("no command to run"));
     };
     let log = Arc::new(Mutex::new(Log::open(dir.join(LOG_FILE), rotation)?));
+    let cgroups: Option<Placement> = read_record(dir, CGROUP_FILE);
+    let cannot_run = |error: String| Exit {
+        exit_code: 128,
+        signal: None,
+        finished_at: now(),
+        error: Some(error),
+        reason: None,
+    };
+    if let Some(Err(e)) = cgroups.as_ref().map(Placement::enter) {
+        let _ = cgroups.as_ref().map(Placement::leave);
+        return write_record(
+            dir,
+            EXIT_FILE,
+            &cannot_run(format!("enter the container's cgroups: {e}")),
+        );
+    }
     let spawned = Command::new(program)
         .args(args)
         .process_group(0)
@@ -204,16 +227,15 @@ fn supervise(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
+    leave_cgroups(cgroups.as_ref());
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let exit = Exit {
-                exit_code: 128,
-                signal: None,
-                finished_at: now(),
-                error: Some(format!("exec {program:?}: {e}")),
-            };
-            return write_record(dir, EXIT_FILE, &exit);
+            return write_record(
+                dir,
+                EXIT_FILE,
+                &cannot_run(format!("exec {program:?}: {e}")),
+            );
         }
     };
     let pid = child.id() as i32;
@@ -250,8 +272,26 @@ fn supervise(
         signal: status.signal(),
         finished_at: now(),
         error: None,
+        reason: cgroups
+            .as_ref()
+            .is_some_and(Placement::oom_killed)
+            .then(|| "OOMKilled".to_string()),
     };
-    write_record(dir, EXIT_FILE, &exit)
+    write_record(dir, EXIT_FILE, &exit)?;
+    if let Some(c) = &cgroups {
+        c.remove();
+    }
+    Ok(())
+}
+
+/// The shim entered the container's cgroups only to start it there (a child is born in
+/// its parent's cgroups, so the container is limited from its first instruction); it
+/// leaves them at once, so it is neither charged for the container nor a candidate of
+/// the OOM killer when the container runs out of memory.
+fn leave_cgroups(cgroups: Option<&Placement>) {
+    if let Some(Err(e)) = cgroups.map(Placement::leave) {
+        eprintln!("berth shim: leave the container's cgroups: {e}");
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod https;
 mod kube_client;
 mod node;
 mod replication;
+mod resources;
 mod runtime;
 mod scheduling;
 mod store_concurrency;
