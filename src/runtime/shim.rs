@@ -365,6 +365,63 @@ mod tests {
         assert!(last.contains("line-199"), "{last}");
     }
 
+    fn placement(root: &Path) -> Placement {
+        let (dir, home) = (root.join("pod/c-0"), root.join("home"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::create_dir_all(&home).unwrap();
+        Placement {
+            dirs: vec![dir.clone()],
+            home: vec![home],
+            memory: (dir, super::super::cgroup::Version::V2),
+        }
+    }
+
+    #[test]
+    fn the_shim_starts_the_container_in_its_cgroups_and_reports_an_oom_kill() {
+        // A fake cgroup tree: joining one is writing a pid to its cgroup.procs.
+        let dir = tempfile::tempdir().unwrap();
+        let tree = tempfile::tempdir().unwrap();
+        let p = placement(tree.path());
+        fs::write(p.dirs[0].join("memory.events"), "oom 1\noom_kill 1\n").unwrap();
+        write_record(dir.path(), CGROUP_FILE, &p).unwrap();
+        let argv = vec!["sh".to_string(), "-c".to_string(), "kill -9 $$".to_string()];
+        assert_eq!(
+            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            0
+        );
+        let me = std::process::id().to_string();
+        let procs = |d: &Path| fs::read_to_string(d.join("cgroup.procs")).unwrap();
+        assert_eq!(procs(&p.dirs[0]), me, "entered before the spawn");
+        assert_eq!(procs(&p.home[0]), me, "and left after it");
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!((exit.exit_code, exit.signal), (137, Some(9)));
+        assert_eq!(exit.reason.as_deref(), Some("OOMKilled"));
+    }
+
+    #[test]
+    fn a_container_whose_cgroups_cannot_be_entered_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = tempfile::tempdir().unwrap();
+        let mut p = placement(tree.path());
+        p.dirs = vec![tree.path().join("gone")];
+        write_record(dir.path(), CGROUP_FILE, &p).unwrap();
+        let marker = dir.path().join("ran");
+        let argv = vec!["touch".to_string(), marker.display().to_string()];
+        assert_eq!(
+            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            0
+        );
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!(exit.exit_code, 128);
+        let error = exit.error.unwrap();
+        assert!(
+            error.starts_with("enter the container's cgroups: "),
+            "{error}"
+        );
+        assert!(!marker.exists());
+        assert_eq!(exit.reason, None);
+    }
+
     #[test]
     fn start_ticks_tell_processes_apart() {
         let me = std::process::id() as i32;
