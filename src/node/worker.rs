@@ -49,6 +49,38 @@ struct Worker<R> {
     told_rejected: bool,
 }
 
+/// What a whole pod may use, as kubelet sizes the pod's cgroup: a limit only when every
+/// container has one (the app containers' sum, or an init container's if larger); the
+/// cpu weight from the requests likewise.
+fn pod_resources(pod: &Value) -> Resources {
+    let list = |field: &str| -> Vec<Resources> {
+        pod["spec"][field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(resources)
+            .collect()
+    };
+    let (apps, inits) = (list("containers"), list("initContainers"));
+    let total = |get: fn(&Resources) -> Option<u64>, all: bool| -> Option<u64> {
+        let each = |rs: &[Resources]| -> Option<Vec<u64>> {
+            if all {
+                rs.iter().map(get).collect()
+            } else {
+                Some(rs.iter().filter_map(get).collect())
+            }
+        };
+        let sum: u64 = each(&apps)?.iter().sum();
+        let peak = each(&inits)?.into_iter().max().unwrap_or(0);
+        Some(sum.max(peak)).filter(|n| *n > 0)
+    };
+    Resources {
+        memory_limit_bytes: total(|r| r.memory_limit_bytes, true),
+        cpu_limit_millis: total(|r| r.cpu_limit_millis, true),
+        cpu_request_millis: total(|r| r.cpu_request_millis.or(r.cpu_limit_millis), false),
+    }
+}
+
 /// A container's resources as the runtime takes them. A quantity that does not parse
 /// (the API validates them) counts as not given.
 fn resources(c: &Value) -> Resources {
@@ -289,6 +321,7 @@ impl<R: Runtime + Clone> Worker<R> {
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
             resources: resources(c),
+            pod_resources: pod_resources(pod),
         };
         if spec.resources.any_limit() && !self.told_unenforced {
             if let Some(why) = self.shared.runtime.limits_unenforced() {
@@ -987,6 +1020,30 @@ mod tests {
         );
         assert_eq!(resources(&json!({})), Resources::default());
         assert!(!resources(&json!({"resources": {"limits": {"memory": "lots"}}})).any_limit());
+    }
+
+    #[test]
+    fn a_pod_is_limited_only_when_every_container_is() {
+        let c = |limits: Value, requests: Value| json!({"name": "c", "resources": {"limits": limits, "requests": requests}});
+        let pod = json!({"spec": {
+            "containers": [c(json!({"memory": "64Mi", "cpu": "1"}), json!({"cpu": "100m"})),
+                           c(json!({"memory": "32Mi"}), json!({}))],
+            "initContainers": [c(json!({"memory": "128Mi", "cpu": "2"}), json!({}))],
+        }});
+        assert_eq!(
+            pod_resources(&pod),
+            Resources {
+                memory_limit_bytes: Some(128 << 20),
+                cpu_limit_millis: None,
+                cpu_request_millis: Some(2000),
+            },
+            "the init container needs the most memory; one app container has no cpu limit"
+        );
+        let apps = json!({"spec": {"containers": [
+            c(json!({"memory": "64Mi"}), json!({})), c(json!({"memory": "32Mi"}), json!({}))
+        ]}});
+        assert_eq!(pod_resources(&apps).memory_limit_bytes, Some(96 << 20));
+        assert_eq!(pod_resources(&apps).cpu_request_millis, None);
     }
 
     #[test]

@@ -317,14 +317,15 @@ impl Cgroups {
         u.parent.join(format!("pod{pod_uid}"))
     }
 
-    /// Creates the cgroups of one container instance (and of its pod, the first time)
-    /// with its limits written, and says where they are.
+    /// Creates the cgroups of one container instance and of its pod (with `limits` and
+    /// `pod_limits` written), and says where they are.
     pub fn create(
         &self,
         pod_uid: &str,
         container: &str,
         attempt: u32,
         limits: &Resources,
+        pod_limits: &Resources,
     ) -> io::Result<Placement> {
         let mut dirs = Vec::new();
         let mut memory = None;
@@ -337,10 +338,12 @@ impl Cgroups {
             let dir = pod.join(format!("{container}-{attempt}"));
             create_dir(&dir)?;
             if u.memory {
+                Self::limit_memory(u.version, &pod, pod_limits)?;
                 Self::limit_memory(u.version, &dir, limits)?;
                 memory = Some((dir.clone(), u.version));
             }
             if u.cpu {
+                Self::limit_cpu(u.version, &pod, pod_limits)?;
                 Self::limit_cpu(u.version, &dir, limits)?;
             }
             dirs.push(dir);
@@ -586,6 +589,14 @@ mod tests {
         }
     }
 
+    fn pod_limits() -> Resources {
+        Resources {
+            memory_limit_bytes: Some(96 << 20),
+            cpu_limit_millis: Some(1500),
+            cpu_request_millis: Some(1000),
+        }
+    }
+
     #[test]
     fn a_hybrid_layout_uses_the_v1_controllers() {
         let fake = Fake::new();
@@ -610,7 +621,9 @@ mod tests {
     fn v1_cgroups_get_limits_and_report_oom_kills() {
         let fake = Fake::new();
         let cgroups = Cgroups::new(&fake.hybrid(), "berth").unwrap();
-        let placement = cgroups.create("u1", "app", 2, &limits()).unwrap();
+        let placement = cgroups
+            .create("u1", "app", 2, &limits(), &pod_limits())
+            .unwrap();
         let (mem, cpu) = (
             fake.path("memory/berth/podu1/app-2"),
             fake.path("cpu/berth/podu1/app-2"),
@@ -630,6 +643,13 @@ mod tests {
             "100000"
         );
         assert_eq!(fake.read("cpu/berth/podu1/app-2/cpu.shares"), "256");
+        // The pod's own limits, on the pod's cgroup.
+        assert_eq!(
+            fake.read("memory/berth/podu1/memory.limit_in_bytes"),
+            (96u64 << 20).to_string()
+        );
+        assert_eq!(fake.read("cpu/berth/podu1/cpu.cfs_quota_us"), "150000");
+        assert_eq!(fake.read("cpu/berth/podu1/cpu.shares"), "1024");
         assert!(
             !fake
                 .path("memory/berth/podu1/app-2/memory.memsw.limit_in_bytes")
@@ -637,7 +657,7 @@ mod tests {
         );
         // No limits: nothing is written.
         cgroups
-            .create("u1", "side", 0, &Resources::default())
+            .create("u1", "side", 0, &Resources::default(), &pod_limits())
             .unwrap();
         assert!(
             !fake
@@ -690,7 +710,9 @@ mod tests {
         // The kernel creates the interface files with the directory; here they are made.
         let dir = fake.mkdir("memory/berth/podu2/app-0");
         fs::write(dir.join("memory.memsw.limit_in_bytes"), "").unwrap();
-        cgroups.create("u2", "app", 0, &limits()).unwrap();
+        cgroups
+            .create("u2", "app", 0, &limits(), &Resources::default())
+            .unwrap();
         assert_eq!(
             fake.read("memory/berth/podu2/app-0/memory.memsw.limit_in_bytes"),
             "33554432"
@@ -707,7 +729,9 @@ mod tests {
         let cgroups = Cgroups::new(&layout, "berth").unwrap();
         assert_eq!(fake.read("cg/cgroup.subtree_control"), "+memory +cpu");
         assert_eq!(fake.read("cg/berth/cgroup.subtree_control"), "+memory +cpu");
-        let placement = cgroups.create("u1", "app", 0, &limits()).unwrap();
+        let placement = cgroups
+            .create("u1", "app", 0, &limits(), &pod_limits())
+            .unwrap();
         let dir = fake.path("cg/berth/podu1/app-0");
         assert_eq!(placement.dirs, vec![dir.clone()]);
         assert_eq!(placement.memory, (dir.clone(), Version::V2));
@@ -718,6 +742,12 @@ mod tests {
         assert_eq!(fake.read("cg/berth/podu1/app-0/memory.max"), "33554432");
         assert_eq!(fake.read("cg/berth/podu1/app-0/cpu.max"), "50000 100000");
         assert_eq!(fake.read("cg/berth/podu1/app-0/cpu.weight"), "10");
+        assert_eq!(
+            fake.read("cg/berth/podu1/memory.max"),
+            (96u64 << 20).to_string()
+        );
+        assert_eq!(fake.read("cg/berth/podu1/cpu.max"), "150000 100000");
+        assert_eq!(fake.read("cg/berth/podu1/cpu.weight"), "39");
         assert!(!placement.oom_killed());
         fs::write(
             dir.join("memory.events"),
@@ -726,10 +756,14 @@ mod tests {
         .unwrap();
         assert!(placement.oom_killed());
         // The kernel removes interface files with the directory; here they are removed.
-        for f in fs::read_dir(&dir).unwrap() {
-            fs::remove_file(f.unwrap().path()).unwrap();
+        for d in [&dir, &fake.path("cg/berth/podu1")] {
+            for f in fs::read_dir(d).unwrap() {
+                let f = f.unwrap().path();
+                if f.is_file() {
+                    fs::remove_file(f).unwrap();
+                }
+            }
         }
-        fs::remove_file(fake.path("cg/berth/podu1/cgroup.subtree_control")).unwrap();
         cgroups.remove_pod("u1").unwrap();
         assert!(!fake.path("cg/berth/podu1").exists());
         cgroups.remove_pod("u1").unwrap();

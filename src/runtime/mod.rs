@@ -80,6 +80,9 @@ pub struct ContainerSpec {
     /// What the container may use (enforced when the runtime has cgroups).
     #[serde(default)]
     pub resources: Resources,
+    /// What the whole pod may use: a limit only when every container of the pod has one.
+    #[serde(default)]
+    pub pod_resources: Resources,
 }
 
 /// A container's resources, in the units the kernel takes.

@@ -257,7 +257,13 @@ impl Runtime for ProcessRuntime {
             .map_err(|e| Error::io(format!("record container {id}"), e))?;
         if let Ok(cgroups) = &self.inner.cgroups {
             let placement = cgroups
-                .create(&id.pod_uid, &id.name, id.attempt, &spec.resources)
+                .create(
+                    &id.pod_uid,
+                    &id.name,
+                    id.attempt,
+                    &spec.resources,
+                    &spec.pod_resources,
+                )
                 .map_err(|e| Error::io(format!("create the cgroups of container {id}"), e))?;
             shim::write_record(&dir, CGROUP_FILE, &placement)
                 .map_err(|e| Error::io(format!("record the cgroups of container {id}"), e))?;

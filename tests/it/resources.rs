@@ -164,30 +164,37 @@ async fn cpu_and_memory_limits_are_written_to_the_containers_cgroups() {
     })
     .await;
     let read = |h: &berth::runtime::cgroup::Hierarchy, file: &str| {
-        std::fs::read_to_string(pod_dir(h, &uid).join("main-0").join(file))
+        std::fs::read_to_string(pod_dir(h, &uid).join(file))
             .unwrap_or_else(|e| panic!("{file}: {e}"))
             .trim()
             .to_string()
     };
     let procs = |h: &berth::runtime::cgroup::Hierarchy| -> Vec<String> {
-        read(h, "cgroup.procs")
+        read(h, "main-0/cgroup.procs")
             .lines()
             .map(|l| l.trim().to_string())
             .collect()
     };
-    match cpu.version {
-        berth::runtime::cgroup::Version::V1 => {
-            assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "25000");
-            assert_eq!(read(&cpu, "cpu.cfs_period_us"), "100000");
-            assert_eq!(read(&cpu, "cpu.shares"), "102");
-            assert_eq!(
-                read(&memory, "memory.limit_in_bytes"),
-                (64u64 << 20).to_string()
-            );
-        }
-        berth::runtime::cgroup::Version::V2 => {
-            assert_eq!(read(&cpu, "cpu.max"), "25000 100000");
-            assert_eq!(read(&memory, "memory.max"), (64u64 << 20).to_string());
+    // The container's limits on its cgroup, and the same on the pod's (its only container).
+    for at in ["main-0/", ""] {
+        let file = |name: &str| format!("{at}{name}");
+        match cpu.version {
+            berth::runtime::cgroup::Version::V1 => {
+                assert_eq!(read(&cpu, &file("cpu.cfs_quota_us")), "25000");
+                assert_eq!(read(&cpu, &file("cpu.cfs_period_us")), "100000");
+                assert_eq!(read(&cpu, &file("cpu.shares")), "102");
+                assert_eq!(
+                    read(&memory, &file("memory.limit_in_bytes")),
+                    (64u64 << 20).to_string()
+                );
+            }
+            berth::runtime::cgroup::Version::V2 => {
+                assert_eq!(read(&cpu, &file("cpu.max")), "25000 100000");
+                assert_eq!(
+                    read(&memory, &file("memory.max")),
+                    (64u64 << 20).to_string()
+                );
+            }
         }
     }
     // The container is in its cgroups, and only the container: its shim left them.
@@ -343,6 +350,56 @@ async fn a_node_takes_no_more_pods_than_it_has_room_for() {
     })
     .await;
     for name in ["second", "third", "fourth"] {
+        delete_and_wait(&s, name).await;
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn pods_running_when_the_agent_restarts_are_not_admitted_again() {
+    let s = server(|n| n.agent.max_pods = 2).await;
+    for name in ["kept-a", "kept-b"] {
+        let (code, created) = s
+            .post(PODS, bound(name, "exec sleep 7405", json!({})))
+            .await;
+        assert_eq!(code, 201, "{created}");
+    }
+    for name in ["kept-a", "kept-b"] {
+        pod_until(&s, name, "the pod runs", |p| {
+            p["status"]["phase"] == "Running"
+        })
+        .await;
+    }
+    let dir = s.stop().await;
+    // The node shrinks while berth is down: what runs stays, nothing new fits.
+    let s = TestServer::start_in(dir, |c| {
+        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
+        agent.max_pods = 1;
+        c.node = Some(berth::app::NodeSettings {
+            agent,
+            shim_program: env!("CARGO_BIN_EXE_berth").into(),
+            cgroups: true,
+        });
+    })
+    .await;
+    let (code, _) = s
+        .post(PODS, bound("late", "exec sleep 7405", json!({})))
+        .await;
+    assert_eq!(code, 201);
+    let p = pod_until(&s, "late", "the pod is rejected", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(
+        p["status"]["message"],
+        "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 1"
+    );
+    for name in ["kept-a", "kept-b"] {
+        let (_, p) = s.get(&format!("{PODS}/{name}")).await;
+        assert_eq!(p["status"]["phase"], "Running", "{p}");
+        assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
+    }
+    for name in ["kept-a", "kept-b", "late"] {
         delete_and_wait(&s, name).await;
     }
     s.stop().await;

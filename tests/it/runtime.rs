@@ -33,6 +33,7 @@ fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         env: vec![("GREETING".into(), "hello".into())],
         working_dir: None,
         resources: Default::default(),
+        pod_resources: Default::default(),
     }
 }
 
