@@ -102,19 +102,17 @@ impl Layout {
             let mount = PathBuf::from(unescape(mount));
             let (version, controllers, member) = match *fstype {
                 "cgroup" => {
-                    let options = rest.get(2).copied().unwrap_or("");
-                    let known = |o: &&str| {
-                        !matches!(*o, "rw" | "ro" | "noprefix" | "clone_children" | "xattr")
-                            && !o.starts_with("release_agent=")
-                    };
-                    let controllers: Vec<String> = options
-                        .split(',')
-                        .filter(known)
-                        .map(str::to_string)
-                        .collect();
+                    // The super options name the controllers among other flags; the
+                    // hierarchy's line in /proc/self/cgroup names exactly its controllers.
+                    let options: Vec<&str> =
+                        rest.get(2).copied().unwrap_or("").split(',').collect();
                     let member = memberships.iter().find(|(_, list, _)| {
-                        !list.is_empty() && list.iter().all(|c| controllers.iter().any(|m| m == c))
+                        !list.is_empty() && list.iter().all(|c| options.contains(c))
                     });
+                    let controllers = match member {
+                        Some((_, list, _)) => list.iter().map(|c| c.to_string()).collect(),
+                        None => Vec::new(),
+                    };
                     (Version::V1, controllers, member)
                 }
                 "cgroup2" => {
@@ -615,6 +613,35 @@ mod tests {
         assert_eq!(systemd.controllers, vec!["name=systemd".to_string()]);
         assert_eq!(layout.with("hugetlb").unwrap().version, Version::V2);
         assert!(layout.with("io").is_none());
+    }
+
+    #[test]
+    fn comounted_controllers_and_a_mount_of_a_subtree_are_understood() {
+        let fake = Fake::new();
+        let base = fake.dir.path().display().to_string();
+        let mountinfo = format!(
+            "40 31 0:30 / {base}/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+             41 31 0:31 /outer {base}/memory rw - cgroup cgroup rw,noprefix,memory\n\
+             42 31 0:32 / {base}/with\\040space rw - cgroup cgroup rw,pids\n"
+        );
+        let own = "3:pids:/\n2:memory:/outer/inner\n1:cpu,cpuacct:/a\n";
+        let layout = Layout::parse(&mountinfo, own);
+        let cpu = layout.with("cpuacct").unwrap();
+        assert_eq!(
+            cpu.controllers,
+            vec!["cpu".to_string(), "cpuacct".to_string()]
+        );
+        assert_eq!(cpu.own, fake.path("cpu,cpuacct/a"));
+        assert_eq!(layout.with("cpu"), Some(cpu));
+        let memory = layout.with("memory").unwrap();
+        assert_eq!(memory.controllers, vec!["memory".to_string()]);
+        assert_eq!(
+            memory.own,
+            fake.path("memory/inner"),
+            "the path is from the mount's root"
+        );
+        assert_eq!(layout.with("pids").unwrap().mount, fake.path("with space"));
+        assert_eq!(layout.kind(), "v1");
     }
 
     #[test]
