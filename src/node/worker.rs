@@ -91,9 +91,13 @@ fn resources(c: &Value) -> Resources {
     };
     let whole = |q: Quantity| u64::try_from(q.value()).ok();
     let milli = |q: Quantity| u64::try_from(q.milli()).ok();
+    // A limit of zero is no limit (as the container runtimes read it).
+    let limit = |n: u64| (n > 0).then_some(n);
     Resources {
-        memory_limit_bytes: get("/resources/limits/memory").and_then(whole),
-        cpu_limit_millis: get("/resources/limits/cpu").and_then(milli),
+        memory_limit_bytes: get("/resources/limits/memory")
+            .and_then(whole)
+            .and_then(limit),
+        cpu_limit_millis: get("/resources/limits/cpu").and_then(milli).and_then(limit),
         cpu_request_millis: get("/resources/requests/cpu").and_then(milli),
     }
 }
@@ -1020,6 +1024,9 @@ mod tests {
         );
         assert_eq!(resources(&json!({})), Resources::default());
         assert!(!resources(&json!({"resources": {"limits": {"memory": "lots"}}})).any_limit());
+        assert!(
+            !resources(&json!({"resources": {"limits": {"memory": "0", "cpu": "0"}}})).any_limit()
+        );
     }
 
     #[test]

@@ -212,13 +212,17 @@ fn supervise(
         error: Some(error),
         reason: None,
     };
+    // The exit is recorded, then the instance's cgroups go (nothing runs in them now).
+    let finish = |exit: &Exit| {
+        let written = write_record(dir, EXIT_FILE, exit);
+        if let Some(c) = &cgroups {
+            c.remove();
+        }
+        written
+    };
     if let Some(Err(e)) = cgroups.as_ref().map(Placement::enter) {
-        let _ = cgroups.as_ref().map(Placement::leave);
-        return write_record(
-            dir,
-            EXIT_FILE,
-            &cannot_run(format!("enter the container's cgroups: {e}")),
-        );
+        leave_cgroups(cgroups.as_ref());
+        return finish(&cannot_run(format!("enter the container's cgroups: {e}")));
     }
     let spawned = Command::new(program)
         .args(args)
@@ -231,11 +235,7 @@ fn supervise(
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            return write_record(
-                dir,
-                EXIT_FILE,
-                &cannot_run(format!("exec {program:?}: {e}")),
-            );
+            return finish(&cannot_run(format!("exec {program:?}: {e}")));
         }
     };
     let pid = child.id() as i32;
@@ -277,11 +277,7 @@ fn supervise(
             .is_some_and(Placement::oom_killed)
             .then(|| "OOMKilled".to_string()),
     };
-    write_record(dir, EXIT_FILE, &exit)?;
-    if let Some(c) = &cgroups {
-        c.remove();
-    }
-    Ok(())
+    finish(&exit)
 }
 
 /// The shim entered the container's cgroups only to start it there (a child is born in
