@@ -334,7 +334,17 @@ impl Cgroups {
                 self.delegate(u, &pod)?;
             }
             let dir = pod.join(format!("{container}-{attempt}"));
-            create_dir(&dir)?;
+            if let Err(e) = create_dir(&dir) {
+                // Another berth's sweep may have taken the empty pod cgroup just now.
+                if e.kind() != io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+                create_dir(&pod)?;
+                if u.version == Version::V2 {
+                    self.delegate(u, &pod)?;
+                }
+                create_dir(&dir)?;
+            }
             if u.memory {
                 Self::limit_memory(u.version, &pod, pod_limits)?;
                 Self::limit_memory(u.version, &dir, limits)?;
@@ -422,6 +432,33 @@ impl Cgroups {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Cgroups {
+    /// Removes the empty cgroups of pods not in `keep` (left when berth stopped before
+    /// their pods were deleted); returns how many went. A pod cgroup with anything in it
+    /// stays: it may be another berth's on the same machine.
+    pub fn sweep(&self, keep: &std::collections::HashSet<String>) -> usize {
+        let mut removed = 0;
+        for u in &self.used {
+            let Ok(entries) = fs::read_dir(&u.parent) else {
+                continue;
+            };
+            for entry in entries.filter_map(|e| e.ok()) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(uid) = name.strip_prefix("pod") else {
+                    continue;
+                };
+                let empty = fs::read_dir(entry.path()).is_ok_and(|mut d| {
+                    !d.any(|e| e.is_ok_and(|e| e.file_type().is_ok_and(|t| t.is_dir())))
+                });
+                if !keep.contains(uid) && empty && fs::remove_dir(entry.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
     }
 }
 
@@ -816,6 +853,29 @@ mod tests {
         );
         let e = Cgroups::new(&Layout::parse(&gone, "1:memory,cpu:/\n"), "berth").unwrap_err();
         assert!(e.contains("missing/berth"), "{e}");
+    }
+
+    #[test]
+    fn a_sweep_takes_only_empty_cgroups_of_unknown_pods() {
+        let fake = Fake::new();
+        let cgroups = Cgroups::new(&fake.hybrid(), "berth").unwrap();
+        for d in [
+            "memory/berth/podgone",
+            "memory/berth/podkept",
+            "memory/berth/podbusy/c-0",
+        ] {
+            fake.mkdir(d);
+        }
+        fake.mkdir("memory/berth/other");
+        let keep = ["kept".to_string()].into_iter().collect();
+        assert_eq!(cgroups.sweep(&keep), 1);
+        assert!(!fake.path("memory/berth/podgone").exists());
+        assert!(fake.path("memory/berth/podkept").exists());
+        assert!(
+            fake.path("memory/berth/podbusy/c-0").exists(),
+            "it has a container cgroup"
+        );
+        assert!(fake.path("memory/berth/other").exists());
     }
 
     #[test]

@@ -89,11 +89,21 @@ impl ProcessRuntime {
                 tasks: Mutex::new(JoinSet::new()),
             }),
         };
-        for uid in rt.pods()? {
-            for status in rt.pod_status(&uid)? {
+        let pods = rt.pods()?;
+        for uid in &pods {
+            for status in rt.pod_status(uid)? {
                 if matches!(status.state, State::Running | State::Created) {
                     rt.adopt(&status.id);
                 }
+            }
+        }
+        if let Ok(cgroups) = &rt.inner.cgroups {
+            let swept = cgroups.sweep(&pods.into_iter().collect());
+            if swept > 0 {
+                tracing::info!(
+                    swept,
+                    "removed the empty cgroups of pods this node no longer has"
+                );
             }
         }
         Ok(rt)
