@@ -18,6 +18,9 @@ use crate::registry::{Registry, User};
 use crate::runtime::process::ProcessRuntime;
 use crate::store::{self, Store};
 
+/// The cgroup under which berth puts its pods, at the root of each hierarchy.
+const CGROUP_PARENT: &str = "berth";
+
 /// Everything `berth serve` can be told.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -39,6 +42,9 @@ pub struct NodeSettings {
     pub agent: node::Config,
     /// The program that runs as `PROGRAM shim ...` for each container (this berth binary).
     pub shim_program: PathBuf,
+    /// Enforce resource limits through cgroups, when this machine lets berth make them
+    /// (off: containers run without their limits, and their pods are told so).
+    pub cgroups: bool,
 }
 
 impl NodeSettings {
@@ -50,6 +56,7 @@ impl NodeSettings {
         NodeSettings {
             agent: node::Config::new(&name, "127.0.0.1"),
             shim_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("berth")),
+            cgroups: true,
         }
     }
 }
@@ -281,10 +288,19 @@ impl Cluster {
             if agent.ca_pem.is_empty() {
                 agent.ca_pem = self.ca_pem.clone();
             }
-            let runtime = ProcessRuntime::open(
+            let cgroups = if settings.cgroups {
+                crate::runtime::cgroup::Cgroups::for_this_machine(CGROUP_PARENT)
+            } else {
+                Err("cgroups are turned off".to_string())
+            };
+            if let Err(why) = &cgroups {
+                tracing::warn!(reason = %why, "resource limits of containers are not enforced");
+            }
+            let runtime = ProcessRuntime::open_with_cgroups(
                 &self.data_dir.join("pods"),
                 &settings.shim_program,
                 crate::runtime::shim::Rotation::default(),
+                cgroups,
             )
             .map_err(|e| Error::Io {
                 context: "open the container runtime".into(),

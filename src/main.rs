@@ -56,6 +56,9 @@ enum Command {
         /// files, one pod each) as static pods, mirrored into the API.
         #[arg(long)]
         pod_manifest_path: Option<PathBuf>,
+        /// Run containers without cgroups: their resource limits are not enforced.
+        #[arg(long)]
+        no_cgroups: bool,
     },
     /// Storage schema migrations.
     Migrate {
@@ -150,6 +153,7 @@ fn main() -> anyhow::Result<()> {
             node_name,
             max_pods,
             pod_manifest_path,
+            no_cgroups,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
@@ -160,6 +164,7 @@ fn main() -> anyhow::Result<()> {
                 let mut node = berth::app::NodeSettings::for_this_machine(node_name);
                 node.agent.max_pods = max_pods;
                 node.agent.pod_manifest_path = pod_manifest_path;
+                node.cgroups = !no_cgroups;
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;

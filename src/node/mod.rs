@@ -4,6 +4,7 @@
 //! Pods come from two sources: the API (pods bound to this node) and, optionally, a
 //! directory of manifests (static pods, mirrored into the API).
 
+mod admission;
 mod atomic_writer;
 pub mod manifests;
 mod pods;
@@ -27,6 +28,7 @@ use crate::client::{Client, ListParams, Patch};
 use crate::controller::Supervisor;
 use crate::registry::{Kind, catalog};
 use crate::runtime::{Event, Runtime};
+use admission::Rejection;
 use manifests::{Scan, is_mirror, is_static};
 
 pub use pods::Pods;
@@ -446,6 +448,31 @@ struct ApiChange {
     deleted: bool,
 }
 
+/// Whether a pod has ended (it holds nothing of the node any more).
+fn finished(pod: &Value) -> bool {
+    matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// This node as admission sees it: its labels and taints from the API (when it can be
+/// read) and the allocatable of this machine.
+async fn this_node(client: &Client, config: &Config) -> Value {
+    let mut node = match client
+        .get(catalog::of(Kind::Node), None, &config.node_name)
+        .await
+    {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(node = %config.node_name, error = %e, "could not read the node; admitting against this machine alone");
+            json!({"metadata": {"name": config.node_name}})
+        }
+    };
+    node["status"]["allocatable"] = node_status(config)["allocatable"].clone();
+    node
+}
+
 type Desired = watch::Sender<Option<Arc<Value>>>;
 
 /// The agent's loop state: one worker per pod uid.
@@ -455,10 +482,14 @@ struct Agent<R> {
     tasks: JoinSet<String>,
     /// Static pods whose mirror pod could not be made (said once in the log).
     mirror_failed: std::collections::HashSet<String>,
+    /// Pods that had containers when the agent started: they were admitted before.
+    had_containers: std::collections::HashSet<String>,
+    /// Pods admission refused (their workers only report that).
+    rejected: std::collections::HashSet<String>,
 }
 
 impl<R: Runtime + Clone> Agent<R> {
-    fn spawn(&mut self, uid: String, desired: Option<Arc<Value>>) {
+    fn spawn(&mut self, uid: String, desired: Option<Arc<Value>>, rejection: Option<Rejection>) {
         let (tx, rx) = watch::channel(desired);
         let notify = Arc::new(tokio::sync::Notify::new());
         self.tasks.spawn(worker::run(
@@ -466,17 +497,48 @@ impl<R: Runtime + Clone> Agent<R> {
             uid.clone(),
             rx,
             notify.clone(),
+            rejection,
         ));
         self.workers.insert(uid, (tx, notify));
     }
 
-    /// Hands a pod (or its absence) to its worker, starting one for a new pod.
-    fn desire(&mut self, uid: String, desired: Option<Arc<Value>>) {
+    /// Hands a pod (or its absence) to its worker, starting one for a new pod once
+    /// admission (§13) has said whether it fits.
+    async fn desire(&mut self, uid: String, desired: Option<Arc<Value>>) {
         if let Some((tx, _)) = self.workers.get(&uid) {
             tx.send_replace(desired);
-        } else if desired.is_some() {
-            self.spawn(uid, desired);
+            return;
         }
+        let Some(pod) = desired else { return };
+        let rejection = self.admit(&uid, &pod).await.err();
+        if let Some(r) = &rejection {
+            tracing::info!(pod = %uid, reason = %r.reason, message = %r.message, "rejected a pod");
+            self.rejected.insert(uid.clone());
+        }
+        self.spawn(uid, Some(pod), rejection);
+    }
+
+    /// Whether a new pod fits beside the pods admitted already.
+    async fn admit(&self, uid: &str, pod: &Value) -> Result<(), Rejection> {
+        if self.had_containers.contains(uid) || finished(pod) {
+            return Ok(());
+        }
+        let others: Vec<Arc<Value>> = self
+            .shared
+            .pods
+            .list()
+            .into_iter()
+            .filter(|p| {
+                let other = p["metadata"]["uid"].as_str().unwrap_or("");
+                other != uid
+                    && self.workers.contains_key(other)
+                    && !self.rejected.contains(other)
+                    && !finished(p)
+            })
+            .collect();
+        let others: Vec<&Value> = others.iter().map(|p| p.as_ref()).collect();
+        let node = this_node(&self.shared.client, &self.shared.config).await;
+        admission::admit(pod, &node, &others)
     }
 
     fn wake(&self, uid: &str) {
@@ -503,7 +565,7 @@ impl<R: Runtime + Clone> Agent<R> {
             return;
         }
         let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        self.desire(uid, (!deleted).then_some(pod));
+        self.desire(uid, (!deleted).then_some(pod)).await;
     }
 
     /// A new complete set of static pods: the ones gone are stopped, new ones started
@@ -531,7 +593,7 @@ impl<R: Runtime + Clone> Agent<R> {
             if !uids.contains(uid) {
                 tracing::info!(pod = %manifests::full_name(&old), "static pod removed");
                 pods.remove(&old);
-                self.desire(uid.to_string(), None);
+                self.desire(uid.to_string(), None).await;
             }
         }
         for mut pod in scan.pods {
@@ -544,7 +606,7 @@ impl<R: Runtime + Clone> Agent<R> {
                 json!(crate::types::now_micro());
             let pod = Arc::new(pod);
             pods.upsert(pod.clone());
-            self.desire(uid, Some(pod));
+            self.desire(uid, Some(pod)).await;
         }
         self.sync_mirrors().await;
     }
@@ -651,6 +713,13 @@ async fn run<R: Runtime + Clone>(
         workers: HashMap::new(),
         tasks: JoinSet::new(),
         mirror_failed: std::collections::HashSet::new(),
+        had_containers: shared
+            .runtime
+            .pods()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        rejected: std::collections::HashSet::new(),
     };
     let mut events = shared.runtime.events();
     // Containers of pods this node no longer has (deleted while berth was down).
@@ -663,7 +732,7 @@ async fn run<R: Runtime + Clone>(
         .collect();
     for uid in shared.runtime.pods().unwrap_or_default() {
         if !known.contains(&uid) {
-            agent.spawn(uid, None);
+            agent.spawn(uid, None, None);
         }
     }
     if let Some(scan) = first_scan {
@@ -700,9 +769,10 @@ async fn run<R: Runtime + Clone>(
                 match done {
                     Ok(uid) => {
                         agent.workers.remove(&uid);
+                        agent.rejected.remove(&uid);
                         // Wanted again meanwhile (a manifest put back as it was).
                         if let Some(pod) = shared.pods.get(&uid).filter(|p| is_static(p)) {
-                            agent.spawn(uid, Some(pod));
+                            agent.desire(uid, Some(pod)).await;
                         }
                     }
                     Err(e) => tracing::error!(error = %e, "a pod worker failed"),

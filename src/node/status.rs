@@ -43,7 +43,12 @@ fn terminated(s: &ContainerStatus) -> Value {
         _ if s.error.is_some() => (s.exit_code.unwrap_or(128), "ContainerCannotRun"),
         _ => {
             let code = s.exit_code.unwrap_or(0);
-            (code, if code == 0 { "Completed" } else { "Error" })
+            let reason = match &s.reason {
+                Some(r) => r.as_str(),
+                None if code == 0 => "Completed",
+                None => "Error",
+            };
+            (code, reason)
         }
     };
     let mut t = json!({
@@ -377,6 +382,7 @@ mod tests {
             exit_code: code,
             signal: None,
             error: None,
+            reason: None,
             pid: Some(1),
         }
     }
@@ -492,6 +498,20 @@ mod tests {
         assert_eq!(cs["lastState"]["terminated"]["exitCode"], 1);
         assert_eq!(cs["restartCount"], 1);
         assert_eq!(st["phase"], "Running");
+    }
+
+    #[test]
+    fn an_oom_kill_is_the_reason_a_container_ended() {
+        let mut killed = inst("a", 0, State::Exited, Some(137));
+        killed.signal = Some(9);
+        killed.reason = Some("OOMKilled".into());
+        let st = build_with(&pod("Never"), &[killed], &HashMap::new());
+        let t = &st["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(
+            (t["exitCode"].as_i64(), t["reason"].as_str()),
+            (Some(137), Some("OOMKilled"))
+        );
+        assert_eq!(st["phase"], "Failed");
     }
 
     #[test]

@@ -13,13 +13,15 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 
 use super::Shared;
+use super::admission::Rejection;
 use super::probe::{self, Kind as ProbeKind, Outcome, Tracker};
 use super::status::{self, Inputs, Waiting};
 use super::volume;
 use crate::client::Patch;
 use crate::client::recorder::EventType;
 use crate::registry::{Kind, catalog};
-use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State};
+use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Resources, Runtime, State};
+use crate::types::quantity::Quantity;
 
 /// Even a grace period of 0 gives a container this long between SIGTERM and SIGKILL.
 const MIN_GRACE: Duration = Duration::from_secs(2);
@@ -53,6 +55,65 @@ struct Worker<R> {
     volumes: Result<volume::Prepared, String>,
     /// When to try again after volumes failed (doubling up to [`MOUNT_RETRY_MAX`]).
     mount_retry: Duration,
+    /// Whether the pod was told that its limits are not enforced (it is told once).
+    told_unenforced: bool,
+    /// Why the node turned the pod away, if it did: it never starts.
+    rejected: Option<Rejection>,
+    /// Whether the rejection event was sent.
+    told_rejected: bool,
+}
+
+/// What a whole pod may use, as kubelet sizes the pod's cgroup: a limit only when every
+/// container has one (the app containers' sum, or an init container's if larger); the
+/// cpu weight from the requests likewise.
+fn pod_resources(pod: &Value) -> Resources {
+    let list = |field: &str| -> Vec<Resources> {
+        pod["spec"][field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(resources)
+            .collect()
+    };
+    let (apps, inits) = (list("containers"), list("initContainers"));
+    let total = |get: fn(&Resources) -> Option<u64>, all: bool| -> Option<u64> {
+        let each = |rs: &[Resources]| -> Option<Vec<u64>> {
+            if all {
+                rs.iter().map(get).collect()
+            } else {
+                Some(rs.iter().filter_map(get).collect())
+            }
+        };
+        let sum: u64 = each(&apps)?.iter().sum();
+        let peak = each(&inits)?.into_iter().max().unwrap_or(0);
+        Some(sum.max(peak)).filter(|n| *n > 0)
+    };
+    Resources {
+        memory_limit_bytes: total(|r| r.memory_limit_bytes, true),
+        cpu_limit_millis: total(|r| r.cpu_limit_millis, true),
+        cpu_request_millis: total(|r| r.cpu_request_millis.or(r.cpu_limit_millis), false),
+    }
+}
+
+/// A container's resources as the runtime takes them. A quantity that does not parse
+/// (the API validates them) counts as not given.
+fn resources(c: &Value) -> Resources {
+    let get = |path: &str| {
+        c.pointer(path)
+            .and_then(Value::as_str)
+            .and_then(|q| q.parse::<Quantity>().ok())
+    };
+    let whole = |q: Quantity| u64::try_from(q.value()).ok();
+    let milli = |q: Quantity| u64::try_from(q.milli()).ok();
+    // A limit of zero is no limit (as the container runtimes read it).
+    let limit = |n: u64| (n > 0).then_some(n);
+    Resources {
+        memory_limit_bytes: get("/resources/limits/memory")
+            .and_then(whole)
+            .and_then(limit),
+        cpu_limit_millis: get("/resources/limits/cpu").and_then(milli).and_then(limit),
+        cpu_request_millis: get("/resources/requests/cpu").and_then(milli),
+    }
 }
 
 /// A stable hash of a container's spec: a different hash means "changed, restart".
@@ -301,7 +362,19 @@ impl<R: Runtime + Clone> Worker<R> {
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
             mounts,
+            resources: resources(c),
+            pod_resources: pod_resources(pod),
         };
+        if spec.resources.any_limit() && !self.told_unenforced {
+            if let Some(why) = self.shared.runtime.limits_unenforced() {
+                self.told_unenforced = true;
+                let message = format!("Resource limits are not enforced on this node: {why}");
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, "LimitsNotEnforced", &message)
+                    .await;
+            }
+        }
         self.envs.insert(name.to_string(), env.clone());
         match self.shared.runtime.start(&spec).await {
             Ok(id) => {
@@ -376,6 +449,17 @@ impl<R: Runtime + Clone> Worker<R> {
     async fn sync(&mut self, pod: &Value) -> Option<Duration> {
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
             self.retry |= !self.terminate(Some(pod), true).await;
+            return None;
+        }
+        if let Some(r) = self.rejected.clone() {
+            if !self.told_rejected {
+                self.told_rejected = true;
+                self.shared
+                    .recorder
+                    .event(pod, EventType::Warning, &r.reason, &r.message)
+                    .await;
+            }
+            self.write_status(pod, r.status()).await;
             return None;
         }
         // A finished pod never runs again.
@@ -1099,6 +1183,7 @@ pub(super) async fn run<R: Runtime + Clone>(
     uid: String,
     mut desired: watch::Receiver<Option<Arc<Value>>>,
     wake: Arc<Notify>,
+    rejected: Option<Rejection>,
 ) -> String {
     let resync = shared.config.resync_every;
     let shared_retry = shared.config.retry_after;
@@ -1112,6 +1197,9 @@ pub(super) async fn run<R: Runtime + Clone>(
         reported: None,
         volumes: Ok(volume::Prepared::default()),
         mount_retry: MOUNT_RETRY_FIRST,
+        told_unenforced: false,
+        rejected,
+        told_rejected: false,
     };
     let retry = shared_retry;
     let clock = worker.shared.clone();
@@ -1223,6 +1311,49 @@ mod tests {
         assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", ""), "y");
         assert_eq!(field_value(&pod, "status.podIP", "1.2.3.4"), "1.2.3.4");
         assert_eq!(field_value(&pod, "spec.nodeName", ""), "node");
+    }
+
+    #[test]
+    fn resources_are_read_in_kernel_units() {
+        let c = json!({"resources": {"limits": {"memory": "32Mi", "cpu": "1500m"},
+                                     "requests": {"cpu": "0.25", "memory": "1Gi"}}});
+        assert_eq!(
+            resources(&c),
+            Resources {
+                memory_limit_bytes: Some(32 << 20),
+                cpu_limit_millis: Some(1500),
+                cpu_request_millis: Some(250),
+            }
+        );
+        assert_eq!(resources(&json!({})), Resources::default());
+        assert!(!resources(&json!({"resources": {"limits": {"memory": "lots"}}})).any_limit());
+        assert!(
+            !resources(&json!({"resources": {"limits": {"memory": "0", "cpu": "0"}}})).any_limit()
+        );
+    }
+
+    #[test]
+    fn a_pod_is_limited_only_when_every_container_is() {
+        let c = |limits: Value, requests: Value| json!({"name": "c", "resources": {"limits": limits, "requests": requests}});
+        let pod = json!({"spec": {
+            "containers": [c(json!({"memory": "64Mi", "cpu": "1"}), json!({"cpu": "100m"})),
+                           c(json!({"memory": "32Mi"}), json!({}))],
+            "initContainers": [c(json!({"memory": "128Mi", "cpu": "2"}), json!({}))],
+        }});
+        assert_eq!(
+            pod_resources(&pod),
+            Resources {
+                memory_limit_bytes: Some(128 << 20),
+                cpu_limit_millis: None,
+                cpu_request_millis: Some(2000),
+            },
+            "the init container needs the most memory; one app container has no cpu limit"
+        );
+        let apps = json!({"spec": {"containers": [
+            c(json!({"memory": "64Mi"}), json!({})), c(json!({"memory": "32Mi"}), json!({}))
+        ]}});
+        assert_eq!(pod_resources(&apps).memory_limit_bytes, Some(96 << 20));
+        assert_eq!(pod_resources(&apps).cpu_request_millis, None);
     }
 
     #[test]

@@ -280,6 +280,7 @@ impl Runtime for FakeRuntime {
                 exit_code: i.exit_code,
                 signal: None,
                 error: None,
+                reason: None,
                 pid: None,
             })
             .collect())
@@ -326,6 +327,10 @@ impl Runtime for FakeRuntime {
         Ok(())
     }
 
+    fn limits_unenforced(&self) -> Option<String> {
+        Some("the fake runtime runs nothing".to_string())
+    }
+
     fn volumes_dir(&self, pod_uid: &str) -> PathBuf {
         self.logs.join(pod_uid).join("volumes")
     }
@@ -366,6 +371,8 @@ mod tests {
             env: Vec::new(),
             working_dir: None,
             mounts: Vec::new(),
+            resources: Default::default(),
+            pod_resources: Default::default(),
         }
     }
 

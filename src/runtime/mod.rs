@@ -3,6 +3,7 @@
 //! under a [`shim`] that outlives berth, so containers survive a restart and are adopted
 //! again.
 
+pub mod cgroup;
 pub mod fake;
 pub mod logs;
 pub mod process;
@@ -122,6 +123,12 @@ pub struct ContainerSpec {
     /// container shares berth's mount namespace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<Mount>,
+    /// What the container may use (enforced when the runtime has cgroups).
+    #[serde(default)]
+    pub resources: Resources,
+    /// What the whole pod may use: a limit only when every container of the pod has one.
+    #[serde(default)]
+    pub pod_resources: Resources,
 }
 
 /// One bind mount of a container: `source` on this machine appears at `target`.
@@ -132,6 +139,24 @@ pub struct Mount {
     pub target: PathBuf,
     #[serde(default)]
     pub read_only: bool,
+}
+
+/// A container's resources, in the units the kernel takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// `limits.memory`, in bytes.
+    pub memory_limit_bytes: Option<u64>,
+    /// `limits.cpu`, in millicores: a CFS quota.
+    pub cpu_limit_millis: Option<u64>,
+    /// `requests.cpu`, in millicores: a relative weight.
+    pub cpu_request_millis: Option<u64>,
+}
+
+impl Resources {
+    pub fn any_limit(&self) -> bool {
+        self.memory_limit_bytes.is_some() || self.cpu_limit_millis.is_some()
+    }
 }
 
 /// Names one container instance.
@@ -174,6 +199,8 @@ pub struct ContainerStatus {
     pub signal: Option<i32>,
     /// Why it could not run, when it could not.
     pub error: Option<String>,
+    /// Why it ended, when the runtime knows better than its exit code (`OOMKilled`).
+    pub reason: Option<String>,
     pub pid: Option<i32>,
 }
 
@@ -223,4 +250,7 @@ pub trait Runtime: Send + Sync + 'static {
     fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(d)
     }
+
+    /// Why resource limits are not enforced, when they are not.
+    fn limits_unenforced(&self) -> Option<String>;
 }

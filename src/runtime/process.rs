@@ -17,7 +17,8 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 
-use super::shim::{self, EXIT_FILE, Exit, LOG_FILE, PID_FILE, Rotation, Started};
+use super::cgroup::Cgroups;
+use super::shim::{self, CGROUP_FILE, EXIT_FILE, Exit, LOG_FILE, PID_FILE, Rotation, Started};
 use super::{ContainerId, ContainerSpec, ContainerStatus, Error, Event, Result, Runtime, State};
 
 const SPEC_FILE: &str = "spec.json";
@@ -40,6 +41,8 @@ struct Inner {
     root: PathBuf,
     shim: PathBuf,
     rotation: Rotation,
+    /// The cgroups containers run in, or why there are none.
+    cgroups: Result<Cgroups, String>,
     events: broadcast::Sender<Event>,
     /// Instances whose exit is being waited for.
     watched: Mutex<HashSet<ContainerId>>,
@@ -65,22 +68,45 @@ impl ProcessRuntime {
     /// (the berth binary). Instances whose shims still run are adopted. Must be called
     /// within a tokio runtime.
     pub fn open(root: &Path, shim_program: &Path, rotation: Rotation) -> Result<Self> {
+        let none = Err("the runtime was opened without cgroups".to_string());
+        Self::open_with_cgroups(root, shim_program, rotation, none)
+    }
+
+    /// As [`open`](Self::open), running containers in `cgroups` (an error says why there
+    /// are none: containers then run without their limits).
+    pub fn open_with_cgroups(
+        root: &Path,
+        shim_program: &Path,
+        rotation: Rotation,
+        cgroups: Result<Cgroups, String>,
+    ) -> Result<Self> {
         fs::create_dir_all(root).map_err(|e| Error::io(format!("create {}", root.display()), e))?;
         let rt = ProcessRuntime {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
                 shim: shim_program.to_path_buf(),
                 rotation,
+                cgroups,
                 events: broadcast::channel(1024).0,
                 watched: Mutex::new(HashSet::new()),
                 tasks: Mutex::new(JoinSet::new()),
             }),
         };
-        for uid in rt.pods()? {
-            for status in rt.pod_status(&uid)? {
+        let pods = rt.pods()?;
+        for uid in &pods {
+            for status in rt.pod_status(uid)? {
                 if matches!(status.state, State::Running | State::Created) {
                     rt.adopt(&status.id);
                 }
+            }
+        }
+        if let Ok(cgroups) = &rt.inner.cgroups {
+            let swept = cgroups.sweep(&pods.into_iter().collect());
+            if swept > 0 {
+                tracing::info!(
+                    swept,
+                    "removed the empty cgroups of pods this node no longer has"
+                );
             }
         }
         Ok(rt)
@@ -179,6 +205,7 @@ impl ProcessRuntime {
             exit_code: exit.as_ref().map(|e| e.exit_code),
             signal: exit.as_ref().and_then(|e| e.signal),
             error: exit.as_ref().and_then(|e| e.error.clone()),
+            reason: exit.as_ref().and_then(|e| e.reason.clone()),
             pid: started.map(|s| s.pid),
             id,
         })
@@ -250,6 +277,19 @@ impl Runtime for ProcessRuntime {
             };
             shim::write_record(&dir, shim::MOUNTS_FILE, &setup)
                 .map_err(|e| Error::io(format!("record the mounts of {id}"), e))?;
+        }
+        if let Ok(cgroups) = &self.inner.cgroups {
+            let placement = cgroups
+                .create(
+                    &id.pod_uid,
+                    &id.name,
+                    id.attempt,
+                    &spec.resources,
+                    &spec.pod_resources,
+                )
+                .map_err(|e| Error::io(format!("create the cgroups of container {id}"), e))?;
+            shim::write_record(&dir, CGROUP_FILE, &placement)
+                .map_err(|e| Error::io(format!("record the cgroups of container {id}"), e))?;
         }
         // The shim runs in the container's environment, which the container inherits.
         let mut cmd = super::command(&self.inner.shim, &spec.env, spec.working_dir.as_deref());
@@ -380,6 +420,11 @@ impl Runtime for ProcessRuntime {
                 s.id
             )));
         }
+        if let Ok(cgroups) = &self.inner.cgroups {
+            if let Err(e) = cgroups.remove_pod(pod_uid) {
+                tracing::warn!(pod = %pod_uid, error = %e, "could not remove a pod's cgroups");
+            }
+        }
         let dir = self.inner.root.join(pod_uid);
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
@@ -414,5 +459,9 @@ impl Runtime for ProcessRuntime {
 
     fn events(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
+    }
+
+    fn limits_unenforced(&self) -> Option<String> {
+        self.inner.cgroups.as_ref().err().cloned()
     }
 }

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::Mount;
+use super::cgroup::Placement;
 
 /// Where the shim of one instance keeps its records.
 pub const PID_FILE: &str = "pid";
@@ -39,6 +40,9 @@ pub struct MountSetup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<PathBuf>,
 }
+
+/// Where the container's cgroups are ([`Placement`]), when the runtime made some.
+pub const CGROUP_FILE: &str = "cgroup";
 
 /// Longest piece of a line written as one log entry; longer lines are split (tag `P`).
 const MAX_LINE: usize = 16 * 1024;
@@ -63,6 +67,9 @@ pub struct Exit {
     /// Set when the container could not be started at all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why it ended, when the exit code does not say it all (`OOMKilled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Log rotation: rotate when the file passes `max_bytes`, keep `files` files in all.
@@ -234,22 +241,33 @@ fn supervise(
         None => dir,
     };
     let log = Arc::new(Mutex::new(Log::open(dir.join(LOG_FILE), rotation)?));
-    let cannot_start = |error: String| {
-        let exit = Exit {
-            exit_code: 128,
-            signal: None,
-            finished_at: now(),
-            error: Some(error),
-        };
-        write_record(dir, EXIT_FILE, &exit)
+    let cgroups: Option<Placement> = read_record(dir, CGROUP_FILE);
+    let cannot_run = |error: String| Exit {
+        exit_code: 128,
+        signal: None,
+        finished_at: now(),
+        error: Some(error),
+        reason: None,
+    };
+    // The exit is recorded, then the instance's cgroups go (nothing runs in them now).
+    let finish = |exit: &Exit| {
+        let written = write_record(dir, EXIT_FILE, exit);
+        if let Some(c) = &cgroups {
+            c.remove();
+        }
+        written
     };
     let mut cmd = Command::new(program);
     if let Some(setup) = &setup {
         if let Err(e) = enter_mounts(&setup.mounts) {
-            return cannot_start(e.to_string());
+            return finish(&cannot_run(e.to_string()));
         }
         // Entered after the mounts: it may lie in a volume.
         cmd.current_dir(setup.working_dir.as_deref().unwrap_or(Path::new("/")));
+    }
+    if let Some(Err(e)) = cgroups.as_ref().map(Placement::enter) {
+        leave_cgroups(cgroups.as_ref());
+        return finish(&cannot_run(format!("enter the container's cgroups: {e}")));
     }
     let spawned = cmd
         .args(args)
@@ -258,9 +276,10 @@ fn supervise(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
+    leave_cgroups(cgroups.as_ref());
     let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => return cannot_start(format!("exec {program:?}: {e}")),
+        Err(e) => return finish(&cannot_run(format!("exec {program:?}: {e}"))),
     };
     let pid = child.id() as i32;
     let started = Started {
@@ -296,8 +315,22 @@ fn supervise(
         signal: status.signal(),
         finished_at: now(),
         error: None,
+        reason: cgroups
+            .as_ref()
+            .is_some_and(Placement::oom_killed)
+            .then(|| "OOMKilled".to_string()),
     };
-    write_record(dir, EXIT_FILE, &exit)
+    finish(&exit)
+}
+
+/// The shim entered the container's cgroups only to start it there (a child is born in
+/// its parent's cgroups, so the container is limited from its first instruction); it
+/// leaves them at once, so it is neither charged for the container nor a candidate of
+/// the OOM killer when the container runs out of memory.
+fn leave_cgroups(cgroups: Option<&Placement>) {
+    if let Some(Err(e)) = cgroups.map(Placement::leave) {
+        eprintln!("berth shim: leave the container's cgroups: {e}");
+    }
 }
 
 /// Moves this (single-threaded) process into a mount namespace of its own in which every
@@ -450,6 +483,63 @@ mod tests {
         assert!(!dir.path().join("log.3").exists());
         let last = fs::read_to_string(&log).unwrap();
         assert!(last.contains("line-199"), "{last}");
+    }
+
+    fn placement(root: &Path) -> Placement {
+        let (dir, home) = (root.join("pod/c-0"), root.join("home"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::create_dir_all(&home).unwrap();
+        Placement {
+            dirs: vec![dir.clone()],
+            home: vec![home],
+            memory: (dir, super::super::cgroup::Version::V2),
+        }
+    }
+
+    #[test]
+    fn the_shim_starts_the_container_in_its_cgroups_and_reports_an_oom_kill() {
+        // A fake cgroup tree: joining one is writing a pid to its cgroup.procs.
+        let dir = tempfile::tempdir().unwrap();
+        let tree = tempfile::tempdir().unwrap();
+        let p = placement(tree.path());
+        fs::write(p.dirs[0].join("memory.events"), "oom 1\noom_kill 1\n").unwrap();
+        write_record(dir.path(), CGROUP_FILE, &p).unwrap();
+        let argv = vec!["sh".to_string(), "-c".to_string(), "kill -9 $$".to_string()];
+        assert_eq!(
+            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            0
+        );
+        let me = std::process::id().to_string();
+        let procs = |d: &Path| fs::read_to_string(d.join("cgroup.procs")).unwrap();
+        assert_eq!(procs(&p.dirs[0]), me, "entered before the spawn");
+        assert_eq!(procs(&p.home[0]), me, "and left after it");
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!((exit.exit_code, exit.signal), (137, Some(9)));
+        assert_eq!(exit.reason.as_deref(), Some("OOMKilled"));
+    }
+
+    #[test]
+    fn a_container_whose_cgroups_cannot_be_entered_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = tempfile::tempdir().unwrap();
+        let mut p = placement(tree.path());
+        p.dirs = vec![tree.path().join("gone")];
+        write_record(dir.path(), CGROUP_FILE, &p).unwrap();
+        let marker = dir.path().join("ran");
+        let argv = vec!["touch".to_string(), marker.display().to_string()];
+        assert_eq!(
+            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            0
+        );
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!(exit.exit_code, 128);
+        let error = exit.error.unwrap();
+        assert!(
+            error.starts_with("enter the container's cgroups: "),
+            "{error}"
+        );
+        assert!(!marker.exists());
+        assert_eq!(exit.reason, None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod lifecycle;
 mod node;
 mod probes;
 mod replication;
+mod resources;
 mod runtime;
 mod scheduling;
 mod static_pods;

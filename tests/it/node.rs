@@ -18,6 +18,7 @@ pub(crate) async fn server() -> TestServer {
         c.node = Some(berth::app::NodeSettings {
             agent,
             shim_program: env!("CARGO_BIN_EXE_berth").into(),
+            cgroups: true,
         });
     })
     .await
@@ -556,6 +557,7 @@ async fn a_restarted_berth_adopts_running_containers_and_starts_none_twice() {
         c.node = Some(berth::app::NodeSettings {
             agent,
             shim_program: env!("CARGO_BIN_EXE_berth").into(),
+            cgroups: true,
         });
     })
     .await;

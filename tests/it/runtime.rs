@@ -33,6 +33,8 @@ fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         env: vec![("GREETING".into(), "hello".into())],
         working_dir: None,
         mounts: Vec::new(),
+        resources: Default::default(),
+        pod_resources: Default::default(),
     }
 }
 
@@ -227,4 +229,52 @@ async fn mounts_are_private_to_the_container_and_joined_by_commands_beside_it() 
     assert_eq!(out.stdout, b"inside\n");
     rt.stop(&id, Duration::from_secs(1)).await.unwrap();
     rt.remove_pod("pod-m").unwrap();
+}
+
+#[tokio::test]
+async fn with_cgroups_a_container_is_started_in_its_own_with_its_limits() {
+    use berth::runtime::cgroup::{Cgroups, Layout, Placement, Version};
+    // A v2 hierarchy faked in a temporary directory: joining is writing a pid.
+    let tree = tempfile::tempdir().unwrap();
+    let mount = tree.path().join("cg");
+    std::fs::create_dir_all(mount.join("agent")).unwrap();
+    std::fs::write(mount.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+    let mountinfo = format!("30 22 0:26 / {} rw - cgroup2 cgroup2 rw\n", mount.display());
+    let layout = Layout::parse(&mountinfo, "0::/agent\n");
+    let cgroups = Cgroups::new(&layout, "berth").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let rt = ProcessRuntime::open_with_cgroups(
+        root.path(),
+        Path::new(env!("CARGO_BIN_EXE_berth")),
+        Rotation::default(),
+        Ok(cgroups),
+    )
+    .unwrap();
+    assert_eq!(rt.limits_unenforced(), None);
+    let mut events = rt.events();
+    let mut s = spec("pod-cg", "main", "exit 0");
+    s.resources.memory_limit_bytes = Some(32 << 20);
+    s.resources.cpu_limit_millis = Some(500);
+    let id = rt.start(&s).await.unwrap();
+    exited(&mut events, &id).await;
+    let dir = mount.join("berth/podpod-cg/main-0");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    assert_eq!(read("memory.max"), (32u64 << 20).to_string());
+    assert_eq!(read("cpu.max"), "50000 100000");
+    // The shim went in to start the container and came back out.
+    let placement: Placement =
+        berth::runtime::shim::read_record(&root.path().join("pod-cg/main/0"), "cgroup").unwrap();
+    assert_eq!(placement.dirs, vec![dir.clone()]);
+    assert_eq!(placement.memory, (dir.clone(), Version::V2));
+    let shim_pid = read("cgroup.procs");
+    let home = std::fs::read_to_string(mount.join("agent/cgroup.procs")).unwrap();
+    assert_eq!(shim_pid, home);
+    let st = status(&rt, &id);
+    assert_eq!((st.exit_code, st.reason), (Some(0), None));
+
+    let unlimited = runtime(root.path());
+    assert_eq!(
+        unlimited.limits_unenforced().as_deref(),
+        Some("the runtime was opened without cgroups")
+    );
 }

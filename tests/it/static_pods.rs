@@ -29,6 +29,7 @@ async fn server_in(data: tempfile::TempDir, manifests: &Path, scan_every: Durati
         c.node = Some(berth::app::NodeSettings {
             agent,
             shim_program: env!("CARGO_BIN_EXE_berth").into(),
+            cgroups: true,
         });
     })
     .await

@@ -27,6 +27,7 @@ async fn server_with(mount_namespaces: bool) -> TestServer {
         c.node = Some(berth::app::NodeSettings {
             agent,
             shim_program: env!("CARGO_BIN_EXE_berth").into(),
+            cgroups: true,
         });
     })
     .await

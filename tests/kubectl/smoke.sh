@@ -160,6 +160,25 @@ check "logs -f streams until the container ends" "^goodbye$" k logs -f hello --p
 check "the pod succeeded" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded pod/hello --timeout=20s
 check "logs" "^hello from berth" k logs hello
 check "logs --tail" "^goodbye$" k logs hello --tail=1
+cat >"$work/hog.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hog
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: registry.example/hog:1
+    command: [sh, -c, "head -c 200m /dev/zero | tail"]
+    resources:
+      limits:
+        memory: 32Mi
+YAML
+k apply -f "$work/hog.yaml" >/dev/null
+check "a container past its memory limit is OOM killed" "condition met" k wait --for=jsonpath='{.status.containerStatuses[0].state.terminated.reason}'=OOMKilled pod/hog --timeout=30s
+check "get pods shows OOMKilled" "hog +0/1 +OOMKilled" k get pod hog
+k delete pod hog --timeout=20s >/dev/null
 check "deleting an rc deletes its pods" "rc=0" rc k delete rc frontend --wait=true --timeout=20s
 check "the pods go too" "^rc=0$" rc k wait --for=delete pod -l app=frontend --timeout=20s
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n' >"$work/ns.yaml"

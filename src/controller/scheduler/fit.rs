@@ -30,6 +30,11 @@ impl Resources {
         r
     }
 
+    /// The resources named, in name order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
     pub fn get(&self, name: &str) -> i128 {
         self.0.get(name).copied().unwrap_or(0)
     }
@@ -286,8 +291,15 @@ fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<&str, &str>, name: &s
             .all(|r| requirement_matches(r, |k| (k == "metadata.name").then_some(name)))
 }
 
+/// The first taint of `node` with one of `effects` that the pod does not tolerate.
+pub fn untolerated_taint(needs: &Needs, node: &Value, effects: &[&str]) -> Option<Taint> {
+    taints::of_node(node)
+        .into_iter()
+        .find(|t| effects.contains(&t.effect.as_str()) && !needs.tolerates(t))
+}
+
 /// `spec.nodeSelector` and the required node affinity (terms ORed; none matches nothing).
-fn affinity_matches(needs: &Needs, node: &Value) -> bool {
+pub fn affinity_matches(needs: &Needs, node: &Value) -> bool {
     let labels = labels_of(node);
     let name = node
         .pointer("/metadata/name")
@@ -325,10 +337,7 @@ pub fn check(needs: &Needs, node: &Value, used: &Resources) -> Result<(), Vec<Un
             return Err(vec![Unfit::Unschedulable]);
         }
     }
-    let untolerated = taints::of_node(node).into_iter().find(|t| {
-        matches!(t.effect.as_str(), taints::NO_SCHEDULE | taints::NO_EXECUTE) && !needs.tolerates(t)
-    });
-    if let Some(t) = untolerated {
+    if let Some(t) = untolerated_taint(needs, node, &[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
         return Err(vec![Unfit::Taint {
             key: t.key,
             value: t.value.unwrap_or_default(),

@@ -1,0 +1,892 @@
+//! Control groups: finding where the memory and cpu controllers are mounted (cgroup v1, v2
+//! or the hybrid of both), a cgroup per pod and per container instance under one berth
+//! parent, the limits written into them, the [`Placement`] a shim uses to put its
+//! container there, and the OOM kill counters read back when the container ends.
+//!
+//! The parent sits at the root of each hierarchy (as kubelet's `kubepods` does): under
+//! cgroup v2 a cgroup that holds processes cannot hand controllers to its children (the
+//! "no internal processes" rule), and berth's own cgroup holds berth; the root is exempt.
+//! Paths come from `/proc/self/mountinfo` and `/proc/self/cgroup`, so tests hand in the
+//! text of both with mount points inside a temporary directory.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::Resources;
+
+/// The controllers berth uses.
+const MEMORY: &str = "memory";
+const CPU: &str = "cpu";
+/// The CFS period berth writes, in microseconds (Kubernetes' default).
+const CFS_PERIOD_US: u64 = 100_000;
+/// The smallest quota the kernel takes, in microseconds.
+const MIN_QUOTA_US: u64 = 1_000;
+
+/// Which cgroup interface a hierarchy speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// One mounted cgroup hierarchy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub version: Version,
+    /// Where the hierarchy is mounted.
+    pub mount: PathBuf,
+    /// v1: the controllers bound to it; v2: those its root offers (`cgroup.controllers`).
+    pub controllers: Vec<String>,
+    /// This process's own cgroup in it, as a directory.
+    pub own: PathBuf,
+}
+
+/// The cgroup hierarchies this process sees.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layout {
+    pub hierarchies: Vec<Hierarchy>,
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            let digits = std::str::from_utf8(&bytes[i + 1..i + 4]).unwrap_or("");
+            if let Ok(v) = u8::from_str_radix(digits, 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Layout {
+    /// The layout described by the text of `/proc/self/mountinfo` and `/proc/self/cgroup`;
+    /// a v2 hierarchy's controllers are read from its `cgroup.controllers`.
+    pub fn parse(mountinfo: &str, self_cgroup: &str) -> Layout {
+        // (hierarchy id, controllers, path) from /proc/self/cgroup.
+        let memberships: Vec<(&str, Vec<&str>, &str)> = self_cgroup
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let id = parts.next()?;
+                let controllers = parts.next()?;
+                let path = parts.next()?;
+                let list = controllers.split(',').filter(|c| !c.is_empty()).collect();
+                Some((id, list, path))
+            })
+            .collect();
+        let mut hierarchies = Vec::new();
+        for line in mountinfo.lines() {
+            let Some((before, after)) = line.split_once(" - ") else {
+                continue;
+            };
+            let fields: Vec<&str> = before.split(' ').collect();
+            let rest: Vec<&str> = after.split(' ').collect();
+            let (Some(root), Some(mount), Some(fstype)) =
+                (fields.get(3), fields.get(4), rest.first())
+            else {
+                continue;
+            };
+            let root = unescape(root);
+            let mount = PathBuf::from(unescape(mount));
+            let (version, controllers, member) = match *fstype {
+                "cgroup" => {
+                    // The super options name the controllers among other flags; the
+                    // hierarchy's line in /proc/self/cgroup names exactly its controllers.
+                    let options: Vec<&str> =
+                        rest.get(2).copied().unwrap_or("").split(',').collect();
+                    let member = memberships.iter().find(|(_, list, _)| {
+                        !list.is_empty() && list.iter().all(|c| options.contains(c))
+                    });
+                    let controllers = match member {
+                        Some((_, list, _)) => list.iter().map(|c| c.to_string()).collect(),
+                        None => Vec::new(),
+                    };
+                    (Version::V1, controllers, member)
+                }
+                "cgroup2" => {
+                    let controllers = fs::read_to_string(mount.join("cgroup.controllers"))
+                        .unwrap_or_default()
+                        .split_whitespace()
+                        .map(str::to_string)
+                        .collect();
+                    let member = memberships
+                        .iter()
+                        .find(|(id, list, _)| *id == "0" && list.is_empty());
+                    (Version::V2, controllers, member)
+                }
+                _ => continue,
+            };
+            // The cgroup path is from the hierarchy's root; the mount shows `root` of it.
+            let path = member.map_or("/", |(_, _, p)| p);
+            let inside = Path::new(path)
+                .strip_prefix(&root)
+                .unwrap_or(Path::new(path))
+                .to_path_buf();
+            let own = mount.join(inside.strip_prefix("/").unwrap_or(&inside));
+            hierarchies.push(Hierarchy {
+                version,
+                mount,
+                controllers,
+                own,
+            });
+        }
+        Layout { hierarchies }
+    }
+
+    /// The layout of this process.
+    pub fn detect() -> io::Result<Layout> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        let own = fs::read_to_string("/proc/self/cgroup")?;
+        Ok(Layout::parse(&mountinfo, &own))
+    }
+
+    /// The hierarchy that has `controller`: a v1 one that binds it, else a v2 one that
+    /// offers it.
+    pub fn with(&self, controller: &str) -> Option<&Hierarchy> {
+        let has = |h: &&Hierarchy| h.controllers.iter().any(|c| c == controller);
+        let v1 = self
+            .hierarchies
+            .iter()
+            .filter(|h| h.version == Version::V1)
+            .find(has);
+        v1.or_else(|| {
+            self.hierarchies
+                .iter()
+                .filter(|h| h.version == Version::V2)
+                .find(has)
+        })
+    }
+
+    /// `v1`, `v2`, `hybrid` or `none`, for logs.
+    pub fn kind(&self) -> &'static str {
+        let v1 = self.hierarchies.iter().any(|h| h.version == Version::V1);
+        let v2 = self.hierarchies.iter().any(|h| h.version == Version::V2);
+        match (v1, v2) {
+            (true, true) => "hybrid",
+            (true, false) => "v1",
+            (false, true) => "v2",
+            (false, false) => "none",
+        }
+    }
+}
+
+/// One hierarchy berth uses: its version, berth's parent in it and berth's own cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Used {
+    version: Version,
+    parent: PathBuf,
+    own: PathBuf,
+    memory: bool,
+    cpu: bool,
+}
+
+/// berth's cgroups: a parent per hierarchy that holds the memory or cpu controller.
+#[derive(Debug, Clone)]
+pub struct Cgroups {
+    used: Vec<Used>,
+}
+
+/// Where a container instance's cgroups are, as the shim reads it from its instance
+/// directory: it enters them before starting the container and leaves again once the
+/// container runs, so the container is limited from its first instruction and the shim
+/// itself is never charged for it nor picked by the OOM killer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// The instance's cgroup directories, one per hierarchy.
+    pub dirs: Vec<PathBuf>,
+    /// The cgroups the shim returns to (those it was started in).
+    pub home: Vec<PathBuf>,
+    /// The directory that holds the memory controller's counters, and its version.
+    pub memory: (PathBuf, Version),
+}
+
+fn io_context(what: impl std::fmt::Display, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    let path = dir.join(file);
+    fs::write(&path, value)
+        .map_err(|e| io_context(format!("write {value:?} to {}", path.display()), e))
+}
+
+fn create_dir(dir: &Path) -> io::Result<()> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io_context(format!("create {}", dir.display()), e)),
+    }
+}
+
+/// cpu.shares from millicores (Kubernetes' conversion; at least 2).
+fn shares(milli: u64) -> u64 {
+    (milli * 1024 / 1000).max(2)
+}
+
+/// cpu.weight (1–10000) from cpu.shares (2–262144), as the OCI runtimes convert it.
+fn weight(shares: u64) -> u64 {
+    let shares = shares.clamp(2, 262_144);
+    1 + ((shares - 2) * 9999) / 262_142
+}
+
+/// The CFS quota for a cpu limit in millicores.
+fn quota(milli: u64) -> u64 {
+    (milli * CFS_PERIOD_US / 1000).max(MIN_QUOTA_US)
+}
+
+impl Cgroups {
+    /// Sets berth's parent cgroup `name` up in every hierarchy that holds the memory or
+    /// cpu controller. An error says why limits cannot be enforced here.
+    pub fn new(layout: &Layout, name: &str) -> Result<Cgroups, String> {
+        let memory = layout
+            .with(MEMORY)
+            .ok_or("no cgroup hierarchy offers the memory controller")?;
+        let cpu = layout
+            .with(CPU)
+            .ok_or("no cgroup hierarchy offers the cpu controller")?;
+        let mut used: Vec<Used> = Vec::new();
+        for (h, controller) in [(memory, MEMORY), (cpu, CPU)] {
+            let entry = match used.iter_mut().find(|u| u.parent == h.mount.join(name)) {
+                Some(u) => u,
+                None => {
+                    used.push(Used {
+                        version: h.version,
+                        parent: h.mount.join(name),
+                        own: h.own.clone(),
+                        memory: false,
+                        cpu: false,
+                    });
+                    used.last_mut().expect("just pushed")
+                }
+            };
+            match controller {
+                MEMORY => entry.memory = true,
+                _ => entry.cpu = true,
+            }
+        }
+        let cgroups = Cgroups { used };
+        for u in &cgroups.used {
+            let root = u.parent.parent().unwrap_or(Path::new("/"));
+            if u.version == Version::V2 {
+                cgroups.delegate(u, root).map_err(|e| e.to_string())?;
+            }
+            create_dir(&u.parent).map_err(|e| e.to_string())?;
+            if u.version == Version::V2 {
+                cgroups.delegate(u, &u.parent).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(cgroups)
+    }
+
+    /// Detects the layout of this machine and sets berth's parent up in it.
+    pub fn for_this_machine(name: &str) -> Result<Cgroups, String> {
+        let layout = Layout::detect().map_err(|e| format!("read the cgroup layout: {e}"))?;
+        let cgroups = Cgroups::new(&layout, name)?;
+        tracing::info!(layout = layout.kind(), parents = ?cgroups.used.iter().map(|u| &u.parent).collect::<Vec<_>>(), "resource limits are enforced through cgroups");
+        Ok(cgroups)
+    }
+
+    /// v2: lets the children of `dir` use the controllers berth needs.
+    fn delegate(&self, u: &Used, dir: &Path) -> io::Result<()> {
+        let mut wanted = Vec::new();
+        if u.memory {
+            wanted.push("+memory");
+        }
+        if u.cpu {
+            wanted.push("+cpu");
+        }
+        write(dir, "cgroup.subtree_control", &wanted.join(" "))
+    }
+
+    fn pod_dir(u: &Used, pod_uid: &str) -> PathBuf {
+        u.parent.join(format!("pod{pod_uid}"))
+    }
+
+    /// Creates the cgroups of one container instance and of its pod (with `limits` and
+    /// `pod_limits` written), and says where they are.
+    pub fn create(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        attempt: u32,
+        limits: &Resources,
+        pod_limits: &Resources,
+    ) -> io::Result<Placement> {
+        let mut dirs = Vec::new();
+        let mut memory = None;
+        for u in &self.used {
+            let pod = Self::pod_dir(u, pod_uid);
+            create_dir(&pod)?;
+            if u.version == Version::V2 {
+                self.delegate(u, &pod)?;
+            }
+            let dir = pod.join(format!("{container}-{attempt}"));
+            if let Err(e) = create_dir(&dir) {
+                // Another berth's sweep may have taken the empty pod cgroup just now.
+                if e.kind() != io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+                create_dir(&pod)?;
+                if u.version == Version::V2 {
+                    self.delegate(u, &pod)?;
+                }
+                create_dir(&dir)?;
+            }
+            if u.memory {
+                Self::limit_memory(u.version, &pod, pod_limits)?;
+                Self::limit_memory(u.version, &dir, limits)?;
+                memory = Some((dir.clone(), u.version));
+            }
+            if u.cpu {
+                Self::limit_cpu(u.version, &pod, pod_limits)?;
+                Self::limit_cpu(u.version, &dir, limits)?;
+            }
+            dirs.push(dir);
+        }
+        Ok(Placement {
+            dirs,
+            home: self.used.iter().map(|u| u.own.clone()).collect(),
+            memory: memory.ok_or_else(|| io::Error::other("no memory cgroup"))?,
+        })
+    }
+
+    fn limit_memory(version: Version, dir: &Path, limits: &Resources) -> io::Result<()> {
+        let Some(bytes) = limits.memory_limit_bytes else {
+            return Ok(());
+        };
+        let bytes = bytes.to_string();
+        match version {
+            Version::V1 => {
+                write(dir, "memory.limit_in_bytes", &bytes)?;
+                // With swap accounting, swap must not let the container past its limit.
+                if dir.join("memory.memsw.limit_in_bytes").exists() {
+                    write(dir, "memory.memsw.limit_in_bytes", &bytes)?;
+                }
+            }
+            Version::V2 => {
+                write(dir, "memory.max", &bytes)?;
+                if dir.join("memory.swap.max").exists() {
+                    write(dir, "memory.swap.max", "0")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn limit_cpu(version: Version, dir: &Path, limits: &Resources) -> io::Result<()> {
+        let request = limits.cpu_request_millis.or(limits.cpu_limit_millis);
+        match version {
+            Version::V1 => {
+                if let Some(milli) = limits.cpu_limit_millis {
+                    write(dir, "cpu.cfs_period_us", &CFS_PERIOD_US.to_string())?;
+                    write(dir, "cpu.cfs_quota_us", &quota(milli).to_string())?;
+                }
+                if let Some(milli) = request {
+                    write(dir, "cpu.shares", &shares(milli).to_string())?;
+                }
+            }
+            Version::V2 => {
+                if let Some(milli) = limits.cpu_limit_millis {
+                    write(dir, "cpu.max", &format!("{} {CFS_PERIOD_US}", quota(milli)))?;
+                }
+                if let Some(milli) = request {
+                    write(dir, "cpu.weight", &weight(shares(milli)).to_string())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a pod's cgroups. Processes still in them (ones that left the container's
+    /// process group) are killed first; a cgroup that cannot go yet is reported.
+    pub fn remove_pod(&self, pod_uid: &str) -> io::Result<()> {
+        let mut first_error = None;
+        for u in &self.used {
+            let pod = Self::pod_dir(u, pod_uid);
+            let Ok(entries) = fs::read_dir(&pod) else {
+                continue;
+            };
+            for entry in entries.filter_map(|e| e.ok()) {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    kill_all(&entry.path());
+                    if let Err(e) = remove_dir(&entry.path()) {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            if let Err(e) = remove_dir(&pod) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Cgroups {
+    /// Removes the empty cgroups of pods not in `keep` (left when berth stopped before
+    /// their pods were deleted); returns how many went. A pod cgroup with anything in it
+    /// stays: it may be another berth's on the same machine.
+    pub fn sweep(&self, keep: &std::collections::HashSet<String>) -> usize {
+        let mut removed = 0;
+        for u in &self.used {
+            let Ok(entries) = fs::read_dir(&u.parent) else {
+                continue;
+            };
+            for entry in entries.filter_map(|e| e.ok()) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(uid) = name.strip_prefix("pod") else {
+                    continue;
+                };
+                let empty = fs::read_dir(entry.path()).is_ok_and(|mut d| {
+                    !d.any(|e| e.is_ok_and(|e| e.file_type().is_ok_and(|t| t.is_dir())))
+                });
+                if !keep.contains(uid) && empty && fs::remove_dir(entry.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+}
+
+fn remove_dir(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_context(format!("remove {}", dir.display()), e)),
+    }
+}
+
+/// The processes in a cgroup.
+fn procs(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// SIGKILLs every process left in a cgroup.
+fn kill_all(dir: &Path) {
+    for pid in procs(dir) {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// A `key value` counter from a flat-keyed cgroup file.
+fn counter(path: &Path, key: &str) -> Option<u64> {
+    fs::read_to_string(path).ok()?.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+impl Placement {
+    fn join(dirs: &[PathBuf]) -> io::Result<()> {
+        let me = std::process::id().to_string();
+        for dir in dirs {
+            write(dir, "cgroup.procs", &me)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the calling process into the instance's cgroups.
+    pub fn enter(&self) -> io::Result<()> {
+        Self::join(&self.dirs)
+    }
+
+    /// Moves the calling process back to where it came from.
+    pub fn leave(&self) -> io::Result<()> {
+        Self::join(&self.home)
+    }
+
+    /// Whether the OOM killer killed a process of the instance.
+    pub fn oom_killed(&self) -> bool {
+        let (dir, version) = &self.memory;
+        match version {
+            Version::V2 => counter(&dir.join("memory.events"), "oom_kill").is_some_and(|n| n > 0),
+            Version::V1 => {
+                let control = dir.join("memory.oom_control");
+                match counter(&control, "oom_kill") {
+                    Some(n) => n > 0,
+                    // Kernels before 4.13 have no counter: an OOM shows as a process
+                    // under OOM at the limit.
+                    None => counter(&control, "under_oom").is_some_and(|n| n > 0),
+                }
+            }
+        }
+    }
+
+    /// Removes the instance's cgroups once nothing runs in them (best effort: what
+    /// cannot go now goes with the pod).
+    pub fn remove(&self) {
+        for dir in &self.dirs {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake cgroupfs under a temporary directory, with the mountinfo that describes it.
+    struct Fake {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            Fake {
+                dir: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        fn path(&self, rel: &str) -> PathBuf {
+            self.dir.path().join(rel)
+        }
+
+        fn mkdir(&self, rel: &str) -> PathBuf {
+            let p = self.path(rel);
+            fs::create_dir_all(&p).unwrap();
+            p
+        }
+
+        fn read(&self, rel: &str) -> String {
+            fs::read_to_string(self.path(rel))
+                .unwrap_or_else(|e| panic!("{rel}: {e}"))
+                .trim()
+                .to_string()
+        }
+
+        /// This machine's kind of hybrid layout: v1 controllers, a v2 with only hugetlb.
+        fn hybrid(&self) -> Layout {
+            let base = self.dir.path().display().to_string();
+            let mut mountinfo = format!("31 23 0:28 / {base} rw,relatime - tmpfs tmpfs rw\n");
+            for (i, c) in ["cpu", "cpuacct", "memory", "pids"].iter().enumerate() {
+                self.mkdir(c);
+                mountinfo.push_str(&format!(
+                    "{} 31 0:{} / {base}/{c} rw,relatime - cgroup cgroup rw,{c}\n",
+                    40 + i,
+                    30 + i
+                ));
+            }
+            self.mkdir("systemd");
+            mountinfo.push_str(&format!(
+                "50 31 0:40 / {base}/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
+            ));
+            let unified = self.mkdir("unified");
+            fs::write(unified.join("cgroup.controllers"), "hugetlb\n").unwrap();
+            mountinfo.push_str(&format!(
+                "51 31 0:41 / {base}/unified rw - cgroup2 cgroup2 rw\n"
+            ));
+            self.mkdir("memory/agent/1");
+            let own = "9:name=systemd:/\n4:memory:/agent/1\n3:pids:/\n2:cpuacct:/\n1:cpu:/\n0::/\n";
+            Layout::parse(&mountinfo, own)
+        }
+
+        fn v2(&self) -> Layout {
+            let base = self.dir.path().display().to_string();
+            let root = self.mkdir("cg");
+            fs::write(
+                root.join("cgroup.controllers"),
+                "cpuset cpu io memory pids\n",
+            )
+            .unwrap();
+            let mountinfo = format!(
+                "22 1 0:20 / / rw - ext4 /dev/root rw\n\
+                 30 22 0:26 / {base}/cg rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+            );
+            Layout::parse(&mountinfo, "0::/system.slice/berth.service\n")
+        }
+    }
+
+    fn limits() -> Resources {
+        Resources {
+            memory_limit_bytes: Some(32 << 20),
+            cpu_limit_millis: Some(500),
+            cpu_request_millis: Some(250),
+        }
+    }
+
+    fn pod_limits() -> Resources {
+        Resources {
+            memory_limit_bytes: Some(96 << 20),
+            cpu_limit_millis: Some(1500),
+            cpu_request_millis: Some(1000),
+        }
+    }
+
+    #[test]
+    fn a_hybrid_layout_uses_the_v1_controllers() {
+        let fake = Fake::new();
+        let layout = fake.hybrid();
+        assert_eq!(layout.kind(), "hybrid");
+        let memory = layout.with("memory").unwrap();
+        assert_eq!(memory.version, Version::V1);
+        assert_eq!(memory.mount, fake.path("memory"));
+        assert_eq!(memory.own, fake.path("memory/agent/1"));
+        assert_eq!(layout.with("cpu").unwrap().mount, fake.path("cpu"));
+        let systemd = layout
+            .hierarchies
+            .iter()
+            .find(|h| h.mount == fake.path("systemd"))
+            .unwrap();
+        assert_eq!(systemd.controllers, vec!["name=systemd".to_string()]);
+        assert_eq!(layout.with("hugetlb").unwrap().version, Version::V2);
+        assert!(layout.with("io").is_none());
+    }
+
+    #[test]
+    fn comounted_controllers_and_a_mount_of_a_subtree_are_understood() {
+        let fake = Fake::new();
+        let base = fake.dir.path().display().to_string();
+        let mountinfo = format!(
+            "40 31 0:30 / {base}/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+             41 31 0:31 /outer {base}/memory rw - cgroup cgroup rw,noprefix,memory\n\
+             42 31 0:32 / {base}/with\\040space rw - cgroup cgroup rw,pids\n"
+        );
+        let own = "3:pids:/\n2:memory:/outer/inner\n1:cpu,cpuacct:/a\n";
+        let layout = Layout::parse(&mountinfo, own);
+        let cpu = layout.with("cpuacct").unwrap();
+        assert_eq!(
+            cpu.controllers,
+            vec!["cpu".to_string(), "cpuacct".to_string()]
+        );
+        assert_eq!(cpu.own, fake.path("cpu,cpuacct/a"));
+        assert_eq!(layout.with("cpu"), Some(cpu));
+        let memory = layout.with("memory").unwrap();
+        assert_eq!(memory.controllers, vec!["memory".to_string()]);
+        assert_eq!(
+            memory.own,
+            fake.path("memory/inner"),
+            "the path is from the mount's root"
+        );
+        assert_eq!(layout.with("pids").unwrap().mount, fake.path("with space"));
+        assert_eq!(layout.kind(), "v1");
+    }
+
+    #[test]
+    fn v1_cgroups_get_limits_and_report_oom_kills() {
+        let fake = Fake::new();
+        let cgroups = Cgroups::new(&fake.hybrid(), "berth").unwrap();
+        let placement = cgroups
+            .create("u1", "app", 2, &limits(), &pod_limits())
+            .unwrap();
+        let (mem, cpu) = (
+            fake.path("memory/berth/podu1/app-2"),
+            fake.path("cpu/berth/podu1/app-2"),
+        );
+        assert_eq!(placement.dirs, vec![mem.clone(), cpu.clone()]);
+        assert_eq!(
+            placement.home,
+            vec![fake.path("memory/agent/1"), fake.path("cpu")]
+        );
+        assert_eq!(
+            fake.read("memory/berth/podu1/app-2/memory.limit_in_bytes"),
+            "33554432"
+        );
+        assert_eq!(fake.read("cpu/berth/podu1/app-2/cpu.cfs_quota_us"), "50000");
+        assert_eq!(
+            fake.read("cpu/berth/podu1/app-2/cpu.cfs_period_us"),
+            "100000"
+        );
+        assert_eq!(fake.read("cpu/berth/podu1/app-2/cpu.shares"), "256");
+        // The pod's own limits, on the pod's cgroup.
+        assert_eq!(
+            fake.read("memory/berth/podu1/memory.limit_in_bytes"),
+            (96u64 << 20).to_string()
+        );
+        assert_eq!(fake.read("cpu/berth/podu1/cpu.cfs_quota_us"), "150000");
+        assert_eq!(fake.read("cpu/berth/podu1/cpu.shares"), "1024");
+        assert!(
+            !fake
+                .path("memory/berth/podu1/app-2/memory.memsw.limit_in_bytes")
+                .exists()
+        );
+        // No limits: nothing is written.
+        cgroups
+            .create("u1", "side", 0, &Resources::default(), &pod_limits())
+            .unwrap();
+        assert!(
+            !fake
+                .path("memory/berth/podu1/side-0/memory.limit_in_bytes")
+                .exists()
+        );
+        assert!(
+            !fake
+                .path("cpu/berth/podu1/side-0/cpu.cfs_quota_us")
+                .exists()
+        );
+
+        placement.enter().unwrap();
+        assert_eq!(
+            fake.read("memory/berth/podu1/app-2/cgroup.procs"),
+            std::process::id().to_string()
+        );
+        placement.leave().unwrap();
+        assert_eq!(
+            fake.read("memory/agent/1/cgroup.procs"),
+            std::process::id().to_string()
+        );
+
+        assert!(!placement.oom_killed(), "no counters yet");
+        fs::write(
+            mem.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        assert!(!placement.oom_killed());
+        fs::write(
+            mem.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        )
+        .unwrap();
+        assert!(placement.oom_killed());
+        fs::write(
+            mem.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 1\n",
+        )
+        .unwrap();
+        assert!(placement.oom_killed(), "older kernels: under_oom");
+    }
+
+    #[test]
+    fn v1_swap_accounting_is_limited_too() {
+        let fake = Fake::new();
+        let layout = fake.hybrid();
+        let cgroups = Cgroups::new(&layout, "berth").unwrap();
+        // The kernel creates the interface files with the directory; here they are made.
+        let dir = fake.mkdir("memory/berth/podu2/app-0");
+        fs::write(dir.join("memory.memsw.limit_in_bytes"), "").unwrap();
+        cgroups
+            .create("u2", "app", 0, &limits(), &Resources::default())
+            .unwrap();
+        assert_eq!(
+            fake.read("memory/berth/podu2/app-0/memory.memsw.limit_in_bytes"),
+            "33554432"
+        );
+    }
+
+    #[test]
+    fn v2_cgroups_delegate_controllers_and_get_limits() {
+        let fake = Fake::new();
+        let layout = fake.v2();
+        assert_eq!(layout.kind(), "v2");
+        let h = layout.with("memory").unwrap();
+        assert_eq!(h.own, fake.path("cg/system.slice/berth.service"));
+        let cgroups = Cgroups::new(&layout, "berth").unwrap();
+        assert_eq!(fake.read("cg/cgroup.subtree_control"), "+memory +cpu");
+        assert_eq!(fake.read("cg/berth/cgroup.subtree_control"), "+memory +cpu");
+        let placement = cgroups
+            .create("u1", "app", 0, &limits(), &pod_limits())
+            .unwrap();
+        let dir = fake.path("cg/berth/podu1/app-0");
+        assert_eq!(placement.dirs, vec![dir.clone()]);
+        assert_eq!(placement.memory, (dir.clone(), Version::V2));
+        assert_eq!(
+            fake.read("cg/berth/podu1/cgroup.subtree_control"),
+            "+memory +cpu"
+        );
+        assert_eq!(fake.read("cg/berth/podu1/app-0/memory.max"), "33554432");
+        assert_eq!(fake.read("cg/berth/podu1/app-0/cpu.max"), "50000 100000");
+        assert_eq!(fake.read("cg/berth/podu1/app-0/cpu.weight"), "10");
+        assert_eq!(
+            fake.read("cg/berth/podu1/memory.max"),
+            (96u64 << 20).to_string()
+        );
+        assert_eq!(fake.read("cg/berth/podu1/cpu.max"), "150000 100000");
+        assert_eq!(fake.read("cg/berth/podu1/cpu.weight"), "39");
+        assert!(!placement.oom_killed());
+        fs::write(
+            dir.join("memory.events"),
+            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
+        )
+        .unwrap();
+        assert!(placement.oom_killed());
+        // The kernel removes interface files with the directory; here they are removed.
+        for d in [&dir, &fake.path("cg/berth/podu1")] {
+            for f in fs::read_dir(d).unwrap() {
+                let f = f.unwrap().path();
+                if f.is_file() {
+                    fs::remove_file(f).unwrap();
+                }
+            }
+        }
+        cgroups.remove_pod("u1").unwrap();
+        assert!(!fake.path("cg/berth/podu1").exists());
+        cgroups.remove_pod("u1").unwrap();
+    }
+
+    #[test]
+    fn without_a_usable_hierarchy_limits_cannot_be_enforced() {
+        let fake = Fake::new();
+        let none = Layout::parse("22 1 0:20 / / rw - ext4 /dev/root rw\n", "0::/\n");
+        assert_eq!(none.kind(), "none");
+        let e = Cgroups::new(&none, "berth").unwrap_err();
+        assert!(e.contains("memory controller"), "{e}");
+        // A v2 hierarchy whose controllers do not include cpu.
+        let root = fake.mkdir("cg");
+        fs::write(root.join("cgroup.controllers"), "memory pids\n").unwrap();
+        let mountinfo = format!("30 22 0:26 / {} rw - cgroup2 cgroup2 rw\n", root.display());
+        let e = Cgroups::new(&Layout::parse(&mountinfo, "0::/\n"), "berth").unwrap_err();
+        assert!(e.contains("cpu controller"), "{e}");
+        // A mount point that is not there: the parent cannot be made.
+        let gone = format!(
+            "30 22 0:26 / {}/missing rw - cgroup cgroup rw,memory,cpu\n",
+            fake.dir.path().display()
+        );
+        let e = Cgroups::new(&Layout::parse(&gone, "1:memory,cpu:/\n"), "berth").unwrap_err();
+        assert!(e.contains("missing/berth"), "{e}");
+    }
+
+    #[test]
+    fn a_sweep_takes_only_empty_cgroups_of_unknown_pods() {
+        let fake = Fake::new();
+        let cgroups = Cgroups::new(&fake.hybrid(), "berth").unwrap();
+        for d in [
+            "memory/berth/podgone",
+            "memory/berth/podkept",
+            "memory/berth/podbusy/c-0",
+        ] {
+            fake.mkdir(d);
+        }
+        fake.mkdir("memory/berth/other");
+        let keep = ["kept".to_string()].into_iter().collect();
+        assert_eq!(cgroups.sweep(&keep), 1);
+        assert!(!fake.path("memory/berth/podgone").exists());
+        assert!(fake.path("memory/berth/podkept").exists());
+        assert!(
+            fake.path("memory/berth/podbusy/c-0").exists(),
+            "it has a container cgroup"
+        );
+        assert!(fake.path("memory/berth/other").exists());
+    }
+
+    #[test]
+    fn conversions_follow_kubernetes() {
+        assert_eq!(shares(1000), 1024);
+        assert_eq!(shares(1), 2);
+        assert_eq!(weight(2), 1);
+        assert_eq!(weight(262_144), 10_000);
+        assert_eq!(weight(1024), 39);
+        assert_eq!(quota(1), 1000, "the kernel's minimum");
+        assert_eq!(quota(1500), 150_000);
+        assert_eq!(unescape("/a\\040b"), "/a b");
+    }
+}
