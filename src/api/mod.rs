@@ -181,11 +181,7 @@ async fn exec_request(
                 "you must specify at least one command for the container".into(),
             ));
         }
-        if req.tty {
-            return Err(Error::BadRequest(
-                "a terminal (-t) is not supported yet: run the command without -t".into(),
-            ));
-        }
+        req.check_streams()?;
         let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
         let pod: serde_json::Value =
             serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
@@ -204,11 +200,11 @@ async fn exec_request(
             .ok_or_else(|| Error::BadRequest(format!("container not found ({container:?})")))?;
         let ws = ws.map_err(|_| {
             Error::BadRequest(format!(
-                "exec needs a WebSocket upgrade offering {}",
-                exec::PROTOCOL
+                "exec needs a WebSocket upgrade offering one of [{}]",
+                exec::Protocol::SERVED.map(|(n, _)| n).join(" ")
             ))
         })?;
-        Ok(exec::serve(ws, req.command, ctx, req.stdin))
+        Ok(exec::serve(ws, exec::Session::new(req, ctx)))
     };
     answer().unwrap_or_else(IntoResponse::into_response)
 }

@@ -5,6 +5,7 @@
 
 pub mod logs;
 pub mod process;
+pub mod pty;
 pub mod shim;
 
 use std::future::Future;

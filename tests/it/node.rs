@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use crate::support::{TestServer, eventually};
 
-const PODS: &str = "/api/v1/namespaces/default/pods";
+pub const PODS: &str = "/api/v1/namespaces/default/pods";
 const NODE: &str = "test-node";
 
-async fn server() -> TestServer {
+pub async fn server() -> TestServer {
     TestServer::start_with(|c| {
         let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
         agent.lease_every = Duration::from_millis(500);
@@ -23,7 +23,7 @@ async fn server() -> TestServer {
     .await
 }
 
-fn pod(name: &str, policy: &str, script: &str) -> Value {
+pub fn pod(name: &str, policy: &str, script: &str) -> Value {
     json!({
         "metadata": {"name": name},
         "spec": {
@@ -35,7 +35,7 @@ fn pod(name: &str, policy: &str, script: &str) -> Value {
 }
 
 /// Waits until `check` accepts the pod.
-async fn pod_until(
+pub async fn pod_until(
     s: &TestServer,
     name: &str,
     what: &str,
@@ -57,7 +57,7 @@ fn container(p: &Value) -> &Value {
 }
 
 /// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> usize {
+pub fn processes_with(marker: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
@@ -289,7 +289,9 @@ async fn logs_are_served_with_tail_timestamps_previous_and_follow() {
     assert_eq!(rest, "one");
     let (code, text) = log(&s, "talker", "?sinceSeconds=0").await;
     assert_eq!(code, 422, "{text}");
-    let (code, st) = s.get(&format!("{PODS}/talker/exec?command=true")).await;
+    let (code, st) = s
+        .get(&format!("{PODS}/talker/exec?command=true&stdout=true"))
+        .await;
     assert_eq!(code, 400);
     assert_eq!(
         st["message"],
@@ -500,7 +502,9 @@ async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
     s.post(PODS, pod("box", "Always", "exec sleep 7304")).await;
     pod_until(&s, "box", "running", |p| p["status"]["phase"] == "Running").await;
     // Without a WebSocket upgrade.
-    let (code, st) = s.get(&format!("{PODS}/box/exec?command=true")).await;
+    let (code, st) = s
+        .get(&format!("{PODS}/box/exec?command=true&stdout=true"))
+        .await;
     assert_eq!(code, 400, "{st}");
     assert!(
         st["message"]
@@ -509,20 +513,28 @@ async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
             .contains("v5.channel.k8s.io"),
         "{st}"
     );
+    let (code, st) = s.get(&format!("{PODS}/box/exec?command=true")).await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(
+        st["message"],
+        "you must specify at least 1 of stdin, stdout, stderr"
+    );
     let (code, st) = s.get(&format!("{PODS}/box/exec")).await;
     assert_eq!(code, 400);
     assert_eq!(
         st["message"],
         "you must specify at least one command for the container"
     );
-    let (code, st) = s.get(&format!("{PODS}/box/exec?command=sh&tty=true")).await;
-    assert_eq!(code, 400, "{st}");
     let (code, st) = s
-        .get(&format!("{PODS}/box/exec?command=true&container=other"))
+        .get(&format!(
+            "{PODS}/box/exec?command=true&stdout=true&container=other"
+        ))
         .await;
     assert_eq!(code, 400);
     assert_eq!(st["message"], "container other is not valid for pod box");
-    let (code, _) = s.get(&format!("{PODS}/nobody/exec?command=true")).await;
+    let (code, _) = s
+        .get(&format!("{PODS}/nobody/exec?command=true&stdout=true"))
+        .await;
     assert_eq!(code, 404);
     s.delete(&format!("{PODS}/box")).await;
     eventually(30, "the process is stopped", || async {
