@@ -333,6 +333,30 @@ impl api::logs::NodeAccess for RuntimeAccess {
     }
 
     fn exec_context(&self, pod_uid: &str, container: &str) -> Option<api::exec::ExecContext> {
+        let (_, spec) = self.running(pod_uid, container)?;
+        Some(api::exec::ExecContext {
+            env: spec.env,
+            working_dir: spec.working_dir,
+        })
+    }
+
+    fn attach_target(&self, pod_uid: &str, container: &str) -> Option<api::exec::AttachTarget> {
+        use crate::runtime::Runtime;
+        let (id, spec) = self.running(pod_uid, container)?;
+        Some(api::exec::AttachTarget {
+            dir: self.0.log_path(&id).parent()?.to_path_buf(),
+            stdio: spec.stdio,
+        })
+    }
+}
+
+impl RuntimeAccess {
+    /// The newest running instance of `container` and its spec.
+    fn running(
+        &self,
+        pod_uid: &str,
+        container: &str,
+    ) -> Option<(crate::runtime::ContainerId, crate::runtime::ContainerSpec)> {
         use crate::runtime::{Runtime, State};
         let running = self
             .0
@@ -342,10 +366,7 @@ impl api::logs::NodeAccess for RuntimeAccess {
             .filter(|s| s.id.name == container && s.state == State::Running)
             .max_by_key(|s| s.id.attempt)?;
         let spec = self.0.spec(&running.id)?;
-        Some(api::exec::ExecContext {
-            env: spec.env,
-            working_dir: spec.working_dir,
-        })
+        Some((running.id, spec))
     }
 }
 

@@ -1,7 +1,7 @@
-//! `pods/{name}/exec` over WebSocket, as kubectl speaks it: each frame's first byte is the
-//! stream (0 stdin, 1 stdout, 2 stderr, 3 the final `Status`, 4 terminal resize
-//! `{"Width":w,"Height":h}`; with `v5.channel.k8s.io`, 255 closes a stream). The
-//! protocols served are `v5.channel.k8s.io`, `v4.channel.k8s.io`,
+//! `pods/{name}/exec` and `pods/{name}/attach` over WebSocket, as kubectl speaks them:
+//! each frame's first byte is the stream (0 stdin, 1 stdout, 2 stderr, 3 the final
+//! `Status`, 4 terminal resize `{"Width":w,"Height":h}`; with `v5.channel.k8s.io`, 255
+//! closes a stream). The protocols served are `v5.channel.k8s.io`, `v4.channel.k8s.io`,
 //! `v4.base64.channel.k8s.io` and the older `channel.k8s.io` and `base64.channel.k8s.io`
 //! (base64 ones send text frames: the stream as an ASCII digit, then the data in base64;
 //! the older ones send only a failure's message on stream 3, nothing on success). The
@@ -11,7 +11,13 @@
 //! process's node, in a process group of its own; with `tty` on a pseudo-terminal
 //! ([`crate::runtime::pty`]) as a session leader, stderr merged into stdout. When the
 //! client goes away before the command ends, its process group is killed.
+//!
+//! `pods/{name}/attach` speaks the same protocols to the container's main process,
+//! through the attach socket of its shim ([`crate::runtime::shim`]): output from then on,
+//! input when the container keeps a stdin, resizes when it has a terminal; the session
+//! ends (with `Success`) when the container does.
 
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +33,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use super::error::Error;
-use crate::runtime::pty;
+use crate::runtime::{pty, shim};
 
 /// How long the output a command left on its terminal may take to be read once it ended
 /// (a process it left behind may hold the terminal open for good).
@@ -241,9 +247,66 @@ impl Session {
     }
 }
 
+/// A running container's attach socket (the directory that holds it) and how the
+/// container runs.
+#[derive(Debug, Clone)]
+pub struct AttachTarget {
+    pub dir: PathBuf,
+    pub stdio: crate::runtime::Stdio,
+}
+
+/// One attach to a container's main process: which streams.
+#[derive(Debug, Clone)]
+pub struct Attach {
+    pub dir: PathBuf,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+impl Attach {
+    /// Whether there is a terminal is the container's to say (as the kubelet does), and
+    /// input goes nowhere unless the container keeps a stdin.
+    pub fn new(req: &Request, target: AttachTarget) -> Self {
+        let tty = target.stdio.tty;
+        Attach {
+            dir: target.dir,
+            stdin: req.stdin && target.stdio.stdin,
+            stdout: req.stdout,
+            stderr: req.stderr && !tty,
+            tty,
+        }
+    }
+}
+
+/// What a WebSocket session relays.
+enum Job {
+    Exec(Session),
+    Attach(Attach),
+}
+
+impl Job {
+    fn streams(&self) -> (bool, bool) {
+        match self {
+            Job::Exec(s) => (s.stdout, s.stderr),
+            Job::Attach(a) => (a.stdout, a.stderr),
+        }
+    }
+}
+
 /// Upgrades to WebSocket with the protocol the client offers first and runs the session,
 /// relaying its streams. The entry point for any route that serves exec.
-pub fn serve(mut ws: WebSocketUpgrade, session: Session) -> Response {
+pub fn serve(ws: WebSocketUpgrade, session: Session) -> Response {
+    upgrade(ws, Job::Exec(session))
+}
+
+/// As [`serve`], for an attach.
+pub fn serve_attach(ws: WebSocketUpgrade, attach: Attach) -> Response {
+    upgrade(ws, Job::Attach(attach))
+}
+
+fn upgrade(mut ws: WebSocketUpgrade, job: Job) -> Response {
     let protocol =
         match Protocol::negotiate(ws.requested_protocols().filter_map(|v| v.to_str().ok())) {
             Ok(p) => p,
@@ -252,7 +315,7 @@ pub fn serve(mut ws: WebSocketUpgrade, session: Session) -> Response {
     if ws.requested_protocols().next().is_some() {
         ws.set_selected_protocol(axum::http::HeaderValue::from_static(protocol.name()));
     }
-    ws.on_upgrade(move |socket| run(socket, protocol, session))
+    ws.on_upgrade(move |socket| run(socket, protocol, job))
         .into_response()
 }
 
@@ -290,6 +353,11 @@ enum Input {
         /// Whether what was typed last is a line not yet ended.
         line_open: bool,
     },
+    /// A container's attach socket: input and resizes are passed on as frames.
+    Attach {
+        conn: tokio::net::unix::OwnedWriteHalf,
+        stdin: bool,
+    },
 }
 
 impl Input {
@@ -315,12 +383,20 @@ impl Input {
                 let _ = master.write_all(data).await;
             }
             Input::Tty { .. } => {}
+            Input::Attach { conn, stdin: true } => {
+                let _ = conn.write_all(&shim::frame(STDIN, data)).await;
+            }
+            Input::Attach { .. } => {}
         }
     }
 
     async fn close(&mut self) {
         match self {
             Input::Ignored => {}
+            Input::Attach { conn, stdin: true } => {
+                let _ = conn.write_all(&shim::frame(CLOSE, &[])).await;
+            }
+            Input::Attach { .. } => {}
             Input::Pipe(pipe) => {
                 pipe.take();
             }
@@ -341,7 +417,12 @@ impl Input {
         }
     }
 
-    fn resize(&self, data: &[u8]) {
+    async fn resize(&mut self, data: &[u8]) {
+        if let Input::Attach { conn, .. } = self {
+            // The shim applies it to the container's terminal, if it has one.
+            let _ = conn.write_all(&shim::frame(RESIZE, data)).await;
+            return;
+        }
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "PascalCase")]
         struct Size {
@@ -373,7 +454,7 @@ async fn read_input(mut incoming: SplitStream<WebSocket>, protocol: Protocol, mu
         };
         match stream {
             STDIN => input.write(&data).await,
-            RESIZE => input.resize(&data),
+            RESIZE => input.resize(&data).await,
             CLOSE if protocol == Protocol::V5 && data.first() == Some(&STDIN) => {
                 input.close().await
             }
@@ -443,12 +524,15 @@ fn pump_tty(
     })
 }
 
-/// A started command: its output, its input, and its end.
+/// A started command or an attach: its output, its input, and its end.
 struct Running {
     output: mpsc::Receiver<(u8, Bytes)>,
     input: Input,
+    /// The exit code once it ended (0 for an attach, which ends with its container).
     ended: watch::Receiver<Option<i32>>,
+    /// The command's process group, killed when the client leaves (none for an attach).
     pgid: Option<rustix::process::Pid>,
+    /// Waits for the end.
     waiter: tokio::task::JoinHandle<()>,
 }
 
@@ -518,15 +602,66 @@ fn start(session: &Session) -> std::io::Result<Running> {
     })
 }
 
-async fn run(socket: WebSocket, protocol: Protocol, session: Session) {
+/// Connects to a container's attach socket: its output comes as frames until it ends.
+async fn connect(attach: &Attach) -> std::io::Result<Running> {
+    let dir = std::fs::File::open(&attach.dir)?;
+    let path = format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), shim::ATTACH_SOCKET);
+    let conn = tokio::net::UnixStream::connect(path).await?;
+    drop(dir);
+    let (mut from, to) = conn.into_split();
+    let (tx, output) = mpsc::channel(64);
+    let (ended_tx, ended) = watch::channel(None);
+    let (stdout, stderr) = (attach.stdout, attach.stderr);
+    let waiter = tokio::spawn(async move {
+        let mut head = [0u8; 5];
+        while from.read_exact(&mut head).await.is_ok() {
+            let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+            let mut data = vec![0u8; len];
+            if from.read_exact(&mut data).await.is_err() {
+                break;
+            }
+            let wanted = match head[0] {
+                STDOUT => stdout,
+                STDERR => stderr,
+                _ => false,
+            };
+            if wanted && tx.send((head[0], Bytes::from(data))).await.is_err() {
+                break;
+            }
+        }
+        // The shim closes the socket when the container has ended.
+        drop(tx);
+        let _ = ended_tx.send(Some(0));
+    });
+    Ok(Running {
+        output,
+        input: Input::Attach {
+            conn: to,
+            stdin: attach.stdin,
+        },
+        ended,
+        pgid: None,
+        waiter,
+    })
+}
+
+async fn run(socket: WebSocket, protocol: Protocol, job: Job) {
     let (mut sink, incoming) = socket.split();
-    let mut running = match start(&session) {
-        Ok(r) => r,
-        Err(e) => {
+    let started = match &job {
+        Job::Exec(session) => start(session).map_err(|e| {
             let program = session.argv.first().map(String::as_str).unwrap_or("");
-            let status = failure(format!(
+            format!(
                 "Internal error occurred: error executing command in container: exec {program:?}: {e}"
-            ));
+            )
+        }),
+        Job::Attach(attach) => connect(attach)
+            .await
+            .map_err(|e| format!("Internal error occurred: error attaching to container: {e}")),
+    };
+    let mut running = match started {
+        Ok(r) => r,
+        Err(message) => {
+            let status = failure(message);
             if let Some(frame) = protocol.status(&status) {
                 let _ = sink.send(frame).await;
             }
@@ -535,9 +670,10 @@ async fn run(socket: WebSocket, protocol: Protocol, session: Session) {
         }
     };
     // As the kubelet does: an empty frame on the first writable stream says "ready".
-    let first = if session.stdout {
+    let (stdout, stderr) = job.streams();
+    let first = if stdout {
         STDOUT
-    } else if session.stderr {
+    } else if stderr {
         STDERR
     } else {
         STATUS
@@ -555,7 +691,11 @@ async fn run(socket: WebSocket, protocol: Protocol, session: Session) {
         running.waiter.abort();
         return;
     };
-    if let Some(frame) = protocol.status(&exit_status(&session.argv, code)) {
+    let argv = match &job {
+        Job::Exec(session) => &session.argv[..],
+        Job::Attach(_) => &[],
+    };
+    if let Some(frame) = protocol.status(&exit_status(argv, code)) {
         let _ = sink.send(frame).await;
     }
     let _ = sink.send(close()).await;

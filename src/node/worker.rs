@@ -263,6 +263,11 @@ impl<R: Runtime + Clone> Worker<R> {
             argv,
             env: env.clone(),
             working_dir: c["workingDir"].as_str().map(Into::into),
+            stdio: crate::runtime::Stdio {
+                stdin: c["stdin"].as_bool().unwrap_or(false),
+                stdin_once: c["stdinOnce"].as_bool().unwrap_or(false),
+                tty: c["tty"].as_bool().unwrap_or(false),
+            },
         };
         self.envs.insert(name.to_string(), env);
         match self.shared.runtime.start(&spec).await {

@@ -77,6 +77,21 @@ pub struct ContainerSpec {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
+    /// Whether the container keeps a stdin and a terminal for `kubectl attach`.
+    #[serde(default)]
+    pub stdio: Stdio,
+}
+
+/// A container's stdin and terminal (the pod spec's `stdin`, `stdinOnce` and `tty`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stdio {
+    /// The container's stdin stays open for attached clients (else it reads nothing).
+    pub stdin: bool,
+    /// The container's stdin closes when the first attached client closes it or leaves.
+    pub stdin_once: bool,
+    /// The container runs on a pseudo-terminal (stderr merged into stdout).
+    pub tty: bool,
 }
 
 /// Names one container instance.

@@ -1,6 +1,7 @@
 //! `pods/exec` over WebSocket against a real server and node: a terminal (`tty`) with its
 //! size, resizes and input, the end of input on a terminal, the `v4` and base64
-//! protocols, and a client going away taking its command with it.
+//! protocols, a client going away taking its command with it, and `pods/attach` to a
+//! container with a terminal and to one with output only.
 
 use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
@@ -332,4 +333,115 @@ async fn a_client_that_goes_away_takes_its_command_with_it() {
         .await;
     }
     delete(&s, "gone", "7324").await;
+}
+
+#[tokio::test]
+async fn attach_types_into_the_terminal_of_the_main_process_and_ends_with_it() {
+    let s = server().await;
+    let p = json!({
+        "metadata": {"name": "shell"},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{"name": "main", "image": "busybox", "command": ["sh"], "stdin": true, "tty": true}],
+        },
+    });
+    let (code, out) = s.post(PODS, p).await;
+    assert_eq!(code, 201, "{out}");
+    pod_until(&s, "shell", "running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    let mut c = Client::connect(
+        &s,
+        &format!("{PODS}/shell/attach?stdin=true&stdout=true&stderr=true&tty=true"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    c.resize(61, 19).await;
+    c.send(0, b"tty; stty size; echo main-$((40 + 2)) >&2\n")
+        .await;
+    c.until_out("main-42").await;
+    c.until_out("19 61").await;
+    assert!(c.out().contains("/dev/pts/"), "{}", c.out());
+    c.send(0, b"exit 4\n").await;
+    // The session ends with the container, successfully: the exit code is the pod's.
+    let status = c.finish().await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&status).unwrap()["status"],
+        "Success"
+    );
+    assert!(c.err.is_empty());
+    let done = pod_until(&s, "shell", "failed", |p| p["status"]["phase"] == "Failed").await;
+    assert_eq!(
+        done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        4
+    );
+    // What was typed is in the container's log too.
+    let log = s
+        .req(reqwest::Method::GET, &format!("{PODS}/shell/log"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(log.contains("main-42"), "{log}");
+    let (code, st) = s.get(&format!("{PODS}/shell/attach?stdout=true")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "cannot attach to a container in a completed pod; current phase is Failed"
+    );
+    s.delete(&format!("{PODS}/shell")).await;
+}
+
+#[tokio::test]
+async fn attach_to_a_container_without_stdin_streams_its_output_only() {
+    let s = server().await;
+    let script = "i=0; while :; do echo tick-$i; echo tock-$i >&2; i=$((i+1)); sleep 0.2; done";
+    s.post(PODS, pod("ticker", "Always", script)).await;
+    pod_until(&s, "ticker", "running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    let mut c = Client::connect(
+        &s,
+        &format!("{PODS}/ticker/attach?stdin=true&stdout=true&stderr=true"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    // The container keeps no stdin: input goes nowhere.
+    c.send(0, b"ignored\n").await;
+    c.until_out("tick-").await;
+    while !String::from_utf8_lossy(&c.err).contains("tock-") {
+        match c.next().await {
+            Some((1, d)) => c.out.extend(d),
+            Some((2, d)) => c.err.extend(d),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    drop(c);
+    // Leaving does not stop the container.
+    let mut again = Client::connect(
+        &s,
+        &format!("{PODS}/ticker/attach?stdout=true"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    again.until_out("tick-").await;
+    let (code, st) = s.get(&format!("{PODS}/ticker/attach")).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "you must specify at least 1 of stdin, stdout, stderr"
+    );
+    s.delete(&format!("{PODS}/ticker")).await;
+    eventually(30, "the container is stopped", || async {
+        match processes_with("tick-") {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
 }

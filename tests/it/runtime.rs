@@ -32,6 +32,7 @@ fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         argv: vec!["sh".into(), "-c".into(), script.into()],
         env: vec![("GREETING".into(), "hello".into())],
         working_dir: None,
+        stdio: Default::default(),
     }
 }
 

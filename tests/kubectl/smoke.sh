@@ -2,7 +2,7 @@
 # kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, an
 # invalid object showing the server's message, the controllers at work (an RC's pods,
 # service accounts, cascading and namespace deletion) and a pod running on this machine
-# (logs, exec, exec -it through a terminal). Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
+# (logs, exec, exec -it and attach -it through a terminal). Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -151,8 +151,17 @@ if command -v script >/dev/null; then
   check "exec -it: the command sees a terminal" "^/dev/pts/[0-9]+" tr -d '\r' <"$work/tty.out"
   check "exec -it: of kubectl's size" "^33 101$" tr -d '\r' <"$work/tty.out"
   check "exec -it passes the exit code" "^rc=5$" tr -d '\r' <"$work/tty.out"
+  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: shell\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: main, image: registry.example/sh:1, command: [sh], stdin: true, tty: true}\n' >"$work/shell.yaml"
+  k apply -f "$work/shell.yaml" >/dev/null
+  k wait --for=condition=Ready pod/shell --timeout=30s >/dev/null
+  (printf 'echo main-$((6 * 7)); tty; exit 6\n'; sleep 5) |
+    script -qec "$kubectl_bin --cache-dir $work/cache attach -it shell" /dev/null >"$work/attach.out" 2>&1
+  check "attach -it types into the main process's terminal" "^main-42" tr -d '\r' <"$work/attach.out"
+  check "attach -it: the main process runs on a terminal" "^/dev/pts/[0-9]+" tr -d '\r' <"$work/attach.out"
+  check "the attached container ended with its code" "condition met" k wait --for=jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}'=6 pod/shell --timeout=20s
+  k delete pod shell --timeout=20s >/dev/null
 else
-  echo "skip exec -it: script(1) from util-linux is not installed"
+  echo "skip exec -it and attach -it: script(1) from util-linux is not installed"
 fi
 check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
 check "gone" "NotFound" k get pod web-1
