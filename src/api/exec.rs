@@ -204,21 +204,35 @@ impl Request {
 /// The container an exec or attach is for: the one named, or the only one.
 pub fn container(pod: &Value, asked: Option<&str>) -> Result<String, Error> {
     let name = pod["metadata"]["name"].as_str().unwrap_or("");
-    let all: Vec<&str> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| pod["spec"][*k].as_array())
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let names = |key: &str| -> Vec<&str> {
+        pod["spec"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect()
+    };
+    let (app, init) = (names("containers"), names("initContainers"));
     match asked {
-        Some(c) if all.contains(&c) => Ok(c.to_string()),
+        Some(c) if app.contains(&c) || init.contains(&c) => Ok(c.to_string()),
         Some(c) => Err(Error::BadRequest(format!(
             "container {c} is not valid for pod {name}"
         ))),
-        None => pod["spec"]["containers"][0]["name"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| Error::BadRequest(format!("pod {name} has no containers"))),
+        None if app.len() == 1 => Ok(app[0].to_string()),
+        None if app.is_empty() => Err(Error::BadRequest(format!("pod {name} has no containers"))),
+        None => {
+            let mut message = format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                app.join(" ")
+            );
+            if !init.is_empty() {
+                message.push_str(&format!(
+                    " or one of the init containers: [{}]",
+                    init.join(" ")
+                ));
+            }
+            Err(Error::BadRequest(message))
+        }
     }
 }
 
@@ -756,11 +770,22 @@ mod tests {
     }
 
     #[test]
-    fn the_container_defaults_to_the_first() {
-        let pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
-        assert_eq!(container(&pod, None).unwrap(), "a");
+    fn the_container_is_the_one_named_or_the_only_one() {
+        let pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "a"}, {"name": "b"}], "initContainers": [{"name": "i"}]}});
         assert_eq!(container(&pod, Some("b")).unwrap(), "b");
+        assert_eq!(container(&pod, Some("i")).unwrap(), "i");
         assert!(container(&pod, Some("c")).is_err());
+        let Err(Error::BadRequest(m)) = container(&pod, None) else {
+            panic!("two containers need a name");
+        };
+        assert_eq!(
+            m,
+            "a container name must be specified for pod p, choose one of: [a b] or one of the init containers: [i]"
+        );
+        let one =
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}]}});
+        assert_eq!(container(&one, None).unwrap(), "a");
     }
 
     #[test]

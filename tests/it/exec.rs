@@ -445,3 +445,18 @@ async fn attach_to_a_container_without_stdin_streams_its_output_only() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn exec_and_attach_need_a_pod_on_a_node() {
+    let s = server().await;
+    let mut p = pod("nowhere", "Always", "exec sleep 7327");
+    p["spec"]["nodeSelector"] = json!({"no-such": "node"});
+    let (code, out) = s.post(PODS, p).await;
+    assert_eq!(code, 201, "{out}");
+    for sub in ["exec?command=true&stdout=true", "attach?stdout=true"] {
+        let (code, st) = s.get(&format!("{PODS}/nowhere/{sub}")).await;
+        assert_eq!(code, 400, "{st}");
+        assert_eq!(st["message"], "pod nowhere does not have a host assigned");
+    }
+    s.delete(&format!("{PODS}/nowhere")).await;
+}
