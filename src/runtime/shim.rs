@@ -275,7 +275,10 @@ impl Clients {
             let _ = conn.shutdown(std::net::Shutdown::Both);
         });
         self.queues.lock().expect("clients lock").push(tx);
-        self.writers.lock().expect("clients lock").push(writer);
+        let mut writers = self.writers.lock().expect("clients lock");
+        // Those of clients gone are let go (a thread's resources go with its handle).
+        writers.retain(|w| !w.is_finished());
+        writers.push(writer);
     }
 
     /// Ends every client once what is queued for it is written.
