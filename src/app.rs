@@ -366,6 +366,35 @@ impl api::logs::NodeAccess for RuntimeAccess {
     }
 
     fn exec_context(&self, pod_uid: &str, container: &str) -> Option<api::exec::ExecContext> {
+        let (_, spec, pid) = self.running(pod_uid, container)?;
+        Some(api::exec::ExecContext {
+            env: spec.env,
+            working_dir: spec.working_dir,
+            pid,
+        })
+    }
+
+    fn attach_target(&self, pod_uid: &str, container: &str) -> Option<api::exec::AttachTarget> {
+        use crate::runtime::Runtime;
+        let (id, spec, _) = self.running(pod_uid, container)?;
+        Some(api::exec::AttachTarget {
+            dir: self.runtime.log_path(&id).parent()?.to_path_buf(),
+            stdio: spec.stdio,
+        })
+    }
+}
+
+impl RuntimeAccess {
+    /// The newest running instance of `container`, its spec and its process.
+    fn running(
+        &self,
+        pod_uid: &str,
+        container: &str,
+    ) -> Option<(
+        crate::runtime::ContainerId,
+        crate::runtime::ContainerSpec,
+        Option<i32>,
+    )> {
         use crate::runtime::{Runtime, State};
         let pod_uid = &self.handle.translate_uid(pod_uid);
         let running = self
@@ -376,11 +405,7 @@ impl api::logs::NodeAccess for RuntimeAccess {
             .filter(|s| s.id.name == container && s.state == State::Running)
             .max_by_key(|s| s.id.attempt)?;
         let spec = self.runtime.spec(&running.id)?;
-        Some(api::exec::ExecContext {
-            env: spec.env,
-            working_dir: spec.working_dir,
-            pid: running.pid,
-        })
+        Some((running.id, spec, running.pid))
     }
 }
 

@@ -75,6 +75,15 @@ enum Command {
         log_max_bytes: u64,
         #[arg(long, default_value_t = 5)]
         log_files: u32,
+        /// Keep the container's stdin open for attached clients.
+        #[arg(long)]
+        stdin: bool,
+        /// Close the container's stdin when the first attached client closes it.
+        #[arg(long)]
+        stdin_once: bool,
+        /// Run the container on a pseudo-terminal.
+        #[arg(long)]
+        tty: bool,
         /// The container's command and arguments.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -128,6 +137,9 @@ fn main() -> anyhow::Result<()> {
             dir,
             log_max_bytes,
             log_files,
+            stdin,
+            stdin_once,
+            tty,
             argv,
         } => {
             let rotation = berth::runtime::shim::Rotation {
@@ -138,6 +150,11 @@ fn main() -> anyhow::Result<()> {
                 &dir,
                 &argv,
                 rotation,
+                berth::runtime::Stdio {
+                    stdin,
+                    stdin_once,
+                    tty,
+                },
                 &mut std::io::stdout(),
             ));
         }

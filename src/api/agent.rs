@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::SinkExt;
@@ -249,58 +249,44 @@ fn exec_in(req: Request<'_>) -> Response {
     let Some(pod) = find_pod(req.agent.as_ref(), ns, name, uid) else {
         return text(StatusCode::NOT_FOUND, "pod does not exist");
     };
-    let q = query_pairs(req.query);
-    let on = |keys: [&str; 2]| {
-        keys.iter()
-            .any(|k| matches!(first(&q, k), Some("1" | "true")))
-    };
-    let stdin = on(["input", "stdin"]);
-    if !stdin && !on(["output", "stdout"]) && !on(["error", "stderr"]) {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "you must specify at least 1 of stdin, stdout, stderr",
-        );
+    let asked = exec::Request::parse(req.query);
+    if let Err(e) = asked.check_streams() {
+        return text(StatusCode::BAD_REQUEST, &e.to_string());
     }
-    let command: Vec<String> = q
-        .iter()
-        .filter(|(k, _)| k == "command")
-        .map(|(_, v)| v.clone())
-        .collect();
-    if command.is_empty() {
+    if asked.command.is_empty() {
         return text(
             StatusCode::BAD_REQUEST,
             "you must specify at least one command for the container",
         );
     }
-    if on(["tty", "tty"]) {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "a terminal (-t) is not supported yet: run the command without -t",
-        );
-    }
     let ctx = exec_context(&req, &pod, container);
-    let Some(ws) = req.ws else {
+    let Some(mut ws) = req.ws else {
         return text(
             StatusCode::BAD_REQUEST,
-            &format!("exec needs a WebSocket upgrade offering {}", exec::PROTOCOL),
+            "exec needs a WebSocket upgrade offering v5.channel.k8s.io",
         );
     };
     match ctx {
-        Some(ctx) => exec::serve(ws, command, ctx, stdin),
+        Some(ctx) => exec::serve(ws, exec::Session::new(asked, ctx)),
         None => {
             // As the kubelet: the stream opens, the error comes on channel 3.
-            let status = json!({
-                "metadata": {}, "status": "Failure",
-                "message": format!("container not found ({container:?})"),
-            });
-            ws.protocols([exec::PROTOCOL])
-                .on_upgrade(move |mut socket| async move {
-                    let mut frame = vec![3u8];
-                    frame.extend_from_slice(status.to_string().as_bytes());
-                    let _ = socket.send(Message::Binary(frame.into())).await;
-                    let _ = socket.close().await;
-                })
-                .into_response()
+            let protocol = match exec::Protocol::negotiate(
+                ws.requested_protocols().filter_map(|v| v.to_str().ok()),
+            ) {
+                Ok(p) => p,
+                Err(e) => return e.into_response(),
+            };
+            if ws.requested_protocols().next().is_some() {
+                ws.set_selected_protocol(axum::http::HeaderValue::from_static(protocol.name()));
+            }
+            let status = exec::failure(format!("container not found ({container:?})"));
+            ws.on_upgrade(move |mut socket| async move {
+                if let Some(frame) = protocol.status(&status) {
+                    let _ = socket.send(frame).await;
+                }
+                let _ = socket.close().await;
+            })
+            .into_response()
         }
     }
 }

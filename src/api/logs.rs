@@ -22,6 +22,9 @@ pub trait NodeAccess: Send + Sync {
 
     /// The environment and working directory of a running container.
     fn exec_context(&self, pod_uid: &str, container: &str) -> Option<super::exec::ExecContext>;
+
+    /// Where to attach to a running container, and how it runs.
+    fn attach_target(&self, pod_uid: &str, container: &str) -> Option<super::exec::AttachTarget>;
 }
 
 fn flag(q: &super::resources::Query, name: &str) -> bool {

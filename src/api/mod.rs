@@ -67,6 +67,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/nodes/{node}/proxy", any(node_proxy_root))
         .route("/api/v1/nodes/{node}/proxy/{*path}", any(node_proxy))
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/attach",
+            any(attach_request),
+        )
         .route("/api/v1/{*rest}", any(core_request))
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
@@ -173,49 +177,91 @@ async fn exec_request(
         axum::extract::ws::rejection::WebSocketUpgradeRejection,
     >,
 ) -> Response {
-    let answer = || -> Result<Response, Error> {
-        if user.namespace.as_deref().is_some_and(|own| own != ns) {
-            return Err(Error::Forbidden(format!(
-                "pods {name:?} is forbidden: User {:?} cannot create resource \"pods/exec\" in API group \"\" in the namespace {ns:?}",
-                user.name
-            )));
-        }
-        let req = exec::Request::parse(query.as_deref());
-        if req.command.is_empty() {
-            return Err(Error::BadRequest(
-                "you must specify at least one command for the container".into(),
-            ));
-        }
-        if req.tty {
-            return Err(Error::BadRequest(
-                "a terminal (-t) is not supported yet: run the command without -t".into(),
-            ));
-        }
-        let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
-        let pod: serde_json::Value =
-            serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
-                .map_err(|e| Error::BadRequest(e.to_string()))?;
-        if let Some(phase @ ("Succeeded" | "Failed")) = pod["status"]["phase"].as_str() {
-            return Err(Error::BadRequest(format!(
-                "cannot exec into a container in a completed pod; current phase is {phase}"
-            )));
-        }
-        let container = exec::container(&pod, req.container.as_deref())?;
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
-        let ctx = state
-            .node
-            .as_ref()
-            .and_then(|n| n.exec_context(uid, &container))
-            .ok_or_else(|| Error::BadRequest(format!("container not found ({container:?})")))?;
-        let ws = ws.map_err(|_| {
-            Error::BadRequest(format!(
-                "exec needs a WebSocket upgrade offering {}",
-                exec::PROTOCOL
-            ))
-        })?;
-        Ok(exec::serve(ws, req.command, ctx, req.stdin))
+    stream_request(&state, &user, &ns, &name, query.as_deref(), ws, false)
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `pods/{name}/attach`: checks, then the WebSocket upgrade (see [`exec`]).
+async fn attach_request(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path((ns, name)): Path<(String, String)>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    ws: Result<
+        axum::extract::ws::WebSocketUpgrade,
+        axum::extract::ws::rejection::WebSocketUpgradeRejection,
+    >,
+) -> Response {
+    stream_request(&state, &user, &ns, &name, query.as_deref(), ws, true)
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// What exec and attach check before the upgrade, in Kubernetes' order and words.
+fn stream_request(
+    state: &AppState,
+    user: &User,
+    ns: &str,
+    name: &str,
+    query: Option<&str>,
+    ws: Result<
+        axum::extract::ws::WebSocketUpgrade,
+        axum::extract::ws::rejection::WebSocketUpgradeRejection,
+    >,
+    attach: bool,
+) -> Result<Response, Error> {
+    let (what, verb) = if attach {
+        ("pods/attach", "attach to")
+    } else {
+        ("pods/exec", "exec into")
     };
-    answer().unwrap_or_else(IntoResponse::into_response)
+    if user.namespace.as_deref().is_some_and(|own| own != ns) {
+        return Err(Error::Forbidden(format!(
+            "pods {name:?} is forbidden: User {:?} cannot create resource \"{what}\" in API group \"\" in the namespace {ns:?}",
+            user.name
+        )));
+    }
+    let req = exec::Request::parse(query);
+    if !attach && req.command.is_empty() {
+        return Err(Error::BadRequest(
+            "you must specify at least one command for the container".into(),
+        ));
+    }
+    req.check_streams()?;
+    let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
+    let pod: serde_json::Value =
+        serde_json::from_slice(&state.registry.get(pods, Some(ns), name)?)
+            .map_err(|e| Error::BadRequest(e.to_string()))?;
+    if let Some(phase @ ("Succeeded" | "Failed")) = pod["status"]["phase"].as_str() {
+        return Err(Error::BadRequest(format!(
+            "cannot {verb} a container in a completed pod; current phase is {phase}"
+        )));
+    }
+    if pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
+        return Err(Error::BadRequest(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let container = exec::container(&pod, req.container.as_deref())?;
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
+    let not_found = || Error::BadRequest(format!("container not found ({container:?})"));
+    let ws = ws.map_err(|_| {
+        Error::BadRequest(format!(
+            "{what} needs a WebSocket upgrade offering one of [{}]",
+            exec::Protocol::SERVED.map(|(n, _)| n).join(" ")
+        ))
+    });
+    let node = state.node.as_ref();
+    if attach {
+        let target = node
+            .and_then(|n| n.attach_target(uid, &container))
+            .ok_or_else(not_found)?;
+        Ok(exec::serve_attach(ws?, exec::Attach::new(&req, target)))
+    } else {
+        let ctx = node
+            .and_then(|n| n.exec_context(uid, &container))
+            .ok_or_else(not_found)?;
+        Ok(exec::serve(ws?, exec::Session::new(req, ctx)))
+    }
 }
 
 type Upgrade = Result<

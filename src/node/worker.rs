@@ -364,6 +364,11 @@ impl<R: Runtime + Clone> Worker<R> {
             mounts,
             resources: resources(c),
             pod_resources: pod_resources(pod),
+            stdio: crate::runtime::Stdio {
+                stdin: c["stdin"].as_bool().unwrap_or(false),
+                stdin_once: c["stdinOnce"].as_bool().unwrap_or(false),
+                tty: c["tty"].as_bool().unwrap_or(false),
+            },
         };
         if spec.resources.any_limit() && !self.told_unenforced {
             if let Some(why) = self.shared.runtime.limits_unenforced() {

@@ -373,6 +373,7 @@ mod tests {
             mounts: Vec::new(),
             resources: Default::default(),
             pod_resources: Default::default(),
+            stdio: Default::default(),
         }
     }
 

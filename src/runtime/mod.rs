@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod fake;
 pub mod logs;
 pub mod process;
+pub mod pty;
 pub mod shim;
 
 use std::future::Future;
@@ -129,6 +130,9 @@ pub struct ContainerSpec {
     /// What the whole pod may use: a limit only when every container of the pod has one.
     #[serde(default)]
     pub pod_resources: Resources,
+    /// Whether the container keeps a stdin and a terminal for `kubectl attach`.
+    #[serde(default)]
+    pub stdio: Stdio,
 }
 
 /// One bind mount of a container: `source` on this machine appears at `target`.
@@ -157,6 +161,18 @@ impl Resources {
     pub fn any_limit(&self) -> bool {
         self.memory_limit_bytes.is_some() || self.cpu_limit_millis.is_some()
     }
+}
+
+/// A container's stdin and terminal (the pod spec's `stdin`, `stdinOnce` and `tty`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stdio {
+    /// The container's stdin stays open for attached clients (else it reads nothing).
+    pub stdin: bool,
+    /// The container's stdin closes when the first attached client closes it or leaves.
+    pub stdin_once: bool,
+    /// The container runs on a pseudo-terminal (stderr merged into stdout).
+    pub tty: bool,
 }
 
 /// Names one container instance.

@@ -299,8 +299,17 @@ impl Runtime for ProcessRuntime {
             .arg("--log-max-bytes")
             .arg(self.inner.rotation.max_bytes.to_string())
             .arg("--log-files")
-            .arg(self.inner.rotation.files.to_string())
-            .arg("--")
+            .arg(self.inner.rotation.files.to_string());
+        for (on, flag) in [
+            (spec.stdio.stdin, "--stdin"),
+            (spec.stdio.stdin_once, "--stdin-once"),
+            (spec.stdio.tty, "--tty"),
+        ] {
+            if on {
+                cmd.arg(flag);
+            }
+        }
+        cmd.arg("--")
             .args(&spec.argv)
             .process_group(0)
             .stdin(std::process::Stdio::null())

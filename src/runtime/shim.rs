@@ -10,18 +10,30 @@
 //! each volume at its path. There is no root filesystem of its own, so a mount point the
 //! host lacks is created on the host (directories, or an empty file for a file), and left
 //! there empty.
+//!
+//! For `kubectl attach` the shim serves the unix socket `attach` in the instance
+//! directory: an attached client gets the container's output from then on and, when the
+//! container has `stdin`, writes to its stdin; with `tty` the container runs on a
+//! pseudo-terminal the client can resize. Frames both ways are `[stream][u32 length][data]`
+//! with the streams of `channel.k8s.io`: 0 stdin, 1 stdout, 2 stderr, 4 resize (JSON
+//! `{"Width":w,"Height":h}`), 255 "the client's stdin ended".
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::Mount;
 use super::cgroup::Placement;
+use super::pty;
 
 /// Where the shim of one instance keeps its records.
 pub const PID_FILE: &str = "pid";
@@ -43,6 +55,15 @@ pub struct MountSetup {
 
 /// Where the container's cgroups are ([`Placement`]), when the runtime made some.
 pub const CGROUP_FILE: &str = "cgroup";
+
+pub const ATTACH_SOCKET: &str = "attach";
+
+/// Frames an attached client may have queued before it counts as gone.
+const CLIENT_QUEUE: usize = 1024;
+/// How long a write to an attached client may block before it counts as gone.
+const CLIENT_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest frame an attached client may send.
+const MAX_FRAME: usize = 1 << 20;
 
 /// Longest piece of a line written as one log entry; longer lines are split (tag `P`).
 const MAX_LINE: usize = 16 * 1024;
@@ -175,38 +196,220 @@ impl Log {
     }
 }
 
-/// Copies one stream into the log, a line (or a piece of a long line) per entry.
-fn copy(stream: &'static str, from: impl Read, log: Arc<Mutex<Log>>) {
-    let mut reader = BufReader::with_capacity(MAX_LINE, from);
-    let mut line = Vec::with_capacity(256);
+/// Copies one stream into the log, a line (or a piece of a long line) per entry, and to
+/// the attached clients as it comes.
+fn copy(stream: &'static str, mut from: impl Read, log: Arc<Mutex<Log>>, clients: Arc<Clients>) {
+    let id = if stream == "stderr" { 2 } else { 1 };
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    let entry = |text: &[u8], tag: char| {
+        // A full disk must not block the container on a full pipe: keep reading.
+        let _ = log.lock().expect("log lock").write(stream, tag, text);
+    };
     loop {
-        line.clear();
-        let got = {
-            let mut limited = (&mut reader).take(MAX_LINE as u64);
-            limited.read_until(b'\n', &mut line)
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // EIO: every process holding the terminal is gone.
+            Err(_) => break,
         };
-        match got {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let (text, tag) = match line.strip_suffix(b"\n") {
-                    Some(t) => (t, 'F'),
-                    None => (&line[..], 'P'),
-                };
-                let mut log = log.lock().expect("log lock");
-                if log.write(stream, tag, text).is_err() {
-                    // A full disk must not block the container on a full pipe: keep reading.
-                    continue;
+        clients.send(id, &buf[..n]);
+        let mut rest = &buf[..n];
+        while let Some(pos) = memchr::memchr(b'\n', rest) {
+            line.extend_from_slice(&rest[..pos]);
+            entry(&line, 'F');
+            line.clear();
+            rest = &rest[pos + 1..];
+        }
+        line.extend_from_slice(rest);
+        while line.len() >= MAX_LINE {
+            entry(&line[..MAX_LINE], 'P');
+            line.drain(..MAX_LINE);
+        }
+    }
+    if !line.is_empty() {
+        entry(&line, 'P');
+    }
+}
+
+/// Binds or connects to the socket `name` in `dir` through `/proc/self/fd`, so that a long
+/// directory path stays within the 108 bytes a socket address holds.
+pub fn in_dir<T>(dir: &Path, name: &str, f: impl FnOnce(&Path) -> io::Result<T>) -> io::Result<T> {
+    let d = File::open(dir)?;
+    f(&PathBuf::from(format!(
+        "/proc/self/fd/{}/{name}",
+        d.as_raw_fd()
+    )))
+}
+
+/// One frame of the attach socket.
+pub fn frame(stream: u8, data: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(5 + data.len());
+    f.push(stream);
+    f.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    f.extend_from_slice(data);
+    f
+}
+
+/// Reads one frame of the attach socket; `None` at its end.
+fn read_frame(from: &mut impl Read) -> io::Result<Option<(u8, Vec<u8>)>> {
+    let mut head = [0u8; 5];
+    match from.read_exact(&mut head) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::other(format!("a frame of {len} bytes")));
+    }
+    let mut data = vec![0u8; len];
+    from.read_exact(&mut data)?;
+    Ok(Some((head[0], data)))
+}
+
+/// The attached clients' output queues.
+#[derive(Default)]
+struct Clients {
+    queues: Mutex<Vec<SyncSender<Vec<u8>>>>,
+    writers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Clients {
+    /// Queues output for every client; one that does not keep up is dropped.
+    fn send(&self, stream: u8, data: &[u8]) {
+        let mut queues = self.queues.lock().expect("clients lock");
+        if queues.is_empty() {
+            return;
+        }
+        let f = frame(stream, data);
+        queues.retain(|q| match q.try_send(f.clone()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+        });
+    }
+
+    fn add(&self, mut conn: UnixStream) {
+        let (tx, rx) = sync_channel::<Vec<u8>>(CLIENT_QUEUE);
+        let _ = conn.set_write_timeout(Some(CLIENT_WRITE_TIMEOUT));
+        let writer = std::thread::spawn(move || {
+            for f in rx {
+                if conn.write_all(&f).is_err() {
+                    break;
                 }
             }
+            // Ends the reading side too, which holds a copy of the socket.
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        });
+        self.queues.lock().expect("clients lock").push(tx);
+        let mut writers = self.writers.lock().expect("clients lock");
+        // Those of clients gone are let go (a thread's resources go with its handle).
+        writers.retain(|w| !w.is_finished());
+        writers.push(writer);
+    }
+
+    /// Ends every client once what is queued for it is written.
+    fn finish(&self) {
+        self.queues.lock().expect("clients lock").clear();
+        let writers = std::mem::take(&mut *self.writers.lock().expect("clients lock"));
+        for w in writers {
+            let _ = w.join();
         }
+    }
+}
+
+/// Where attached clients' input goes: the container's stdin pipe or its terminal.
+struct Stdin {
+    to: Mutex<Option<File>>,
+    /// The terminal, for resizes and the end of input.
+    tty: Option<OwnedFd>,
+    once: bool,
+    line_open: Mutex<bool>,
+}
+
+impl Stdin {
+    fn write(&self, data: &[u8]) {
+        let mut to = self.to.lock().expect("stdin lock");
+        if let Some(w) = to.as_mut() {
+            if w.write_all(data).is_err() {
+                to.take();
+            } else if let Some(&last) = data.last() {
+                *self.line_open.lock().expect("stdin lock") = !matches!(last, b'\n' | b'\r');
+            }
+        }
+    }
+
+    /// A client's stdin ended: with `stdinOnce`, so does the container's.
+    fn client_done(&self) {
+        if !self.once {
+            return;
+        }
+        let mut to = self.to.lock().expect("stdin lock");
+        if let (Some(tty), Some(w)) = (&self.tty, to.as_mut()) {
+            let open = *self.line_open.lock().expect("stdin lock");
+            if let Ok(Some(eof)) = pty::end_of_input(tty, open) {
+                let _ = w.write_all(&eof);
+            }
+        }
+        to.take();
+    }
+
+    fn resize(&self, data: &[u8]) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Size {
+            width: u16,
+            height: u16,
+        }
+        if let (Some(tty), Ok(s)) = (&self.tty, serde_json::from_slice::<Size>(data)) {
+            let _ = pty::set_size(tty, s.width, s.height);
+        }
+    }
+}
+
+/// Serves attach clients on `listener` until the shim ends.
+fn serve_attach(listener: UnixListener, clients: Arc<Clients>, stdin: Option<Arc<Stdin>>) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let Ok(output) = conn.try_clone() else {
+            continue;
+        };
+        clients.add(output);
+        let stdin = stdin.clone();
+        std::thread::spawn(move || {
+            let mut conn = conn;
+            let mut open = true;
+            while let Ok(Some((stream, data))) = read_frame(&mut conn) {
+                let Some(stdin) = &stdin else { continue };
+                match stream {
+                    0 if open => stdin.write(&data),
+                    4 => stdin.resize(&data),
+                    255 if open => {
+                        open = false;
+                        stdin.client_done();
+                    }
+                    _ => {}
+                }
+            }
+            if let (Some(stdin), true) = (&stdin, open) {
+                stdin.client_done();
+            }
+        });
     }
 }
 
 /// Runs `argv` as the container of the instance directory `dir`, writing one line to
 /// `ready` once it runs; returns the shim's own exit code (0 when it recorded an exit,
 /// whatever the container's code was).
-pub fn run(dir: &Path, argv: &[String], rotation: Rotation, ready: &mut dyn Write) -> i32 {
-    match supervise(dir, argv, rotation, ready) {
+pub fn run(
+    dir: &Path,
+    argv: &[String],
+    rotation: Rotation,
+    stdio: super::Stdio,
+    ready: &mut dyn Write,
+) -> i32 {
+    match supervise(dir, argv, rotation, stdio, ready) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("berth shim {}: {e}", dir.display());
@@ -219,6 +422,7 @@ fn supervise(
     dir: &Path,
     argv: &[String],
     rotation: Rotation,
+    stdio: super::Stdio,
     ready: &mut dyn Write,
 ) -> io::Result<()> {
     let Some((program, args)) = argv.split_first() else {
@@ -258,6 +462,7 @@ fn supervise(
         written
     };
     let mut cmd = Command::new(program);
+    cmd.args(args);
     if let Some(setup) = &setup {
         if let Err(e) = enter_mounts(&setup.mounts) {
             return finish(&cannot_run(e.to_string()));
@@ -265,18 +470,31 @@ fn supervise(
         // Entered after the mounts: it may lie in a volume.
         cmd.current_dir(setup.working_dir.as_deref().unwrap_or(Path::new("/")));
     }
+    let terminal = if stdio.tty {
+        let pty = pty::open()?;
+        // A session of its own is a process group of its own too.
+        pty::run_on(&mut cmd, &pty.slave)?;
+        Some(pty)
+    } else {
+        cmd.process_group(0)
+            .stdin(if stdio.stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        None
+    };
     if let Some(Err(e)) = cgroups.as_ref().map(Placement::enter) {
         leave_cgroups(cgroups.as_ref());
         return finish(&cannot_run(format!("enter the container's cgroups: {e}")));
     }
-    let spawned = cmd
-        .args(args)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+    let spawned = cmd.spawn();
     leave_cgroups(cgroups.as_ref());
+    // The command holds copies of the terminal side; the terminal must end with the
+    // container, so they go now.
+    drop(cmd);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return finish(&cannot_run(format!("exec {program:?}: {e}"))),
@@ -288,24 +506,59 @@ fn supervise(
         started_at: now(),
     };
     write_record(dir, PID_FILE, &started)?;
+    let clients = Arc::new(Clients::default());
+    let mut copiers = Vec::new();
+    let mut copy_from = |stream: &'static str, from: Box<dyn Read + Send>| {
+        let (log, clients) = (log.clone(), clients.clone());
+        copiers.push(std::thread::spawn(move || copy(stream, from, log, clients)));
+    };
+    let stdin = match terminal {
+        Some(pty) => {
+            drop(pty.slave);
+            copy_from("stdout", Box::new(File::from(pty.master.try_clone()?)));
+            Some(Stdin {
+                to: Mutex::new(
+                    stdio
+                        .stdin
+                        .then(|| pty.master.try_clone())
+                        .transpose()?
+                        .map(File::from),
+                ),
+                tty: Some(pty.master),
+                once: stdio.stdin_once,
+                line_open: Mutex::new(false),
+            })
+        }
+        None => {
+            copy_from("stdout", Box::new(child.stdout.take().expect("piped")));
+            copy_from("stderr", Box::new(child.stderr.take().expect("piped")));
+            child.stdin.take().map(|w| Stdin {
+                to: Mutex::new(Some(File::from(OwnedFd::from(w)))),
+                tty: None,
+                once: stdio.stdin_once,
+                line_open: Mutex::new(false),
+            })
+        }
+    };
+    let socket = dir.join(ATTACH_SOCKET);
+    let _ = fs::remove_file(&socket);
+    // Held here too: the terminal must stay open while the container runs.
+    let stdin = stdin.map(Arc::new);
+    match in_dir(dir, ATTACH_SOCKET, |p| UnixListener::bind(p)) {
+        Ok(listener) => {
+            let (clients, stdin) = (clients.clone(), stdin.clone());
+            std::thread::spawn(move || serve_attach(listener, clients, stdin));
+        }
+        Err(e) => eprintln!("berth shim {}: serve attach: {e}", dir.display()),
+    }
     // Tell berth the container runs (it waits for this line, or for the end of stdout).
     let _ = writeln!(ready, "started {pid}").and_then(|()| ready.flush());
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
-    let copiers = [
-        std::thread::spawn({
-            let log = log.clone();
-            move || copy("stdout", out, log)
-        }),
-        std::thread::spawn({
-            let log = log.clone();
-            move || copy("stderr", err, log)
-        }),
-    ];
     let status = child.wait()?;
     for c in copiers {
         let _ = c.join();
     }
+    let _ = fs::remove_file(&socket);
+    clients.finish();
     let _ = log.lock().expect("log lock").file.sync_all();
     let exit = Exit {
         // As a shell reports it: 128 + the signal for a killed process.
@@ -426,7 +679,13 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(
-            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            run(
+                dir.path(),
+                &argv,
+                Rotation::default(),
+                Default::default(),
+                &mut io::sink()
+            ),
             0
         );
         let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
@@ -452,7 +711,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let argv = vec!["/nonexistent/program".to_string()];
         assert_eq!(
-            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            run(
+                dir.path(),
+                &argv,
+                Rotation::default(),
+                Default::default(),
+                &mut io::sink()
+            ),
             0
         );
         let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
@@ -475,7 +740,16 @@ mod tests {
             max_bytes: 1000,
             files: 3,
         };
-        assert_eq!(run(dir.path(), &argv, rotation, &mut io::sink()), 0);
+        assert_eq!(
+            run(
+                dir.path(),
+                &argv,
+                rotation,
+                Default::default(),
+                &mut io::sink()
+            ),
+            0
+        );
         let log = dir.path().join(LOG_FILE);
         assert!(fs::metadata(&log).unwrap().len() <= 1000);
         assert!(dir.path().join("log.1").exists());
@@ -506,7 +780,13 @@ mod tests {
         write_record(dir.path(), CGROUP_FILE, &p).unwrap();
         let argv = vec!["sh".to_string(), "-c".to_string(), "kill -9 $$".to_string()];
         assert_eq!(
-            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            run(
+                dir.path(),
+                &argv,
+                Rotation::default(),
+                Default::default(),
+                &mut io::sink()
+            ),
             0
         );
         let me = std::process::id().to_string();
@@ -528,7 +808,13 @@ mod tests {
         let marker = dir.path().join("ran");
         let argv = vec!["touch".to_string(), marker.display().to_string()];
         assert_eq!(
-            run(dir.path(), &argv, Rotation::default(), &mut io::sink()),
+            run(
+                dir.path(),
+                &argv,
+                Rotation::default(),
+                Default::default(),
+                &mut io::sink()
+            ),
             0
         );
         let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
@@ -559,6 +845,99 @@ mod tests {
         mount_point(&src_file, &b).unwrap();
         assert_eq!(fs::read_to_string(&b).unwrap(), "kept");
         assert!(mount_point(&dir.path().join("missing"), &dir.path().join("g")).is_err());
+    }
+
+    /// Tells the test when the shim says its container runs.
+    struct Ready(std::sync::mpsc::Sender<()>);
+
+    impl Write for Ready {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            let _ = self.0.send(());
+            Ok(())
+        }
+    }
+
+    /// Starts a shim on a thread; returns once its container runs.
+    fn shim(
+        dir: &Path,
+        script: &str,
+        stdio: crate::runtime::Stdio,
+    ) -> std::thread::JoinHandle<i32> {
+        let argv: Vec<String> = vec!["sh".into(), "-c".into(), script.into()];
+        let dir = dir.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shim = std::thread::spawn(move || {
+            run(&dir, &argv, Rotation::default(), stdio, &mut Ready(tx))
+        });
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        shim
+    }
+
+    /// Reads frames until the socket ends; returns what came on `stream`.
+    fn read_all(conn: &mut UnixStream, stream: u8) -> String {
+        let mut out = Vec::new();
+        while let Some((s, d)) = read_frame(conn).unwrap() {
+            if s == stream {
+                out.extend(d);
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn an_attached_client_types_into_the_containers_terminal_and_resizes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let stdio = crate::runtime::Stdio {
+            stdin: true,
+            stdin_once: false,
+            tty: true,
+        };
+        let shim = shim(
+            dir.path(),
+            "read line; tty; stty size; echo got-$line; exit 2",
+            stdio,
+        );
+        let mut conn = in_dir(dir.path(), ATTACH_SOCKET, |p| UnixStream::connect(p)).unwrap();
+        conn.write_all(&frame(4, br#"{"Width":33,"Height":7}"#))
+            .unwrap();
+        conn.write_all(&frame(0, b"hello\n")).unwrap();
+        let out = read_all(&mut conn, 1);
+        assert!(out.contains("/dev/pts/"), "{out}");
+        assert!(out.contains("7 33"), "{out}");
+        assert!(out.contains("got-hello"), "{out}");
+        assert_eq!(shim.join().unwrap(), 0);
+        let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
+        assert_eq!(exit.exit_code, 2);
+        let log = fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
+        assert!(log.contains(" stdout F got-hello"), "{log}");
+        assert!(!dir.path().join(ATTACH_SOCKET).exists());
+    }
+
+    #[test]
+    fn with_stdin_once_the_containers_stdin_closes_when_the_client_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let stdio = crate::runtime::Stdio {
+            stdin: true,
+            stdin_once: true,
+            tty: false,
+        };
+        let shim = shim(dir.path(), "cat; echo stdin-closed >&2", stdio);
+        let mut conn = in_dir(dir.path(), ATTACH_SOCKET, |p| UnixStream::connect(p)).unwrap();
+        conn.write_all(&frame(0, b"abc\n")).unwrap();
+        let mut echoed = Vec::new();
+        while !echoed.ends_with(b"abc\n") {
+            let (stream, data) = read_frame(&mut conn).unwrap().unwrap();
+            assert_eq!(stream, 1);
+            echoed.extend(data);
+        }
+        drop(conn);
+        assert_eq!(shim.join().unwrap(), 0);
+        let log = fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
+        assert!(log.contains(" stdout F abc"), "{log}");
+        assert!(log.contains(" stderr F stdin-closed"), "{log}");
     }
 
     #[test]

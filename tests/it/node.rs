@@ -290,7 +290,9 @@ async fn logs_are_served_with_tail_timestamps_previous_and_follow() {
     assert_eq!(rest, "one");
     let (code, text) = log(&s, "talker", "?sinceSeconds=0").await;
     assert_eq!(code, 422, "{text}");
-    let (code, st) = s.get(&format!("{PODS}/talker/exec?command=true")).await;
+    let (code, st) = s
+        .get(&format!("{PODS}/talker/exec?command=true&stdout=true"))
+        .await;
     assert_eq!(code, 400);
     assert_eq!(
         st["message"],
@@ -501,7 +503,9 @@ async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
     s.post(PODS, pod("box", "Always", "exec sleep 7304")).await;
     pod_until(&s, "box", "running", |p| p["status"]["phase"] == "Running").await;
     // Without a WebSocket upgrade.
-    let (code, st) = s.get(&format!("{PODS}/box/exec?command=true")).await;
+    let (code, st) = s
+        .get(&format!("{PODS}/box/exec?command=true&stdout=true"))
+        .await;
     assert_eq!(code, 400, "{st}");
     assert!(
         st["message"]
@@ -510,20 +514,28 @@ async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
             .contains("v5.channel.k8s.io"),
         "{st}"
     );
+    let (code, st) = s.get(&format!("{PODS}/box/exec?command=true")).await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(
+        st["message"],
+        "you must specify at least 1 of stdin, stdout, stderr"
+    );
     let (code, st) = s.get(&format!("{PODS}/box/exec")).await;
     assert_eq!(code, 400);
     assert_eq!(
         st["message"],
         "you must specify at least one command for the container"
     );
-    let (code, st) = s.get(&format!("{PODS}/box/exec?command=sh&tty=true")).await;
-    assert_eq!(code, 400, "{st}");
     let (code, st) = s
-        .get(&format!("{PODS}/box/exec?command=true&container=other"))
+        .get(&format!(
+            "{PODS}/box/exec?command=true&stdout=true&container=other"
+        ))
         .await;
     assert_eq!(code, 400);
     assert_eq!(st["message"], "container other is not valid for pod box");
-    let (code, _) = s.get(&format!("{PODS}/nobody/exec?command=true")).await;
+    let (code, _) = s
+        .get(&format!("{PODS}/nobody/exec?command=true&stdout=true"))
+        .await;
     assert_eq!(code, 404);
     s.delete(&format!("{PODS}/box")).await;
     eventually(30, "the process is stopped", || async {

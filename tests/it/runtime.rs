@@ -35,6 +35,7 @@ fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         mounts: Vec::new(),
         resources: Default::default(),
         pod_resources: Default::default(),
+        stdio: Default::default(),
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, an
 # invalid object showing the server's message, the controllers at work (an RC's pods,
-# service accounts, cascading and namespace deletion) and a pod running on this machine. Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
+# service accounts, cascading and namespace deletion) and a pod running on this machine
+# (logs, exec, exec -it and attach -it through a terminal). Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -139,6 +140,31 @@ check "wait for a condition" "pod/web-1 condition met" k wait --for=condition=Re
 check "exec" "^hi$" k exec web-1 -- echo hi
 check "exec passes the exit code" "^rc=3$" rc k exec web-1 -- sh -c 'exit 3'
 check "exec -i passes stdin" "^hello-stdin$" sh -c "echo hello-stdin | $kubectl_bin --cache-dir $work/cache exec -i web-1 -- cat"
+# -t needs a terminal on kubectl's stdin: script(1) from util-linux gives it one, of a
+# known size; what is piped into script is typed into that terminal.
+if command -v script >/dev/null; then
+  exec_tty() {
+    (printf 'echo in-$((6 * 7)); tty; stty size; exit 5\n'; sleep 5) |
+      script -qec "stty cols 101 rows 33; $kubectl_bin --cache-dir $work/cache exec -it web-1 -- sh" /dev/null
+    echo "rc=$?"
+  }
+  exec_tty >"$work/tty.out" 2>&1
+  check "exec -it runs on a terminal" "^in-42" tr -d '\r' <"$work/tty.out"
+  check "exec -it: the command sees a terminal" "^/dev/pts/[0-9]+" tr -d '\r' <"$work/tty.out"
+  check "exec -it: of kubectl's size" "^33 101$" tr -d '\r' <"$work/tty.out"
+  check "exec -it passes the exit code" "^rc=5$" tr -d '\r' <"$work/tty.out"
+  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: shell\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: main, image: registry.example/sh:1, command: [sh], stdin: true, tty: true}\n' >"$work/shell.yaml"
+  k apply -f "$work/shell.yaml" >/dev/null
+  k wait --for=condition=Ready pod/shell --timeout=30s >/dev/null
+  (printf 'echo main-$((6 * 7)); tty; exit 6\n'; sleep 5) |
+    script -qec "$kubectl_bin --cache-dir $work/cache attach -it shell" /dev/null >"$work/attach.out" 2>&1
+  check "attach -it types into the main process's terminal" "^main-42" tr -d '\r' <"$work/attach.out"
+  check "attach -it: the main process runs on a terminal" "^/dev/pts/[0-9]+" tr -d '\r' <"$work/attach.out"
+  check "the attached container ended with its code" "condition met" k wait --for=jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}'=6 pod/shell --timeout=20s
+  k delete pod shell --timeout=20s >/dev/null
+else
+  echo "skip exec -it and attach -it: script(1) from util-linux is not installed"
+fi
 check "delete" 'pod "web-1" deleted' k delete pod web-1 --timeout=20s
 check "gone" "NotFound" k get pod web-1
 check "wait for deletion of a missing object" "^rc=0$" rc k wait --for=delete pod/web-1 --timeout=5s
