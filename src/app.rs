@@ -288,6 +288,7 @@ impl Cluster {
             if agent.ca_pem.is_empty() {
                 agent.ca_pem = self.ca_pem.clone();
             }
+            agent.data_dir = self.data_dir.clone();
             let cgroups = if settings.cgroups {
                 crate::runtime::cgroup::Cgroups::for_this_machine(CGROUP_PARENT)
             } else {

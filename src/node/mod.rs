@@ -46,6 +46,8 @@ pub struct Config {
     pub resync_every: Duration,
     /// How many pods the node takes (its `pods` capacity).
     pub max_pods: u32,
+    /// Where berth keeps its data: its free space decides `DiskPressure`.
+    pub data_dir: PathBuf,
     /// The first restart delay of a crashing container (CrashLoopBackOff), doubled up to
     /// `backoff_max`; a run longer than twice the maximum forgets the back-off.
     pub backoff_initial: Duration,
@@ -76,6 +78,7 @@ impl Config {
             lease_every: Duration::from_secs(10),
             resync_every: Duration::from_secs(60),
             max_pods: 110,
+            data_dir: PathBuf::from("/"),
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             retry_after: Duration::from_secs(10),
@@ -98,6 +101,67 @@ pub(crate) struct Shared<R> {
     pub pods: Arc<Pods>,
     /// When the agent's loop last went round (for `/healthz`).
     pub last_loop: std::sync::Mutex<tokio::time::Instant>,
+}
+
+/// Below this much available memory the node reports `MemoryPressure` (the kubelet's
+/// default hard eviction threshold, `memory.available<100Mi`).
+const MEMORY_AVAILABLE_MIN: u64 = 100 << 20;
+/// Below this share of free space where berth keeps its data: `DiskPressure`
+/// (`nodefs.available<10%`).
+const DISK_AVAILABLE_MIN: f64 = 0.10;
+/// Below this share of free process ids: `PIDPressure`.
+const PIDS_AVAILABLE_MIN: f64 = 0.10;
+
+/// How much of a resource is left, as read from the machine.
+#[derive(Debug, Clone, Copy, Default)]
+struct Left {
+    memory_bytes: Option<u64>,
+    disk_share: Option<f64>,
+    pid_share: Option<f64>,
+}
+
+impl Left {
+    fn read(data_dir: &std::path::Path) -> Left {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_bytes = meminfo
+            .lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024);
+        let disk_share = rustix::fs::statvfs(data_dir)
+            .ok()
+            .filter(|v| v.f_blocks > 0)
+            .map(|v| v.f_bavail as f64 / v.f_blocks as f64);
+        // The fourth field of loadavg is "running/existing" tasks.
+        let tasks = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| {
+            l.split_whitespace()
+                .nth(3)?
+                .split_once('/')?
+                .1
+                .parse::<f64>()
+                .ok()
+        });
+        let pid_max = read_trimmed("/proc/sys/kernel/pid_max").parse::<f64>().ok();
+        let pid_share = match (tasks, pid_max) {
+            (Some(t), Some(m)) if m > 0.0 => Some(1.0 - t / m),
+            _ => None,
+        };
+        Left {
+            memory_bytes,
+            disk_share,
+            pid_share,
+        }
+    }
+
+    /// Memory, disk and pid pressure (an unreadable figure is no pressure).
+    fn pressure(&self) -> (bool, bool, bool) {
+        (
+            self.memory_bytes.is_some_and(|m| m < MEMORY_AVAILABLE_MIN),
+            self.disk_share.is_some_and(|d| d < DISK_AVAILABLE_MIN),
+            self.pid_share.is_some_and(|p| p < PIDS_AVAILABLE_MIN),
+        )
+    }
 }
 
 fn machine_memory_bytes() -> u64 {
@@ -131,10 +195,15 @@ fn os_image() -> String {
 
 /// The Node's status as this machine is now.
 fn node_status(config: &Config) -> Value {
+    node_status_with(config, Left::read(&config.data_dir))
+}
+
+fn node_status_with(config: &Config, left: Left) -> Value {
+    let (memory, disk, pids) = left.pressure();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let memory = format!("{}Ki", machine_memory_bytes() / 1024);
+    let total = format!("{}Ki", machine_memory_bytes() / 1024);
     let resources =
-        json!({"cpu": cpus.to_string(), "memory": memory, "pods": config.max_pods.to_string()});
+        json!({"cpu": cpus.to_string(), "memory": total, "pods": config.max_pods.to_string()});
     let now = crate::types::now();
     let cond = |kind: &str, status: &str, reason: &str, message: &str| {
         json!({"type": kind, "status": status, "reason": reason, "message": message,
@@ -144,9 +213,21 @@ fn node_status(config: &Config) -> Value {
         "capacity": resources,
         "allocatable": resources,
         "conditions": [
-            cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            if memory {
+                cond("MemoryPressure", "True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available")
+            } else {
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available")
+            },
+            if disk {
+                cond("DiskPressure", "True", "KubeletHasDiskPressure", "kubelet has disk pressure")
+            } else {
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+            },
+            if pids {
+                cond("PIDPressure", "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available")
+            } else {
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available")
+            },
             cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ],
         "addresses": [
@@ -785,3 +866,61 @@ async fn run<R: Runtime + Clone>(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pressure_tests {
+    use super::*;
+
+    fn condition(status: &Value, kind: &str) -> (String, String) {
+        let c = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .unwrap();
+        (
+            c["status"].as_str().unwrap().to_string(),
+            c["reason"].as_str().unwrap().to_string(),
+        )
+    }
+
+    #[test]
+    fn pressure_conditions_follow_what_is_left() {
+        let config = Config::new("n1", "127.0.0.1");
+        let plenty = Left {
+            memory_bytes: Some(4 << 30),
+            disk_share: Some(0.5),
+            pid_share: Some(0.9),
+        };
+        let st = node_status_with(&config, plenty);
+        assert_eq!(condition(&st, "MemoryPressure").0, "False");
+        assert_eq!(condition(&st, "DiskPressure").0, "False");
+        assert_eq!(condition(&st, "PIDPressure").0, "False");
+        let short = Left {
+            memory_bytes: Some(50 << 20),
+            disk_share: Some(0.05),
+            pid_share: Some(0.01),
+        };
+        let st = node_status_with(&config, short);
+        assert_eq!(
+            condition(&st, "MemoryPressure"),
+            ("True".into(), "KubeletHasInsufficientMemory".into())
+        );
+        assert_eq!(
+            condition(&st, "DiskPressure"),
+            ("True".into(), "KubeletHasDiskPressure".into())
+        );
+        assert_eq!(
+            condition(&st, "PIDPressure"),
+            ("True".into(), "KubeletHasInsufficientPID".into())
+        );
+        // What cannot be read is no pressure.
+        let st = node_status_with(&config, Left::default());
+        assert_eq!(condition(&st, "MemoryPressure").0, "False");
+        // This machine can be read.
+        let here = Left::read(std::path::Path::new("/"));
+        assert!(
+            here.memory_bytes.is_some() && here.disk_share.is_some() && here.pid_share.is_some()
+        );
+    }
+}
