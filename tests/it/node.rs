@@ -11,17 +11,30 @@ use crate::support::{TestServer, eventually};
 pub(crate) const PODS: &str = "/api/v1/namespaces/default/pods";
 const NODE: &str = "test-node";
 
+/// A node agent named `name` for this machine that runs containers through the test's
+/// own berth binary, its lease renewed every 500 ms, then tuned by `tune`.
+pub(crate) fn node_settings(
+    name: &str,
+    tune: impl FnOnce(&mut berth::app::NodeSettings),
+) -> berth::app::NodeSettings {
+    let mut agent = berth::node::Config::new(name, "127.0.0.1");
+    agent.lease_every = Duration::from_millis(500);
+    let mut node = berth::app::NodeSettings {
+        agent,
+        shim_program: env!("CARGO_BIN_EXE_berth").into(),
+        cgroups: true,
+    };
+    tune(&mut node);
+    node
+}
+
+/// A server with a node agent [`node_settings`] tuned by `tune`.
+pub(crate) async fn server_tuned(tune: impl FnOnce(&mut berth::app::NodeSettings)) -> TestServer {
+    TestServer::start_with(|c| c.node = Some(node_settings(NODE, tune))).await
+}
+
 pub(crate) async fn server() -> TestServer {
-    TestServer::start_with(|c| {
-        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
-        agent.lease_every = Duration::from_millis(500);
-        c.node = Some(berth::app::NodeSettings {
-            agent,
-            shim_program: env!("CARGO_BIN_EXE_berth").into(),
-            cgroups: true,
-        });
-    })
-    .await
+    server_tuned(|_| {}).await
 }
 
 pub(crate) fn pod(name: &str, policy: &str, script: &str) -> Value {
@@ -42,7 +55,7 @@ pub(crate) async fn pod_until(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    eventually(30, what, || async {
+    eventually(60, what, || async {
         let (code, p) = s.get(&format!("{PODS}/{name}")).await;
         if code == 200 && check(&p) {
             Ok(p)
@@ -563,16 +576,7 @@ async fn a_restarted_berth_adopts_running_containers_and_starts_none_twice() {
     let dir = s.stop().await;
     // berth is down; the container is not.
     assert_eq!(processes_with("sleep 7305"), 2);
-    let s = TestServer::start_in(dir, |c| {
-        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
-        agent.lease_every = Duration::from_millis(500);
-        c.node = Some(berth::app::NodeSettings {
-            agent,
-            shim_program: env!("CARGO_BIN_EXE_berth").into(),
-            cgroups: true,
-        });
-    })
-    .await;
+    let s = TestServer::start_in(dir, |c| c.node = Some(node_settings(NODE, |_| {}))).await;
     // A change to the pod makes the new agent sync it; the status must say the same.
     s.patch(
         &format!("{PODS}/steady"),

@@ -4,10 +4,10 @@
 //! node cannot take.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::node::pod_until;
 use crate::support::{TestServer, eventually};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -16,18 +16,7 @@ const NODE: &str = "resources-node";
 const PARENT: &str = "berth";
 
 async fn server(tune: impl FnOnce(&mut berth::app::NodeSettings)) -> TestServer {
-    TestServer::start_with(|c| {
-        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
-        agent.lease_every = Duration::from_millis(500);
-        let mut node = berth::app::NodeSettings {
-            agent,
-            shim_program: env!("CARGO_BIN_EXE_berth").into(),
-            cgroups: true,
-        };
-        tune(&mut node);
-        c.node = Some(node);
-    })
-    .await
+    TestServer::start_with(|c| c.node = Some(crate::node::node_settings(NODE, tune))).await
 }
 
 /// The hierarchy of this machine that holds `controller`, when berth can use cgroups
@@ -52,23 +41,6 @@ fn pod(name: &str, policy: &str, script: &str, resources: Value) -> Value {
                             "resources": resources}],
         },
     })
-}
-
-async fn pod_until(
-    s: &TestServer,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    eventually(60, what, || async {
-        let (code, p) = s.get(&format!("{PODS}/{name}")).await;
-        if code == 200 && check(&p) {
-            Ok(p)
-        } else {
-            Err(p["status"].to_string())
-        }
-    })
-    .await
 }
 
 async fn delete_and_wait(s: &TestServer, name: &str) {
@@ -373,13 +345,7 @@ async fn pods_running_when_the_agent_restarts_are_not_admitted_again() {
     let dir = s.stop().await;
     // The node shrinks while berth is down: what runs stays, nothing new fits.
     let s = TestServer::start_in(dir, |c| {
-        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
-        agent.max_pods = 1;
-        c.node = Some(berth::app::NodeSettings {
-            agent,
-            shim_program: env!("CARGO_BIN_EXE_berth").into(),
-            cgroups: true,
-        });
+        c.node = Some(crate::node::node_settings(NODE, |n| n.agent.max_pods = 1))
     })
     .await;
     let (code, _) = s

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::node::processes_with;
 use crate::support::{TestServer, eventually};
 
 const NODE: &str = "n1";
@@ -22,15 +23,10 @@ async fn server(manifests: &Path, scan_every: Duration) -> TestServer {
 async fn server_in(data: tempfile::TempDir, manifests: &Path, scan_every: Duration) -> TestServer {
     let dir = manifests.to_path_buf();
     TestServer::start_in(data, move |c| {
-        let mut agent = berth::node::Config::new(NODE, "127.0.0.1");
-        agent.lease_every = Duration::from_millis(500);
-        agent.pod_manifest_path = Some(dir);
-        agent.manifest_scan_every = scan_every;
-        c.node = Some(berth::app::NodeSettings {
-            agent,
-            shim_program: env!("CARGO_BIN_EXE_berth").into(),
-            cgroups: true,
-        });
+        c.node = Some(crate::node::node_settings(NODE, |n| {
+            n.agent.pod_manifest_path = Some(dir);
+            n.agent.manifest_scan_every = scan_every;
+        }))
     })
     .await
 }
@@ -60,29 +56,6 @@ fn put(dir: &Path, file: &str, text: &str) {
     let tmp = dir.join(format!(".{file}.tmp"));
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, dir.join(file)).unwrap();
-}
-
-/// Processes whose command line contains `marker` (the container and its shim).
-fn processes_with(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|c| c.is_ascii_digit())
-        })
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(marker)
-                })
-                .unwrap_or(false)
-        })
-        .count()
 }
 
 async fn processes_become(marker: &str, n: usize) {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::node::pod_until;
 use crate::support::{TestServer, eventually};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -18,17 +19,10 @@ const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 async fn server_with(mount_namespaces: bool) -> TestServer {
-    TestServer::start_with(|c| {
-        let mut agent = berth::node::Config::new("test-node", "127.0.0.1");
-        agent.lease_every = Duration::from_millis(500);
+    crate::node::server_tuned(|n| {
         // Volumes are refreshed at each sync: a short resync shows updates quickly.
-        agent.resync_every = Duration::from_secs(1);
-        agent.mount_namespaces = mount_namespaces;
-        c.node = Some(berth::app::NodeSettings {
-            agent,
-            shim_program: env!("CARGO_BIN_EXE_berth").into(),
-            cgroups: true,
-        });
+        n.agent.resync_every = Duration::from_secs(1);
+        n.agent.mount_namespaces = mount_namespaces;
     })
     .await
 }
@@ -50,23 +44,6 @@ fn pod(name: &str, policy: &str, script: &str) -> Value {
             "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}],
         },
     })
-}
-
-async fn pod_until(
-    s: &TestServer,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    eventually(30, what, || async {
-        let (code, p) = s.get(&format!("{PODS}/{name}")).await;
-        if code == 200 && check(&p) {
-            Ok(p)
-        } else {
-            Err(p["status"].to_string())
-        }
-    })
-    .await
 }
 
 fn waiting(p: &Value, i: usize) -> &Value {
