@@ -268,14 +268,8 @@ async fn changed(watch: Option<&tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>)
     let Some(w) = watch else {
         return std::future::pending().await;
     };
-    match w.readable().await {
-        Ok(mut guard) => {
-            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
-            let mut reader = inotify::Reader::new(w.get_ref(), &mut buf);
-            while reader.next().is_ok() {}
-            guard.clear_ready();
-        }
-        Err(_) => std::future::pending().await,
+    if !crate::runtime::logs::changed(w).await {
+        std::future::pending::<()>().await;
     }
 }
 

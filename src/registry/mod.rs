@@ -929,6 +929,18 @@ impl Registry {
         .await
     }
 
+    /// A write or delete meant for the object with uid `want`, while `have` is there.
+    fn uid_mismatch(res: &Resource, name: &str, want: &str, have: &str) -> Error {
+        Error::Conflict {
+            group: res.group,
+            resource: res.qualified_plural(),
+            name: name.to_string(),
+            message: format!(
+                "Precondition failed: UID in precondition: {want}, UID in object meta: {have}"
+            ),
+        }
+    }
+
     /// The read-modify-write loop shared by update and patch: `change` makes the new object
     /// from the current one; conflicts with concurrent writers are retried unless the
     /// client named the resourceVersion it expects.
@@ -976,14 +988,7 @@ impl Registry {
             // same name must not land on the new one.
             let have = meta_str(&old, "uid").unwrap_or("");
             if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty() && *u != have) {
-                return Err(Error::Conflict {
-                    group: res.group,
-                    resource: res.qualified_plural(),
-                    name: name.to_string(),
-                    message: format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
-                    ),
-                });
+                return Err(Self::uid_mismatch(res, name, uid, have));
             }
             let merged = Self::merge_update(res, &old, new, part)?;
             Self::validate(res, &merged, &schema_causes)?;
@@ -1160,14 +1165,7 @@ impl Registry {
             if let Some(uid) = &opts.uid {
                 let have = meta_str(&obj, "uid").unwrap_or("");
                 if have != uid {
-                    return Err(Error::Conflict {
-                        group: res.group,
-                        resource: res.qualified_plural(),
-                        name: name.to_string(),
-                        message: format!(
-                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
-                        ),
-                    });
+                    return Err(Self::uid_mismatch(res, name, uid, have));
                 }
             }
             if let Some(rv) = expect_rv {

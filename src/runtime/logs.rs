@@ -222,18 +222,26 @@ pub fn follow(
                 return None;
             }
             // Wait for the directory to change: a write, a rotation or the exit record.
-            let w = st.watch.as_ref()?;
-            match w.readable().await {
-                Ok(mut guard) => {
-                    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
-                    let mut reader = inotify::Reader::new(w.get_ref(), &mut buf);
-                    while reader.next().is_ok() {}
-                    guard.clear_ready();
-                }
-                Err(_) => return None,
+            if !changed(st.watch.as_ref()?).await {
+                return None;
             }
         }
     })
+}
+
+/// Waits until an inotify descriptor has events and consumes them all; false when it
+/// cannot be waited on.
+pub(crate) async fn changed(w: &tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>) -> bool {
+    match w.readable().await {
+        Ok(mut guard) => {
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+            let mut reader = inotify::Reader::new(w.get_ref(), &mut buf);
+            while reader.next().is_ok() {}
+            guard.clear_ready();
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Reads what was appended to the current log file since `pos` (starting over when the

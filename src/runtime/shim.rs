@@ -678,16 +678,7 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert_eq!(
-            run(
-                dir.path(),
-                &argv,
-                Rotation::default(),
-                Default::default(),
-                &mut io::sink()
-            ),
-            0
-        );
+        assert_eq!(run_plain(dir.path(), &argv), 0);
         let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
         assert_eq!((exit.exit_code, exit.signal), (3, None));
         let started: Started = read_record(dir.path(), PID_FILE).unwrap();
@@ -706,20 +697,22 @@ mod tests {
         assert!(entries.contains(&("stdout", "P", "partial")), "{log}");
     }
 
+    /// Runs `argv` as a container without stdin or terminal, with the default rotation.
+    fn run_plain(dir: &Path, argv: &[String]) -> i32 {
+        run(
+            dir,
+            argv,
+            Rotation::default(),
+            Default::default(),
+            &mut io::sink(),
+        )
+    }
+
     #[test]
     fn a_command_that_cannot_start_is_recorded_as_such() {
         let dir = tempfile::tempdir().unwrap();
         let argv = vec!["/nonexistent/program".to_string()];
-        assert_eq!(
-            run(
-                dir.path(),
-                &argv,
-                Rotation::default(),
-                Default::default(),
-                &mut io::sink()
-            ),
-            0
-        );
+        assert_eq!(run_plain(dir.path(), &argv), 0);
         let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
         assert_eq!(exit.exit_code, 128);
         assert!(exit.error.unwrap().contains("/nonexistent/program"));
@@ -779,16 +772,7 @@ mod tests {
         fs::write(p.dirs[0].join("memory.events"), "oom 1\noom_kill 1\n").unwrap();
         write_record(dir.path(), CGROUP_FILE, &p).unwrap();
         let argv = vec!["sh".to_string(), "-c".to_string(), "kill -9 $$".to_string()];
-        assert_eq!(
-            run(
-                dir.path(),
-                &argv,
-                Rotation::default(),
-                Default::default(),
-                &mut io::sink()
-            ),
-            0
-        );
+        assert_eq!(run_plain(dir.path(), &argv), 0);
         let me = std::process::id().to_string();
         let procs = |d: &Path| fs::read_to_string(d.join("cgroup.procs")).unwrap();
         assert_eq!(procs(&p.dirs[0]), me, "entered before the spawn");
@@ -807,16 +791,7 @@ mod tests {
         write_record(dir.path(), CGROUP_FILE, &p).unwrap();
         let marker = dir.path().join("ran");
         let argv = vec!["touch".to_string(), marker.display().to_string()];
-        assert_eq!(
-            run(
-                dir.path(),
-                &argv,
-                Rotation::default(),
-                Default::default(),
-                &mut io::sink()
-            ),
-            0
-        );
+        assert_eq!(run_plain(dir.path(), &argv), 0);
         let exit: Exit = read_record(dir.path(), EXIT_FILE).unwrap();
         assert_eq!(exit.exit_code, 128);
         let error = exit.error.unwrap();

@@ -34,16 +34,6 @@ pub(crate) async fn events(s: &TestServer, pod: &str, reason: &str) -> Vec<Value
     .await
 }
 
-async fn gone(s: &TestServer, name: &str) {
-    eventually(30, "the pod is gone", || async {
-        match s.get(&format!("{PODS}/{name}")).await {
-            (404, _) => Ok(()),
-            (_, p) => Err(p["status"].to_string()),
-        }
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn pre_stop_runs_before_sigterm_and_post_start_after_the_start() {
     let s = server().await;
@@ -71,8 +61,7 @@ async fn pre_stop_runs_before_sigterm_and_post_start_after_the_start() {
         std::fs::read_to_string(dir.path().join("post")).unwrap(),
         "hooked\n"
     );
-    s.delete(&format!("{PODS}/hooked")).await;
-    gone(&s, "hooked").await;
+    crate::node::delete_pod(&s, "hooked").await;
     assert_eq!(
         std::fs::read_to_string(dir.path().join("seen-at-term")).unwrap(),
         "pre\n"
@@ -108,8 +97,7 @@ async fn a_failing_post_start_hook_kills_the_container_and_policy_restarts_it() 
     assert!(message.starts_with("PostStartHook failed"), "{message}");
     assert!(message.contains("no way"), "{message}");
     assert_eq!(failed[0]["type"], "Warning");
-    s.delete(&format!("{PODS}/badstart")).await;
-    gone(&s, "badstart").await;
+    crate::node::delete_pod(&s, "badstart").await;
 }
 
 #[tokio::test]
@@ -123,8 +111,7 @@ async fn a_failing_pre_stop_hook_is_reported_and_termination_goes_on() {
         p["status"]["phase"] == "Running"
     })
     .await;
-    s.delete(&format!("{PODS}/badstop")).await;
-    gone(&s, "badstop").await;
+    crate::node::delete_pod(&s, "badstop").await;
     let failed = events(&s, "badstop", "FailedPreStopHook").await;
     let message = failed[0]["message"].as_str().unwrap();
     assert!(message.starts_with("PreStopHook failed"), "{message}");

@@ -48,6 +48,18 @@ pub(crate) fn pod(name: &str, policy: &str, script: &str) -> Value {
     })
 }
 
+/// Deletes a pod and waits until the agent has stopped it and removed it.
+pub(crate) async fn delete_pod(s: &TestServer, name: &str) {
+    s.delete(&format!("{PODS}/{name}")).await;
+    eventually(30, &format!("pod {name} is gone"), || async {
+        match s.get(&format!("{PODS}/{name}")).await {
+            (404, _) => Ok(()),
+            (_, p) => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+}
+
 /// Waits until `check` accepts the pod.
 pub(crate) async fn pod_until(
     s: &TestServer,

@@ -19,17 +19,8 @@ fn time(v: &Value) -> jiff::Timestamp {
 
 async fn delete_all(s: &TestServer, names: &[&str]) {
     for name in names {
-        s.delete(&format!("{PODS}/{name}")).await;
+        crate::node::delete_pod(s, name).await;
     }
-    crate::support::eventually(30, "the pods are gone", || async {
-        for name in names {
-            if s.get(&format!("{PODS}/{name}")).await.0 != 404 {
-                return Err(format!("{name} still there"));
-            }
-        }
-        Ok(())
-    })
-    .await;
 }
 
 #[tokio::test]

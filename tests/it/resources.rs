@@ -43,19 +43,6 @@ fn pod(name: &str, policy: &str, script: &str, resources: Value) -> Value {
     })
 }
 
-async fn delete_and_wait(s: &TestServer, name: &str) {
-    s.delete(&format!("{PODS}/{name}")).await;
-    eventually(30, "the pod is gone", || async {
-        let (code, p) = s.get(&format!("{PODS}/{name}")).await;
-        if code == 404 {
-            Ok(())
-        } else {
-            Err(p["status"].to_string())
-        }
-    })
-    .await;
-}
-
 /// The events of the pod `name` with `reason`.
 async fn events(s: &TestServer, name: &str, reason: &str) -> Vec<Value> {
     let (_, list) = s
@@ -106,7 +93,7 @@ async fn a_container_past_its_memory_limit_is_oom_killed() {
         !dir.join("main-0").exists(),
         "an ended instance's cgroup goes"
     );
-    delete_and_wait(&s, "hog").await;
+    crate::node::delete_pod(&s, "hog").await;
     eventually(10, "the pod's cgroup is removed", || async {
         if dir.exists() {
             Err(dir.display().to_string())
@@ -177,7 +164,7 @@ async fn cpu_and_memory_limits_are_written_to_the_containers_cgroups() {
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         assert_eq!(cmdline.trim(), "sleep 7401");
     }
-    delete_and_wait(&s, "capped").await;
+    crate::node::delete_pod(&s, "capped").await;
     for h in [&cpu, &memory] {
         let dir = pod_dir(h, &uid);
         assert!(!dir.exists(), "{} is removed with the pod", dir.display());
@@ -228,7 +215,7 @@ async fn limits_without_cgroups_are_reported_once_as_not_enforced() {
         message.starts_with("Resource limits are not enforced on this node: "),
         "{message}"
     );
-    delete_and_wait(&s, "unlimited").await;
+    crate::node::delete_pod(&s, "unlimited").await;
     s.stop().await;
 }
 
@@ -279,7 +266,7 @@ async fn a_pod_asking_more_memory_than_the_node_has_is_rejected() {
             .starts_with("Node didn't have enough resource: memory")
     );
     // A rejected pod still goes when deleted.
-    delete_and_wait(&s, "greedy").await;
+    crate::node::delete_pod(&s, "greedy").await;
     s.stop().await;
 }
 
@@ -312,7 +299,7 @@ async fn a_node_takes_no_more_pods_than_it_has_room_for() {
         "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
     );
     // Room again once a pod is gone.
-    delete_and_wait(&s, "first").await;
+    crate::node::delete_pod(&s, "first").await;
     let (code, _) = s
         .post(PODS, bound("fourth", "exec sleep 7404", json!({})))
         .await;
@@ -322,7 +309,7 @@ async fn a_node_takes_no_more_pods_than_it_has_room_for() {
     })
     .await;
     for name in ["second", "third", "fourth"] {
-        delete_and_wait(&s, name).await;
+        crate::node::delete_pod(&s, name).await;
     }
     s.stop().await;
 }
@@ -366,7 +353,7 @@ async fn pods_running_when_the_agent_restarts_are_not_admitted_again() {
         assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
     }
     for name in ["kept-a", "kept-b", "late"] {
-        delete_and_wait(&s, name).await;
+        crate::node::delete_pod(&s, name).await;
     }
     s.stop().await;
 }

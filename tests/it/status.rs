@@ -114,14 +114,7 @@ async fn a_status_write_that_fails_is_retried_within_the_retry_delay() {
     })
     .await;
     assert!(proxy.failed.load(Ordering::SeqCst) >= 2, "{p}");
-    s.delete(&format!("{PODS}/retried")).await;
-    eventually(30, "the pod is gone", || async {
-        match s.get(&format!("{PODS}/retried")).await {
-            (404, _) => Ok(()),
-            (_, p) => Err(p["status"].to_string()),
-        }
-    })
-    .await;
+    crate::node::delete_pod(&s, "retried").await;
     sup.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -325,13 +318,6 @@ async fn a_silent_node_goes_unknown_its_pods_are_evicted_and_it_recovers() {
         container(&before)["containerID"]
     );
     assert_eq!(container(&after)["restartCount"], 0);
-    s.delete(&format!("{PODS}/lasting")).await;
-    eventually(30, "the pod is gone", || async {
-        match s.get(&format!("{PODS}/lasting")).await {
-            (404, _) => Ok(()),
-            (_, p) => Err(p["status"].to_string()),
-        }
-    })
-    .await;
+    crate::node::delete_pod(&s, "lasting").await;
     agent.shutdown(Duration::from_secs(5)).await;
 }

@@ -82,18 +82,6 @@ async fn events_of(s: &TestServer, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Deletes a pod and waits until the agent has stopped it and removed it.
-async fn remove(s: &TestServer, name: &str) {
-    s.delete(&format!("{PODS}/{name}")).await;
-    eventually(30, "the pod is gone", || async {
-        match s.get(&format!("{PODS}/{name}")).await {
-            (404, _) => Ok(()),
-            (_, p) => Err(p["status"].to_string()),
-        }
-    })
-    .await;
-}
-
 fn is_empty_dir(p: &Path) -> bool {
     std::fs::read_dir(p).unwrap().next().is_none()
 }
@@ -128,7 +116,7 @@ async fn an_empty_dir_is_shared_by_the_containers_and_removed_with_the_pod() {
         std::fs::read_to_string(volume.join("msg")).unwrap(),
         "from-writer\n"
     );
-    remove(&s, "share").await;
+    crate::node::delete_pod(&s, "share").await;
     eventually(30, "the volume is removed with the pod", || async {
         if volume.exists() {
             Err("still there".to_string())
@@ -226,7 +214,7 @@ async fn a_config_map_volume_waits_for_its_config_map_and_follows_its_updates() 
         }
         Err(e) => eprintln!("kubectl exec not checked: {e}"),
     }
-    remove(&s, "conf").await;
+    crate::node::delete_pod(&s, "conf").await;
 }
 
 #[tokio::test]
@@ -262,7 +250,7 @@ async fn a_volume_may_cover_berths_own_directory_and_hold_the_working_directory(
     })
     .await;
     assert_eq!(log(&s, "covered", "c").await, format!("hi\n{m}\n0\n"));
-    remove(&s, "covered").await;
+    crate::node::delete_pod(&s, "covered").await;
 }
 
 #[tokio::test]
@@ -316,7 +304,7 @@ async fn secret_downward_api_and_read_only_mounts() {
     );
     // The file mount point was made on the host, and stays empty there.
     assert_eq!(std::fs::read(dirs[3].path().join("user.txt")).unwrap(), b"");
-    remove(&s, "files").await;
+    crate::node::delete_pod(&s, "files").await;
 }
 
 #[tokio::test]
@@ -369,7 +357,7 @@ async fn host_paths_are_shared_with_the_host_and_checked_by_type() {
         "{events:?}"
     );
     for name in ["hosted", "wrong-type"] {
-        remove(&s, name).await;
+        crate::node::delete_pod(&s, name).await;
     }
 }
 
@@ -416,7 +404,7 @@ async fn the_service_account_token_authenticates_as_the_account() {
     .await;
     assert_eq!(log(&s, "no-token", "c").await, "absent\n");
     for name in ["who", "no-token"] {
-        remove(&s, name).await;
+        crate::node::delete_pod(&s, name).await;
     }
 }
 
@@ -456,7 +444,7 @@ async fn without_mount_namespaces_a_pod_with_mounts_is_a_config_error() {
     .await;
     assert_eq!(log(&s, "plain", "c").await, "absent\n");
     for name in ["needs-mounts", "plain"] {
-        remove(&s, name).await;
+        crate::node::delete_pod(&s, name).await;
     }
 }
 
@@ -514,5 +502,5 @@ async fn on_failure_restarts_until_success_with_a_counter_in_an_empty_dir() {
         "{seen:?}"
     );
     assert_eq!(log(&s, "counter", "c").await, "run 3\n");
-    remove(&s, "counter").await;
+    crate::node::delete_pod(&s, "counter").await;
 }
