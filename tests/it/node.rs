@@ -60,6 +60,14 @@ pub(crate) async fn delete_pod(s: &TestServer, name: &str) {
     .await;
 }
 
+/// Creates a pod and waits until it runs.
+pub(crate) async fn run_pod(s: &TestServer, pod: Value) -> Value {
+    let name = pod["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let (code, out) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{out}");
+    pod_until(s, &name, "running", |p| p["status"]["phase"] == "Running").await
+}
+
 /// Waits until `check` accepts the pod.
 pub(crate) async fn pod_until(
     s: &TestServer,
@@ -575,12 +583,7 @@ async fn exec_refuses_what_it_cannot_do_with_kubernetes_messages() {
 #[tokio::test]
 async fn a_restarted_berth_adopts_running_containers_and_starts_none_twice() {
     let s = server().await;
-    s.post(PODS, pod("steady", "Always", "exec sleep 7305"))
-        .await;
-    let before = pod_until(&s, "steady", "running", |p| {
-        p["status"]["phase"] == "Running"
-    })
-    .await;
+    let before = crate::node::run_pod(&s, pod("steady", "Always", "exec sleep 7305")).await;
     let id = container(&before)["containerID"].clone();
     let started = container(&before)["state"]["running"]["startedAt"].clone();
     let start_time = before["status"]["startTime"].clone();

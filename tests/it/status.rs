@@ -121,12 +121,7 @@ async fn a_status_write_that_fails_is_retried_within_the_retry_delay() {
 #[tokio::test]
 async fn a_pod_re_created_under_the_same_name_never_gets_the_old_status() {
     let s = server().await;
-    s.post(PODS, pod("again", "Always", "exec sleep 7502"))
-        .await;
-    let old = pod_until(&s, "again", "running", |p| {
-        p["status"]["phase"] == "Running"
-    })
-    .await;
+    let old = crate::node::run_pod(&s, pod("again", "Always", "exec sleep 7502")).await;
     let old_uid = old["metadata"]["uid"].as_str().unwrap().to_string();
     // Forced away and made again at once, with a command that never starts.
     let forced = s
