@@ -121,7 +121,10 @@ pub fn deployment_for(dc: &Value) -> Result<Value, String> {
         .as_object()
         .cloned()
         .unwrap_or_default();
-    for (k, v) in [(keys::POD_DC, name), (keys::POD_DEPLOYMENT, rc_name.as_str())] {
+    for (k, v) in [
+        (keys::POD_DC, name),
+        (keys::POD_DEPLOYMENT, rc_name.as_str()),
+    ] {
         selector.insert(k.into(), json!(v));
         template["metadata"]["labels"][k] = json!(v);
     }
@@ -365,13 +368,8 @@ pub fn compute_status(
         json!((sum("/spec/replicas") - available).max(0)),
     );
     status.insert("updatedReplicas".into(), json!(updated));
-    status
-        .entry("latestVersion")
-        .or_insert_with(|| json!(0));
-    let mut conds: Vec<Value> = stored["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    status.entry("latestVersion").or_insert_with(|| json!(0));
+    let mut conds: Vec<Value> = stored["conditions"].as_array().cloned().unwrap_or_default();
     let desired = int(dc, "/spec/replicas");
     let (_, unavailable) = surge_and_unavailable(dc, desired);
     let avail = if available >= desired - unavailable && available > 0 {
@@ -750,7 +748,10 @@ mod tests {
         ];
         // Candidates 1..3 (older than the active 4); two too many: 1 goes, 2 still runs.
         assert_eq!(to_prune(&d, &owned), vec!["web-1".to_string()]);
-        d["spec"].as_object_mut().unwrap().remove("revisionHistoryLimit");
+        d["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("revisionHistoryLimit");
         assert!(to_prune(&d, &owned).is_empty());
     }
 }

@@ -9,6 +9,7 @@
 //!
 //! [`client::informer`]: crate::client::informer
 
+pub mod deployer;
 pub mod deploymentconfig;
 pub mod eventttl;
 pub mod gc;

@@ -1,0 +1,532 @@
+//! The deployer controller's decisions (spec `deploymentconfigs.md` §11): the phase
+//! machine of a deployment (ReplicationController), the phase its deployer pod suggests,
+//! what one pass over a deployment does (start a deployer pod, follow it, fail when it
+//! goes missing or times out, carry out a cancellation), and the deployer pod itself.
+//! Pure functions over the API objects; the controller loop applies them.
+
+use serde_json::{Map, Value, json};
+
+use super::deploymentconfig::{decode_dc, is_cancelled, keys, phase_of};
+
+/// The deployer's default image: the process runtime runs it as this berth binary.
+pub const DEPLOYER_IMAGE: &str = "berth/deployer";
+pub const DEPLOYER_POD_GONE: &str = "deployer pod no longer exists";
+pub const UNABLE_TO_CREATE: &str = "unable to create deployer pod";
+pub const UNRELATED_POD: &str =
+    "unrelated pod with the same name as this deployment is already running";
+/// A key handled after this many requeues is on its last chance (§11.1).
+pub const LAST_CHANCE_REQUEUES: u32 = 13;
+
+fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+    v.pointer(p).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Whether `from → to` is a move of the phase machine (§11.2).
+pub fn allowed(from: &str, to: &str) -> bool {
+    matches!(
+        (from, to),
+        ("New", "Pending" | "Running" | "Complete" | "Failed")
+            | ("Pending", "Running" | "Complete" | "Failed")
+            | ("Running", "Complete" | "Failed")
+    )
+}
+
+/// The phase a deployer pod's phase stands for.
+pub fn suggested(pod: &Value) -> &'static str {
+    match str_at(pod, "/status/phase") {
+        "Pending" => "Pending",
+        "Running" => "Running",
+        "Succeeded" => "Complete",
+        "Failed" => "Failed",
+        _ => "New",
+    }
+}
+
+/// The name of a deployment's deployer pod.
+pub fn deployer_pod_name(rc: &str) -> String {
+    format!("{rc}-deploy")
+}
+
+/// An event to record about a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Something the pass asks the loop to do to pods.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Act {
+    /// Create the deployer pod (then the RC moves to Pending).
+    CreateDeployer(Value),
+    /// Delete every pod labelled as this deployment's deployer or hook.
+    DeleteDeployerPods,
+    /// Give deployer-labelled pods without owners the ownerReference to the RC.
+    OwnDeployerPods,
+}
+
+/// What one pass over a deployment decided.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// The phase to move to (written only when the move is allowed).
+    pub next: String,
+    /// Annotations to set (null removes).
+    pub annotations: Map<String, Value>,
+    pub acts: Vec<Act>,
+    pub events: Vec<Event>,
+    /// Wait and retry (the deployer pod may not be in the cache yet).
+    pub retry: Option<String>,
+}
+
+/// Everything a pass looks at besides the RC.
+pub struct Seen<'a> {
+    pub deployer: Option<&'a Value>,
+    /// The key is about to be dropped: decide rather than wait.
+    pub last_chance: bool,
+    pub now: jiff::Timestamp,
+    /// The environment the deployer gets to reach the API (before the deployment's own).
+    pub env: &'a [Value],
+}
+
+/// The strategy timeout of a DC in seconds (§11.3): Rolling/Recreate `timeoutSeconds`,
+/// Custom 600; 0 or less means none.
+fn timeout_seconds(dc: &Value) -> i64 {
+    let s = &dc["spec"]["strategy"];
+    let t = match s["type"].as_str().unwrap_or("Rolling") {
+        "Recreate" => s.pointer("/recreateParams/timeoutSeconds"),
+        "Custom" => None,
+        _ => s.pointer("/rollingParams/timeoutSeconds"),
+    };
+    t.and_then(Value::as_i64).unwrap_or(600)
+}
+
+/// The first terminated container's finish time of a pod.
+fn finished_at(pod: &Value) -> Option<Value> {
+    pod["status"]["containerStatuses"]
+        .as_array()?
+        .iter()
+        .find_map(|c| c.pointer("/state/terminated/finishedAt").cloned())
+}
+
+/// One pass over a deployment (§11.3).
+pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
+    let current = phase_of(rc).to_string();
+    let rc_name = str_at(rc, "/metadata/name").to_string();
+    let ns = str_at(rc, "/metadata/namespace");
+    let cancelled = is_cancelled(rc);
+    let mut p = Plan {
+        next: current.clone(),
+        ..Plan::default()
+    };
+    if let Some(pod) = seen.deployer {
+        p.next = suggested(pod).to_string();
+        match p.next.as_str() {
+            "Complete" => {
+                if cancelled {
+                    p.annotations.insert(keys::CANCELLED.into(), Value::Null);
+                    p.annotations
+                        .insert(keys::STATUS_REASON.into(), Value::Null);
+                    p.events.push(Event {
+                        warning: true,
+                        reason: "FailedCancellation",
+                        message: "Succeeded before cancel recorded".into(),
+                    });
+                }
+                if let Some(t) = finished_at(pod) {
+                    p.annotations.insert(keys::DEPLOYER_COMPLETED_AT.into(), t);
+                }
+                let target = rc["metadata"]["annotations"][keys::DESIRED_REPLICAS]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| rc["spec"]["replicas"].as_i64().unwrap_or(0).to_string());
+                p.annotations.insert(keys::REPLICAS.into(), json!(target));
+                p.annotations
+                    .insert(keys::DESIRED_REPLICAS.into(), Value::Null);
+            }
+            "Failed" => {
+                if let Some(t) = finished_at(pod) {
+                    p.annotations.insert(keys::DEPLOYER_COMPLETED_AT.into(), t);
+                }
+            }
+            _ => {}
+        }
+    }
+    let note_pod = |p: &mut Plan, pod: &Value| {
+        p.annotations.insert(
+            keys::DEPLOYER_POD.into(),
+            json!(deployer_pod_name(&rc_name)),
+        );
+        if let Some(t) = pod.pointer("/metadata/creationTimestamp") {
+            p.annotations
+                .insert(keys::DEPLOYER_CREATED_AT.into(), t.clone());
+        }
+        if let Some(t) = pod.pointer("/status/startTime") {
+            p.annotations
+                .insert(keys::DEPLOYER_STARTED_AT.into(), t.clone());
+        }
+    };
+    match current.as_str() {
+        "New" => {
+            if cancelled {
+                p.next = "Pending".into();
+                p.acts.push(Act::DeleteDeployerPods);
+                return p;
+            }
+            let dc = decode_dc(rc).unwrap_or(Value::Null);
+            let timeout = timeout_seconds(&dc);
+            let created: Option<jiff::Timestamp> =
+                str_at(rc, "/metadata/creationTimestamp").parse().ok();
+            let expired = timeout > 0
+                && created.is_some_and(|c| {
+                    seen.now.duration_since(c) > jiff::SignedDuration::from_secs(timeout)
+                });
+            if expired {
+                p.next = "Failed".into();
+                p.annotations
+                    .insert(keys::STATUS_REASON.into(), json!(UNABLE_TO_CREATE));
+                p.events.push(Event {
+                    warning: true,
+                    reason: "RolloutTimeout",
+                    message: format!(
+                        "Rollout for \"{ns}/{rc_name}\" failed to create deployer pod (timeoutSeconds: {timeout}s)"
+                    ),
+                });
+                return p;
+            }
+            match seen.deployer {
+                None => {
+                    if rc["metadata"]["annotations"]
+                        .get(keys::IGNORE_DEPLOYER)
+                        .is_some()
+                    {
+                        p.next = current;
+                        return p;
+                    }
+                    p.acts
+                        .push(Act::CreateDeployer(deployer_pod(rc, &dc, seen.env)));
+                    // Pending once the pod is made (the loop moves it there).
+                    p.next = current;
+                }
+                Some(pod) => {
+                    if pod["metadata"]["annotations"][keys::DEPLOYMENT_NAME] != rc_name.as_str() {
+                        p.next = "Failed".into();
+                        p.annotations
+                            .insert(keys::STATUS_REASON.into(), json!(UNRELATED_POD));
+                        p.events.push(Event {
+                            warning: true,
+                            reason: "FailedCreate",
+                            message: format!(
+                                "Error creating deployer pod since another pod with the same name ({:?}) exists",
+                                str_at(pod, "/metadata/name")
+                            ),
+                        });
+                    } else {
+                        note_pod(&mut p, pod);
+                        if !allowed("Pending", &p.next) {
+                            p.next = "Pending".into();
+                        }
+                    }
+                }
+            }
+        }
+        "Pending" | "Running" => match seen.deployer {
+            None => {
+                p.next = "Failed".into();
+                if !cancelled {
+                    if current == "Pending" && !seen.last_chance {
+                        p.retry = Some(format!(
+                            "deployer pod {:?} not found",
+                            deployer_pod_name(&rc_name)
+                        ));
+                        p.next = current;
+                        return p;
+                    }
+                    p.annotations
+                        .insert(keys::STATUS_REASON.into(), json!(DEPLOYER_POD_GONE));
+                    p.events.push(Event {
+                        warning: true,
+                        reason: "Failed",
+                        message: format!(
+                            "Deployer pod {:?} has gone missing",
+                            deployer_pod_name(&rc_name)
+                        ),
+                    });
+                }
+            }
+            Some(_) if cancelled => p.acts.push(Act::DeleteDeployerPods),
+            Some(_) => p.acts.push(Act::OwnDeployerPods),
+        },
+        "Failed" => {
+            if cancelled {
+                p.acts.push(Act::DeleteDeployerPods);
+            } else {
+                p.acts.push(Act::OwnDeployerPods);
+            }
+        }
+        _ => {}
+    }
+    p
+}
+
+/// The RC after a pass: when the phase may move, the new phase with the pass's
+/// annotations, and for a test DC that finished, no replicas. `None` when nothing
+/// changes.
+pub fn apply(rc: &Value, p: &Plan) -> Option<Value> {
+    // The annotations of a pass go with a move of the phase, never alone (§11.3).
+    if !allowed(phase_of(rc), &p.next) {
+        return None;
+    }
+    let mut out = rc.clone();
+    let mut anns = out["metadata"]["annotations"]
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    for (k, v) in &p.annotations {
+        if v.is_null() {
+            anns.remove(k);
+        } else {
+            anns.insert(k.clone(), v.clone());
+        }
+    }
+    anns.insert(keys::PHASE.into(), json!(p.next));
+    let terminal = matches!(p.next.as_str(), "Complete" | "Failed");
+    let test = decode_dc(rc).is_ok_and(|dc| dc["spec"]["test"] == true);
+    if terminal && test && out["spec"]["replicas"].as_i64().unwrap_or(0) > 0 {
+        out["spec"]["replicas"] = json!(0);
+    }
+    out["metadata"]["annotations"] = Value::Object(anns);
+    (out != *rc).then_some(out)
+}
+
+/// The deployer pod of a deployment (§11.5, §7.4).
+pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
+    let rc_name = str_at(rc, "/metadata/name");
+    let ns = str_at(rc, "/metadata/namespace");
+    let strategy = &dc["spec"]["strategy"];
+    let custom = &strategy["customParams"];
+    let mut vars: Vec<Value> = custom["environment"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let given = |vars: &[Value], name: &str| vars.iter().any(|v| v["name"] == name);
+    for v in env {
+        let name = v["name"].as_str().unwrap_or("");
+        let small = v["value"].as_str().is_none_or(|s| s.len() <= 128_000);
+        if !given(&vars, name) && small {
+            vars.push(v.clone());
+        }
+    }
+    vars.push(json!({"name": "OPENSHIFT_DEPLOYMENT_NAME", "value": rc_name}));
+    vars.push(json!({"name": "OPENSHIFT_DEPLOYMENT_NAMESPACE", "value": ns}));
+    let image = custom["image"]
+        .as_str()
+        .filter(|i| !i.is_empty())
+        .unwrap_or(DEPLOYER_IMAGE);
+    let mut container = json!({
+        "name": "deployment",
+        "image": image,
+        "env": vars,
+        "imagePullPolicy": "IfNotPresent",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    });
+    if let Some(cmd) = custom["command"].as_array().filter(|c| !c.is_empty()) {
+        container["command"] = json!(cmd);
+    }
+    if strategy["resources"].is_object() {
+        container["resources"] = strategy["resources"].clone();
+    }
+    let mut labels = Map::new();
+    labels.insert(keys::DEPLOYER_POD_FOR.into(), json!(rc_name));
+    let mut annotations = Map::new();
+    annotations.insert(keys::DEPLOYMENT_NAME.into(), json!(rc_name));
+    annotations.insert(keys::DC_NAME.into(), json!(str_at(dc, "/metadata/name")));
+    for (from, into) in [("labels", &mut labels), ("annotations", &mut annotations)] {
+        for (k, v) in strategy[from].as_object().into_iter().flatten() {
+            into.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    let mut spec = json!({
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 10,
+        "activeDeadlineSeconds": strategy["activeDeadlineSeconds"].as_i64().unwrap_or(21600),
+        "serviceAccountName": "deployer",
+        "shareProcessNamespace": false,
+        "containers": [container],
+    });
+    let template = &rc["spec"]["template"]["spec"];
+    for field in [
+        "dnsPolicy",
+        "dnsConfig",
+        "enableServiceLinks",
+        "imagePullSecrets",
+        "tolerations",
+        "nodeSelector",
+    ] {
+        if let Some(v) = template.get(field) {
+            spec[field] = v.clone();
+        }
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": deployer_pod_name(rc_name),
+            "namespace": ns,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "v1",
+                "kind": "ReplicationController",
+                "name": rc_name,
+                "uid": rc["metadata"]["uid"],
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::deploymentconfig::deployment_for;
+
+    fn dc() -> Value {
+        json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+            "spec": {"replicas": 2, "strategy": {"type": "Recreate",
+                       "recreateParams": {"timeoutSeconds": 60},
+                       "labels": {"team": "a", "openshift.io/deployer-pod-for.name": "no"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}],
+                                           "nodeSelector": {"disk": "ssd"}}}},
+            "status": {"latestVersion": 1},
+        })
+    }
+
+    fn rc(phase: &str) -> Value {
+        let mut rc = deployment_for(&dc()).unwrap();
+        rc["metadata"]["uid"] = json!("rc-uid");
+        rc["metadata"]["creationTimestamp"] = json!("2026-11-30T12:00:00Z");
+        rc["metadata"]["annotations"][keys::PHASE] = json!(phase);
+        rc
+    }
+
+    fn pod(phase: &str) -> Value {
+        let mut p = deployer_pod(&rc("New"), &dc(), &[]);
+        p["metadata"]["creationTimestamp"] = json!("2026-11-30T12:00:01Z");
+        p["status"] = json!({"phase": phase, "startTime": "2026-11-30T12:00:02Z",
+            "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-11-30T12:00:09Z"}}}]});
+        p
+    }
+
+    fn seen(deployer: Option<&Value>, secs: i64) -> Seen<'_> {
+        Seen {
+            deployer,
+            last_chance: false,
+            now: "2026-11-30T12:00:00Z".parse::<jiff::Timestamp>().unwrap()
+                + jiff::SignedDuration::from_secs(secs),
+            env: &[],
+        }
+    }
+
+    #[test]
+    fn the_phase_machine_only_moves_forward() {
+        assert!(allowed("New", "Complete"));
+        assert!(allowed("Pending", "Running"));
+        assert!(!allowed("Running", "Pending"));
+        assert!(!allowed("Complete", "Failed"));
+        assert!(!allowed("Failed", "New"));
+    }
+
+    #[test]
+    fn a_new_deployment_gets_a_deployer_pod_then_follows_it() {
+        let p = plan(&rc("New"), &seen(None, 1));
+        let [Act::CreateDeployer(made)] = p.acts.as_slice() else {
+            panic!("{p:?}")
+        };
+        assert_eq!(made["metadata"]["name"], "web-1-deploy");
+        assert_eq!(made["metadata"]["labels"][keys::DEPLOYER_POD_FOR], "web-1");
+        assert_eq!(made["metadata"]["labels"]["team"], "a");
+        assert_eq!(made["metadata"]["ownerReferences"][0]["uid"], "rc-uid");
+        assert_eq!(made["spec"]["nodeSelector"]["disk"], "ssd");
+        assert_eq!(made["spec"]["serviceAccountName"], "deployer");
+        let env = &made["spec"]["containers"][0]["env"];
+        assert_eq!(env[0]["value"], "web-1");
+        assert_eq!(env[1]["value"], "ns");
+        // The pod runs: Running; it succeeds: Complete with the final replicas.
+        let running = pod("Running");
+        let p = plan(&rc("Pending"), &seen(Some(&running), 3));
+        assert_eq!(p.next, "Running");
+        assert_eq!(p.acts, vec![Act::OwnDeployerPods]);
+        let done = pod("Succeeded");
+        let p = plan(&rc("Running"), &seen(Some(&done), 9));
+        assert_eq!(p.next, "Complete");
+        let after = apply(&rc("Running"), &p).unwrap();
+        let a = &after["metadata"]["annotations"];
+        assert_eq!(a[keys::PHASE], "Complete");
+        assert_eq!(a[keys::REPLICAS], "2");
+        assert!(a.get(keys::DESIRED_REPLICAS).is_none());
+        assert_eq!(a[keys::DEPLOYER_COMPLETED_AT], "2026-11-30T12:00:09Z");
+        // A finished deployment does not move again.
+        let p = plan(&after, &seen(Some(&done), 10));
+        assert_eq!(apply(&after, &p), None);
+    }
+
+    #[test]
+    fn missing_or_foreign_deployer_pods_and_timeouts_fail_the_deployment() {
+        let p = plan(&rc("Pending"), &seen(None, 2));
+        assert!(p.retry.is_some(), "the cache may lag: wait once");
+        let mut last = seen(None, 2);
+        last.last_chance = true;
+        let p = plan(&rc("Pending"), &last);
+        assert_eq!(p.next, "Failed");
+        assert_eq!(p.annotations[keys::STATUS_REASON], DEPLOYER_POD_GONE);
+        assert_eq!(
+            p.events[0].message,
+            "Deployer pod \"web-1-deploy\" has gone missing"
+        );
+        let p = plan(&rc("Running"), &seen(None, 2));
+        assert_eq!(p.next, "Failed");
+        let mut foreign = pod("Running");
+        foreign["metadata"]["annotations"][keys::DEPLOYMENT_NAME] = json!("other");
+        let p = plan(&rc("New"), &seen(Some(&foreign), 2));
+        assert_eq!(p.next, "Failed");
+        assert_eq!(p.annotations[keys::STATUS_REASON], UNRELATED_POD);
+        let p = plan(&rc("New"), &seen(None, 61));
+        assert_eq!(p.next, "Failed");
+        assert_eq!(
+            p.events[0].message,
+            "Rollout for \"ns/web-1\" failed to create deployer pod (timeoutSeconds: 60s)"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_deployment_loses_its_deployer_pods() {
+        let mut cancelled = rc("Running");
+        cancelled["metadata"]["annotations"][keys::CANCELLED] = json!("true");
+        let running = pod("Running");
+        let p = plan(&cancelled, &seen(Some(&running), 2));
+        assert_eq!(p.acts, vec![Act::DeleteDeployerPods]);
+        // Once they are gone it fails, without a "gone missing" event.
+        let p = plan(&cancelled, &seen(None, 3));
+        assert_eq!(p.next, "Failed");
+        assert!(p.events.is_empty());
+        // Succeeding before the cancel is recorded wins.
+        let done = pod("Succeeded");
+        let p = plan(&cancelled, &seen(Some(&done), 4));
+        assert_eq!(p.next, "Complete");
+        assert_eq!(p.events[0].reason, "FailedCancellation");
+        let after = apply(&cancelled, &p).unwrap();
+        assert!(!is_cancelled(&after));
+    }
+
+    #[test]
+    fn the_ignore_annotation_keeps_a_deployment_new() {
+        let mut rc = rc("New");
+        rc["metadata"]["annotations"][keys::IGNORE_DEPLOYER] = json!("true");
+        let p = plan(&rc, &seen(None, 1));
+        assert!(p.acts.is_empty());
+        assert_eq!(apply(&rc, &p), None);
+    }
+}
