@@ -289,6 +289,17 @@ impl Cluster {
                 agent.ca_pem = self.ca_pem.clone();
             }
             agent.data_dir = self.data_dir.clone();
+            if agent.api.is_none() {
+                agent.api = Some((self.address.ip().to_string(), self.address.port()));
+            }
+            // The deployer image runs `berth deploy` (the deployer pods' command).
+            agent.builtin_images.push((
+                crate::types::openshift::DEPLOYER_IMAGE.to_string(),
+                vec![
+                    settings.shim_program.display().to_string(),
+                    "deploy".to_string(),
+                ],
+            ));
             let cgroups = if settings.cgroups {
                 crate::runtime::cgroup::Cgroups::for_this_machine(CGROUP_PARENT)
             } else {

@@ -4,12 +4,18 @@
 //! goes missing or times out, carry out a cancellation), and the deployer pod itself.
 //! Pure functions over the API objects; the controller loop applies them.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::deploymentconfig::{decode_dc, is_cancelled, keys, phase_of};
+use super::{Action, Context, Error, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::recorder::{EventType, Recorder};
+use crate::client::{Client, DeleteParams, Patch, key_of};
+use crate::registry::{Kind, catalog};
 
-/// The deployer's default image: the process runtime runs it as this berth binary.
-pub const DEPLOYER_IMAGE: &str = "berth/deployer";
+pub use crate::types::openshift::DEPLOYER_IMAGE;
 pub const DEPLOYER_POD_GONE: &str = "deployer pod no longer exists";
 pub const UNABLE_TO_CREATE: &str = "unable to create deployer pod";
 pub const UNRELATED_POD: &str =
@@ -384,6 +390,210 @@ pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
         },
         "spec": spec,
     })
+}
+
+const WORKERS: usize = 2;
+
+#[derive(Clone)]
+struct Controller {
+    client: Client,
+    rcs: Informer,
+    pods: Informer,
+    queue: Queue,
+    recorder: Recorder,
+}
+
+impl Controller {
+    /// Events go to the DC the deployment was made from, else to the deployment.
+    async fn event(&self, rc: &Value, e: &Event) {
+        let mut about = decode_dc(rc).unwrap_or_else(|_| rc.clone());
+        if about["kind"].is_null() {
+            about["kind"] = json!("DeploymentConfig");
+        }
+        let kind = if e.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.recorder
+            .event(&about, kind, e.reason, &e.message)
+            .await;
+    }
+
+    /// The pods labelled as this deployment's deployer or hooks.
+    fn deployer_pods(&self, rc: &Value) -> Vec<Arc<Value>> {
+        let name = str_at(rc, "/metadata/name");
+        self.pods
+            .list_namespace(str_at(rc, "/metadata/namespace"))
+            .into_iter()
+            .filter(|p| p["metadata"]["labels"][keys::DEPLOYER_POD_FOR] == name)
+            .collect()
+    }
+
+    async fn act(&self, rc: &Value, act: &Act, p: &mut Plan) -> Result<()> {
+        let pods = catalog::of(Kind::Pod);
+        let ns = str_at(rc, "/metadata/namespace");
+        match act {
+            Act::CreateDeployer(pod) => match self.client.create(pods, Some(ns), pod).await {
+                Ok(made) => {
+                    p.annotations.insert(
+                        keys::DEPLOYER_POD.into(),
+                        json!(str_at(&made, "/metadata/name")),
+                    );
+                    if let Some(t) = made.pointer("/metadata/creationTimestamp") {
+                        p.annotations
+                            .insert(keys::DEPLOYER_CREATED_AT.into(), t.clone());
+                    }
+                    p.next = "Pending".into();
+                }
+                Err(e) => {
+                    let event = Event {
+                        warning: true,
+                        reason: "FailedCreate",
+                        message: format!("Error creating deployer pod: {e}"),
+                    };
+                    self.event(rc, &event).await;
+                    return Err(e.into());
+                }
+            },
+            Act::DeleteDeployerPods => {
+                let params = DeleteParams::default();
+                for pod in self.deployer_pods(rc) {
+                    let name = str_at(&pod, "/metadata/name");
+                    match self.client.delete(pods, Some(ns), name, &params).await {
+                        Ok(_) => {}
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            Act::OwnDeployerPods => {
+                let owner = json!([{"apiVersion": "v1", "kind": "ReplicationController",
+                    "name": rc["metadata"]["name"], "uid": rc["metadata"]["uid"]}]);
+                for pod in self.deployer_pods(rc) {
+                    let unowned = pod["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_none_or(Vec::is_empty);
+                    if !unowned {
+                        continue;
+                    }
+                    let patch = json!({"metadata": {"ownerReferences": owner}});
+                    let name = str_at(&pod, "/metadata/name");
+                    match self
+                        .client
+                        .patch(pods, Some(ns), name, &Patch::Merge(patch))
+                        .await
+                    {
+                        Ok(_) => {}
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass over a deployment (§11.3).
+    async fn handle(&self, key: String) -> Result<Action> {
+        let Some(rc) = self.rcs.get(&key) else {
+            return Ok(Action::Done);
+        };
+        let ns = str_at(&rc, "/metadata/namespace");
+        let name = str_at(&rc, "/metadata/name");
+        let deployer = self.pods.get(&format!("{ns}/{}", deployer_pod_name(name)));
+        let env: Vec<Value> = Vec::new();
+        let seen = Seen {
+            deployer: deployer.as_deref(),
+            last_chance: self.queue.failures(&key) >= LAST_CHANCE_REQUEUES,
+            now: jiff::Timestamp::now(),
+            env: &env,
+        };
+        let mut plan = plan(&rc, &seen);
+        for act in plan.acts.clone() {
+            self.act(&rc, &act, &mut plan).await?;
+        }
+        for e in &plan.events {
+            self.event(&rc, e).await;
+        }
+        if let Some(why) = plan.retry {
+            return Err(Error::Other(why));
+        }
+        if let Some(updated) = apply(&rc, &plan) {
+            let written = self
+                .client
+                .update(catalog::of(Kind::ReplicationController), &updated)
+                .await?;
+            if is_cancelled(&written) && phase_of(&written) == "Failed" {
+                let event = Event {
+                    warning: false,
+                    reason: "RolloutCancelled",
+                    message: format!("Rollout for \"{ns}/{name}\" cancelled"),
+                };
+                self.event(&written, &event).await;
+            }
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// Starts the deployer controller.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    if super::deploymentconfig::resource().is_none() {
+        return;
+    }
+    let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
+    let pods = ctx.informers.get(catalog::of(Kind::Pod));
+    let queue = Queue::new();
+    {
+        let queue = queue.clone();
+        rcs.on_change(move |change| {
+            let rc = match change {
+                Change::Added(rc) | Change::Updated { new: rc, .. } => rc,
+                Change::Deleted(_) => return,
+            };
+            if rc["metadata"]["annotations"].get(keys::DC_NAME).is_some() {
+                queue.add(key_of(rc));
+            }
+        });
+    }
+    {
+        let queue = queue.clone();
+        pods.on_change(move |change| {
+            let pod = match change {
+                Change::Updated { old, new } => {
+                    if old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"] {
+                        return;
+                    }
+                    new
+                }
+                Change::Added(pod) | Change::Deleted(pod) => pod,
+            };
+            if let Some(rc) = pod["metadata"]["annotations"][keys::DEPLOYMENT_NAME].as_str() {
+                queue.add(format!("{}/{rc}", str_at(pod, "/metadata/namespace")));
+            }
+        });
+    }
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        rcs,
+        pods,
+        queue: queue.clone(),
+        recorder: ctx.recorder("deployer-controller"),
+    });
+    sup.spawn("deployer-controller", move |cancel| {
+        let (controller, queue) = (controller.clone(), queue.clone());
+        async move {
+            if !super::synced(&[&controller.rcs, &controller.pods], &cancel).await {
+                return;
+            }
+            super::run("deployer-controller", queue, WORKERS, cancel, move |key| {
+                let controller = controller.clone();
+                async move { controller.handle(key).await }
+            })
+            .await;
+        }
+    });
 }
 
 #[cfg(test)]

@@ -6,8 +6,15 @@
 //! the controller loop applies them through the client.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+
+use super::{Action, Context, Error, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::recorder::{EventType, Recorder};
+use crate::client::{Client, DeleteParams, Patch, Propagation, key_of};
+use crate::registry::{Kind, Resource, catalog};
 
 /// Annotation and label names of §7.
 pub mod keys {
@@ -561,6 +568,459 @@ pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The DeploymentConfig resource, when the API serves it.
+pub fn resource() -> Option<&'static Resource> {
+    catalog::find("apps.openshift.io", "v1", "deploymentconfigs")
+}
+
+const WORKERS: usize = 2;
+
+#[derive(Clone)]
+struct Controller {
+    client: Client,
+    dcs: Informer,
+    rcs: Informer,
+    recorder: Recorder,
+    res: &'static Resource,
+}
+
+fn now() -> String {
+    crate::types::now()
+}
+
+/// Whether `rc` names `dc` (uid) as its controller.
+fn controlled_by<'a>(rc: &'a Value, uid: &str) -> Option<&'a Value> {
+    rc["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == true && r["uid"] == uid)
+}
+
+fn has_controller(rc: &Value) -> bool {
+    rc["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|refs| refs.iter().any(|r| r["controller"] == true))
+}
+
+impl Controller {
+    fn rcs_res() -> &'static Resource {
+        catalog::of(Kind::ReplicationController)
+    }
+
+    /// The deployments this DC owns after adopting and releasing (§10.2).
+    async fn claim(&self, dc: &Value) -> Result<Vec<Value>> {
+        let ns = str_at(dc, "/metadata/namespace");
+        let name = str_at(dc, "/metadata/name");
+        let uid = str_at(dc, "/metadata/uid");
+        let mut owned = Vec::new();
+        for rc in self.rcs.list_namespace(ns) {
+            let matches = labels_of(&rc).get(keys::DC_NAME).map(String::as_str) == Some(name);
+            let rc_name = str_at(&rc, "/metadata/name");
+            if controlled_by(&rc, uid).is_some() {
+                if matches {
+                    owned.push((*rc).clone());
+                    continue;
+                }
+                let refs: Vec<Value> = rc["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["uid"] != uid)
+                    .cloned()
+                    .collect();
+                let patch = json!({"metadata": {"ownerReferences": refs,
+                    "resourceVersion": rc["metadata"]["resourceVersion"]}});
+                match self
+                    .client
+                    .patch(Self::rcs_res(), Some(ns), rc_name, &Patch::Merge(patch))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() || matches!(e, crate::client::Error::Invalid(_)) => {
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            } else if matches && !has_controller(&rc) {
+                // Adopt only for a DC that is still there and not being deleted.
+                let fresh = self.client.get(self.res, Some(ns), name).await?;
+                if str_at(&fresh, "/metadata/uid") != uid
+                    || fresh.pointer("/metadata/deletionTimestamp").is_some()
+                {
+                    return Err(Error::Other(format!(
+                        "deployment config {ns}/{name} is gone or being deleted; not adopting {rc_name}"
+                    )));
+                }
+                let mut refs = rc["metadata"]["ownerReferences"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                refs.push(
+                    json!({"apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig",
+                    "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}),
+                );
+                let patch = json!({"metadata": {"ownerReferences": refs,
+                    "resourceVersion": rc["metadata"]["resourceVersion"]}});
+                let adopted = self
+                    .client
+                    .patch(Self::rcs_res(), Some(ns), rc_name, &Patch::Merge(patch))
+                    .await?;
+                owned.push(adopted);
+            }
+        }
+        Ok(owned)
+    }
+
+    /// Writes the status computed from `owned` unless the DC already shows it.
+    async fn update_status(
+        &self,
+        dc: &Value,
+        owned: &[Value],
+        observe: bool,
+        extra: Option<&Condition>,
+    ) -> Result<()> {
+        let status = compute_status(dc, owned, observe, extra, &now());
+        if status == dc["status"] {
+            return Ok(());
+        }
+        let mut updated = dc.clone();
+        updated["status"] = status;
+        self.client.update_status(self.res, &updated).await?;
+        Ok(())
+    }
+
+    /// Marks the unfinished deployments cancelled; true if any was still in flight.
+    async fn cancel_running(&self, dc: &Value, owned: &[Value]) -> Result<bool> {
+        let version = int(dc, "/status/latestVersion");
+        let mut in_flight = false;
+        for rc in owned.iter().filter(|rc| !is_finished(rc)) {
+            in_flight = true;
+            if is_cancelled(rc) {
+                continue;
+            }
+            let ns = str_at(rc, "/metadata/namespace");
+            let name = str_at(rc, "/metadata/name");
+            let patch = json!({"metadata": {"annotations": {
+                keys::CANCELLED: "true", keys::STATUS_REASON: NEWER_RUNNING}}});
+            match self
+                .client
+                .patch(Self::rcs_res(), Some(ns), name, &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => {
+                    let message =
+                        format!("Cancelled deployment {name:?} superceded by version {version}");
+                    self.recorder
+                        .event(dc, EventType::Normal, "DeploymentCancelled", &message)
+                        .await;
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    let message = format!(
+                        "Failed to cancel deployment {name:?} superceded by version {version}: {e}"
+                    );
+                    self.recorder
+                        .event(
+                            dc,
+                            EventType::Warning,
+                            "DeploymentCancellationFailed",
+                            &message,
+                        )
+                        .await;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(in_flight)
+    }
+
+    /// Deletes the old deployments beyond the history limit; an error says which failed.
+    async fn cleanup(&self, dc: &Value, owned: &[Value]) -> std::result::Result<(), String> {
+        let ns = str_at(dc, "/metadata/namespace");
+        let params = DeleteParams {
+            propagation: Some(Propagation::Background),
+            ..Default::default()
+        };
+        let mut errors = Vec::new();
+        for name in to_prune(dc, owned) {
+            match self
+                .client
+                .delete(Self::rcs_res(), Some(ns), &name, &params)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("[{}]", errors.join(", ")))
+        }
+    }
+
+    /// The latest deployment finished: capacity to the last Complete one (§10.6).
+    async fn reconcile_finished(&self, dc: &Value, mut owned: Vec<Value>) -> Result<()> {
+        let ns = str_at(dc, "/metadata/namespace");
+        for Scale { name, from, to } in scales(dc, &owned) {
+            let patch = json!({"spec": {"replicas": to}});
+            match self
+                .client
+                .patch(Self::rcs_res(), Some(ns), &name, &Patch::Merge(patch))
+                .await
+            {
+                Ok(rc) => {
+                    let message =
+                        format!("Scaled replication controller {name:?} from {from} to {to}");
+                    self.recorder
+                        .event(
+                            dc,
+                            EventType::Normal,
+                            "ReplicationControllerScaled",
+                            &message,
+                        )
+                        .await;
+                    if let Some(slot) = owned
+                        .iter_mut()
+                        .find(|o| str_at(o, "/metadata/name") == name)
+                    {
+                        *slot = rc;
+                    }
+                }
+                Err(e) => {
+                    let message = format!(
+                        "Failed to scale replication controler {name:?} from {from} to {to}: {e}"
+                    );
+                    self.recorder
+                        .event(
+                            dc,
+                            EventType::Warning,
+                            "ReplicationControllerScaleFailed",
+                            &message,
+                        )
+                        .await;
+                    return Err(e.into());
+                }
+            }
+        }
+        if let Err(e) = self.cleanup(dc, &owned).await {
+            let message = format!("Couldn't clean up replication controllers: {e}");
+            self.recorder
+                .event(
+                    dc,
+                    EventType::Warning,
+                    "ReplicationControllerCleanupFailed",
+                    &message,
+                )
+                .await;
+        }
+        self.update_status(dc, &owned, true, None).await
+    }
+
+    /// Creates the deployment of the latest version (§10.3 step 10).
+    async fn create_deployment(&self, dc: &Value, mut owned: Vec<Value>) -> Result<()> {
+        let ns = str_at(dc, "/metadata/namespace");
+        let name = str_at(dc, "/metadata/name");
+        let version = int(dc, "/status/latestVersion");
+        let rc = deployment_for(dc).map_err(|e| {
+            Error::Other(format!(
+                "couldn't make deployment from (potentially invalid) deployment config {ns}/{name}: {e}"
+            ))
+        })?;
+        let rc_name = str_at(&rc, "/metadata/name").to_string();
+        let failed = match self.client.create(Self::rcs_res(), Some(ns), &rc).await {
+            Ok(made) => {
+                let message =
+                    format!("Created new replication controller {rc_name:?} for version {version}");
+                self.recorder
+                    .event(dc, EventType::Normal, "DeploymentCreated", &message)
+                    .await;
+                owned.push(made);
+                if let Err(e) = self.cleanup(dc, &owned).await {
+                    let message = format!("Couldn't clean up deployments: {e}");
+                    self.recorder
+                        .event(dc, EventType::Warning, "DeploymentCleanupFailed", &message)
+                        .await;
+                }
+                let created = Condition {
+                    kind: "Progressing",
+                    status: "True",
+                    reason: "NewReplicationControllerCreated",
+                    message,
+                };
+                return self.update_status(dc, &owned, true, Some(&created)).await;
+            }
+            Err(e) if e.is_already_exists() => {
+                let existing = self.client.get(Self::rcs_res(), Some(ns), &rc_name).await?;
+                let uid = str_at(dc, "/metadata/uid");
+                if controlled_by(&existing, uid).is_some()
+                    || (!has_controller(&existing)
+                        && labels_of(&existing).get(keys::DC_NAME).map(String::as_str)
+                            == Some(name))
+                {
+                    // Ours (or ours to adopt): the caches have not caught up yet.
+                    return Err(Error::Other(format!(
+                        "caches for RC {ns}/{rc_name} are stale, waiting to catch up"
+                    )));
+                }
+                format!("deployment {ns}/{rc_name} already exists and it couldn't be adopted")
+            }
+            Err(e) => e.to_string(),
+        };
+        let message = format!("Couldn't deploy version {version}: {failed}");
+        self.recorder
+            .event(dc, EventType::Warning, "DeploymentCreationFailed", &message)
+            .await;
+        let condition = Condition {
+            kind: "Progressing",
+            status: "False",
+            reason: "ReplicationControllerCreateError",
+            message: failed.clone(),
+        };
+        self.update_status(dc, &owned, true, Some(&condition))
+            .await?;
+        Err(Error::Other(failed))
+    }
+
+    /// One pass over a DC (§10.3).
+    async fn handle(&self, key: String) -> Result<Action> {
+        let Some(dc) = self.dcs.get(&key) else {
+            return Ok(Action::Done);
+        };
+        let mut dc = (*dc).clone();
+        let no_triggers = dc["spec"]["triggers"].as_array().is_none_or(Vec::is_empty);
+        if int(&dc, "/status/latestVersion") == 0 && no_triggers {
+            self.update_status(&dc, &[], true, None).await?;
+            return Ok(Action::Done);
+        }
+        let owned = self.claim(&dc).await?;
+        if dc.pointer("/metadata/deletionTimestamp").is_some() {
+            self.update_status(&dc, &owned, true, None).await?;
+            return Ok(Action::Done);
+        }
+        if dc["spec"]["paused"] == true {
+            if let Err(e) = self.cleanup(&dc, &owned).await {
+                let message = format!("Couldn't clean up deployments: {e}");
+                self.recorder
+                    .event(&dc, EventType::Warning, "DeploymentCleanupFailed", &message)
+                    .await;
+            }
+            self.update_status(&dc, &owned, true, None).await?;
+            return Ok(Action::Done);
+        }
+        let latest_version = int(&dc, "/status/latestVersion");
+        let highest = owned.iter().map(version_of).max().unwrap_or(0);
+        if highest > latest_version {
+            // Deployments of an earlier DC of this name: catch the version up, one a pass.
+            dc["status"]["latestVersion"] = json!(latest_version + 1);
+            self.client.update_status(self.res, &dc).await?;
+            return Ok(Action::Done);
+        }
+        let latest = latest_of(&dc, &owned).cloned();
+        if latest.is_none() && self.cancel_running(&dc, &owned).await? {
+            let message = format!(
+                "Deployment of version {latest_version} awaiting cancellation of older running deployments"
+            );
+            self.recorder
+                .event(
+                    &dc,
+                    EventType::Normal,
+                    "DeploymentAwaitingCancellation",
+                    &message,
+                )
+                .await;
+            return Err(Error::Other(message));
+        }
+        if has_unresolved_image(&dc) {
+            self.update_status(&dc, &owned, true, None).await?;
+            return Ok(Action::Done);
+        }
+        match evaluate_triggers(&dc, latest.as_ref()).map_err(Error::Other)? {
+            Trigger::Skip => {
+                self.update_status(&dc, &owned, true, None).await?;
+                return Ok(Action::Done);
+            }
+            Trigger::Fire(details) => {
+                dc["status"]["latestVersion"] = json!(latest_version + 1);
+                dc["status"]["details"] = details;
+                self.client.update_status(self.res, &dc).await?;
+                return Ok(Action::Done);
+            }
+            Trigger::None => {}
+        }
+        match latest {
+            Some(l) if !is_finished(&l) => {
+                self.update_status(&dc, &owned, false, None).await?;
+            }
+            Some(_) => self.reconcile_finished(&dc, owned).await?,
+            None => self.create_deployment(&dc, owned).await?,
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// Starts the DeploymentConfig controller (when the API serves DeploymentConfigs).
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let Some(res) = resource() else {
+        return;
+    };
+    let dcs = ctx.informers.get(res);
+    let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
+    let queue = Queue::new();
+    {
+        let queue = queue.clone();
+        dcs.on_change(move |change| queue.add(key_of(change.object())));
+    }
+    {
+        let queue = queue.clone();
+        let dcs = dcs.clone();
+        rcs.on_change(move |change| {
+            let rc = match change {
+                Change::Updated { old, new } => {
+                    if old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"] {
+                        return;
+                    }
+                    new
+                }
+                Change::Added(rc) | Change::Deleted(rc) => rc,
+            };
+            let Some(dc) = rc["metadata"]["annotations"][keys::DC_NAME].as_str() else {
+                return;
+            };
+            let key = format!("{}/{dc}", str_at(rc, "/metadata/namespace"));
+            if dcs.get(&key).is_some() {
+                queue.add(key);
+            }
+        });
+    }
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        dcs,
+        rcs,
+        recorder: ctx.recorder("deploymentconfig-controller"),
+        res,
+    });
+    sup.spawn("deploymentconfig-controller", move |cancel| {
+        let (controller, queue) = (controller.clone(), queue.clone());
+        async move {
+            if !super::synced(&[&controller.dcs, &controller.rcs], &cancel).await {
+                return;
+            }
+            super::run(
+                "deploymentconfig-controller",
+                queue,
+                WORKERS,
+                cancel,
+                move |key| {
+                    let controller = controller.clone();
+                    async move { controller.handle(key).await }
+                },
+            )
+            .await;
+        }
+    });
 }
 
 #[cfg(test)]

@@ -83,6 +83,8 @@ impl Context {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
+    deploymentconfig::start(ctx, sup);
+    deployer::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
     namespace::start(ctx, sup);

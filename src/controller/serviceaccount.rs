@@ -1,4 +1,5 @@
-//! Service accounts: a `default` ServiceAccount in every namespace, and a token for each
+//! Service accounts: a `default` and a `deployer` ServiceAccount in every namespace (the
+//! deployer pods of DeploymentConfigs run as `deployer`, as in OpenShift), and a token for each
 //! service account, kept in a Secret `<account>-token` of type
 //! `kubernetes.io/service-account-token` owned by the account (so the garbage collector
 //! removes it with the account). The API accepts the token for requests in the account's
@@ -12,6 +13,8 @@ use crate::client::{Client, split_key};
 use crate::registry::{Kind, SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, catalog};
 
 const WORKERS: usize = 2;
+/// The accounts every live namespace has.
+const ACCOUNTS: [&str; 2] = ["default", "deployer"];
 
 #[derive(Clone)]
 struct Accounts {
@@ -43,7 +46,7 @@ impl Accounts {
         }
     }
 
-    /// A live namespace has a `default` service account.
+    /// A live namespace has the `default` and `deployer` service accounts.
     async fn ensure_default(&self, ns: &str) -> Result<Action> {
         let Some(namespace) = self.namespaces.get(ns) else {
             return Ok(Action::Done);
@@ -51,27 +54,30 @@ impl Accounts {
         if is_deleting(&namespace) || str_at(&namespace, "/status/phase") == "Terminating" {
             return Ok(Action::Done);
         }
-        if self.accounts.get(&format!("{ns}/default")).is_some() {
-            return Ok(Action::Done);
-        }
-        let sa = json!({
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": ns},
-        });
-        match self
-            .client
-            .create(self.accounts.resource(), Some(ns), &sa)
-            .await
-        {
-            Ok(_) => Ok(Action::Done),
-            Err(e) if e.is_already_exists() => Ok(Action::Done),
-            // The namespace started terminating meanwhile.
-            Err(crate::client::Error::Forbidden(_) | crate::client::Error::NotFound(_)) => {
-                Ok(Action::Done)
+        for name in ACCOUNTS {
+            if self.accounts.get(&format!("{ns}/{name}")).is_some() {
+                continue;
             }
-            Err(e) => Err(e.into()),
+            let sa = json!({
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": name, "namespace": ns},
+            });
+            match self
+                .client
+                .create(self.accounts.resource(), Some(ns), &sa)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_already_exists() => {}
+                // The namespace started terminating meanwhile.
+                Err(crate::client::Error::Forbidden(_) | crate::client::Error::NotFound(_)) => {
+                    return Ok(Action::Done);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(Action::Done)
     }
 
     /// A live service account has a token Secret that names it, and lists it.
@@ -198,7 +204,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let ns = str_at(obj, "/metadata/namespace");
             match change {
                 Change::Deleted(_) => {
-                    if str_at(obj, "/metadata/name") == "default" {
+                    if ACCOUNTS.contains(&str_at(obj, "/metadata/name")) {
                         queue.add(format!("ns:{ns}"));
                     }
                 }

@@ -48,6 +48,12 @@ pub struct Config {
     pub max_pods: u32,
     /// Where berth keeps its data: its free space decides `DiskPressure`.
     pub data_dir: PathBuf,
+    /// The API's address (host, port), given to every container as
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`.
+    pub api: Option<(String, u16)>,
+    /// Images that are commands of berth's own: a container of one of these images
+    /// without a `command` runs the command given here (the deployer image, say).
+    pub builtin_images: Vec<(String, Vec<String>)>,
     /// The first restart delay of a crashing container (CrashLoopBackOff), doubled up to
     /// `backoff_max`; a run longer than twice the maximum forgets the back-off.
     pub backoff_initial: Duration,
@@ -79,6 +85,8 @@ impl Config {
             resync_every: Duration::from_secs(60),
             max_pods: 110,
             data_dir: PathBuf::from("/"),
+            api: None,
+            builtin_images: Vec::new(),
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             retry_after: Duration::from_secs(10),

@@ -161,6 +161,22 @@ impl<R: Runtime + Clone> Worker<R> {
             "HOSTNAME".to_string(),
             str_at(pod, "/metadata/name").to_string(),
         )];
+        // Where the API is, as Kubernetes tells every container (its "kubernetes"
+        // service), so in-cluster clients find it; the container's own env may override.
+        if let Some((host, port)) = &self.shared.config.api {
+            out.extend([
+                ("KUBERNETES_SERVICE_HOST".to_string(), host.clone()),
+                ("KUBERNETES_SERVICE_PORT".to_string(), port.to_string()),
+                (
+                    "KUBERNETES_SERVICE_PORT_HTTPS".to_string(),
+                    port.to_string(),
+                ),
+                (
+                    "KUBERNETES_PORT".to_string(),
+                    format!("tcp://{host}:{port}"),
+                ),
+            ]);
+        }
         let lookup = |kind: Kind, name: &str| {
             let client = self.shared.client.clone();
             let name = name.to_string();
@@ -323,12 +339,28 @@ impl<R: Runtime + Clone> Worker<R> {
             message,
         })?;
         let mut argv: Vec<String> = Vec::new();
+        let no_command = c["command"].as_array().is_none_or(Vec::is_empty);
+        // Images are not pulled; the built-in ones are commands of berth's own.
+        let builtin = no_command
+            .then(|| {
+                let image = c["image"].as_str().unwrap_or("").trim();
+                self.shared
+                    .config
+                    .builtin_images
+                    .iter()
+                    .find(|(i, _)| i == image)
+                    .map(|(_, argv)| argv.clone())
+            })
+            .flatten();
+        if let Some(cmd) = &builtin {
+            argv.extend(cmd.iter().cloned());
+        }
         for key in ["command", "args"] {
             for a in c[key].as_array().into_iter().flatten() {
                 argv.push(expand(a.as_str().unwrap_or(""), &env));
             }
         }
-        if c["command"].as_array().is_none_or(Vec::is_empty) {
+        if no_command && builtin.is_none() {
             return Err(Waiting {
                 reason: "CreateContainerConfigError".into(),
                 message: "the container has no command: berth does not pull images, so give the command to run".into(),
