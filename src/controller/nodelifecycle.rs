@@ -208,6 +208,61 @@ pub fn add_unreachable_taints(node: &mut Value, now: &str) -> bool {
     changed
 }
 
+/// The NoSchedule taints a node's conditions call for (Kubernetes' taint-by-condition):
+/// memory, disk and pid pressure, and a Ready condition that is False.
+const CONDITION_TAINTS: [(&str, &str, &str); 4] = [
+    (
+        "MemoryPressure",
+        "True",
+        "node.kubernetes.io/memory-pressure",
+    ),
+    ("DiskPressure", "True", "node.kubernetes.io/disk-pressure"),
+    ("PIDPressure", "True", "node.kubernetes.io/pid-pressure"),
+    ("Ready", "False", "node.kubernetes.io/not-ready"),
+];
+
+/// Adds and removes the condition taints to match the node's conditions. Returns whether
+/// anything changed.
+pub fn sync_condition_taints(node: &mut Value, now: &str) -> bool {
+    let want: Vec<&str> = CONDITION_TAINTS
+        .iter()
+        .filter(|(kind, status, _)| {
+            crate::types::condition(node, kind).is_some_and(|c| c["status"] == *status)
+        })
+        .map(|(_, _, key)| *key)
+        .collect();
+    if !node["spec"].is_object() {
+        node["spec"] = json!({});
+    }
+    if !node["spec"]["taints"].is_array() {
+        node["spec"]["taints"] = json!([]);
+    }
+    let list = node["spec"]["taints"]
+        .as_array_mut()
+        .expect("made an array");
+    let before = list.clone();
+    list.retain(|t| {
+        let ours =
+            CONDITION_TAINTS.iter().any(|(_, _, k)| t["key"] == *k) && t["effect"] == NO_SCHEDULE;
+        !ours || want.iter().any(|k| t["key"] == *k)
+    });
+    for key in &want {
+        if !list
+            .iter()
+            .any(|t| t["key"] == *key && t["effect"] == NO_SCHEDULE)
+        {
+            list.push(json!({"key": key, "effect": NO_SCHEDULE, "timeAdded": now}));
+        }
+    }
+    *list != before
+}
+
+/// Whether the node's condition taints differ from what its conditions call for.
+fn condition_taints_stale(node: &Value) -> bool {
+    let mut copy = node.clone();
+    sync_condition_taints(&mut copy, "")
+}
+
 /// Removes the unreachable taints. Returns whether there were any.
 pub fn remove_unreachable_taints(node: &mut Value) -> bool {
     let Some(list) = node
@@ -290,6 +345,9 @@ impl Controller {
                 if is_tainted_unreachable(&node) {
                     self.untaint(name).await?;
                 }
+                if condition_taints_stale(&node) {
+                    self.taint_by_conditions(name).await?;
+                }
                 Ok(Action::RequeueAfter(until(now, stale_at)))
             }
             Health::Lost => self.lost(name, now).await,
@@ -311,6 +369,24 @@ impl Controller {
                 .await
                 .map_err(|e| context(format!("node {name}: remove unreachable taints"), e))?;
             tracing::info!(node = name, "lease renewed; unreachable taints removed");
+        }
+        Ok(())
+    }
+
+    /// Makes the node's condition taints match its conditions (pressure, not ready).
+    async fn taint_by_conditions(&self, name: &str) -> Result<()> {
+        let res = catalog::of(Kind::Node);
+        let mut node = match self.ctx.client.get(res, None, name).await {
+            Ok(n) => n,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(context(format!("node {name}: read"), e)),
+        };
+        if sync_condition_taints(&mut node, &crate::types::now()) {
+            self.ctx
+                .client
+                .update(res, &node)
+                .await
+                .map_err(|e| context(format!("node {name}: taint by conditions"), e))?;
         }
         Ok(())
     }
@@ -607,5 +683,43 @@ mod tests {
         let mut going = pod.clone();
         going["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
         assert!(!is_live_on(&going, "n"));
+    }
+
+    #[test]
+    fn conditions_taint_the_node_and_untaint_it_when_they_clear() {
+        let mut node = json!({
+            "spec": {"taints": [{"key": "mine", "effect": "NoSchedule"}]},
+            "status": {"conditions": [
+                {"type": "MemoryPressure", "status": "True"},
+                {"type": "DiskPressure", "status": "False"},
+                {"type": "Ready", "status": "False"},
+            ]},
+        });
+        assert!(condition_taints_stale(&node));
+        assert!(sync_condition_taints(&mut node, "t"));
+        let keys: Vec<&str> = node["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "mine",
+                "node.kubernetes.io/memory-pressure",
+                "node.kubernetes.io/not-ready"
+            ]
+        );
+        assert!(
+            !sync_condition_taints(&mut node, "later"),
+            "nothing more to do"
+        );
+        node["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        assert!(sync_condition_taints(&mut node, "t"));
+        assert_eq!(
+            node["spec"]["taints"],
+            json!([{"key": "mine", "effect": "NoSchedule"}])
+        );
     }
 }
