@@ -90,26 +90,59 @@ pub(crate) fn container(p: &Value) -> &Value {
     &p["status"]["containerStatuses"][0]
 }
 
-/// Processes whose command line contains `marker`.
+/// Processes of this build's containers whose command line contains `marker`: shims run
+/// by this test binary's `berth`, and their children. (Containers of other builds on the
+/// same machine, with the same commands, do not count.)
 pub(crate) fn processes_with(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
+    let ours = std::fs::canonicalize(env!("CARGO_BIN_EXE_berth")).unwrap();
+    let procs: Vec<(i32, i32, String)> = std::fs::read_dir("/proc")
         .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .chars()
-                .all(|c| c.is_ascii_digit())
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((
+                pid,
+                ppid,
+                String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            ))
         })
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(marker)
-                })
-                .unwrap_or(false)
-        })
+        .collect();
+    let me = std::process::id() as i32;
+    let ppid_of = |pid: i32| {
+        procs
+            .iter()
+            .find(|(p, _, _)| *p == pid)
+            .map(|(_, pp, _)| *pp)
+    };
+    let is_shim = |pid: i32| {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == ours)
+            && procs
+                .iter()
+                .any(|(p, _, c)| *p == pid && c.contains(" shim "))
+    };
+    // Ours: a shim of this build, or started (exec) by this test process, or below one.
+    let ours = |pid: i32| {
+        let mut at = Some(pid);
+        for _ in 0..8 {
+            match at {
+                Some(p) if p == me || is_shim(p) => return true,
+                Some(p) if p > 1 => at = ppid_of(p),
+                _ => return false,
+            }
+        }
+        false
+    };
+    procs
+        .iter()
+        .filter(|(pid, _, cmd)| cmd.contains(marker) && ours(*pid))
         .count()
 }
 
