@@ -554,6 +554,11 @@ mod tests {
     const KUBECTL_NAMESPACE: &str = "6b3873000a0f0a02763112094e616d65737061636512190a110a016e12001a0022002a0032003800420012001a020a001a002200";
     /// `kubectl create serviceaccount sa`
     const KUBECTL_SERVICE_ACCOUNT: &str = "6b3873000a140a027631120e536572766963654163636f756e7412140a120a02736112001a0022002a003200380042001a002200";
+    /// `kubectl debug p --copy-to=p2 --image=busybox --container=dbg -- sh -c 'echo debug'`
+    /// (p from `kubectl run p --image=busybox --restart=Never --command -- sh -c 'echo hi; sleep 30'`).
+    const KUBECTL_DEBUG_COPY: &str = "6b3873000a090a0276311203506f6412a6020a190a02703212001a0764656661756c7422002a0032003800420012f30112590a0170120762757379626f781a0273681a022d631a116563686f2068693b20736c6565702033302a0042006a142f6465762f7465726d696e6174696f6e2d6c6f677206416c77617973800100880100900100a2010446696c65124a0a03646267120762757379626f781a0273681a022d631a0a6563686f2064656275672a0042006a0072007a0e0a0c0a0a5359535f505452414345800100880100900100a2010446696c651a054e65766572201e320c436c75737465724669727374420764656661756c744a00520058006000680072008201008a01009a011164656661756c742d7363686564756c6572c20100d801011a130a001a0022002a0032004a005a0072008801001a002200";
+    /// `kubectl debug node/n1 --image=busybox -- sh -c 'echo nodedebug'`
+    const KUBECTL_DEBUG_NODE: &str = "6b3873000a090a0276311203506f641296020a550a166e6f64652d64656275676765722d6e312d7235646d6612001a0022002a003200380042005a2d0a1c6170702e6b756265726e657465732e696f2f6d616e616765642d6279120d6b75626563746c2d646562756712a7010a120a09686f73742d726f6f7412050a030a012f125d0a086465627567676572120762757379626f781a0273681a022d631a0e6563686f206e6f646564656275672a0042004a180a09686f73742d726f6f7410001a052f686f7374220032006a007200800100880100900100a2010446696c651a054e65766572320042004a0052026e315801600168018201008a01009a0100b2010e0a0012064578697374731a002200c201001a130a001a0022002a0032004a005a0072008801001a002200";
     /// The DeleteOptions of `kubectl drain NODE --disable-eviction --grace-period=3`.
     const KUBECTL_DELETE_OPTIONS: &str =
         "6b3873000a130a027631120d44656c6574654f7074696f6e73120208031a002200";
@@ -645,6 +650,58 @@ mod tests {
             decode(&hex(KUBECTL_DELETE_OPTIONS)).unwrap(),
             json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 3})
         );
+    }
+
+    #[test]
+    fn kubectl_debug_pods_decode() {
+        let v = decode(&hex(KUBECTL_DEBUG_COPY)).unwrap();
+        assert_eq!(
+            v["metadata"],
+            json!({"name": "p2", "namespace": "default", "generation": 0})
+        );
+        let spec = &v["spec"];
+        assert_eq!(
+            spec["containers"][0]["command"],
+            json!(["sh", "-c", "echo hi; sleep 30"])
+        );
+        assert_eq!(
+            spec["containers"][0]["terminationMessagePath"],
+            "/dev/termination-log"
+        );
+        assert_eq!(spec["containers"][0]["resources"], json!({}));
+        assert_eq!(spec["containers"][1]["name"], "dbg");
+        assert_eq!(
+            spec["containers"][1]["securityContext"],
+            json!({"capabilities": {"add": ["SYS_PTRACE"]}})
+        );
+        assert_eq!(
+            (
+                &spec["shareProcessNamespace"],
+                &spec["hostPID"],
+                &spec["terminationGracePeriodSeconds"]
+            ),
+            (&json!(true), &json!(false), &json!(30))
+        );
+        assert_eq!(spec["serviceAccountName"], "default");
+
+        let v = decode(&hex(KUBECTL_DEBUG_NODE)).unwrap();
+        assert_eq!(
+            v["metadata"]["labels"],
+            json!({"app.kubernetes.io/managed-by": "kubectl-debug"})
+        );
+        let spec = &v["spec"];
+        assert_eq!(spec["nodeName"], "n1");
+        assert_eq!(spec["hostPID"], true);
+        assert_eq!(spec["tolerations"], json!([{"operator": "Exists"}]));
+        assert_eq!(
+            spec["volumes"],
+            json!([{"name": "host-root", "hostPath": {"path": "/"}}])
+        );
+        assert_eq!(
+            spec["containers"][0]["volumeMounts"],
+            json!([{"name": "host-root", "mountPath": "/host", "readOnly": false}])
+        );
+        assert_eq!(spec.get("dnsPolicy"), None);
     }
 
     #[test]
@@ -917,10 +974,11 @@ mod tests {
 
         #[test]
         fn damaged_kubectl_bodies_decode_or_fail_without_panicking(
-            at in 0usize..1000, byte in proptest::num::u8::ANY, which in 0usize..6,
+            at in 0usize..1000, byte in proptest::num::u8::ANY, which in 0usize..8,
         ) {
             let mut body = hex([KUBECTL_CONFIGMAP, KUBECTL_CONFIGMAP_BINARY, KUBECTL_SECRET,
-                KUBECTL_DOCKER_SECRET, KUBECTL_NAMESPACE, KUBECTL_SERVICE_ACCOUNT][which]);
+                KUBECTL_DOCKER_SECRET, KUBECTL_NAMESPACE, KUBECTL_SERVICE_ACCOUNT, KUBECTL_DEBUG_COPY,
+                KUBECTL_DEBUG_NODE][which]);
             let at = 4 + at % (body.len() - 4);
             body[at] = byte;
             let _ = decode(&body);
