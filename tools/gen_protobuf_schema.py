@@ -207,7 +207,7 @@ for (module, name), fields in sorted(messages.items(), key=lambda kv: ident(*kv[
     print("    fields: &[")
     for number, json, card, kind in fields:
         if card == "inline":
-            print(f"        inline({number}, {kind_str(kind)}),")
+            print(f"        inline({number}, &{ident(*kind[1])}),")
         else:
             fn = {"one": "one", "repeated": "rep", "map": "map"}[card]
             print(f'        {fn}({number}, "{json}", {kind_str(kind)}),')

@@ -20,6 +20,9 @@ pub const MAGIC: &[u8; 4] = b"k8s\0";
 /// about a dozen levels deep).
 const MAX_DEPTH: usize = 64;
 
+/// How many distinct unknown fields the log of one body names.
+const MAX_SKIPPED_NAMED: usize = 16;
+
 /// How a field's value is encoded, and what it becomes in JSON.
 #[derive(Clone, Copy)]
 pub enum Kind {
@@ -107,11 +110,11 @@ pub const fn map(number: u32, json: &'static str, value: Kind) -> Field {
     }
 }
 
-pub const fn inline(number: u32, kind: Kind) -> Field {
+pub const fn inline(number: u32, embedded: &'static Message) -> Field {
     Field {
         number,
         json: "",
-        kind,
+        kind: Kind::Message(embedded),
         card: Card::Inline,
     }
 }
@@ -301,7 +304,10 @@ fn message(
     while let Some((number, wire)) = r.key()? {
         let Some(field) = msg.field(number) else {
             r.skip(wire)?;
-            skipped.push(format!("{} field {number}", msg.name));
+            let name = format!("{} field {number}", msg.name);
+            if skipped.len() < MAX_SKIPPED_NAMED && !skipped.contains(&name) {
+                skipped.push(name);
+            }
             continue;
         };
         let what = || format!("{}.{}", msg.name, field.json);
@@ -328,11 +334,9 @@ fn message(
                 }
             }
             Card::Repeated => {
-                let list = out
-                    .entry(field.json)
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                let Value::Array(list) = list else {
-                    unreachable!("repeated fields are arrays")
+                let mut list = match out.remove(field.json) {
+                    Some(Value::Array(list)) => list,
+                    _ => Vec::new(),
                 };
                 match (field.kind, wire) {
                     // Packed numbers and booleans.
@@ -347,6 +351,7 @@ fn message(
                         list.push(v.unwrap_or(Value::Null));
                     }
                 }
+                out.insert(field.json.to_string(), Value::Array(list));
             }
             Card::Map => {
                 expect(wire, LEN, &what)?;
@@ -836,6 +841,20 @@ mod tests {
             v,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}})
         );
+        // The log names each unknown field once, and only so many of them.
+        let many: Vec<u8> = (100..200)
+            .flat_map(|n| [num(n, 1), num(n, 2)].concat())
+            .collect();
+        let mut skipped = Vec::new();
+        message(
+            &crate::api::protobuf_schema::CORE_V1_CONFIG_MAP,
+            &many,
+            0,
+            &mut skipped,
+        )
+        .unwrap();
+        assert_eq!(skipped.len(), MAX_SKIPPED_NAMED);
+        assert_eq!(skipped[1], "api.core.v1.ConfigMap field 101");
         // Unknown fields of the envelope are skipped too.
         let mut body = hex(KUBECTL_SERVICE_ACCOUNT);
         body.extend(num(15, 1));
@@ -935,12 +954,13 @@ mod tests {
     }
 
     #[test]
-    fn every_message_has_its_fields_sorted_and_unique() {
+    fn every_message_has_its_fields_sorted_and_its_json_names_unique() {
         fn check(m: &'static Message, seen: &mut Vec<&'static str>) {
             if seen.contains(&m.name) {
                 return;
             }
             seen.push(m.name);
+            names(m, &mut Vec::new());
             for pair in m.fields.windows(2) {
                 assert!(
                     pair[0].number < pair[1].number,
@@ -954,8 +974,17 @@ mod tests {
                     check(inner, seen);
                 }
                 assert!(matches!(f.card, Card::Inline) || !f.json.is_empty());
-                if let Card::Inline = f.card {
-                    assert!(matches!(f.kind, Kind::Message(_)), "{}", m.name);
+            }
+        }
+        /// The JSON names of a message's object, inlined messages' included.
+        fn names(m: &Message, out: &mut Vec<&'static str>) {
+            for f in m.fields {
+                match (f.card, f.kind) {
+                    (Card::Inline, Kind::Message(inner)) => names(inner, out),
+                    _ => {
+                        assert!(!out.contains(&f.json), "{}: {} twice", m.name, f.json);
+                        out.push(f.json);
+                    }
                 }
             }
         }

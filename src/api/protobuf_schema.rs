@@ -185,7 +185,7 @@ pub static CORE_V1_CONFIG_MAP: Message = Message {
 pub static CORE_V1_CONFIG_MAP_ENV_SOURCE: Message = Message {
     name: "api.core.v1.ConfigMapEnvSource",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         one(2, "optional", Bool),
     ],
 };
@@ -193,7 +193,7 @@ pub static CORE_V1_CONFIG_MAP_ENV_SOURCE: Message = Message {
 pub static CORE_V1_CONFIG_MAP_KEY_SELECTOR: Message = Message {
     name: "api.core.v1.ConfigMapKeySelector",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         one(2, "key", Str),
         one(3, "optional", Bool),
     ],
@@ -213,7 +213,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
 pub static CORE_V1_CONFIG_MAP_PROJECTION: Message = Message {
     name: "api.core.v1.ConfigMapProjection",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         rep(2, "items", Message(&CORE_V1_KEY_TO_PATH)),
         one(4, "optional", Bool),
     ],
@@ -222,7 +222,7 @@ pub static CORE_V1_CONFIG_MAP_PROJECTION: Message = Message {
 pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.ConfigMapVolumeSource",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         rep(2, "items", Message(&CORE_V1_KEY_TO_PATH)),
         one(3, "defaultMode", Int),
         one(4, "optional", Bool),
@@ -473,7 +473,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
 pub static CORE_V1_EPHEMERAL_CONTAINER: Message = Message {
     name: "api.core.v1.EphemeralContainer",
     fields: &[
-        inline(1, Message(&CORE_V1_EPHEMERAL_CONTAINER_COMMON)),
+        inline(1, &CORE_V1_EPHEMERAL_CONTAINER_COMMON),
         one(2, "targetContainerName", Str),
     ],
 };
@@ -1332,7 +1332,7 @@ pub static CORE_V1_PREFERRED_SCHEDULING_TERM: Message = Message {
 pub static CORE_V1_PROBE: Message = Message {
     name: "api.core.v1.Probe",
     fields: &[
-        inline(1, Message(&CORE_V1_PROBE_HANDLER)),
+        inline(1, &CORE_V1_PROBE_HANDLER),
         one(2, "initialDelaySeconds", Int),
         one(3, "timeoutSeconds", Int),
         one(4, "periodSeconds", Int),
@@ -1544,7 +1544,7 @@ pub static CORE_V1_SECRET: Message = Message {
 pub static CORE_V1_SECRET_ENV_SOURCE: Message = Message {
     name: "api.core.v1.SecretEnvSource",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         one(2, "optional", Bool),
     ],
 };
@@ -1552,7 +1552,7 @@ pub static CORE_V1_SECRET_ENV_SOURCE: Message = Message {
 pub static CORE_V1_SECRET_KEY_SELECTOR: Message = Message {
     name: "api.core.v1.SecretKeySelector",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         one(2, "key", Str),
         one(3, "optional", Bool),
     ],
@@ -1561,7 +1561,7 @@ pub static CORE_V1_SECRET_KEY_SELECTOR: Message = Message {
 pub static CORE_V1_SECRET_PROJECTION: Message = Message {
     name: "api.core.v1.SecretProjection",
     fields: &[
-        inline(1, Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
+        inline(1, &CORE_V1_LOCAL_OBJECT_REFERENCE),
         rep(2, "items", Message(&CORE_V1_KEY_TO_PATH)),
         one(4, "optional", Bool),
     ],
@@ -1778,10 +1778,7 @@ pub static CORE_V1_TYPED_OBJECT_REFERENCE: Message = Message {
 
 pub static CORE_V1_VOLUME: Message = Message {
     name: "api.core.v1.Volume",
-    fields: &[
-        one(1, "name", Str),
-        inline(2, Message(&CORE_V1_VOLUME_SOURCE)),
-    ],
+    fields: &[one(1, "name", Str), inline(2, &CORE_V1_VOLUME_SOURCE)],
 };
 
 pub static CORE_V1_VOLUME_DEVICE: Message = Message {

@@ -187,6 +187,20 @@ async fn a_protobuf_pod_gets_the_defaults_and_validation_of_json() {
     assert_eq!(v["spec"]["containers"][0]["resources"], json!({}));
     assert_eq!(v["status"]["phase"], "Pending");
 
+    // The scheduler's binding, as a typed client sends it: Binding{metadata, target}.
+    let target = [ld(1, "Node"), ld(3, "n1")].concat();
+    let binding = envelope(
+        "v1",
+        "Binding",
+        &[ld(1, meta("p", "")), ld(2, target)].concat(),
+    );
+    let (code, _, v) = send(&s, Method::POST, &format!("{pods}/p/binding"), binding).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        s.get(&format!("{pods}/p")).await.1["spec"]["nodeName"],
+        "n1"
+    );
+
     let empty = envelope(
         "v1",
         "Pod",
