@@ -3,7 +3,7 @@
 # invalid object showing the server's message, the controllers at work (an RC's pods,
 # service accounts, cascading and namespace deletion) and a pod running on this machine
 # (logs, exec, exec -it and attach -it through a terminal), and the generators that send
-# protobuf bodies (create configmap|secret|namespace|serviceaccount, run, debug).
+# protobuf bodies (create configmap|secret|namespace|serviceaccount, debug, drain).
 # Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -232,7 +232,9 @@ debug_pod=$(grep -o 'node-debugger-n1-[a-z0-9]*' <<<"$debug_out" | head -1)
 check "debug node creates its pod (protobuf)" "Creating debugging pod node-debugger-n1-" echo "$debug_out"
 check "the debugging pod runs on the node" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded "pod/${debug_pod:-none}" --timeout=30s
 check "its log" "^node-debug$" k logs "${debug_pod:-none}"
-k delete pod p "${debug_pod:-none}" --timeout=20s >/dev/null 2>&1
+check "drain deletes the pods, with DeleteOptions in protobuf" "node/n1 drained" k drain n1 --disable-eviction --force --grace-period=1 --timeout=30s
+check "the drained pods are gone" "^rc=0$" rc k wait --for=delete pod/p --timeout=20s
+check "uncordon" "node/n1 uncordoned" k uncordon n1
 k delete ns n --timeout=30s >/dev/null 2>&1
 
 # A static pod: run from a manifest file, mirrored into the API.
