@@ -10,6 +10,8 @@ pub mod exec;
 pub mod logs;
 pub mod metrics;
 pub mod openapi;
+mod protobuf;
+mod protobuf_schema;
 mod resources;
 pub mod tls;
 

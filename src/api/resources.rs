@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::{Error, Result};
+use super::protobuf;
 use crate::registry::table::{self, IncludeObject};
 use crate::registry::{
     self, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation, Resource,
@@ -182,7 +183,18 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
         })
 }
 
-/// The body of a POST or PUT: JSON (also without a Content-Type) or YAML.
+/// A protobuf-encoded object as JSON: malformed bodies are a 400, kinds or encodings the
+/// decoder does not know a 415.
+fn protobuf_body(body: &[u8]) -> Result<Value> {
+    protobuf::decode(body).map_err(|e| match e {
+        protobuf::DecodeError::Malformed(_) => Error::BadRequest(e.to_string()),
+        protobuf::DecodeError::UnknownKind { .. } | protobuf::DecodeError::ContentEncoding(_) => {
+            Error::UnsupportedMediaType(e.to_string())
+        }
+    })
+}
+
+/// The body of a POST or PUT: JSON (also without a Content-Type), YAML or protobuf.
 fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
     let v: Value = match media_type(headers).as_deref() {
         None | Some("application/json") | Some("") => {
@@ -193,11 +205,7 @@ fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
         Some("application/yaml") => serde_yaml_ng::from_slice(body).map_err(|e| {
             Error::BadRequest(format!("the body of the request is not valid YAML: {e}"))
         })?,
-        Some("application/vnd.kubernetes.protobuf") => {
-            return Err(Error::UnsupportedMediaType(
-                "protobuf request bodies are not supported yet - accepted media types include: application/json, application/yaml (with kubectl, create the object from a manifest: kubectl apply -f FILE)".into(),
-            ));
-        }
+        Some("application/vnd.kubernetes.protobuf") => protobuf_body(body)?,
         Some(other) => {
             return Err(Error::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
@@ -231,6 +239,16 @@ fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<Patch> {
 fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
     let v: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
+    } else if protobuf::is_protobuf(body) {
+        // Typed clients (kubectl drain's pod deletions) send DeleteOptions in protobuf.
+        let v = protobuf_body(body)?;
+        if v["kind"] != "DeleteOptions" {
+            return Err(Error::BadRequest(format!(
+                "the body of a delete must be DeleteOptions, not {}",
+                v["kind"]
+            )));
+        }
+        v
     } else {
         serde_json::from_slice(body)
             .map_err(|e| Error::BadRequest(format!("invalid DeleteOptions: {e}")))?

@@ -1221,7 +1221,7 @@ async fn stopping_the_server_ends_open_watches() {
 }
 
 #[tokio::test]
-async fn yaml_bodies_are_accepted_and_protobuf_is_refused_with_advice() {
+async fn yaml_bodies_are_accepted_and_protobuf_of_unknown_kinds_is_refused_with_advice() {
     let s = bare().await;
     let r = s
         .req(Method::POST, CMS)
@@ -1242,16 +1242,25 @@ async fn yaml_bodies_are_accepted_and_protobuf_is_refused_with_advice() {
     let r = s
         .req(Method::POST, CMS)
         .header("Content-Type", "application/vnd.kubernetes.protobuf")
-        .body(&b"k8s\x00\x0a"[..])
+        .body(&b"k8s\x00\x0a\x15\x0a\x07apps/v1\x12\x0aDeployment\x12\x00"[..])
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 415);
     let st: Value = r.json().await.unwrap();
+    let message = st["message"].as_str().unwrap();
     assert!(
-        st["message"].as_str().unwrap().contains("kubectl apply -f"),
+        message.contains("kubectl apply -f") && message.contains("\"Deployment\""),
         "{st}"
     );
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .body(&b"k8s\x00\x0a"[..])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
     s.stop().await;
 }
 

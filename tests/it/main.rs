@@ -12,6 +12,7 @@ mod kube_client;
 mod lifecycle;
 mod node;
 mod probes;
+mod protobuf;
 mod recovery;
 mod replication;
 mod resources;

@@ -2,7 +2,9 @@
 # kubectl against a real berth: get/create/apply/patch/label/delete, get -w, wait, an
 # invalid object showing the server's message, the controllers at work (an RC's pods,
 # service accounts, cascading and namespace deletion) and a pod running on this machine
-# (logs, exec, exec -it and attach -it through a terminal). Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
+# (logs, exec, exec -it and attach -it through a terminal), and the generators that send
+# protobuf bodies (create configmap|secret|namespace|serviceaccount, debug, drain).
+# Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -213,6 +215,27 @@ k apply -f "$work/ns.yaml" >/dev/null
 k apply -f "$work/cm-team.yaml" >/dev/null
 check "deleting a namespace waits until it is emptied and gone" 'namespace "team" deleted' k delete ns team --timeout=30s
 check "the namespace is gone" "NotFound" k get ns team
+
+# kubectl's generators and typed clients send their bodies in protobuf.
+check "create configmap (a protobuf body)" "configmap/x created" k create configmap x --from-literal=a=b
+check "its data is stored" "^b$" k get cm x -o jsonpath='{.data.a}'
+check "create secret generic (protobuf)" "secret/s created" k create secret generic s --from-literal=k=v
+check "the secret's value reads back" "^v$" sh -c "$kubectl_bin --cache-dir $work/cache get secret s -o jsonpath='{.data.k}' | base64 -d"
+check "create namespace (protobuf)" "namespace/n created" k create namespace n
+check "the namespace is active" "^Active$" k get ns n -o jsonpath='{.status.phase}'
+check "create serviceaccount (protobuf)" "serviceaccount/sa created" k create serviceaccount sa
+check "run" "pod/p created" k run p --image=busybox --restart=Never --command -- sh -c 'echo hi'
+check "the node agent runs it" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded pod/p --timeout=30s
+check "its log says hi" "^hi$" k logs p
+debug_out=$(k debug node/n1 --image=busybox -- sh -c 'echo node-debug' 2>&1)
+debug_pod=$(grep -o 'node-debugger-n1-[a-z0-9]*' <<<"$debug_out" | head -1)
+check "debug node creates its pod (protobuf)" "Creating debugging pod node-debugger-n1-" echo "$debug_out"
+check "the debugging pod runs on the node" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded "pod/${debug_pod:-none}" --timeout=30s
+check "its log" "^node-debug$" k logs "${debug_pod:-none}"
+check "drain deletes the pods, with DeleteOptions in protobuf" "node/n1 drained" k drain n1 --disable-eviction --force --grace-period=1 --timeout=30s
+check "the drained pods are gone" "^rc=0$" rc k wait --for=delete pod/p --timeout=20s
+check "uncordon" "node/n1 uncordoned" k uncordon n1
+k delete ns n --timeout=30s >/dev/null 2>&1
 
 # A static pod: run from a manifest file, mirrored into the API.
 cat >"$work/manifests/static.yaml" <<'YAML'

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Writes src/api/protobuf_schema.rs: the protobuf message descriptors berth decodes.
+
+Field numbers and wire types come from the prost code of the `k8s-pb` crate (generated from
+Kubernetes' generated.proto files); JSON field names from the serde code of `k8s-openapi`.
+Both are read from the cargo registry's source copies, so fetch them first (for example by
+adding them to a scratch project and running `cargo fetch`).
+
+Usage: src/api/gen_protobuf_schema.py K8S_PB_DIR K8S_OPENAPI_DIR/src/v1_NN \
+         | rustfmt --edition 2024 > src/api/protobuf_schema.rs
+"""
+import os
+import re
+import sys
+
+# The kinds berth decodes from protobuf request bodies: (apiVersion, kind, module, message).
+ROOTS = [
+    ("v1", "Pod", "api.core.v1", "Pod"),
+    ("v1", "ReplicationController", "api.core.v1", "ReplicationController"),
+    ("v1", "Namespace", "api.core.v1", "Namespace"),
+    ("v1", "Node", "api.core.v1", "Node"),
+    ("v1", "Event", "api.core.v1", "Event"),
+    ("v1", "ConfigMap", "api.core.v1", "ConfigMap"),
+    ("v1", "Secret", "api.core.v1", "Secret"),
+    ("v1", "ServiceAccount", "api.core.v1", "ServiceAccount"),
+    ("v1", "Service", "api.core.v1", "Service"),
+    ("v1", "ResourceQuota", "api.core.v1", "ResourceQuota"),
+    ("v1", "Binding", "api.core.v1", "Binding"),
+    ("coordination.k8s.io/v1", "Lease", "api.coordination.v1", "Lease"),
+    ("events.k8s.io/v1", "Event", "api.events.v1", "Event"),
+    ("autoscaling/v1", "Scale", "api.autoscaling.v1", "Scale"),
+    # Sent under the version of the client's group ("v1" by the core client).
+    ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1", "DeleteOptions"),
+]
+
+# Messages with an encoding of their own in JSON.
+SPECIAL = {
+    "apimachinery.pkg.api.resource.Quantity": "Quantity",
+    "apimachinery.pkg.util.intstr.IntOrString": "IntOrString",
+    "apimachinery.pkg.apis.meta.v1.Time": "Time",
+    "apimachinery.pkg.apis.meta.v1.MicroTime": "MicroTime",
+    "apimachinery.pkg.apis.meta.v1.Duration": "Duration",
+    "apimachinery.pkg.apis.meta.v1.FieldsV1": "RawJson",
+    "apimachinery.pkg.runtime.RawExtension": "RawJson",
+}
+
+# Go structs embedded in others: their fields are inlined in the JSON of the outer one.
+# k8s-openapi has no struct of their own for some; their JSON names are the outer one's.
+EMBEDDED = {
+    "LocalObjectReference": "LocalObjectReference",
+    "VolumeSource": "Volume",
+    "ProbeHandler": "Probe",
+    "EphemeralContainerCommon": "EphemeralContainer",
+}
+
+SCALARS = {"string": "Str", "int32": "Int", "int64": "Int", "bool": "Bool", "bytes": "Bytes", "double": "Double"}
+
+pb_root, openapi_root = sys.argv[1], sys.argv[2]
+
+
+def pb_file(module):
+    return os.path.join(pb_root, "src", *module.split("."), "mod.rs")
+
+
+def parse_pb(module):
+    """Messages of a module: name -> [(number, rust field, scalar or None, type path, card)]."""
+    text = open(pb_file(module)).read()
+    out = {}
+    for m in re.finditer(r"pub struct (\w+) \{(.*?)\n\}", text, re.S):
+        fields = []
+        for chunk in m.group(2).split("#[prost(")[1:]:
+            attr, rest = chunk.split(")]", 1)
+            rest = "\n".join(l for l in rest.splitlines() if not l.strip().startswith("//"))
+            f = re.match(r"\s*pub (r#)?(\w+):(.*)$", rest, re.S)
+            name, ty = f.group(2), re.sub(r"\s+", "", f.group(3)).rstrip(",")
+            number = int(re.search(r'tag = "(\d+)"', attr).group(1))
+            head = attr.split(",")[0].strip()
+            if head.startswith("btree_map"):
+                value = re.search(r'btree_map = "string, (\w+)"', attr).group(1)
+                if value == "message":
+                    inner = re.search(r"BTreeMap<::prost::alloc::string::String,(.*?),?>$", ty).group(1)
+                    fields.append((number, name, None, inner, "map"))
+                else:
+                    fields.append((number, name, value, None, "map"))
+                continue
+            card = "repeated" if "repeated" in attr else "one"
+            if head == "message":
+                inner = re.search(r"(?:Option|Vec)<(.*)>$", ty).group(1)
+                fields.append((number, name, None, inner, card))
+            else:
+                kind = head.split("=")[0].strip()
+                fields.append((number, name, kind, None, card))
+        out[m.group(1)] = fields
+    return out
+
+
+def resolve(module, path):
+    parts = module.split(".")
+    segs = path.split("::")
+    if segs and segs[0] == "":
+        segs = segs[1:]
+    while segs and segs[0] == "super":
+        parts.pop()
+        segs.pop(0)
+    return ".".join(parts + segs[:-1]), segs[-1]
+
+
+def json_names(module, message):
+    """The JSON names of a message's fields, by rust field name, from k8s-openapi."""
+    d = os.path.join(openapi_root, *module.split("."))
+    if not os.path.isdir(d):
+        return {}
+    for fn in os.listdir(d):
+        if not fn.endswith(".rs"):
+            continue
+        text = open(os.path.join(d, fn)).read()
+        structs = re.findall(r"pub struct (\w+) \{", text)
+        if message.lower() in (n.lower() for n in structs):
+            return {norm(k): j for j, k in re.findall(r'"(\w+)" => Field::Key_(\w+),', text)}
+    return {}
+
+
+def norm(rust):
+    """Rust field names of the two crates split words differently (pod_cid_rs, pod_cidrs)."""
+    return rust.replace("_", "").lower()
+
+
+def camel(name):
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+modules = {}
+messages = {}  # (module, name) -> list of (number, json, card, kind)
+todo = [(m, n) for _, _, m, n in ROOTS]
+missing = []
+while todo:
+    module, name = todo.pop()
+    if (module, name) in messages:
+        continue
+    if module not in modules:
+        modules[module] = parse_pb(module)
+    names = json_names(module, EMBEDDED.get(name, name))
+    fields = []
+    for number, rust, scalar, path, card in modules[module][name]:
+        json = names.pop(norm(rust), None)
+        if json is None and path is not None and resolve(module, path)[1] in EMBEDDED:
+            card = "inline"
+        elif json is None:
+            json = camel(rust)
+            missing.append(f"{module}.{name}.{rust}")
+        if scalar:
+            kind = SCALARS[scalar]
+        else:
+            target = resolve(module, path)
+            full = ".".join(target)
+            if full in SPECIAL:
+                kind = SPECIAL[full]
+            else:
+                kind = "Message(&%s)" % ident(*target) if False else ("Message", target)
+                todo.append(target)
+        fields.append((number, json, card, kind))
+    for json in names.values():
+        missing.append(f"{module}.{name}: no field number for JSON field {json}")
+    messages[(module, name)] = sorted(fields)
+
+
+def ident(module, name):
+    tail = module.split(".")
+    if tail[0] == "apimachinery":
+        tail = tail[-2:]
+    else:
+        tail = tail[1:]
+    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    snake = re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", snake)
+    return "_".join(tail + [snake]).upper()
+
+
+def kind_str(kind):
+    if isinstance(kind, tuple):
+        return "Message(&%s)" % ident(*kind[1])
+    return kind
+
+
+for m in missing:
+    print("note:", m, file=sys.stderr)
+
+print("//! Protobuf descriptors of the kinds berth accepts in protobuf request bodies: for each")
+print("//! message, its field numbers with their JSON names and encodings. Generated by")
+print("//! `src/api/gen_protobuf_schema.py` from Kubernetes' generated.proto definitions (field")
+print("//! numbers, as the k8s-pb crate carries them) and the JSON names of k8s-openapi; edit the")
+print("//! root list there and run it again rather than editing this file.")
+print()
+print("use super::protobuf::Kind::*;")
+print("use super::protobuf::{Message, inline, map, one, rep};")
+print()
+print("/// The messages of the kinds that may arrive as protobuf: (apiVersion, kind, message);")
+print("/// `*` matches any apiVersion.")
+print("pub static ROOTS: &[(&str, &str, &Message)] = &[")
+for api, kind, module, name in ROOTS:
+    print(f'    ("{api}", "{kind}", &{ident(module, name)}),')
+print("];")
+for (module, name), fields in sorted(messages.items(), key=lambda kv: ident(*kv[0])):
+    print()
+    print(f"pub static {ident(module, name)}: Message = Message {{")
+    print(f'    name: "{module}.{name}",')
+    print("    fields: &[")
+    for number, json, card, kind in fields:
+        if card == "inline":
+            print(f"        inline({number}, &{ident(*kind[1])}),")
+        else:
+            fn = {"one": "one", "repeated": "rep", "map": "map"}[card]
+            print(f'        {fn}({number}, "{json}", {kind_str(kind)}),')
+    print("    ],")
+    print("};")

@@ -1,0 +1,273 @@
+//! Request bodies in Kubernetes' protobuf encoding, as typed clients and kubectl's generators
+//! send them: decoded, then created, updated and deleted exactly like JSON; answers stay JSON.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::TestServer;
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// What kubectl v1.37 sent for `kubectl create configmap x --from-literal=a=b --from-literal=c=d`.
+const KUBECTL_CONFIGMAP: &str = "6b3873000a0f0a0276311209436f6e6669674d617012230a110a017812001a0022002a0032003800420012060a016112016212060a01631201641a002200";
+/// `kubectl create secret generic s --from-literal=k=v`
+const KUBECTL_SECRET: &str = "6b3873000a0c0a0276311206536563726574121d0a110a017312001a0022002a0032003800420012060a016b1201761a001a002200";
+/// `kubectl create namespace n`
+const KUBECTL_NAMESPACE: &str = "6b3873000a0f0a02763112094e616d65737061636512190a110a016e12001a0022002a0032003800420012001a020a001a002200";
+/// `kubectl create serviceaccount sa`
+const KUBECTL_SERVICE_ACCOUNT: &str = "6b3873000a140a027631120e536572766963654163636f756e7412140a120a02736112001a0022002a003200380042001a002200";
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn varint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out
+}
+
+/// A varint field.
+fn num(number: u64, v: i64) -> Vec<u8> {
+    [varint(number << 3), varint(v as u64)].concat()
+}
+
+/// A length-delimited field.
+fn ld(number: u64, b: impl AsRef<[u8]>) -> Vec<u8> {
+    let b = b.as_ref();
+    [varint(number << 3 | 2), varint(b.len() as u64), b.to_vec()].concat()
+}
+
+fn entry(number: u64, k: &str, v: &str) -> Vec<u8> {
+    ld(number, [ld(1, k), ld(2, v)].concat())
+}
+
+fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let type_meta = [ld(1, api_version), ld(2, kind)].concat();
+    [&b"k8s\0"[..], &ld(1, type_meta), &ld(2, raw)].concat()
+}
+
+/// ObjectMeta{name, resourceVersion} as Go writes it: every string, empty or not.
+fn meta(name: &str, resource_version: &str) -> Vec<u8> {
+    [
+        ld(1, name),
+        ld(2, ""),
+        ld(3, ""),
+        ld(5, ""),
+        ld(6, resource_version),
+        num(7, 0),
+        ld(8, ""),
+    ]
+    .concat()
+}
+
+/// Sends a protobuf body; returns the code, the Content-Type and the JSON answer.
+async fn send(s: &TestServer, method: Method, path: &str, body: Vec<u8>) -> (u16, String, Value) {
+    let r = s
+        .req(method, path)
+        .header("Content-Type", PROTOBUF)
+        .header(
+            "Accept",
+            "application/vnd.kubernetes.protobuf,application/json",
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let code = r.status().as_u16();
+    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    (code, ct, r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn kubectl_generator_bodies_create_their_objects() {
+    let s = TestServer::start().await;
+    let (code, ct, v) = send(&s, Method::POST, CMS, hex(KUBECTL_CONFIGMAP)).await;
+    assert_eq!((code, ct.as_str()), (201, "application/json"), "{v}");
+    assert_eq!(v["data"], json!({"a": "b", "c": "d"}));
+    assert!(v["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    let (_, got) = s.get(&format!("{CMS}/x")).await;
+    assert_eq!(got["data"], json!({"a": "b", "c": "d"}));
+
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let (code, _, v) = send(&s, Method::POST, secrets, hex(KUBECTL_SECRET)).await;
+    assert_eq!(code, 201, "{v}");
+    let (_, got) = s.get(&format!("{secrets}/s")).await;
+    assert_eq!(got["data"], json!({"k": "dg=="}), "v in base64");
+    assert_eq!(got["type"], "Opaque", "defaulted as for JSON");
+
+    let (code, _, v) = send(
+        &s,
+        Method::POST,
+        "/api/v1/namespaces",
+        hex(KUBECTL_NAMESPACE),
+    )
+    .await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"]["phase"], "Active");
+    let accounts = "/api/v1/namespaces/default/serviceaccounts";
+    let (code, _, v) = send(&s, Method::POST, accounts, hex(KUBECTL_SERVICE_ACCOUNT)).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["metadata"]["name"], "sa");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn protobuf_updates_are_checked_like_json() {
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let cm = |rv: &str, value: &str| {
+        envelope(
+            "v1",
+            "ConfigMap",
+            &[ld(1, meta("settings", rv)), entry(2, "mode", value)].concat(),
+        )
+    };
+    let (code, _, v) = send(&s, Method::POST, CMS, cm("", "fast")).await;
+    assert_eq!(code, 201, "{v}");
+    let rv = v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("{CMS}/settings");
+    let (code, _, v) = send(&s, Method::PUT, &path, cm(&rv, "slow")).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["data"]["mode"], "slow");
+    let (code, _, v) = send(&s, Method::PUT, &path, cm(&rv, "stale")).await;
+    assert_eq!((code, v["reason"].as_str()), (409, Some("Conflict")), "{v}");
+    // The kind must still match the resource of the path.
+    let secret = envelope("v1", "Secret", &ld(1, meta("wrong", "")));
+    let (code, _, v) = send(&s, Method::POST, CMS, secret).await;
+    assert_eq!((code, v["kind"].as_str()), (400, Some("Status")), "{v}");
+    let (_, got) = s.get(&path).await;
+    assert_eq!(got["data"]["mode"], "slow");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_protobuf_pod_gets_the_defaults_and_validation_of_json() {
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let container = [
+        ld(1, "main"),
+        ld(2, "busybox"),
+        ld(3, "sh"),
+        ld(3, "-c"),
+        ld(3, "echo hi"),
+        ld(8, ""),
+        ld(13, ""),
+        num(16, 0),
+    ]
+    .concat();
+    let spec = [ld(2, container), ld(3, "Never"), ld(6, "")].concat();
+    let pod = envelope(
+        "v1",
+        "Pod",
+        &[ld(1, meta("p", "")), ld(2, spec), ld(3, "")].concat(),
+    );
+    let (code, _, v) = send(&s, Method::POST, pods, pod).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        v["spec"]["containers"][0]["command"],
+        json!(["sh", "-c", "echo hi"])
+    );
+    assert_eq!(v["spec"]["restartPolicy"], "Never");
+    assert_eq!(
+        v["spec"]["dnsPolicy"], "ClusterFirst",
+        "an empty string is unset"
+    );
+    assert_eq!(v["spec"]["schedulerName"], "default-scheduler");
+    assert_eq!(v["spec"]["containers"][0]["resources"], json!({}));
+    assert_eq!(v["status"]["phase"], "Pending");
+
+    // The scheduler's binding, as a typed client sends it: Binding{metadata, target}.
+    let target = [ld(1, "Node"), ld(3, "n1")].concat();
+    let binding = envelope(
+        "v1",
+        "Binding",
+        &[ld(1, meta("p", "")), ld(2, target)].concat(),
+    );
+    let (code, _, v) = send(&s, Method::POST, &format!("{pods}/p/binding"), binding).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        s.get(&format!("{pods}/p")).await.1["spec"]["nodeName"],
+        "n1"
+    );
+
+    let empty = envelope(
+        "v1",
+        "Pod",
+        &[ld(1, meta("bad", "")), ld(2, ld(3, "Never"))].concat(),
+    );
+    let (code, _, v) = send(&s, Method::POST, pods, empty).await;
+    assert_eq!((code, v["reason"].as_str()), (422, Some("Invalid")), "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "spec.containers");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn protobuf_delete_options_are_honoured() {
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let (code, v) = s
+        .post(CMS, json!({"metadata": {"name": "x"}, "data": {"k": "v"}}))
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let path = format!("{CMS}/x");
+    let delete = |raw: Vec<u8>| envelope("v1", "DeleteOptions", &raw);
+    // preconditions{uid}
+    let (code, _, v) = send(
+        &s,
+        Method::DELETE,
+        &path,
+        delete(ld(2, ld(1, "not-its-uid"))),
+    )
+    .await;
+    assert_eq!(code, 409, "{v}");
+    // dryRun: [All]
+    let (code, _, v) = send(&s, Method::DELETE, &path, delete(ld(5, "All"))).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(s.get(&path).await.0, 200, "a dry run deletes nothing");
+    // gracePeriodSeconds: 0, as kubectl drain sends it
+    let (code, _, v) = send(&s, Method::DELETE, &path, delete(num(1, 0))).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(s.get(&path).await.0, 404);
+    // Another kind is not a delete's body.
+    let (code, _, v) = send(&s, Method::DELETE, &path, hex(KUBECTL_CONFIGMAP)).await;
+    assert_eq!(code, 400, "{v}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn broken_and_unknown_protobuf_bodies_get_a_status() {
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let mut cut = hex(KUBECTL_CONFIGMAP);
+    cut.truncate(40);
+    let (code, ct, v) = send(&s, Method::POST, CMS, cut).await;
+    assert_eq!((code, ct.as_str()), (400, "application/json"));
+    assert_eq!(v["reason"], "BadRequest");
+    assert!(v["message"].as_str().unwrap().contains("protobuf"), "{v}");
+
+    let deployment = envelope("apps/v1", "Deployment", &ld(1, meta("d", "")));
+    let (code, _, v) = send(&s, Method::POST, CMS, deployment).await;
+    assert_eq!(
+        (code, v["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"Deployment\"") && message.contains("JSON"),
+        "{message}"
+    );
+
+    let (code, _, v) = send(&s, Method::POST, CMS, b"{\"metadata\":{}}".to_vec()).await;
+    assert_eq!(code, 400, "JSON labelled as protobuf: {v}");
+    assert!(s.get(CMS).await.1["items"].as_array().unwrap().is_empty());
+    s.stop().await;
+}
