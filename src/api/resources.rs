@@ -57,7 +57,8 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
         Some("scale") if res.scale => {}
         Some("binding") if res.kind == registry::Kind::Pod => {}
         Some("finalize") if res.kind == registry::Kind::Namespace => {}
-        Some("log") if res.kind == registry::Kind::Pod => {}
+        Some("log") if matches!(res.kind, registry::Kind::Pod | registry::Kind::DeploymentConfig) => {}
+        Some("instantiate" | "rollback") if res.kind == registry::Kind::DeploymentConfig => {}
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
@@ -487,12 +488,48 @@ pub async fn handle(
             let out = reg.finalize_namespace(name, &body).await?;
             Ok(written(StatusCode::OK, out))
         }
+        (&Method::GET, Some(name))
+            if t.sub.as_deref() == Some("log") && res.kind == registry::Kind::DeploymentConfig =>
+        {
+            super::dclog::serve(&state, ns.unwrap_or_default(), name, &query).await
+        }
+        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("instantiate") => {
+            let body = json_body(&headers, &body)?;
+            match reg.instantiate(ns.unwrap_or_default(), name, &body).await? {
+                registry::deploymentconfig::Instantiated::Deployed(dc) => {
+                    Ok(json_ok(StatusCode::CREATED, dc))
+                }
+                registry::deploymentconfig::Instantiated::NothingToDo(message) => {
+                    let status = json!({
+                        "kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success", "code": 204, "message": message,
+                    });
+                    let mut r = json_ok(StatusCode::NO_CONTENT, Bytes::new());
+                    r.headers_mut().remove(header::CONTENT_TYPE);
+                    tracing::debug!(%status, "instantiate: nothing to deploy");
+                    Ok(r)
+                }
+            }
+        }
+        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("rollback") => {
+            let body = json_body(&headers, &body)?;
+            let dc = reg.rollback(ns.unwrap_or_default(), name, &body)?;
+            Ok(json_ok(
+                StatusCode::CREATED,
+                Bytes::from(serde_json::to_vec(&dc).expect("JSON serializes")),
+            ))
+        }
         (&Method::GET, Some(name)) if t.sub.as_deref() == Some("log") => {
             let pod: Value = serde_json::from_slice(&reg.get(res, ns, name)?)
                 .map_err(|e| Error::BadRequest(e.to_string()))?;
             super::logs::serve(state.node.as_deref(), &pod, &query)
         }
-        (_, Some(_)) if matches!(t.sub.as_deref(), Some("binding" | "finalize" | "log")) => {
+        (_, Some(_))
+            if matches!(
+                t.sub.as_deref(),
+                Some("binding" | "finalize" | "log" | "instantiate" | "rollback")
+            ) =>
+        {
             Err(Error::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource: {method}"
             )))
@@ -628,17 +665,21 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
     let v: Value = serde_json::from_slice(obj)
         .map_err(|e| Error::Registry(registry::Error::Internal(e.to_string())))?;
     let meta = &v["metadata"];
-    let selector = v
-        .pointer("/spec/selector")
-        .and_then(Value::as_object)
-        .map(|m| {
-            let map = m
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect();
-            labels::Selector::from_map(&map).to_string()
-        })
-        .unwrap_or_default();
+    let selector = if res.kind == registry::Kind::DeploymentConfig {
+        let map = registry::deploymentconfig::rules::scale_selector(&v);
+        labels::Selector::from_map(&map).to_string()
+    } else {
+        v.pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .map(|m| {
+                let map = m
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect();
+                labels::Selector::from_map(&map).to_string()
+            })
+            .unwrap_or_default()
+    };
     let scale = json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -652,7 +693,6 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
             "selector": selector,
         },
     });
-    let _ = res;
     Ok(Bytes::from(
         serde_json::to_vec(&scale).expect("JSON serializes"),
     ))
