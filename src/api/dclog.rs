@@ -36,7 +36,11 @@ fn flag(q: &Query, name: &str) -> bool {
 fn validate(name: &str, q: &Query) -> Result<(), Error> {
     let mut causes = Vec::new();
     if let Some(t) = number(q, "tailLines")?.filter(|t| *t < 0) {
-        causes.push(Cause::invalid("tailLines", &json!(t), "must be greater than or equal to 0"));
+        causes.push(Cause::invalid(
+            "tailLines",
+            &json!(t),
+            "must be greater than or equal to 0",
+        ));
     }
     for f in ["limitBytes", "sinceSeconds"] {
         if let Some(n) = number(q, f)?.filter(|n| *n < 1) {
@@ -51,10 +55,18 @@ fn validate(name: &str, q: &Query) -> Result<(), Error> {
     }
     let version = number(q, "version")?;
     if let Some(v) = version.filter(|v| *v <= 0) {
-        causes.push(Cause::invalid("version", &json!(v), "deployment version must be greater than 0"));
+        causes.push(Cause::invalid(
+            "version",
+            &json!(v),
+            "deployment version must be greater than 0",
+        ));
     }
     if version.is_some() && flag(q, "previous") {
-        causes.push(Cause::invalid("previous", &json!(true), "cannot use previous when a version is specified"));
+        causes.push(Cause::invalid(
+            "previous",
+            &json!(true),
+            "cannot use previous when a version is specified",
+        ));
     }
     if causes.is_empty() {
         Ok(())
@@ -114,12 +126,17 @@ async fn wait_for<T>(
 }
 
 fn phase_of_pod(pod: &Value) -> &str {
-    pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("")
+    pod.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The sort key of §6.3 "best application pod": smaller is better.
 fn pod_rank(pod: &Value) -> (u8, u8, u8, String, i64, String) {
-    let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let bound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
     let phase = match phase_of_pod(pod) {
         "Running" => 0,
         "Unknown" => 1,
@@ -145,7 +162,14 @@ fn pod_rank(pod: &Value) -> (u8, u8, u8, String, i64, String) {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    (u8::from(!bound), phase, u8::from(!is_ready), ready_since, -restarts, created)
+    (
+        u8::from(!bound),
+        phase,
+        u8::from(!is_ready),
+        ready_since,
+        -restarts,
+        created,
+    )
 }
 
 /// The options a pod log takes from DeploymentLogOptions (`previous` means the previous
@@ -162,7 +186,12 @@ fn pod_log(state: &AppState, pod: &Value, q: &Query) -> Result<Response, Error> 
 }
 
 /// The log of the best application pod of a completed deployment.
-async fn application_log(state: &AppState, ns: &str, rc: &Value, q: &Query) -> Result<Response, Error> {
+async fn application_log(
+    state: &AppState,
+    ns: &str,
+    rc: &Value,
+    q: &Query,
+) -> Result<Response, Error> {
     let map = rc
         .pointer("/spec/selector")
         .and_then(Value::as_object)
@@ -175,7 +204,10 @@ async fn application_log(state: &AppState, ns: &str, rc: &Value, q: &Query) -> R
         pods.iter().min_by_key(|p| pod_rank(p)).cloned()
     })
     .await?;
-    let rc_name = rc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let rc_name = rc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     match best {
         Some(pod) => pod_log(state, &pod, q),
         None => Err(Error::Registry(registry::Error::Timeout(format!(
@@ -189,7 +221,10 @@ pub async fn serve(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<
     validate(name, q)?;
     let reg = &state.registry;
     let dc = parse(&reg.get(catalog::of(Kind::DeploymentConfig), Some(ns), name)?)?;
-    let latest = dc.pointer("/status/latestVersion").and_then(Value::as_i64).unwrap_or(0);
+    let latest = dc
+        .pointer("/status/latestVersion")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     if latest == 0 {
         return Err(Error::BadRequest(format!(
             "no deployment exists for deploymentConfig {name:?}"
@@ -215,9 +250,14 @@ pub async fn serve(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<
     let rc_name = deployment_name(name, version);
     let rcs = catalog::of(Kind::ReplicationController);
     let by_name = |n: &str| format!("metadata.name={n}");
-    let found = wait_for(state, Kind::ReplicationController, ns, &by_name(&rc_name), labels::Selector::default(), |rcs| {
-        rcs.first().cloned()
-    })
+    let found = wait_for(
+        state,
+        Kind::ReplicationController,
+        ns,
+        &by_name(&rc_name),
+        labels::Selector::default(),
+        |rcs| rcs.first().cloned(),
+    )
     .await?;
     let mut rc = match found {
         Some(rc) => rc,
@@ -234,22 +274,36 @@ pub async fn serve(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<
         if flag(q, "nowait") {
             return Ok(super::logs::text(String::new()));
         }
-        let started = wait_for(state, Kind::Pod, ns, &by_name(&deployer), labels::Selector::default(), |pods| {
-            pods.first()
-                .filter(|p| matches!(phase_of_pod(p), "Running" | "Succeeded" | "Failed"))
-                .cloned()
-        })
+        let started = wait_for(
+            state,
+            Kind::Pod,
+            ns,
+            &by_name(&deployer),
+            labels::Selector::default(),
+            |pods| {
+                pods.first()
+                    .filter(|p| matches!(phase_of_pod(p), "Running" | "Succeeded" | "Failed"))
+                    .cloned()
+            },
+        )
         .await?;
         if started.is_none() {
             return Err(Error::BadRequest(format!(
                 "failed to run deployer pod {deployer}: timed out waiting for the pod to start"
             )));
         }
-        let moved = wait_for(state, Kind::ReplicationController, ns, &by_name(&rc_name), labels::Selector::default(), |rcs| {
-            rcs.first()
-                .filter(|rc| !matches!(Phase::of(rc), Phase::New | Phase::Pending))
-                .cloned()
-        })
+        let moved = wait_for(
+            state,
+            Kind::ReplicationController,
+            ns,
+            &by_name(&rc_name),
+            labels::Selector::default(),
+            |rcs| {
+                rcs.first()
+                    .filter(|rc| !matches!(Phase::of(rc), Phase::New | Phase::Pending))
+                    .cloned()
+            },
+        )
         .await?;
         rc = moved.ok_or_else(|| {
             Error::Registry(registry::Error::Timeout(format!(
@@ -271,15 +325,26 @@ mod tests {
     use super::*;
 
     fn query(pairs: &[(&str, &str)]) -> Query {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn log_options_follow_the_spec_rules() {
         let e = validate("web", &query(&[("version", "0"), ("previous", "true")])).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("version: Invalid value: 0: deployment version must be greater than 0"), "{text}");
-        assert!(text.contains("previous: Invalid value: true: cannot use previous when a version is specified"), "{text}");
+        assert!(
+            text.contains("version: Invalid value: 0: deployment version must be greater than 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "previous: Invalid value: true: cannot use previous when a version is specified"
+            ),
+            "{text}"
+        );
         assert!(validate("web", &query(&[("limitBytes", "0")])).is_err());
         assert!(validate("web", &query(&[("version", "2"), ("follow", "true")])).is_ok());
     }

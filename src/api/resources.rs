@@ -57,7 +57,11 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
         Some("scale") if res.scale => {}
         Some("binding") if res.kind == registry::Kind::Pod => {}
         Some("finalize") if res.kind == registry::Kind::Namespace => {}
-        Some("log") if matches!(res.kind, registry::Kind::Pod | registry::Kind::DeploymentConfig) => {}
+        Some("log")
+            if matches!(
+                res.kind,
+                registry::Kind::Pod | registry::Kind::DeploymentConfig
+            ) => {}
         Some("instantiate" | "rollback") if res.kind == registry::Kind::DeploymentConfig => {}
         Some(_) => return Err(Error::NoRoute),
     }

@@ -256,7 +256,9 @@ pub static RESOURCES: &[Resource] = &[
 
 /// Subresources a kind serves beyond `status` and `scale`, with their verbs and the kind
 /// of their body, as discovery lists them.
-pub fn extra_subresources(kind: Kind) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
+pub fn extra_subresources(
+    kind: Kind,
+) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
     match kind {
         Kind::DeploymentConfig => &[
             ("instantiate", &["create"], "DeploymentRequest"),

@@ -119,7 +119,11 @@ fn columns(kind: Kind) -> Vec<Column> {
         Kind::EventsV1Event => columns(Kind::Event),
         Kind::DeploymentConfig => vec![
             name,
-            col("Revision", 0, "The latest version of the deployment config."),
+            col(
+                "Revision",
+                0,
+                "The latest version of the deployment config.",
+            ),
             col("Desired", 0, "Number of desired pods."),
             col("Current", 0, "Number of pods of the latest version."),
             col("Triggered By", 0, "What starts a new deployment."),

@@ -99,8 +99,7 @@ pub fn default(dc: &mut Value) {
         .and_then(Value::as_object_mut)
     {
         for f in ["intervalSeconds", "updatePeriodSeconds"] {
-            p.entry(f)
-                .or_insert_with(|| json!(DEFAULT_PERIOD_SECONDS));
+            p.entry(f).or_insert_with(|| json!(DEFAULT_PERIOD_SECONDS));
         }
         p.entry("timeoutSeconds")
             .or_insert_with(|| json!(DEFAULT_TIMEOUT_SECONDS));
@@ -274,7 +273,12 @@ fn is_c_identifier(s: &str) -> bool {
 }
 
 fn validate_env(env: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
-    for (i, e) in env.and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, e) in env
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let at = format!("{path}[{i}].name");
         match str_of(e, "name") {
             "" => required(causes, &at),
@@ -309,11 +313,23 @@ pub fn validate(dc: &Value, causes: &mut Vec<Cause>) {
             );
         }
     }
-    if let Some(r) = spec.get("replicas").and_then(Value::as_i64).filter(|r| *r < 0) {
-        invalid(causes, "spec.replicas", &json!(r), "replicas cannot be negative");
+    if let Some(r) = spec
+        .get("replicas")
+        .and_then(Value::as_i64)
+        .filter(|r| *r < 0)
+    {
+        invalid(
+            causes,
+            "spec.replicas",
+            &json!(r),
+            "replicas cannot be negative",
+        );
     }
     let selector = spec.get("selector");
-    if selector.and_then(Value::as_object).is_none_or(Map::is_empty) {
+    if selector
+        .and_then(Value::as_object)
+        .is_none_or(Map::is_empty)
+    {
         invalid(
             causes,
             "spec.selector",
@@ -353,7 +369,9 @@ fn validate_triggers(spec: &Value, causes: &mut Vec<Cause>) -> Vec<String> {
                         );
                     }
                     let ok = name.split_once(':').is_some_and(|(stream, tag)| {
-                        !tag.is_empty() && !tag.contains(':') && names::dns1123_subdomain(stream).is_empty()
+                        !tag.is_empty()
+                            && !tag.contains(':')
+                            && names::dns1123_subdomain(stream).is_empty()
                     });
                     if !ok {
                         invalid(
@@ -375,11 +393,9 @@ fn validate_triggers(spec: &Value, causes: &mut Vec<Cause>) -> Vec<String> {
                 }
                 let containers = p.get("containerNames").and_then(Value::as_array);
                 match containers {
-                    Some(cs) if !cs.is_empty() => named.extend(
-                        cs.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string),
-                    ),
+                    Some(cs) if !cs.is_empty() => {
+                        named.extend(cs.iter().filter_map(Value::as_str).map(str::to_string))
+                    }
                     _ => required(causes, &format!("{pat}.containerNames")),
                 }
             }
@@ -407,9 +423,9 @@ fn int_or_percent(v: &Value) -> Result<(i64, bool), &'static str> {
             .map(|n| (n, false))
             .ok_or("value should be int(5) or percentage(5%)"),
         Value::String(s) => {
-            let digits = s.strip_suffix('%').filter(|d| {
-                !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
-            });
+            let digits = s
+                .strip_suffix('%')
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
             match digits {
                 Some(d) => d
                     .parse()
@@ -488,11 +504,18 @@ fn validate_strategy(spec: &Value, template: &Value, causes: &mut Vec<Cause>) {
             };
             match int_or_percent(v) {
                 Err(e) => invalid(causes, &format!("{at}.{f}"), v, e),
-                Ok((n, _)) if n < 0 => invalid(causes, &format!("{at}.{f}"), v, "must be non-negative"),
+                Ok((n, _)) if n < 0 => {
+                    invalid(causes, &format!("{at}.{f}"), v, "must be non-negative")
+                }
                 Ok((n, pct)) => {
                     zero[i] = n == 0;
                     if *f == "maxUnavailable" && pct && n > 100 {
-                        invalid(causes, &format!("{at}.{f}"), v, "should not be more than 100%");
+                        invalid(
+                            causes,
+                            &format!("{at}.{f}"),
+                            v,
+                            "should not be more than 100%",
+                        );
                     }
                 }
             }
@@ -515,7 +538,12 @@ fn validate_strategy(spec: &Value, template: &Value, causes: &mut Vec<Cause>) {
         }
     }
     for field in ["labels", "annotations"] {
-        for (k, _) in s.get(field).and_then(Value::as_object).into_iter().flatten() {
+        for (k, _) in s
+            .get(field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
             for e in names::qualified_name(k) {
                 invalid(causes, &format!("{path}.{field}"), &json!(k), &e);
             }
@@ -537,7 +565,11 @@ fn validate_strategy(spec: &Value, template: &Value, causes: &mut Vec<Cause>) {
         ),
         _ => {}
     }
-    if let Some(min) = spec.get("minReadySeconds").and_then(Value::as_i64).filter(|m| *m >= 0) {
+    if let Some(min) = spec
+        .get("minReadySeconds")
+        .and_then(Value::as_i64)
+        .filter(|m| *m >= 0)
+    {
         let timeout = strategy_timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
         if timeout > 0 && min >= timeout {
             invalid(
@@ -552,7 +584,9 @@ fn validate_strategy(spec: &Value, template: &Value, causes: &mut Vec<Cause>) {
                 causes,
                 "spec.minReadySeconds",
                 &json!(min),
-                &format!("must be less than activeDeadlineSeconds ({d}s - used by the deployer pod)"),
+                &format!(
+                    "must be less than activeDeadlineSeconds ({d}s - used by the deployer pod)"
+                ),
             );
         }
     }
@@ -584,28 +618,50 @@ fn validate_hook(hook: &Value, path: &str, template: &Value, causes: &mut Vec<Ca
     }
     if let Some(e) = exec {
         let at = format!("{path}.execNewPod");
-        if e.get("command").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        if e.get("command")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
             required(causes, &format!("{at}.command"));
         }
         if str_of(e, "containerName").is_empty() {
             required(causes, &format!("{at}.containerName"));
         }
         validate_env(e.get("env"), &format!("{at}.env"), causes);
-        for (i, v) in e.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for (i, v) in e
+            .get("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             if v.as_str().is_none_or(str::is_empty) {
-                invalid(causes, &format!("{at}.volumes[{i}]"), v, "must not be empty");
+                invalid(
+                    causes,
+                    &format!("{at}.volumes[{i}]"),
+                    v,
+                    "must not be empty",
+                );
             }
         }
     }
     let containers: Vec<&Value> = ["containers", "initContainers"]
         .iter()
-        .filter_map(|l| template.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
+        .filter_map(|l| {
+            template
+                .pointer(&format!("/spec/{l}"))
+                .and_then(Value::as_array)
+        })
         .flatten()
         .collect();
     for (i, t) in tags.into_iter().flatten().enumerate() {
         let at = format!("{path}.tagImages[{i}]");
         match str_of(t, "containerName") {
-            "" => required_because(causes, &format!("{at}.containerName"), "a containerName is required"),
+            "" => required_because(
+                causes,
+                &format!("{at}.containerName"),
+                "a containerName is required",
+            ),
             name => {
                 let found = containers
                     .iter()
@@ -623,15 +679,29 @@ fn validate_hook(hook: &Value, path: &str, template: &Value, causes: &mut Vec<Ca
         let to = t.get("to").cloned().unwrap_or_else(|| json!({}));
         let kind = str_of(&to, "kind");
         if !kind.is_empty() && kind != "ImageStreamTag" {
-            invalid(causes, &format!("{at}.to.kind"), &json!(kind), "Must be 'ImageStreamTag'");
+            invalid(
+                causes,
+                &format!("{at}.to.kind"),
+                &json!(kind),
+                "Must be 'ImageStreamTag'",
+            );
         }
         if str_of(&to, "name").is_empty() {
-            required_because(causes, &format!("{at}.to.name"), "a destination tag name is required");
+            required_because(
+                causes,
+                &format!("{at}.to.name"),
+                "a destination tag name is required",
+            );
         }
     }
 }
 
-fn validate_template(spec: &Value, t: &Value, image_containers: &[String], causes: &mut Vec<Cause>) {
+fn validate_template(
+    spec: &Value,
+    t: &Value,
+    image_containers: &[String],
+    causes: &mut Vec<Cause>,
+) {
     let labels = t.pointer("/metadata/labels").and_then(Value::as_object);
     if let Some(selector) = spec.get("selector").and_then(Value::as_object) {
         let matches = selector
@@ -729,7 +799,10 @@ pub fn scale_selector(dc: &Value) -> std::collections::BTreeMap<String, String> 
         .flatten()
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
         .collect();
-    let name = dc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = dc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     sel.insert(DEPLOYMENT_CONFIG_LABEL.into(), name.into());
     sel
 }
@@ -758,7 +831,10 @@ pub fn triggered_by(dc: &Value) -> String {
                 if p.get("automatic").and_then(Value::as_bool) != Some(true) {
                     continue;
                 }
-                let from = p.pointer("/from/name").and_then(Value::as_str).unwrap_or("");
+                let from = p
+                    .pointer("/from/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 let names: Vec<&str> = p
                     .get("containerNames")
                     .and_then(Value::as_array)
@@ -803,7 +879,10 @@ pub fn cells(dc: &Value) -> Vec<Value> {
 
 /// The RC (deployment) of the DC's latest version.
 pub fn latest_deployment_name(dc: &Value) -> String {
-    let name = dc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = dc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     deployment_name(name, latest_version(dc))
 }
 
@@ -880,7 +959,10 @@ mod tests {
         default(&mut d);
         prepare_create(&mut d);
         let p = &d["spec"]["triggers"][0]["imageChangeParams"];
-        assert_eq!(p["from"], json!({"kind": "ImageStreamTag", "name": "web:latest", "namespace": "default"}));
+        assert_eq!(
+            p["from"],
+            json!({"kind": "ImageStreamTag", "name": "web:latest", "namespace": "default"})
+        );
         assert_eq!(p["lastTriggeredImage"], "");
         assert!(causes_of(&d).is_empty(), "{:?}", causes_of(&d));
     }
@@ -896,7 +978,10 @@ mod tests {
         default(&mut d);
         let got = causes_of(&d);
         let want = [
-            ("spec.replicas", "Invalid value: -1: replicas cannot be negative"),
+            (
+                "spec.replicas",
+                "Invalid value: -1: replicas cannot be negative",
+            ),
             (
                 "spec.template.spec.restartPolicy",
                 "Unsupported value: \"Never\": supported values: \"Always\"",
@@ -913,7 +998,10 @@ mod tests {
                 "spec.triggers[0].imageChangeParams.from.name",
                 "Invalid value: \"nope\": must be in the form of <name>:<tag>",
             ),
-            ("spec.triggers[0].imageChangeParams.containerNames", "Required value"),
+            (
+                "spec.triggers[0].imageChangeParams.containerNames",
+                "Required value",
+            ),
         ];
         for (f, m) in want {
             assert!(
@@ -933,12 +1021,18 @@ mod tests {
         default(&mut d);
         let got = causes_of(&d);
         for (f, m) in [
-            ("spec.strategy.rollingParams.intervalSeconds", "Invalid value: 0: must be >0"),
+            (
+                "spec.strategy.rollingParams.intervalSeconds",
+                "Invalid value: 0: must be >0",
+            ),
             (
                 "spec.strategy.rollingParams.maxUnavailable",
                 "Invalid value: \"0%\": cannot be 0 when maxSurge is 0 as well",
             ),
-            ("spec.strategy.rollingParams.pre.failurePolicy", "Required value"),
+            (
+                "spec.strategy.rollingParams.pre.failurePolicy",
+                "Required value",
+            ),
             (
                 "spec.strategy.rollingParams.pre",
                 "Invalid value: \"<hook>\": only one of 'execNewPod' or 'tagImages' may be specified",
@@ -964,28 +1058,47 @@ mod tests {
                 "Invalid value: \"x\": no container \"x\" found",
             ),
         ] {
-            assert!(got.contains(&(f.to_string(), m.to_string())), "{f}: {m} not in {got:?}");
+            assert!(
+                got.contains(&(f.to_string(), m.to_string())),
+                "{f}: {m} not in {got:?}"
+            );
         }
         let mut bad = dc();
-        bad["spec"]["strategy"] = json!({"rollingParams": {"maxSurge": "x", "maxUnavailable": "150%"}});
+        bad["spec"]["strategy"] =
+            json!({"rollingParams": {"maxSurge": "x", "maxUnavailable": "150%"}});
         default(&mut bad);
         let got = causes_of(&bad);
-        assert!(got.contains(&(
-            "spec.strategy.rollingParams.maxSurge".into(),
-            "Invalid value: \"x\": value should be int(5) or percentage(5%)".into()
-        )), "{got:?}");
-        assert!(got.contains(&(
-            "spec.strategy.rollingParams.maxUnavailable".into(),
-            "Invalid value: \"150%\": should not be more than 100%".into()
-        )), "{got:?}");
+        assert!(
+            got.contains(&(
+                "spec.strategy.rollingParams.maxSurge".into(),
+                "Invalid value: \"x\": value should be int(5) or percentage(5%)".into()
+            )),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&(
+                "spec.strategy.rollingParams.maxUnavailable".into(),
+                "Invalid value: \"150%\": should not be more than 100%".into()
+            )),
+            "{got:?}"
+        );
     }
 
     #[test]
     fn missing_template_and_selector_are_reported() {
         let d = json!({"metadata": {"name": "x"}, "spec": {}});
         let got = causes_of(&d);
-        assert!(got.contains(&("spec.template".into(), "Required value".into())), "{got:?}");
-        assert!(got.contains(&("spec.selector".into(), "Invalid value: {}: selector cannot be empty".into())), "{got:?}");
+        assert!(
+            got.contains(&("spec.template".into(), "Required value".into())),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&(
+                "spec.selector".into(),
+                "Invalid value: {}: selector cannot be empty".into()
+            )),
+            "{got:?}"
+        );
     }
 
     #[test]
@@ -1011,7 +1124,10 @@ mod tests {
         validate_update(&old, &new, &mut causes);
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0].field, "status.latestVersion");
-        assert_eq!(causes[0].message, "Invalid value: 2: latestVersion cannot be decremented");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: 2: latestVersion cannot be decremented"
+        );
         let mut merged = old.clone();
         keep_status_on_update(&old, &json!({"status": {"latestVersion": 4}}), &mut merged);
         assert_eq!(merged["status"]["latestVersion"], 4);

@@ -40,7 +40,12 @@ fn invalid(kind: &'static str, name: &str, causes: Vec<Cause>) -> Error {
 }
 
 /// The name a request body gives, checked against the URL's.
-fn body_name(kind: &'static str, body: &Value, url_name: &str, required_message: bool) -> Result<String> {
+fn body_name(
+    kind: &'static str,
+    body: &Value,
+    url_name: &str,
+    required_message: bool,
+) -> Result<String> {
     let name = body.get("name").and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
         let cause = if required_message {
@@ -48,7 +53,11 @@ fn body_name(kind: &'static str, body: &Value, url_name: &str, required_message:
             c.message = "Required value: name of the deployment config is missing".into();
             c
         } else {
-            Cause::invalid("name", &json!(""), "name of the deployment config is missing")
+            Cause::invalid(
+                "name",
+                &json!(""),
+                "name of the deployment config is missing",
+            )
         };
         return Err(invalid(kind, name, vec![cause]));
     }
@@ -56,7 +65,11 @@ fn body_name(kind: &'static str, body: &Value, url_name: &str, required_message:
         return Err(invalid(
             kind,
             name,
-            vec![Cause::invalid("name", &json!(name), "name of the deployment config is invalid")],
+            vec![Cause::invalid(
+                "name",
+                &json!(name),
+                "name of the deployment config is invalid",
+            )],
         ));
     }
     if name != url_name {
@@ -74,7 +87,9 @@ fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 fn latest_version(dc: &Value) -> i64 {
-    dc.pointer("/status/latestVersion").and_then(Value::as_i64).unwrap_or(0)
+    dc.pointer("/status/latestVersion")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
 }
 
 fn image_triggers(dc: &Value) -> Vec<&Value> {
@@ -87,12 +102,15 @@ fn image_triggers(dc: &Value) -> Vec<&Value> {
 }
 
 fn from_of(t: &Value) -> Value {
-    t.pointer("/imageChangeParams/from").cloned().unwrap_or(Value::Null)
+    t.pointer("/imageChangeParams/from")
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 /// The template with server defaults applied, for a semantic comparison.
 fn normalized_template(dc: &Value) -> Value {
-    let mut d = json!({"spec": {"template": dc.pointer("/spec/template").cloned().unwrap_or(Value::Null)}});
+    let mut d =
+        json!({"spec": {"template": dc.pointer("/spec/template").cloned().unwrap_or(Value::Null)}});
     if let Some(ts) = d.pointer_mut("/spec/template/spec") {
         crate::registry::strategy::default_pod_spec(ts);
     }
@@ -101,7 +119,10 @@ fn normalized_template(dc: &Value) -> Value {
 
 /// §6.1 step 3: the causes of a new deployment, or none.
 fn causes(dc: &Value, decoded: &Value, force: bool) -> Result<Vec<Value>> {
-    let name = dc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = dc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let latest = latest_version(dc);
     let images = image_triggers(dc);
     if images.iter().any(|t| {
@@ -116,7 +137,10 @@ fn causes(dc: &Value, decoded: &Value, force: bool) -> Result<Vec<Value>> {
     let old_images = image_triggers(decoded);
     let mut causes = Vec::new();
     for t in &images {
-        if t.pointer("/imageChangeParams/automatic").and_then(Value::as_bool) != Some(true) {
+        if t.pointer("/imageChangeParams/automatic")
+            .and_then(Value::as_bool)
+            != Some(true)
+        {
             continue;
         }
         let from = from_of(t);
@@ -163,7 +187,12 @@ const INSTANTIATE_RETRIES: usize = 5;
 
 impl Registry {
     /// `POST deploymentconfigs/{name}/instantiate` (§6.1).
-    pub async fn instantiate(&self, namespace: &str, name: &str, request: &Value) -> Result<Instantiated> {
+    pub async fn instantiate(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &Value,
+    ) -> Result<Instantiated> {
         let kind = "DeploymentRequest";
         let name = body_name(kind, request, name, false)?;
         let force = request.get("force").and_then(Value::as_bool) == Some(true);
@@ -179,7 +208,9 @@ impl Registry {
                     vec![Cause::invalid(
                         "spec.paused",
                         &json!(true),
-                        &format!("deployment config {name:?} is paused - unpause to request a new deployment"),
+                        &format!(
+                            "deployment config {name:?} is paused - unpause to request a new deployment"
+                        ),
                     )],
                 ));
             }
@@ -188,10 +219,11 @@ impl Registry {
             let decoded = if latest == 0 {
                 dc.clone()
             } else {
-                let rc = parse(&self.get(rcs, Some(namespace), &deployment_name(&name, latest))?)?;
-                decode_config(&rc).map_err(|e| Error::Internal(format!(
-                    "deployment config {namespace}/{name}: {e}"
-                )))?
+                let rc =
+                    parse(&self.get(rcs, Some(namespace), &deployment_name(&name, latest))?)?;
+                decode_config(&rc).map_err(|e| {
+                    Error::Internal(format!("deployment config {namespace}/{name}: {e}"))
+                })?
             };
             let causes = causes(&dc, &decoded, force)?;
             let Some(first) = causes.first() else {
@@ -208,7 +240,15 @@ impl Registry {
                 .and_then(|rv| rv.parse().ok());
             let key = res.key(Some(namespace), &name);
             let out = self
-                .update_with(res, &key, &name, rv, &WriteOptions::default(), |_| Ok(new.clone()), Part::All)
+                .update_with(
+                    res,
+                    &key,
+                    &name,
+                    rv,
+                    &WriteOptions::default(),
+                    |_| Ok(new.clone()),
+                    Part::All,
+                )
                 .await;
             match out {
                 Ok(w) => return Ok(Instantiated::Deployed(w.object)),
@@ -228,10 +268,20 @@ impl Registry {
             return Err(invalid(
                 kind,
                 &name,
-                vec![Cause::invalid("spec.revision", &json!(req.revision), "must be non-negative")],
+                vec![Cause::invalid(
+                    "spec.revision",
+                    &json!(req.revision),
+                    "must be non-negative",
+                )],
             ));
         }
-        let fail = |detail: String| invalid(kind, &name, vec![Cause::invalid("name", &json!(name), &detail)]);
+        let fail = |detail: String| {
+            invalid(
+                kind,
+                &name,
+                vec![Cause::invalid("name", &json!(name), &detail)],
+            )
+        };
         let res = catalog::of(Kind::DeploymentConfig);
         let dc = self
             .get(res, Some(namespace), &name)
@@ -240,8 +290,14 @@ impl Registry {
         let latest = latest_version(&dc);
         match latest {
             0 => return Err(fail("cannot rollback an undeployed config".into())),
-            1 => return Err(fail(format!("no previous deployment exists for \"{namespace}/{name}\""))),
-            l if l == req.revision => return Err(fail(format!("version {l} is already the latest"))),
+            1 => {
+                return Err(fail(format!(
+                    "no previous deployment exists for \"{namespace}/{name}\""
+                )));
+            }
+            l if l == req.revision => {
+                return Err(fail(format!("version {l} is already the latest")));
+            }
             _ => {}
         }
         let target = match (&req.from, req.revision) {
@@ -250,11 +306,18 @@ impl Registry {
             (None, _) => deployment_name(&name, latest - 1),
         };
         let rc = self
-            .get(catalog::of(Kind::ReplicationController), Some(namespace), &target)
+            .get(
+                catalog::of(Kind::ReplicationController),
+                Some(namespace),
+                &target,
+            )
             .and_then(|b| parse(&b))
             .map_err(|e| fail(e.to_string()))?;
-        let from = decode_config(&rc)
-            .map_err(|e| fail(format!("couldn't decode deployment config from deployment: {e}")))?;
+        let from = decode_config(&rc).map_err(|e| {
+            fail(format!(
+                "couldn't decode deployment config from deployment: {e}"
+            ))
+        })?;
         Ok(rolled_back(&dc, &from, &req))
     }
 }
@@ -262,13 +325,20 @@ impl Registry {
 fn parse_rollback(body: &Value) -> RollbackRequest {
     let flag = |f: &str| body.pointer(&format!("/spec/{f}")).and_then(Value::as_bool) == Some(true);
     RollbackRequest {
-        name: body.get("name").and_then(Value::as_str).unwrap_or("").into(),
+        name: body
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .into(),
         updated_annotations: body
             .get("updatedAnnotations")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default(),
-        revision: body.pointer("/spec/revision").and_then(Value::as_i64).unwrap_or(0),
+        revision: body
+            .pointer("/spec/revision")
+            .and_then(Value::as_i64)
+            .unwrap_or(0),
         from: body
             .pointer("/spec/from/name")
             .and_then(Value::as_str)
@@ -296,7 +366,9 @@ pub fn decode_config(rc: &Value) -> Result<Value, String> {
 fn rolled_back(current: &Value, from: &Value, req: &RollbackRequest) -> Value {
     let mut out = current.clone();
     if !req.updated_annotations.is_empty() {
-        let meta = out["metadata"].as_object_mut().expect("stored objects have metadata");
+        let meta = out["metadata"]
+            .as_object_mut()
+            .expect("stored objects have metadata");
         let ann = meta.entry("annotations").or_insert_with(|| json!({}));
         if let Some(a) = ann.as_object_mut() {
             for (k, v) in &req.updated_annotations {
@@ -324,10 +396,16 @@ fn rolled_back(current: &Value, from: &Value, req: &RollbackRequest) -> Value {
     if req.include_strategy {
         copy("strategy");
     }
-    if let Some(triggers) = out.pointer_mut("/spec/triggers").and_then(Value::as_array_mut) {
+    if let Some(triggers) = out
+        .pointer_mut("/spec/triggers")
+        .and_then(Value::as_array_mut)
+    {
         for t in triggers {
             if t.get("type").and_then(Value::as_str) == Some("ImageChange") {
-                if let Some(p) = t.get_mut("imageChangeParams").and_then(Value::as_object_mut) {
+                if let Some(p) = t
+                    .get_mut("imageChangeParams")
+                    .and_then(Value::as_object_mut)
+                {
                     p.insert("automatic".into(), json!(false));
                 }
             }
@@ -358,7 +436,10 @@ mod tests {
         let out = rolled_back(&current, &from, &req);
         assert_eq!(out["spec"]["template"], from["spec"]["template"]);
         assert_eq!(out["spec"]["replicas"], 3);
-        assert_eq!(out["spec"]["triggers"][0]["imageChangeParams"]["automatic"], false);
+        assert_eq!(
+            out["spec"]["triggers"][0]["imageChangeParams"]["automatic"],
+            false
+        );
         assert_eq!(out["status"]["latestVersion"], 3);
         assert_eq!(out["metadata"]["annotations"]["note"], "x");
     }
@@ -370,10 +451,16 @@ mod tests {
             "status": {"latestVersion": 1}});
         let same = dc.clone();
         assert!(causes(&dc, &same, false).unwrap().is_empty());
-        assert_eq!(causes(&dc, &same, true).unwrap(), vec![json!({"type": "Manual"})]);
+        assert_eq!(
+            causes(&dc, &same, true).unwrap(),
+            vec![json!({"type": "Manual"})]
+        );
         let mut older = dc.clone();
         older["spec"]["template"]["spec"]["containers"][0]["image"] = json!("v1");
-        assert_eq!(causes(&dc, &older, false).unwrap(), vec![json!({"type": "ConfigChange"})]);
+        assert_eq!(
+            causes(&dc, &older, false).unwrap(),
+            vec![json!({"type": "ConfigChange"})]
+        );
         let mut unresolved = dc.clone();
         unresolved["spec"]["triggers"] = json!([{"type": "ImageChange", "imageChangeParams": {}}]);
         let e = causes(&unresolved, &same, false).unwrap_err();
