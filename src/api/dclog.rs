@@ -220,7 +220,18 @@ async fn application_log(
 pub async fn serve(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response, Error> {
     validate(name, q)?;
     let reg = &state.registry;
-    let dc = parse(&reg.get(catalog::of(Kind::DeploymentConfig), Some(ns), name)?)?;
+    let stored = reg
+        .get(catalog::of(Kind::DeploymentConfig), Some(ns), name)
+        .map_err(|e| match e {
+            // The log names the kind in the singular (§6.3).
+            registry::Error::NotFound { .. } => registry::Error::NotFound {
+                group: registry::deploymentconfig::GROUP,
+                resource: "deploymentconfig.apps.openshift.io".into(),
+                name: name.to_string(),
+            },
+            other => other,
+        })?;
+    let dc = parse(&stored)?;
     let latest = dc
         .pointer("/status/latestVersion")
         .and_then(Value::as_i64)

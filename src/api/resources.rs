@@ -432,6 +432,22 @@ pub async fn handle(
     let reg = &state.registry;
     let ns = t.namespace.as_deref();
     let res = t.res;
+    if let (
+        registry::Kind::DeploymentConfig,
+        Some("scale"),
+        Some(name),
+        &(Method::PUT | Method::PATCH),
+    ) = (res.kind, t.sub.as_deref(), t.name.as_deref(), &method)
+    {
+        // OpenShift names the Scale of a missing DC by its extensions kind.
+        if reg.get(res, ns, name).is_err() {
+            return Err(Error::Registry(registry::Error::NotFound {
+                group: "extensions",
+                resource: "scale.extensions".into(),
+                name: name.to_string(),
+            }));
+        }
+    }
     match (&method, t.name.as_deref()) {
         (&Method::GET, None) if flag(&query, "watch") => {
             let as_table = table_request(&headers, &query)?;

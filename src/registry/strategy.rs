@@ -371,8 +371,7 @@ pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
             "reportingController",
             "type",
         ],
-        Kind::DeploymentConfig => &["status.latestVersion"],
-        Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease => &[],
+        Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease | Kind::DeploymentConfig => &[],
     }
 }
 

@@ -428,6 +428,15 @@ async fn the_scale_subresource_reads_and_writes_replicas() {
         )
         .await;
     assert_eq!(code, 422, "{st}");
+    let (code, st) = s
+        .patch(
+            &format!("{DCS}/nope/scale"),
+            MERGE,
+            json!({"spec": {"replicas": 1}}),
+        )
+        .await;
+    assert_eq!(code, 404, "{st}");
+    assert_eq!(st["message"], "scale.extensions \"nope\" not found");
     s.stop().await;
 }
 
@@ -602,7 +611,7 @@ async fn the_log_subresource_explains_what_is_missing() {
     let (code, text) = dc_log(&s, "web", "").await;
     assert_eq!(code, 404, "{text}");
     assert!(
-        text.contains("deploymentconfigs.apps.openshift.io \\\"web\\\" not found"),
+        text.contains("deploymentconfig.apps.openshift.io \\\"web\\\" not found"),
         "{text}"
     );
     create(&s, dc("web", "busybox")).await;
@@ -679,6 +688,47 @@ async fn the_log_of_a_running_deployment_is_its_deployer_pods_log() {
     })
     .await;
     assert_eq!(text, "deploying web-1\n");
+
+    // Once complete, the log is an application pod's (the replication manager makes it).
+    let (code, rc) = s
+        .patch(
+            &format!("{RCS}/web-1"),
+            MERGE,
+            json!({"metadata": {"annotations": {"openshift.io/deployment.phase": "Complete"}},
+                   "spec": {"replicas": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{rc}");
+    let text = crate::support::eventually(30, "an application pod's log", || async {
+        let (code, text) = dc_log(&s, "web", "").await;
+        if code == 200 && text == "hello\n" {
+            Ok(text)
+        } else {
+            Err(format!("{code} {text}"))
+        }
+    })
+    .await;
+    assert_eq!(text, "hello\n");
+    s.patch(
+        &format!("{RCS}/web-1"),
+        MERGE,
+        json!({"spec": {"replicas": 0}}),
+    )
+    .await;
+    crate::support::eventually(30, "the application pod is gone", || async {
+        let (_, list) = s
+            .get(&format!(
+                "{}?labelSelector=deployment%3Dweb-1",
+                crate::node::PODS
+            ))
+            .await;
+        if list["items"].as_array().is_some_and(Vec::is_empty) {
+            Ok(())
+        } else {
+            Err(list["items"].to_string())
+        }
+    })
+    .await;
     let (code, _) = s
         .delete(&format!(
             "{}/web-1-deploy?gracePeriodSeconds=0",

@@ -162,6 +162,8 @@ check "the scale is stored" "^3$" k get dc hello-dc -o jsonpath='{.spec.replicas
 check "explain dc" "KIND: +DeploymentConfig" k explain dc
 check "explain dc fields" "FIELD: triggers <\[\]DeploymentTriggerPolicy>" k explain dc.spec.triggers
 check "an invalid dc shows the spec's message" 'replicas cannot be negative' k patch dc hello-dc --type=merge -p '{"spec":{"replicas":-1}}'
+check "describe dc" "Name: +hello-dc" k describe dc hello-dc
+check "server-side apply of a dc" "deploymentconfig.apps.openshift.io/hello-dc serverside-applied" k apply --server-side --force-conflicts -f "$work/dc.yaml"
 check "delete dc" 'deploymentconfig.apps.openshift.io "hello-dc" deleted' k delete dc hello-dc
 
 # get -w --watch-only prints only the changes made while it watches.
