@@ -520,14 +520,9 @@ pub async fn handle(
                     Ok(json_ok(StatusCode::CREATED, dc))
                 }
                 registry::deploymentconfig::Instantiated::NothingToDo(message) => {
-                    let status = json!({
-                        "kind": "Status", "apiVersion": "v1", "metadata": {},
-                        "status": "Success", "code": 204, "message": message,
-                    });
-                    let mut r = json_ok(StatusCode::NO_CONTENT, Bytes::new());
-                    r.headers_mut().remove(header::CONTENT_TYPE);
-                    tracing::debug!(%status, "instantiate: nothing to deploy");
-                    Ok(r)
+                    // 204 carries no body; clients must not rely on one (§6.1).
+                    tracing::debug!(%message, "instantiate: nothing to deploy");
+                    Ok(StatusCode::NO_CONTENT.into_response())
                 }
             }
         }

@@ -441,36 +441,21 @@ fn int_or_percent(v: &Value) -> Result<(i64, bool), &'static str> {
 fn validate_strategy(spec: &Value, template: &Value, causes: &mut Vec<Cause>) {
     let s = spec.get("strategy").cloned().unwrap_or_else(|| json!({}));
     let path = "spec.strategy";
-    let timeout = match str_of(&s, "type") {
-        "" => {
-            required(causes, &format!("{path}.type"));
-            None
+    let has = |field: &str| s.get(field).is_some_and(Value::is_object);
+    match str_of(&s, "type") {
+        "" => required(causes, &format!("{path}.type")),
+        "Rolling" if !has("rollingParams") => {
+            required(causes, &format!("{path}.rollingParams"));
         }
-        "Rolling" => match s.get("rollingParams").filter(|p| p.is_object()) {
-            None => {
-                required(causes, &format!("{path}.rollingParams"));
-                None
-            }
-            Some(_) => None,
-        },
-        "Recreate" => None,
-        "Custom" => {
-            if s.get("customParams").is_none_or(|p| !p.is_object()) {
-                required(causes, &format!("{path}.customParams"));
-            }
-            None
-        }
-        other => {
-            invalid(
-                causes,
-                &format!("{path}.type"),
-                &json!(other),
-                "unsupported strategy type, use \"Custom\" instead and specify your own strategy",
-            );
-            None::<i64>
-        }
-    };
-    let _ = timeout;
+        "Custom" if !has("customParams") => required(causes, &format!("{path}.customParams")),
+        "Rolling" | "Recreate" | "Custom" => {}
+        other => invalid(
+            causes,
+            &format!("{path}.type"),
+            &json!(other),
+            "unsupported strategy type, use \"Custom\" instead and specify your own strategy",
+        ),
+    }
     if let Some(c) = s.get("customParams").filter(|p| p.is_object()) {
         validate_env(
             c.get("environment"),
