@@ -747,3 +747,64 @@ async fn the_log_of_a_running_deployment_is_its_deployer_pods_log() {
     .await;
     s.stop().await;
 }
+
+/// `deployment(...)` owned by `dc` as the DC controller makes it (§9).
+fn owned_deployment(dc: &Value, version: i64) -> Value {
+    let mut rc = deployment(dc, version, "Complete");
+    rc["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig",
+        "name": dc["metadata"]["name"], "uid": dc["metadata"]["uid"],
+        "controller": true, "blockOwnerDeletion": true,
+    }]);
+    rc
+}
+
+#[tokio::test]
+async fn deleting_a_config_deletes_its_deployments_unless_they_are_orphaned() {
+    let s = TestServer::start().await;
+    let web = create(&s, dc("web", "busybox")).await;
+    let (code, rc) = s.post(RCS, owned_deployment(&web, 1)).await;
+    assert_eq!(code, 201, "{rc}");
+    let (code, _) = s.delete(&format!("{DCS}/web")).await;
+    assert_eq!(code, 200);
+    crate::support::eventually(20, "the deployment is collected", || async {
+        let (code, rc) = s.get(&format!("{RCS}/web-1")).await;
+        if code == 404 {
+            Ok(())
+        } else {
+            Err(rc["metadata"].to_string())
+        }
+    })
+    .await;
+
+    let api = create(&s, dc("api", "busybox")).await;
+    s.post(RCS, owned_deployment(&api, 1)).await;
+    let (code, st) = s
+        .call(
+            reqwest::Method::DELETE,
+            &format!("{DCS}/api"),
+            Some(
+                json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Orphan"}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 200, "{st}");
+    crate::support::eventually(
+        20,
+        "the config is gone and its deployment released",
+        || async {
+            let (dc_code, _) = s.get(&format!("{DCS}/api")).await;
+            let (code, rc) = s.get(&format!("{RCS}/api-1")).await;
+            let released = rc["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(Vec::is_empty);
+            if dc_code == 404 && code == 200 && released {
+                Ok(())
+            } else {
+                Err(format!("{dc_code} {code} {}", rc["metadata"]))
+            }
+        },
+    )
+    .await;
+    s.stop().await;
+}
