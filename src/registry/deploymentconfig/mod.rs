@@ -7,7 +7,7 @@ pub mod rules;
 pub mod schema;
 mod subresources;
 
-pub use subresources::{Instantiated, RollbackRequest};
+pub use subresources::{Instantiated, RollbackRequest, decode_config};
 
 /// The API group of DeploymentConfigs.
 pub const GROUP: &str = "apps.openshift.io";
