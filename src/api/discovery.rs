@@ -42,6 +42,13 @@ fn aggregated_resource(r: &Resource) -> Value {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    for (sub, verbs, kind) in catalog::extra_subresources(r.kind) {
+        subresources.push(json!({
+            "subresource": sub,
+            "responseKind": {"group": r.group, "version": r.version, "kind": kind},
+            "verbs": verbs,
+        }));
+    }
     let mut v = json!({
         "resource": r.plural,
         "singularResource": r.singular,
@@ -181,6 +188,12 @@ pub fn resources(group: &str, version: &str) -> Option<Response> {
             list.push(json!({
                 "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "kind": r.kind_name, "verbs": ["get", "patch", "update"],
+            }));
+        }
+        for (sub, verbs, kind) in catalog::extra_subresources(r.kind) {
+            list.push(json!({
+                "name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "kind": kind, "verbs": verbs,
             }));
         }
     }

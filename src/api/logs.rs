@@ -40,6 +40,14 @@ fn number(q: &super::resources::Query, name: &str) -> Result<Option<i64>, Error>
         .transpose()
 }
 
+/// A plain-text answer.
+pub fn text(body: String) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
 /// Serves the log of a container of `pod`.
 pub fn serve(
     source: Option<&dyn NodeAccess>,

@@ -4,6 +4,7 @@
 
 pub mod agent;
 mod coalesce;
+mod dclog;
 pub mod discovery;
 pub mod error;
 pub mod exec;

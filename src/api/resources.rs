@@ -58,7 +58,12 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
         Some("scale") if res.scale => {}
         Some("binding") if res.kind == registry::Kind::Pod => {}
         Some("finalize") if res.kind == registry::Kind::Namespace => {}
-        Some("log") if res.kind == registry::Kind::Pod => {}
+        Some("log")
+            if matches!(
+                res.kind,
+                registry::Kind::Pod | registry::Kind::DeploymentConfig
+            ) => {}
+        Some("instantiate" | "rollback") if res.kind == registry::Kind::DeploymentConfig => {}
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
@@ -445,6 +450,22 @@ pub async fn handle(
     let reg = &state.registry;
     let ns = t.namespace.as_deref();
     let res = t.res;
+    if let (
+        registry::Kind::DeploymentConfig,
+        Some("scale"),
+        Some(name),
+        &(Method::PUT | Method::PATCH),
+    ) = (res.kind, t.sub.as_deref(), t.name.as_deref(), &method)
+    {
+        // OpenShift names the Scale of a missing DC by its extensions kind.
+        if reg.get(res, ns, name).is_err() {
+            return Err(Error::Registry(registry::Error::NotFound {
+                group: "extensions",
+                resource: "scale.extensions".into(),
+                name: name.to_string(),
+            }));
+        }
+    }
     match (&method, t.name.as_deref()) {
         (&Method::GET, None) if flag(&query, "watch") => {
             let as_table = table_request(&headers, &query)?;
@@ -505,12 +526,43 @@ pub async fn handle(
             let out = reg.finalize_namespace(name, &body).await?;
             Ok(written(StatusCode::OK, out))
         }
+        (&Method::GET, Some(name))
+            if t.sub.as_deref() == Some("log") && res.kind == registry::Kind::DeploymentConfig =>
+        {
+            super::dclog::serve(&state, ns.unwrap_or_default(), name, &query).await
+        }
+        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("instantiate") => {
+            let body = json_body(&headers, &body)?;
+            match reg.instantiate(ns.unwrap_or_default(), name, &body).await? {
+                registry::deploymentconfig::Instantiated::Deployed(dc) => {
+                    Ok(json_ok(StatusCode::CREATED, dc))
+                }
+                registry::deploymentconfig::Instantiated::NothingToDo(message) => {
+                    // 204 carries no body; clients must not rely on one (§6.1).
+                    tracing::debug!(%message, "instantiate: nothing to deploy");
+                    Ok(StatusCode::NO_CONTENT.into_response())
+                }
+            }
+        }
+        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("rollback") => {
+            let body = json_body(&headers, &body)?;
+            let dc = reg.rollback(ns.unwrap_or_default(), name, &body)?;
+            Ok(json_ok(
+                StatusCode::CREATED,
+                Bytes::from(serde_json::to_vec(&dc).expect("JSON serializes")),
+            ))
+        }
         (&Method::GET, Some(name)) if t.sub.as_deref() == Some("log") => {
             let pod: Value = serde_json::from_slice(&reg.get(res, ns, name)?)
                 .map_err(|e| Error::BadRequest(e.to_string()))?;
             super::logs::serve(state.node.as_deref(), &pod, &query)
         }
-        (_, Some(_)) if matches!(t.sub.as_deref(), Some("binding" | "finalize" | "log")) => {
+        (_, Some(_))
+            if matches!(
+                t.sub.as_deref(),
+                Some("binding" | "finalize" | "log" | "instantiate" | "rollback")
+            ) =>
+        {
             Err(Error::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource: {method}"
             )))
@@ -646,17 +698,21 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
     let v: Value = serde_json::from_slice(obj)
         .map_err(|e| Error::Registry(registry::Error::Internal(e.to_string())))?;
     let meta = &v["metadata"];
-    let selector = v
-        .pointer("/spec/selector")
-        .and_then(Value::as_object)
-        .map(|m| {
-            let map = m
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect();
-            labels::Selector::from_map(&map).to_string()
-        })
-        .unwrap_or_default();
+    let selector = if res.kind == registry::Kind::DeploymentConfig {
+        let map = registry::deploymentconfig::rules::scale_selector(&v);
+        labels::Selector::from_map(&map).to_string()
+    } else {
+        v.pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .map(|m| {
+                let map = m
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect();
+                labels::Selector::from_map(&map).to_string()
+            })
+            .unwrap_or_default()
+    };
     let scale = json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -670,7 +726,6 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
             "selector": selector,
         },
     });
-    let _ = res;
     Ok(Bytes::from(
         serde_json::to_vec(&scale).expect("JSON serializes"),
     ))

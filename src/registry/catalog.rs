@@ -16,6 +16,8 @@ pub enum Kind {
     Lease,
     /// events.k8s.io/v1 Event: the core Events, seen through the newer API.
     EventsV1Event,
+    /// apps.openshift.io/v1 DeploymentConfig (see `registry::deploymentconfig`).
+    DeploymentConfig,
 }
 
 /// One served resource.
@@ -237,7 +239,35 @@ pub static RESOURCES: &[Resource] = &[
         status: false,
         scale: false,
     },
+    Resource {
+        kind: Kind::DeploymentConfig,
+        group: "apps.openshift.io",
+        version: "v1",
+        kind_name: "DeploymentConfig",
+        plural: "deploymentconfigs",
+        singular: "deploymentconfig",
+        short_names: &["dc"],
+        namespaced: true,
+        categories: ALL,
+        status: true,
+        scale: true,
+    },
 ];
+
+/// Subresources a kind serves beyond `status` and `scale`, with their verbs and the kind
+/// of their body, as discovery lists them.
+pub fn extra_subresources(
+    kind: Kind,
+) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
+    match kind {
+        Kind::DeploymentConfig => &[
+            ("instantiate", &["create"], "DeploymentRequest"),
+            ("log", &["get"], "DeploymentLog"),
+            ("rollback", &["create"], "DeploymentConfigRollback"),
+        ],
+        _ => &[],
+    }
+}
 
 /// The resource served at `group`/`version` under `plural`.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
@@ -310,7 +340,8 @@ mod tests {
             groups(),
             vec![
                 ("coordination.k8s.io", vec!["v1"]),
-                ("events.k8s.io", vec!["v1"])
+                ("events.k8s.io", vec!["v1"]),
+                ("apps.openshift.io", vec!["v1"])
             ]
         );
         assert_eq!(of(Kind::EventsV1Event).key_prefix(), "/registry/events/");

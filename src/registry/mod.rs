@@ -6,6 +6,7 @@
 mod apply;
 pub mod catalog;
 mod convert;
+pub mod deploymentconfig;
 mod patch;
 pub mod schema;
 pub mod strategy;
@@ -100,7 +101,7 @@ pub enum Error {
         name: String,
         message: String,
     },
-    #[error("{kind} {name:?} is invalid: {}", causes_text(.causes))]
+    #[error("{kind}{} {name:?} is invalid: {}", group_suffix(.group), causes_text(.causes))]
     Invalid {
         group: &'static str,
         kind: &'static str,
@@ -123,6 +124,15 @@ pub enum Error {
     Timeout(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// `.group` for kinds outside the core group, as Kubernetes qualifies kinds in messages.
+fn group_suffix(group: &str) -> String {
+    if group.is_empty() {
+        String::new()
+    } else {
+        format!(".{group}")
+    }
 }
 
 fn causes_text(causes: &[Cause]) -> String {
@@ -991,6 +1001,9 @@ impl Registry {
                 return Err(Self::uid_mismatch(res, name, uid, have));
             }
             let merged = Self::merge_update(res, &old, new, part)?;
+            if res.kind == Kind::DeploymentConfig {
+                deploymentconfig::rules::validate_update(&old, &merged, &mut schema_causes);
+            }
             Self::validate(res, &merged, &schema_causes)?;
             if same_object(&old, &merged) {
                 return Ok(done(cur.value));
@@ -1045,6 +1058,7 @@ impl Registry {
                 m
             }
             Part::Main => {
+                let incoming = (res.kind == Kind::DeploymentConfig).then(|| new.clone());
                 let mut m = new;
                 if res.status {
                     if let Some(dst) = m.as_object_mut() {
@@ -1074,6 +1088,9 @@ impl Registry {
                         }
                         _ => {}
                     }
+                }
+                if let Some(incoming) = incoming {
+                    deploymentconfig::rules::keep_status_on_update(old, &incoming, &mut m);
                 }
                 m
             }
@@ -1131,7 +1148,10 @@ impl Registry {
                 ));
             }
         }
-        if res.status && spec_changed(old, &merged) {
+        let latest_changed = res.kind == Kind::DeploymentConfig
+            && part != Part::Status
+            && deploymentconfig::rules::latest_version_changed(old, &merged);
+        if res.status && (spec_changed(old, &merged) || latest_changed) {
             let g = old_meta
                 .get("generation")
                 .and_then(Value::as_i64)

@@ -37,6 +37,7 @@ pub fn schema_name(kind: Kind) -> String {
         Kind::ServiceAccount => core::ServiceAccount::schema_name(),
         Kind::Lease => coordination::Lease::schema_name(),
         Kind::EventsV1Event => k8s_openapi::api::events::v1::Event::schema_name(),
+        Kind::DeploymentConfig => return super::deploymentconfig::schema::name(),
     }
     .into_owned()
 }
@@ -58,6 +59,8 @@ fn add(generator: &mut schemars::SchemaGenerator, kind: Kind) {
         Kind::ServiceAccount => generator.subschema_for::<core::ServiceAccount>(),
         Kind::Lease => generator.subschema_for::<coordination::Lease>(),
         Kind::EventsV1Event => generator.subschema_for::<k8s_openapi::api::events::v1::Event>(),
+        // Written out by hand (no Rust type); added to the definitions below.
+        Kind::DeploymentConfig => super::deploymentconfig::schema::add_referenced(generator),
     };
 }
 
@@ -72,6 +75,7 @@ pub fn definitions() -> &'static Map<String, Value> {
         }
         generator.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
         let mut defs = generator.take_definitions(true);
+        defs.extend(super::deploymentconfig::schema::definitions());
         let mut mark = |name: String, group: &str, version: &str, kind: &str| {
             if let Some(Value::Object(s)) = defs.get_mut(&name) {
                 s.insert(

@@ -29,6 +29,7 @@ pub fn default(kind: Kind, obj: &mut Value) {
                 m.entry("type").or_insert_with(|| json!("Opaque"));
             }
         }
+        Kind::DeploymentConfig => super::deploymentconfig::rules::default(obj),
         Kind::Event
         | Kind::Node
         | Kind::ConfigMap
@@ -38,7 +39,8 @@ pub fn default(kind: Kind, obj: &mut Value) {
     }
 }
 
-/// The status a new object starts with (for kinds whose status the server owns).
+/// The status a new object starts with (for kinds whose status the server owns), and
+/// what else only a create sets.
 pub fn initial_status(kind: Kind, obj: &mut Value) {
     let Some(m) = obj.as_object_mut() else {
         return;
@@ -53,6 +55,7 @@ pub fn initial_status(kind: Kind, obj: &mut Value) {
         Kind::Namespace => {
             m.insert("status".into(), json!({"phase": "Active"}));
         }
+        Kind::DeploymentConfig => super::deploymentconfig::rules::prepare_create(obj),
         // A node agent registers its Node with the status it observed.
         Kind::Node => {}
         Kind::Event
@@ -98,7 +101,7 @@ fn default_container(c: &mut Value) {
     c.entry("resources").or_insert_with(|| json!({}));
 }
 
-fn default_pod_spec(spec: &mut Value) {
+pub(super) fn default_pod_spec(spec: &mut Value) {
     let Some(s) = spec.as_object_mut() else {
         return;
     };
@@ -226,6 +229,7 @@ pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
                 required(causes, "involvedObject");
             }
         }
+        Kind::DeploymentConfig => super::deploymentconfig::rules::validate(obj, causes),
         Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::Lease | Kind::EventsV1Event => {
         }
     }
@@ -238,7 +242,7 @@ fn config_key_ok(k: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+pub(super) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
     let containers = spec.get("containers").and_then(Value::as_array);
     match containers {
         None => required(causes, &format!("{path}.containers")),
@@ -367,7 +371,7 @@ pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
             "reportingController",
             "type",
         ],
-        Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease => &[],
+        Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease | Kind::DeploymentConfig => &[],
     }
 }
 

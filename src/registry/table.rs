@@ -117,6 +117,17 @@ fn columns(kind: Kind) -> Vec<Column> {
         Kind::ServiceAccount => vec![name, col("Secrets", 0, "Number of secrets."), age],
         Kind::Lease => vec![name, col("Holder", 0, "The holder of the lease."), age],
         Kind::EventsV1Event => columns(Kind::Event),
+        Kind::DeploymentConfig => vec![
+            name,
+            col(
+                "Revision",
+                0,
+                "The latest version of the deployment config.",
+            ),
+            col("Desired", 0, "Number of desired pods."),
+            col("Current", 0, "Number of pods of the latest version."),
+            col("Triggered By", 0, "What starts a new deployment."),
+        ],
     }
 }
 
@@ -344,6 +355,7 @@ fn cells(kind: Kind, v: &Value) -> Vec<Value> {
         ],
         Kind::ServiceAccount => vec![name, json!(count(v, "/secrets")), json!(created)],
         Kind::Lease => vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)],
+        Kind::DeploymentConfig => super::deploymentconfig::rules::cells(v),
         Kind::EventsV1Event => cells(Kind::Event, &super::convert::to_stored(kind, v)),
     }
 }

@@ -131,6 +131,43 @@ check "the pods belong to the rc" "frontend-" k get pods -l app=frontend -o name
 check "a pod without a command says why" "CreateContainerConfigError" k get pods -l app=frontend
 check "every namespace has a default service account" "default +1" k get serviceaccounts
 
+# A DeploymentConfig (apps.openshift.io/v1): served like a built-in kind.
+cat >"$work/dc.yaml" <<'YAML'
+apiVersion: apps.openshift.io/v1
+kind: DeploymentConfig
+metadata:
+  name: hello-dc
+spec:
+  replicas: 2
+  template:
+    metadata:
+      labels:
+        app: hello-dc
+    spec:
+      containers:
+      - name: main
+        image: registry.example/hello:1
+        command: [sleep, "3600"]
+YAML
+check "apply a deployment config" "deploymentconfig.apps.openshift.io/hello-dc created" k apply -f "$work/dc.yaml"
+# kubectl has no Go type for DCs: it applies them with a JSON merge patch, which replaces
+# the (server-defaulted) container list, so a second apply reports "configured".
+check "apply it again" "deploymentconfig.apps.openshift.io/hello-dc (configured|unchanged)" k apply -f "$work/dc.yaml"
+check "patch dc (strategic merge by default)" "deploymentconfig.apps.openshift.io/hello-dc patched" k patch dc hello-dc -p '{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"registry.example/hello:2"}]}}}}'
+check "the patch merged the container by name" "^registry.example/hello:2 sleep$" k get dc hello-dc -o jsonpath='{.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].command[0]}'
+check "label dc" "deploymentconfig.apps.openshift.io/hello-dc labeled" k label dc hello-dc tier=fe
+check "get dc shows the table" "^NAME +REVISION +DESIRED +CURRENT +TRIGGERED BY" k get dc
+check "get dc shows the row" "^hello-dc +0 +2 +0 +config$" k get dc
+check "get all includes deployment configs" "deploymentconfig.apps.openshift.io/hello-dc" k get all
+check "scale dc" "deploymentconfig.apps.openshift.io/hello-dc scaled" k scale dc/hello-dc --replicas=3
+check "the scale is stored" "^3$" k get dc hello-dc -o jsonpath='{.spec.replicas}'
+check "explain dc" "KIND: +DeploymentConfig" k explain dc
+check "explain dc fields" "FIELD: triggers <\[\]DeploymentTriggerPolicy>" k explain dc.spec.triggers
+check "an invalid dc shows the spec's message" 'replicas cannot be negative' k patch dc hello-dc --type=merge -p '{"spec":{"replicas":-1}}'
+check "describe dc" "Name: +hello-dc" k describe dc hello-dc
+check "server-side apply of a dc" "deploymentconfig.apps.openshift.io/hello-dc serverside-applied" k apply --server-side --force-conflicts -f "$work/dc.yaml"
+check "delete dc" 'deploymentconfig.apps.openshift.io "hello-dc" deleted' k delete dc hello-dc
+
 # get -w --watch-only prints only the changes made while it watches.
 (k get pods -w --watch-only --request-timeout=4s >"$work/watch.out" 2>&1 &)
 sleep 1.5
