@@ -27,6 +27,12 @@ fn dc(name: &str, image: &str) -> Value {
     })
 }
 
+/// A server without controllers: these tests play the DC and deployer controllers
+/// themselves, to check what the API alone does.
+async fn bare() -> TestServer {
+    TestServer::start_with(|c| c.run_controllers = false).await
+}
+
 /// The deployment (RC) the DC controller would make for version `version` of `dc`.
 fn deployment(dc: &Value, version: i64, phase: &str) -> Value {
     let name = dc["metadata"]["name"].as_str().unwrap();
@@ -60,7 +66,7 @@ async fn create(s: &TestServer, body: Value) -> Value {
 
 #[tokio::test]
 async fn deployment_configs_are_created_with_defaults_listed_watched_updated_and_deleted() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let mut body = dc("web", "busybox");
     body["status"] = json!({"latestVersion": 7});
     let created = create(&s, body).await;
@@ -155,7 +161,7 @@ async fn deployment_configs_are_created_with_defaults_listed_watched_updated_and
 
 #[tokio::test]
 async fn invalid_deployment_configs_are_refused_with_the_spec_messages() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let mut body = dc("bad", "busybox");
     body["spec"]["replicas"] = json!(-1);
     body["spec"]["strategy"] =
@@ -236,7 +242,7 @@ async fn invalid_deployment_configs_are_refused_with_the_spec_messages() {
 
 #[tokio::test]
 async fn the_status_subresource_keeps_the_spec_and_refuses_decrements() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let created = create(&s, dc("web", "busybox")).await;
     let mut body = created.clone();
     body["spec"]["replicas"] = json!(9);
@@ -280,7 +286,7 @@ async fn the_status_subresource_keeps_the_spec_and_refuses_decrements() {
 
 #[tokio::test]
 async fn discovery_and_openapi_describe_deployment_configs() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (_, groups) = s.get("/apis").await;
     let group = groups["groups"]
         .as_array()
@@ -342,7 +348,7 @@ async fn discovery_and_openapi_describe_deployment_configs() {
 
 #[tokio::test]
 async fn the_table_shows_revision_desired_current_and_triggers() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     create(&s, dc("web", "busybox")).await;
     let mut test = dc("check", "busybox");
     test["spec"]["test"] = json!(true);
@@ -390,7 +396,7 @@ async fn the_table_shows_revision_desired_current_and_triggers() {
 
 #[tokio::test]
 async fn the_scale_subresource_reads_and_writes_replicas() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     create(&s, dc("web", "busybox")).await;
     let (code, scale) = s.get(&format!("{DCS}/web/scale")).await;
     assert_eq!(code, 200, "{scale}");
@@ -446,7 +452,7 @@ async fn instantiate(s: &TestServer, name: &str, body: Value) -> (u16, Value) {
 
 #[tokio::test]
 async fn instantiate_starts_a_new_version_with_its_cause() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let created = create(&s, dc("web", "busybox")).await;
     let req = |force: bool| {
         json!({"kind": "DeploymentRequest", "apiVersion": "apps.openshift.io/v1",
@@ -512,7 +518,7 @@ async fn instantiate_starts_a_new_version_with_its_cause() {
 
 #[tokio::test]
 async fn rollback_returns_the_old_template_and_a_put_stores_it() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let v1 = create(&s, dc("web", "busybox:1")).await;
     let rollback = |revision: i64| {
         json!({"kind": "DeploymentConfigRollback", "apiVersion": "apps.openshift.io/v1",
@@ -607,7 +613,7 @@ async fn dc_log(s: &TestServer, name: &str, query: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn the_log_subresource_explains_what_is_missing() {
-    let s = TestServer::start().await;
+    let s = bare().await;
     let (code, text) = dc_log(&s, "web", "").await;
     assert_eq!(code, 404, "{text}");
     assert!(
@@ -663,7 +669,12 @@ async fn the_log_subresource_explains_what_is_missing() {
 
 #[tokio::test]
 async fn the_log_of_a_running_deployment_is_its_deployer_pods_log() {
-    let s = crate::node::server().await;
+    // A node agent runs the pods; no controller acts on the DC.
+    let s = TestServer::start_with(|c| {
+        c.run_controllers = false;
+        c.node = Some(crate::node::node_settings("test-node", |_| {}));
+    })
+    .await;
     create(&s, dc("web", "busybox")).await;
     let (_, d1) = instantiate(&s, "web", json!({"name": "web", "force": true})).await;
     s.post(RCS, deployment(&d1, 1, "Running")).await;
@@ -762,7 +773,13 @@ fn owned_deployment(dc: &Value, version: i64) -> Value {
 #[tokio::test]
 async fn deleting_a_config_deletes_its_deployments_unless_they_are_orphaned() {
     let s = TestServer::start().await;
-    let web = create(&s, dc("web", "busybox")).await;
+    // Manual only: the deployments are the test's, not the DC controller's.
+    let manual = |name: &str| {
+        let mut d = dc(name, "busybox");
+        d["spec"]["triggers"] = json!([]);
+        d
+    };
+    let web = create(&s, manual("web")).await;
     let (code, rc) = s.post(RCS, owned_deployment(&web, 1)).await;
     assert_eq!(code, 201, "{rc}");
     let (code, _) = s.delete(&format!("{DCS}/web")).await;
@@ -777,7 +794,7 @@ async fn deleting_a_config_deletes_its_deployments_unless_they_are_orphaned() {
     })
     .await;
 
-    let api = create(&s, dc("api", "busybox")).await;
+    let api = create(&s, manual("api")).await;
     s.post(RCS, owned_deployment(&api, 1)).await;
     let (code, st) = s
         .call(

@@ -17,6 +17,7 @@ mod protobuf;
 mod recovery;
 mod replication;
 mod resources;
+mod rollout;
 mod runtime;
 mod scheduling;
 mod static_pods;

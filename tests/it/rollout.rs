@@ -1,0 +1,362 @@
+//! DeploymentConfigs rolled out end to end (acceptance scenarios of
+//! `deploymentconfigs.md` §22): the DC controller creates deployments, the deployer
+//! controller starts deployer pods, and real `berth deploy` processes scale the
+//! deployments while the node agent runs their pods.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::node::server;
+use crate::support::{TestServer, eventually};
+
+const DCS: &str = "/apis/apps.openshift.io/v1/namespaces/default/deploymentconfigs";
+const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+/// The *simple* fixture: one replica, Rolling, a readiness probe that passes.
+fn simple(name: &str, marker: &str) -> Value {
+    json!({
+        "apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"name": name},
+            "triggers": [{"type": "ConfigChange"}],
+            "strategy": {"type": "Rolling"},
+            "template": {
+                "metadata": {"labels": {"name": name}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "myapp", "image": "busybox",
+                        "command": ["sh", "-c", format!("exec sleep {marker}")],
+                        "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+                    }],
+                },
+            },
+        },
+    })
+}
+
+async fn dc(s: &TestServer, name: &str) -> Value {
+    s.get(&format!("{DCS}/{name}")).await.1
+}
+
+async fn rc(s: &TestServer, name: &str) -> (u16, Value) {
+    s.get(&format!("{RCS}/{name}")).await
+}
+
+fn phase(rc: &Value) -> &str {
+    rc["metadata"]["annotations"]["openshift.io/deployment.phase"]
+        .as_str()
+        .unwrap_or("")
+}
+
+fn condition<'a>(dc: &'a Value, kind: &str) -> &'a Value {
+    dc["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+/// Waits until deployment `name` reaches `want` (Complete or Failed).
+async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
+    eventually(90, &format!("{name} is {want}"), || async {
+        let (code, rc) = rc(s, name).await;
+        if code == 200 && phase(&rc) == want {
+            Ok(rc)
+        } else {
+            Err(format!("{code} {}", phase(&rc)))
+        }
+    })
+    .await
+}
+
+async fn deployer_log(s: &TestServer, rc: &str) -> String {
+    let resp = s
+        .req(
+            reqwest::Method::GET,
+            &format!("{PODS}/{rc}-deploy/log"),
+        )
+        .send()
+        .await
+        .unwrap();
+    resp.text().await.unwrap()
+}
+
+/// Deletes a DC and waits until it, its deployments and their pods are gone.
+async fn delete_dc(s: &TestServer, name: &str) {
+    s.delete(&format!("{DCS}/{name}")).await;
+    eventually(60, "the DC and everything of it are gone", || async {
+        let (code, _) = s.get(&format!("{DCS}/{name}")).await;
+        let (_, rcs) = s
+            .get(&format!(
+                "{RCS}?labelSelector=openshift.io%2Fdeployment-config.name%3D{name}"
+            ))
+            .await;
+        let (_, pods) = s.get(PODS).await;
+        let left: Vec<&str> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["metadata"]["name"].as_str())
+            .filter(|n| n.starts_with(&format!("{name}-")))
+            .collect();
+        let rcs_left = rcs["items"].as_array().map_or(0, Vec::len);
+        if code == 404 && rcs_left == 0 && left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("dc {code}, {rcs_left} rcs, pods {left:?}"))
+        }
+    })
+    .await;
+}
+
+/// §12's invariants over the deployments of one DC and the pods of the namespace.
+fn check_invariants(rcs: &[Value], pods: &[Value]) -> Result<(), String> {
+    let mut by_version: BTreeMap<i64, &Value> = BTreeMap::new();
+    for rc in rcs {
+        let v = rc["metadata"]["annotations"]["openshift.io/deployment-config.latest-version"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        by_version.insert(v, rc);
+    }
+    let active: Vec<i64> = by_version
+        .iter()
+        .filter(|(_, rc)| matches!(phase(rc), "Pending" | "Running"))
+        .map(|(v, _)| *v)
+        .collect();
+    if active.len() > 1 {
+        return Err(format!("more than one deployment in flight: {active:?}"));
+    }
+    for (v, rc) in &by_version {
+        if matches!(phase(rc), "New" | "Pending" | "Running") {
+            for (older, orc) in by_version.range(..v) {
+                if !matches!(phase(orc), "Complete" | "Failed") {
+                    return Err(format!(
+                        "version {older} is {} while {v} is {}",
+                        phase(orc),
+                        phase(rc)
+                    ));
+                }
+            }
+        }
+    }
+    for p in pods {
+        let Some(owner) = p["metadata"]["labels"]["openshift.io/deployer-pod-for.name"].as_str()
+        else {
+            continue;
+        };
+        let name = p["metadata"]["name"].as_str().unwrap_or("");
+        let ok = name == format!("{owner}-deploy")
+            || ["-hook-pre", "-hook-mid", "-hook-post"]
+                .iter()
+                .any(|s| name == format!("{owner}{s}"));
+        if !ok {
+            return Err(format!("stray deployer-labelled pod {name}"));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
+    let s = server().await;
+    let (code, out) = s.post(DCS, simple("deployment-simple", "7951")).await;
+    assert_eq!(code, 201, "{out}");
+    let done = deployment_ends(&s, "deployment-simple-1", "Complete").await;
+    let a = &done["metadata"]["annotations"];
+    assert_eq!(a["openshift.io/deployment-config.name"], "deployment-simple");
+    assert_eq!(a["openshift.io/deployment.replicas"], "1");
+    assert_eq!(done["spec"]["replicas"], 1);
+    let owner = &done["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["controller"]),
+        (&json!("DeploymentConfig"), &json!(true))
+    );
+    let (_, deployer) = s.get(&format!("{PODS}/deployment-simple-1-deploy")).await;
+    assert_eq!(deployer["spec"]["restartPolicy"], "Never");
+    assert_eq!(deployer["spec"]["containers"][0]["name"], "deployment");
+    assert_eq!(deployer["status"]["phase"], "Succeeded", "{deployer}");
+    let d = eventually(30, "the DC status", || async {
+        let d = dc(&s, "deployment-simple").await;
+        let p = condition(&d, "Progressing");
+        if d["status"]["availableReplicas"] == 1 && p["reason"] == "NewReplicationControllerAvailable" {
+            Ok(d)
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(d["status"]["latestVersion"], 1);
+    assert_eq!(d["status"]["replicas"], 1);
+    assert_eq!(d["status"]["updatedReplicas"], 1);
+    assert_eq!(d["status"]["unavailableReplicas"], 0);
+    assert_eq!(d["status"]["observedGeneration"], d["metadata"]["generation"]);
+    assert_eq!(
+        condition(&d, "Available")["message"],
+        "Deployment config has minimum availability."
+    );
+    assert_eq!(
+        condition(&d, "Progressing")["message"],
+        "replication controller \"deployment-simple-1\" successfully rolled out"
+    );
+    let log = deployer_log(&s, "deployment-simple-1").await;
+    assert!(log.trim_end().ends_with("--> Success"), "{log}");
+    let (_, pods) = s
+        .get(&format!("{PODS}?labelSelector=deployment%3Ddeployment-simple-1"))
+        .await;
+    assert_eq!(pods["items"].as_array().unwrap().len(), 1, "{pods}");
+
+    // A template change: version 2 rolls out, version 1 ends at 0 replicas.
+    let (code, out) = s
+        .patch(
+            &format!("{DCS}/deployment-simple"),
+            "application/merge-patch+json",
+            json!({"spec": {"template": {"spec": {"containers": [{
+                "name": "myapp", "image": "busybox",
+                "command": ["sh", "-c", "exec sleep 7952"],
+                "env": [{"name": "TRY", "value": "ONCE"}],
+                "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+            }]}}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    let second = deployment_ends(&s, "deployment-simple-2", "Complete").await;
+    assert_eq!(
+        second["metadata"]["annotations"]["openshift.io/deployment.status-reason"],
+        "config change"
+    );
+    eventually(30, "version 1 is scaled down", || async {
+        let (_, first) = rc(&s, "deployment-simple-1").await;
+        if first["spec"]["replicas"] == 0 && first["status"]["replicas"] == 0 {
+            Ok(())
+        } else {
+            Err(first["status"].to_string())
+        }
+    })
+    .await;
+    delete_dc(&s, "deployment-simple").await;
+}
+
+#[tokio::test]
+async fn a_deployment_with_the_ignore_annotation_stays_new() {
+    let s = server().await;
+    let mut d = simple("database", "7953");
+    d["metadata"]["annotations"] = json!({"deploy.openshift.io/deployer-pod.ignore": "true"});
+    d["spec"].as_object_mut().unwrap().remove("triggers");
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    let d = eventually(30, "version 1 created", || async {
+        let d = dc(&s, "database").await;
+        if d["status"]["latestVersion"] == 1
+            && condition(&d, "Progressing")["reason"] == "NewReplicationControllerCreated"
+        {
+            Ok(d)
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(d["status"]["latestVersion"], 1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, rc) = rc(&s, "database-1").await;
+    assert_eq!(phase(&rc), "New");
+    let (code, _) = s.get(&format!("{PODS}/database-1-deploy")).await;
+    assert_eq!(code, 404);
+    delete_dc(&s, "database").await;
+}
+
+#[tokio::test]
+async fn a_failing_abort_hook_fails_the_rollout_and_deleting_the_dc_removes_everything() {
+    let s = server().await;
+    let mut d = simple("brokendeployment", "7954");
+    d["spec"]["strategy"]["rollingParams"] = json!({"pre": {
+        "failurePolicy": "Abort",
+        "execNewPod": {"containerName": "myapp", "command": ["/bin/false"]},
+    }});
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    deployment_ends(&s, "brokendeployment-1", "Failed").await;
+    let d = eventually(30, "the DC says it failed", || async {
+        let d = dc(&s, "brokendeployment").await;
+        if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
+            Ok(d)
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(condition(&d, "Progressing")["status"], "False");
+    for pod in ["brokendeployment-1-deploy", "brokendeployment-1-hook-pre"] {
+        let (code, p) = s.get(&format!("{PODS}/{pod}")).await;
+        assert_eq!(code, 200, "{pod}");
+        assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    }
+    delete_dc(&s, "brokendeployment").await;
+}
+
+#[tokio::test]
+async fn config_changes_in_a_row_keep_the_invariants_and_the_last_one_wins() {
+    let s = server().await;
+    let (code, out) = s.post(DCS, simple("stress", "7955")).await;
+    assert_eq!(code, 201, "{out}");
+    let watch = async {
+        loop {
+            let (_, rcs) = s
+                .get(&format!(
+                    "{RCS}?labelSelector=openshift.io%2Fdeployment-config.name%3Dstress"
+                ))
+                .await;
+            let (_, pods) = s.get(PODS).await;
+            let rcs = rcs["items"].as_array().cloned().unwrap_or_default();
+            let pods = pods["items"].as_array().cloned().unwrap_or_default();
+            if let Err(e) = check_invariants(&rcs, &pods) {
+                panic!("invariant broken: {e}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let changes = async {
+        for i in 0..5 {
+            let (code, out) = s
+                .patch(
+                    &format!("{DCS}/stress"),
+                    "application/merge-patch+json",
+                    json!({"spec": {"template": {"metadata": {"annotations": {"try": i.to_string()}}}}}),
+                )
+                .await;
+            assert_eq!(code, 200, "{out}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let latest = eventually(60, "the last version completes", || async {
+            let d = dc(&s, "stress").await;
+            let v = d["status"]["latestVersion"].as_i64().unwrap_or(0);
+            let (_, rc) = rc(&s, &format!("stress-{v}")).await;
+            if phase(&rc) == "Complete" {
+                Ok(rc)
+            } else {
+                Err(format!("{v}: {}", phase(&rc)))
+            }
+        })
+        .await;
+        eventually(30, "the last version has the replica", || async {
+            let name = latest["metadata"]["name"].as_str().unwrap();
+            let (_, rc) = rc(&s, name).await;
+            if rc["spec"]["replicas"] == 1 && rc["status"]["replicas"] == 1 {
+                Ok(())
+            } else {
+                Err(rc["status"].to_string())
+            }
+        })
+        .await;
+    };
+    tokio::select! {
+        () = watch => unreachable!(),
+        () = changes => {}
+    }
+    delete_dc(&s, "stress").await;
+}
