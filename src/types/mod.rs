@@ -5,6 +5,7 @@
 pub mod fields;
 pub mod labels;
 pub mod names;
+pub mod openshift;
 pub mod quantity;
 pub mod taints;
 

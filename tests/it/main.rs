@@ -5,6 +5,7 @@ mod accounts;
 mod api;
 mod cli;
 mod client;
+mod deployer;
 mod exec;
 mod gc;
 mod https;
