@@ -716,3 +716,137 @@ async fn pods_that_never_become_ready_fail_the_deployment() {
     assert_eq!(rc(&s, "stuck-2").await["spec"]["replicas"], 2);
     cleanup(&s).await;
 }
+
+/// The deployer pod of §11.5 for `rc` running `command` (the deployer itself when
+/// empty), with its credentials from the `deployer` service account's token mount.
+fn deployer_pod(s: &TestServer, rc: &str, command: &[&str], path: &std::path::Path) -> Value {
+    let command: Vec<String> = if command.is_empty() {
+        vec![env!("CARGO_BIN_EXE_berth").into(), "deploy".into()]
+    } else {
+        command.iter().map(|c| c.to_string()).collect()
+    };
+    let search = format!(
+        "{}:{}",
+        path.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    json!({
+        "metadata": {
+            "name": os::deployer_pod_name(rc),
+            "labels": {os::DEPLOYER_POD_FOR_LABEL: rc},
+            "annotations": {os::DEPLOYMENT_ANNOTATION: rc},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 10,
+            "serviceAccountName": "deployer",
+            "containers": [{
+                "name": "deployment",
+                "image": "berth/deployer",
+                "command": command,
+                "env": [
+                    {"name": "PATH", "value": search},
+                    {"name": "OPENSHIFT_MASTER", "value": s.url},
+                    {"name": "BERTH_LOG", "value": "warn"},
+                    {"name": os::DEPLOYMENT_NAME_ENV, "value": rc},
+                    {"name": os::DEPLOYMENT_NAMESPACE_ENV, "value": NS},
+                ],
+            }],
+        },
+    })
+}
+
+#[tokio::test]
+async fn a_custom_strategy_runs_the_deployer_in_stages_inside_its_pod() {
+    let s = server().await;
+    let (code, sa) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "deployer"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{sa}");
+    // The deployer's other name, on the PATH of the deployer pod.
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_berth"),
+        bin.path().join("openshift-deploy"),
+    )
+    .unwrap();
+    let config = dc(
+        "custom-deployment",
+        2,
+        json!({
+            "type": "Rolling",
+            "rollingParams": {"timeoutSeconds": 60, "pre": {
+                "failurePolicy": "Abort",
+                "execNewPod": {"containerName": "app",
+                               "command": ["/bin/echo", "test pre hook executed"]},
+            }},
+            "customParams": {"command": ["/bin/sh", "-c",
+                "set -e; openshift-deploy --until=50%; echo Halfway; openshift-deploy; \
+                 echo Finished"]},
+        }),
+        7408,
+    );
+    deployment(&s, &config, 1, "Running", 0, Some(2)).await;
+    let script = config["spec"]["strategy"]["customParams"]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect::<Vec<_>>();
+    // The service account's token must exist before the pod can mount it.
+    eventually(30, "the deployer account has a token", || async {
+        let (_, list) = s.get("/api/v1/namespaces/default/secrets").await;
+        let has = list["items"].as_array().is_some_and(|items| {
+            items.iter().any(|s| {
+                s["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "deployer"
+            })
+        });
+        if has { Ok(()) } else { Err(list.to_string()) }
+    })
+    .await;
+    let (code, made) = s
+        .post(
+            PODS,
+            deployer_pod(&s, "custom-deployment-1", &script, bin.path()),
+        )
+        .await;
+    assert_eq!(code, 201, "{made}");
+    let pod = eventually(120, "the deployer pod finishes", || async {
+        let (_, p) = s.get(&format!("{PODS}/custom-deployment-1-deploy")).await;
+        match p["status"]["phase"].as_str() {
+            Some("Succeeded" | "Failed") => Ok(p),
+            _ => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+    let (_, log) = s
+        .get(&format!("{PODS}/custom-deployment-1-deploy/log"))
+        .await;
+    let log = log.as_str().unwrap_or_default().to_string();
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{log}");
+    let run = Run {
+        code: 0,
+        stdout: log,
+        stderr: String::new(),
+    };
+    assert_lines(
+        &run,
+        &[
+            "--> pre: Running hook pod ...\n",
+            "test pre hook executed\n",
+            "--> pre: Success\n",
+            "--> Scaling custom-deployment-1 to 2\n",
+            "--> Reached 50%\n",
+            "Halfway\n",
+            "--> pre: Hook pod already succeeded\n",
+            "--> Success\n",
+            "Finished\n",
+        ],
+    );
+    let rc = rc(&s, "custom-deployment-1").await;
+    assert_eq!(rc["status"]["availableReplicas"], 2);
+    cleanup(&s).await;
+}
