@@ -449,7 +449,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     }
     d.halt_at(Until::Start, "Ready to start deployment")?;
 
-    if strategy == "Recreate" {
+    let outcome = if strategy == "Recreate" {
         let params = d
             .config
             .spec
@@ -473,6 +473,56 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         .await
     } else {
         rolling::run(&d, from.as_ref(), &to, desired).await
+    };
+    if outcome
+        .as_ref()
+        .err()
+        .and_then(|e| e.downcast_ref::<Halt>())
+        .is_none()
+    {
+        let mut involved = vec![to_name.as_str()];
+        if !from_name.is_empty() {
+            involved.push(&from_name);
+        }
+        config_warnings(&d, &involved).await;
+    }
+    outcome
+}
+
+/// Passes the Warning events of the deployments `rcs` on to the DC and prints them.
+async fn config_warnings(d: &Deployer, rcs: &[&str]) {
+    let dc = d.config_ref();
+    for rc in rcs {
+        let selection = ListParams {
+            label_selector: None,
+            field_selector: Some(format!(
+                "involvedObject.kind=ReplicationController,involvedObject.name={rc},type=Warning"
+            )),
+        };
+        let events = match d
+            .client
+            .list(catalog::of(Kind::Event), Some(&d.ns), &selection)
+            .await
+        {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::warn!(rc, error = %e, "couldn't list the events of a deployment");
+                continue;
+            }
+        };
+        for e in events {
+            let reason = e["reason"].as_str().unwrap_or("");
+            let message = e["message"].as_str().unwrap_or("");
+            say(format_args!("-->  {reason}: {rc} {message}"));
+            d.recorder
+                .event(
+                    &dc,
+                    crate::client::recorder::EventType::Warning,
+                    reason,
+                    message,
+                )
+                .await;
+        }
     }
 }
 

@@ -271,35 +271,73 @@ async fn recreate_scales_the_old_deployment_down_then_the_new_one_up() {
         json!({"type": "Recreate", "recreateParams": {"timeoutSeconds": 60}}),
         7401,
     );
-    deployment(&s, &config, 1, "Complete", 2, None).await;
-    available(&s, "web-1", 2).await;
-    deployment(&s, &config, 2, "Running", 0, Some(2)).await;
+    // A failed older deployment still running, the last complete one, the new one.
+    deployment(&s, &config, 1, "Failed", 1, Some(1)).await;
+    deployment(&s, &config, 2, "Complete", 2, None).await;
+    available(&s, "web-2", 2).await;
+    deployment(&s, &config, 3, "Running", 0, Some(2)).await;
+    let older = deploy(&s, "web-1", &[]).await;
+    assert_eq!(older.code, 1);
+    assert!(
+        older
+            .stderr
+            .contains("error: deployment web-1 is older than web-2"),
+        "{}",
+        older.stderr
+    );
+    // A warning about the new deployment, to be passed on to the DC.
+    let (code, ev) = s
+        .post(
+            "/api/v1/namespaces/default/events",
+            json!({
+                "metadata": {"name": "web-3.warning"},
+                "involvedObject": {"kind": "ReplicationController", "namespace": NS,
+                                   "name": "web-3", "apiVersion": "v1"},
+                "type": "Warning", "reason": "SomethingOdd", "message": "looks odd",
+                "source": {"component": "test"},
+            }),
+        )
+        .await;
+    assert_eq!(code, 201, "{ev}");
     // New pods only once no old pod is left.
     let (problems, watch) = monitor(&s, "web", |alive| {
-        let (old, new) = (of_deployment(alive, "web-1"), of_deployment(alive, "web-2"));
+        let old = [of_deployment(alive, "web-1"), of_deployment(alive, "web-2")].concat();
+        let new = of_deployment(alive, "web-3");
         (!old.is_empty() && !new.is_empty())
             .then(|| format!("{} old and {} new pods at once", old.len(), new.len()))
     });
 
-    let run = deploy(&s, "web-2", &[]).await;
+    let run = deploy(&s, "web-3", &[]).await;
     watch.abort();
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_lines(
         &run,
         &[
-            "--> Scaling web-1 down to zero\n",
-            "--> Scaling web-2 to 1 before performing acceptance check\n",
-            "--> Scaling web-2 to 2\n",
+            "--> Scaled older deployment web-1 down\n",
+            "--> Scaling web-2 down to zero\n",
+            "--> Scaling web-3 to 1 before performing acceptance check\n",
+            "--> Scaling web-3 to 2\n",
+            "-->  SomethingOdd: web-3 looks odd\n",
             "--> Success\n",
         ],
     );
     assert_eq!(problems.lock().unwrap().as_slice(), &[] as &[String]);
-    let old = rc(&s, "web-1").await;
-    assert_eq!(old["spec"]["replicas"], 0);
-    let new = rc(&s, "web-2").await;
+    assert_eq!(rc(&s, "web-1").await["spec"]["replicas"], 0);
+    assert_eq!(rc(&s, "web-2").await["spec"]["replicas"], 0);
+    let new = rc(&s, "web-3").await;
     assert_eq!(new["spec"]["replicas"], 2);
     assert_eq!(new["status"]["availableReplicas"], 2);
-
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DDeploymentConfig")
+        .await;
+    assert!(
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "SomethingOdd" && e["involvedObject"]["name"] == "web"),
+        "{events}"
+    );
     cleanup(&s).await;
 }
 
