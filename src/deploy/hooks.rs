@@ -322,7 +322,7 @@ async fn exec_new_pod(
                 }
             }
             phase @ ("Succeeded" | "Failed") => {
-                if retrying && seen_running && restart_count > restarts {
+                if retrying && restart_count > restarts {
                     // The retry ran to its end between two updates of the pod.
                     say(format_args!(
                         "--> {label}: Retrying hook pod (retry #{restart_count})"

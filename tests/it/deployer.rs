@@ -269,7 +269,7 @@ async fn recreate_scales_the_old_deployment_down_then_the_new_one_up() {
         "web",
         2,
         json!({"type": "Recreate", "recreateParams": {"timeoutSeconds": 60}}),
-        7401,
+        9301,
     );
     // A failed older deployment still running, the last complete one, the new one.
     deployment(&s, &config, 1, "Failed", 1, Some(1)).await;
@@ -352,7 +352,7 @@ async fn rolling_keeps_within_surge_and_availability() {
             "updatePeriodSeconds": 1, "intervalSeconds": 1, "timeoutSeconds": 60,
             "maxSurge": "25%", "maxUnavailable": "25%",
         }}),
-        7402,
+        9302,
     );
     // New pods become ready a little after they start, and available a second later.
     let mut config = config;
@@ -440,7 +440,7 @@ async fn a_failing_pre_hook_with_abort_fails_the_deployment() {
             "Abort",
             "echo $WHO says no for $OPENSHIFT_DEPLOYMENT_NAME; exit 3",
         ),
-        7403,
+        9303,
     );
     deployment(&s, &config, 1, "Running", 0, Some(1)).await;
     let run = deploy(&s, "broken-1", &[]).await;
@@ -507,7 +507,7 @@ async fn an_ignored_hook_failure_lets_the_deployment_go_on() {
         "lenient",
         1,
         with_pre_hook("Ignore", "echo ignored; exit 1"),
-        7404,
+        9304,
     );
     deployment(&s, &config, 1, "Running", 0, Some(1)).await;
     let run = deploy(&s, "lenient-1", &[]).await;
@@ -532,7 +532,7 @@ async fn a_retry_hook_is_restarted_until_it_succeeds() {
     // Fails the first time, succeeds once its volume remembers the try.
     let script = "if [ -e /data/tried ]; then echo second try; sleep 1; exit 0; fi; \
                   touch /data/tried; echo first try; exit 1";
-    let config = dc("retry", 1, with_pre_hook("Retry", script), 7405);
+    let config = dc("retry", 1, with_pre_hook("Retry", script), 9305);
     deployment(&s, &config, 1, "Running", 0, Some(1)).await;
     let run = deploy(&s, "retry-1", &[]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -569,7 +569,7 @@ async fn until_stops_where_asked_and_a_second_run_finishes() {
             "failurePolicy": "Abort",
             "execNewPod": {"containerName": "app", "command": ["echo", "pre hook ran"]},
         }}}),
-        7406,
+        9306,
     );
     deployment(&s, &config, 1, "Running", 0, Some(2)).await;
 
@@ -696,9 +696,9 @@ async fn pods_that_never_become_ready_fail_the_deployment() {
     let ready = dc(
         "stuck",
         2,
-        json!({"type": "Rolling", "rollingParams": {"timeoutSeconds": 3, "maxSurge": 1,
+        json!({"type": "Rolling", "rollingParams": {"timeoutSeconds": 8, "maxSurge": 1,
                                                      "maxUnavailable": 0}}),
-        7407,
+        9307,
     );
     let mut never = ready.clone();
     never["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] =
@@ -712,7 +712,7 @@ async fn pods_that_never_become_ready_fail_the_deployment() {
     assert!(
         run.stderr.contains(
             "error: update acceptor rejected stuck-1: pods for rc 'default/stuck-1' took \
-             longer than 3 seconds to become available"
+             longer than 8 seconds to become available"
         ),
         "{}",
         run.stderr
@@ -825,7 +825,7 @@ async fn a_custom_strategy_runs_the_deployer_in_stages_inside_its_pod() {
                 "set -e; openshift-deploy --until=50%; echo Halfway; openshift-deploy; \
                  echo Finished"]},
         }),
-        7408,
+        9308,
     );
     deployment(&s, &config, 1, "Running", 0, Some(2)).await;
     let script = config["spec"]["strategy"]["customParams"]["command"]
