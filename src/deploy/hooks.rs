@@ -299,6 +299,15 @@ async fn exec_new_pod(
                 return Err(anyhow!(msg));
             }
         };
+        // A pod being deleted is as good as gone (its container is being stopped).
+        if pod.pointer("/metadata/deletionTimestamp").is_some()
+            && pod["status"]["phase"] != "Succeeded"
+        {
+            drain(logs.take()).await;
+            let msg = format!("{label}: pod/{name}[{ns}] unexpectedly deleted");
+            say(format_args!("--> {msg}"));
+            return Err(anyhow!(msg));
+        }
         let restart_count = pod
             .pointer("/status/containerStatuses/0/restartCount")
             .and_then(Value::as_i64)

@@ -888,3 +888,150 @@ async fn a_custom_strategy_runs_the_deployer_in_stages_inside_its_pod() {
     assert_eq!(rc["status"]["availableReplicas"], 2);
     cleanup(&s).await;
 }
+
+fn echo_hook(text: &str) -> Value {
+    json!({"failurePolicy": "Abort",
+           "execNewPod": {"containerName": "app", "command": ["echo", text]}})
+}
+
+#[tokio::test]
+async fn recreate_runs_mid_and_post_hooks_in_their_places() {
+    let s = server().await;
+    let config = dc(
+        "phased",
+        1,
+        json!({"type": "Recreate", "recreateParams": {
+            "timeoutSeconds": 60,
+            "mid": echo_hook("mid hook says hi"),
+            "post": echo_hook("post hook says bye"),
+        }}),
+        9309,
+    );
+    deployment(&s, &config, 1, "Complete", 1, None).await;
+    available(&s, "phased-1", 1).await;
+    deployment(&s, &config, 2, "Running", 0, Some(1)).await;
+
+    let run = deploy(&s, "phased-2", &["--until=0%"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_lines(
+        &run,
+        &[
+            "--> Scaling phased-1 down to zero\n",
+            "--> Reached 0% (no running pods)\n",
+        ],
+    );
+    assert!(!run.stdout.contains("mid"), "{}", run.stdout);
+    assert_eq!(rc(&s, "phased-1").await["status"]["replicas"], 0);
+
+    let run = deploy(&s, "phased-2", &["--until=mid"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_lines(
+        &run,
+        &[
+            "--> mid: Running hook pod ...\n",
+            "mid hook says hi\n",
+            "--> mid: Success\n",
+            "--> mid hook succeeded\n",
+        ],
+    );
+    assert_eq!(rc(&s, "phased-2").await["spec"]["replicas"], 0);
+
+    let run = deploy(&s, "phased-2", &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_lines(
+        &run,
+        &[
+            "--> mid: Hook pod already succeeded\n",
+            "--> Scaling phased-2 to 1 before performing acceptance check\n",
+            "--> post: Running hook pod ...\n",
+            "post hook says bye\n",
+            "--> post: Success\n",
+            "--> Success\n",
+        ],
+    );
+    let (_, post) = s.get(&format!("{PODS}/phased-2-hook-post")).await;
+    assert_eq!(
+        post["metadata"]["labels"][os::DEPLOYER_POD_TYPE_LABEL],
+        "hook-post"
+    );
+    // Hook outcomes are events of the DC.
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dphased")
+        .await;
+    let messages: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    for want in [
+        "Running mid-hook (\"echo mid hook says hi\") for rc default/phased-2",
+        "The mid-hook for rc default/phased-2 completed successfully",
+        "The post-hook for rc default/phased-2 completed successfully",
+    ] {
+        assert!(messages.contains(&want), "{want:?} not in {messages:?}");
+    }
+    cleanup(&s).await;
+}
+
+#[tokio::test]
+async fn a_hook_pod_deleted_under_the_deployer_fails_it() {
+    let s = server().await;
+    let config = dc(
+        "vanishing",
+        1,
+        json!({"type": "Recreate", "recreateParams": {"pre": {
+            "failurePolicy": "Abort",
+            "execNewPod": {"containerName": "app", "command": ["sleep", "9310"]},
+        }}}),
+        9311,
+    );
+    deployment(&s, &config, 1, "Running", 0, Some(1)).await;
+    let run = {
+        let deployer = deploy(&s, "vanishing-1", &[]);
+        let delete = async {
+            eventually(60, "the hook pod runs", || async {
+                let (_, p) = s.get(&format!("{PODS}/vanishing-1-hook-pre")).await;
+                if p["status"]["phase"] == "Running" {
+                    Ok(())
+                } else {
+                    Err(p["status"].to_string())
+                }
+            })
+            .await;
+            let (code, _) = s.delete(&format!("{PODS}/vanishing-1-hook-pre")).await;
+            assert_eq!(code, 200);
+        };
+        tokio::join!(deployer, delete).0
+    };
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_lines(
+        &run,
+        &["--> pre: pod/vanishing-1-hook-pre[default] unexpectedly deleted\n"],
+    );
+    assert!(
+        run.stderr.contains(
+            "error: pre hook failed: the pre hook failed: pre: pod/vanishing-1-hook-pre[default] \
+             unexpectedly deleted, aborting rollout of default/vanishing-1"
+        ),
+        "{}",
+        run.stderr
+    );
+
+    // tagImages hooks need image streams, which this cluster does not have.
+    let tagging = dc(
+        "tagging",
+        1,
+        json!({"type": "Recreate", "recreateParams": {"pre": {
+            "failurePolicy": "Abort",
+            "tagImages": [{"containerName": "app",
+                           "to": {"kind": "ImageStreamTag", "name": "app:latest"}}],
+        }}}),
+        9312,
+    );
+    deployment(&s, &tagging, 1, "Running", 0, Some(1)).await;
+    let run = deploy(&s, "tagging-1", &[]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("not supported"), "{}", run.stderr);
+    cleanup(&s).await;
+}
