@@ -282,10 +282,18 @@ async fn exec_new_pod(
     let mut restarts = 0;
     let mut logs: Option<JoinHandle<()>> = None;
     let mut logs_read = false;
+    // Whether the pod was there when first listed (it must be).
+    let mut listed = false;
     let last = loop {
         let pod = match watcher.next().await {
             WatchEvent::Restarted(items) => match items.into_iter().next() {
-                Some(p) => p,
+                Some(p) => {
+                    listed = true;
+                    p
+                }
+                None if !listed => {
+                    return Err(anyhow!("pods \"{name}\" not found"));
+                }
                 None => {
                     let msg = format!("{label}: pod/{name}[{ns}] unexpectedly deleted");
                     say(format_args!("--> {msg}"));
