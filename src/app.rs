@@ -292,7 +292,22 @@ impl Cluster {
             if agent.api.is_none() {
                 agent.api = Some((self.address.ip().to_string(), self.address.port()));
             }
-            // The deployer image runs `berth deploy` (the deployer pods' command).
+            // The deployer image runs `berth deploy` (the deployer pods' command), and
+            // finds berth as `openshift-deploy` on its PATH (custom strategies call it).
+            let bin = self.data_dir.join("bin");
+            let alias = bin.join("openshift-deploy");
+            let linked = std::fs::create_dir_all(&bin)
+                .and_then(|()| match std::fs::remove_file(&alias) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                })
+                .and_then(|()| std::os::unix::fs::symlink(&settings.shim_program, &alias));
+            match linked {
+                Ok(()) => agent.builtin_bin = Some(bin),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %alias.display(), "could not link openshift-deploy; custom deployment strategies cannot call it")
+                }
+            }
             agent.builtin_images.push((
                 crate::types::openshift::DEPLOYER_IMAGE.to_string(),
                 vec![

@@ -30,6 +30,7 @@ pub mod api;
 pub mod app;
 pub mod client;
 pub mod controller;
+pub mod deploy;
 pub mod node;
 pub mod registry;
 pub mod runtime;

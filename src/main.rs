@@ -88,6 +88,31 @@ enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Carry out one deployment of a DeploymentConfig (the deployer pods' command, also
+    /// reachable as `openshift-deploy`).
+    #[command(hide = true)]
+    Deploy {
+        /// The deployment (replication controller) to carry out.
+        #[arg(long, env = "OPENSHIFT_DEPLOYMENT_NAME", default_value = "")]
+        deployment: String,
+        /// Its namespace.
+        #[arg(long, env = "OPENSHIFT_DEPLOYMENT_NAMESPACE", default_value = "")]
+        namespace: String,
+        /// Stop when this condition is reached: start, pre, mid, or N% (0..100).
+        #[arg(long)]
+        until: Option<String>,
+        /// The API server (default: from KUBERNETES_SERVICE_HOST and _PORT).
+        #[arg(long, env = "OPENSHIFT_MASTER")]
+        server: Option<String>,
+        /// The bearer token (default: read from --token-file).
+        #[arg(long, env = "BEARER_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        #[arg(long, env = "BEARER_TOKEN_FILE", default_value = SERVICE_ACCOUNT_TOKEN)]
+        token_file: PathBuf,
+        /// The CA certificate (PEM) that signed the server's certificate.
+        #[arg(long, env = "OPENSHIFT_CA_FILE", default_value = SERVICE_ACCOUNT_CA)]
+        ca: PathBuf,
+    },
     /// Save or restore the whole object store (berth must not be running on it).
     Snapshot {
         #[command(subcommand)]
@@ -120,6 +145,66 @@ enum SnapshotCommand {
     },
 }
 
+const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+
+/// The arguments, with `deploy` put first when berth runs as `openshift-deploy`.
+fn arguments() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    if invoked_as.as_deref() == Some("openshift-deploy") {
+        args.insert(1, "deploy".into());
+    }
+    args
+}
+
+#[allow(clippy::too_many_arguments)]
+fn deploy(
+    deployment: String,
+    namespace: String,
+    until: Option<String>,
+    server: Option<String>,
+    token: Option<String>,
+    token_file: PathBuf,
+    ca: PathBuf,
+) -> anyhow::Result<i32> {
+    let server = match server {
+        Some(s) => s,
+        None => {
+            let host = std::env::var("KUBERNETES_SERVICE_HOST")
+                .context("--server, OPENSHIFT_MASTER or KUBERNETES_SERVICE_HOST is required")?;
+            let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
+            if host.contains(':') {
+                format!("https://[{host}]:{port}")
+            } else {
+                format!("https://{host}:{port}")
+            }
+        }
+    };
+    let token = match token {
+        Some(t) => t,
+        None => std::fs::read_to_string(&token_file)
+            .with_context(|| format!("read the token {}", token_file.display()))?
+            .trim()
+            .to_string(),
+    };
+    let ca_pem = std::fs::read_to_string(&ca)
+        .with_context(|| format!("read the CA certificate {}", ca.display()))?;
+    let opts = berth::deploy::Options {
+        server,
+        ca_pem,
+        token,
+        namespace,
+        deployment,
+        until: until.as_deref().and_then(berth::deploy::Until::parse),
+    };
+    let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
+    Ok(rt.block_on(berth::deploy::main(opts)))
+}
+
 fn data_dir(given: Option<PathBuf>) -> PathBuf {
     given.unwrap_or_else(berth::app::default_data_dir)
 }
@@ -132,7 +217,19 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match Cli::parse_from(arguments()).command {
+        Command::Deploy {
+            deployment,
+            namespace,
+            until,
+            server,
+            token,
+            token_file,
+            ca,
+        } => {
+            let code = deploy(deployment, namespace, until, server, token, token_file, ca)?;
+            std::process::exit(code);
+        }
         Command::Shim {
             dir,
             log_max_bytes,

@@ -285,6 +285,64 @@ impl Http {
         .await
     }
 
+    /// Sets `spec.replicas` through the `scale` subresource.
+    pub(super) async fn scale(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        replicas: i64,
+    ) -> Result<Value> {
+        let body = json!({"spec": {"replicas": replicas}});
+        self.send(
+            self.request(
+                Method::PATCH,
+                &Self::object_path(res, ns, name, Some("scale")),
+            )
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/merge-patch+json",
+            )
+            .body(serde_json::to_vec(&body).expect("JSON serializes")),
+        )
+        .await
+    }
+
+    /// The log of a pod's container (`pods/log`), as a byte stream.
+    pub(super) async fn logs(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: Option<&str>,
+        follow: bool,
+    ) -> Result<LogStream> {
+        let res = crate::registry::catalog::of(crate::registry::Kind::Pod);
+        let mut q: Vec<(&str, String)> = Vec::new();
+        if let Some(c) = container {
+            q.push(("container", c.to_string()));
+        }
+        if follow {
+            q.push(("follow", "true".into()));
+        }
+        let resp = self
+            .request(
+                Method::GET,
+                &Self::object_path(res, Some(ns), pod, Some("log")),
+            )
+            .query(&q)
+            .send()
+            .await
+            .map_err(transport)?;
+        let code = resp.status();
+        if !code.is_success() {
+            let body = resp.bytes().await.map_err(transport)?;
+            return Err(status_error(code, &body));
+        }
+        Ok(LogStream {
+            body: Box::pin(resp.bytes_stream()),
+        })
+    }
+
     pub(super) async fn watch(
         &self,
         res: &Resource,
@@ -323,6 +381,18 @@ impl Http {
 
 type ByteStream =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// The bytes of a container log, as the server sends them.
+pub struct LogStream {
+    body: ByteStream,
+}
+
+impl LogStream {
+    /// The next chunk; `None` at the end of the log (or of a followed container).
+    pub async fn next(&mut self) -> Option<Result<Bytes>> {
+        self.body.next().await.map(|r| r.map_err(transport))
+    }
+}
 
 pub(super) struct Events {
     body: ByteStream,

@@ -7,6 +7,7 @@
 //! and disconnects, and the [`informer`] keeps a shared cache fed by it.
 
 mod http;
+pub use http::LogStream;
 pub mod informer;
 mod local;
 pub mod recorder;
@@ -291,6 +292,41 @@ impl Client {
         match &self.transport {
             Transport::Local(l) => l.delete(res, ns, name, params).await,
             Transport::Http(h) => h.delete(res, ns, name, params).await,
+        }
+    }
+
+    /// Sets an object's `spec.replicas` through its `scale` subresource; returns the Scale.
+    pub async fn scale(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        name: &str,
+        replicas: i64,
+    ) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => {
+                let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}}));
+                l.patch(res, ns, name, &patch, false).await
+            }
+            Transport::Http(h) => h.scale(res, ns, name, replicas).await,
+        }
+    }
+
+    /// Streams the log of a container of a pod (`pods/log`, following it while the
+    /// container runs when `follow`). Only over HTTP: in-process components read logs from
+    /// the node agent directly.
+    pub async fn logs(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: Option<&str>,
+        follow: bool,
+    ) -> Result<LogStream> {
+        match &self.transport {
+            Transport::Local(_) => Err(Error::BadRequest(
+                "pod logs are served over HTTP only".into(),
+            )),
+            Transport::Http(h) => h.logs(ns, pod, container, follow).await,
         }
     }
 

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::deploymentconfig::{decode_dc, is_cancelled, keys, phase_of};
+use super::deploymentconfig::{decode_dc, is_cancelled, phase_of};
 use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, key_of};
 use crate::registry::{Kind, catalog};
+use crate::types::openshift::{self as os, deployer_pod_name};
 
 pub use crate::types::openshift::DEPLOYER_IMAGE;
 pub const DEPLOYER_POD_GONE: &str = "deployer pod no longer exists";
@@ -46,11 +47,6 @@ pub fn suggested(pod: &Value) -> &'static str {
         "Failed" => "Failed",
         _ => "New",
     }
-}
-
-/// The name of a deployment's deployer pod.
-pub fn deployer_pod_name(rc: &str) -> String {
-    format!("{rc}-deploy")
 }
 
 /// An event to record about a deployment.
@@ -130,9 +126,10 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
         match p.next.as_str() {
             "Complete" => {
                 if cancelled {
-                    p.annotations.insert(keys::CANCELLED.into(), Value::Null);
                     p.annotations
-                        .insert(keys::STATUS_REASON.into(), Value::Null);
+                        .insert(os::DEPLOYMENT_CANCELLED_ANNOTATION.into(), Value::Null);
+                    p.annotations
+                        .insert(os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(), Value::Null);
                     p.events.push(Event {
                         warning: true,
                         reason: "FailedCancellation",
@@ -140,19 +137,22 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                     });
                 }
                 if let Some(t) = finished_at(pod) {
-                    p.annotations.insert(keys::DEPLOYER_COMPLETED_AT.into(), t);
+                    p.annotations
+                        .insert(os::DEPLOYER_POD_COMPLETED_AT_ANNOTATION.into(), t);
                 }
-                let target = rc["metadata"]["annotations"][keys::DESIRED_REPLICAS]
+                let target = rc["metadata"]["annotations"][os::DESIRED_REPLICAS_ANNOTATION]
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| rc["spec"]["replicas"].as_i64().unwrap_or(0).to_string());
-                p.annotations.insert(keys::REPLICAS.into(), json!(target));
                 p.annotations
-                    .insert(keys::DESIRED_REPLICAS.into(), Value::Null);
+                    .insert(os::DEPLOYMENT_REPLICAS_ANNOTATION.into(), json!(target));
+                p.annotations
+                    .insert(os::DESIRED_REPLICAS_ANNOTATION.into(), Value::Null);
             }
             "Failed" => {
                 if let Some(t) = finished_at(pod) {
-                    p.annotations.insert(keys::DEPLOYER_COMPLETED_AT.into(), t);
+                    p.annotations
+                        .insert(os::DEPLOYER_POD_COMPLETED_AT_ANNOTATION.into(), t);
                 }
             }
             _ => {}
@@ -160,16 +160,16 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
     }
     let note_pod = |p: &mut Plan, pod: &Value| {
         p.annotations.insert(
-            keys::DEPLOYER_POD.into(),
+            os::DEPLOYER_POD_ANNOTATION.into(),
             json!(deployer_pod_name(&rc_name)),
         );
         if let Some(t) = pod.pointer("/metadata/creationTimestamp") {
             p.annotations
-                .insert(keys::DEPLOYER_CREATED_AT.into(), t.clone());
+                .insert(os::DEPLOYER_POD_CREATED_AT_ANNOTATION.into(), t.clone());
         }
         if let Some(t) = pod.pointer("/status/startTime") {
             p.annotations
-                .insert(keys::DEPLOYER_STARTED_AT.into(), t.clone());
+                .insert(os::DEPLOYER_POD_STARTED_AT_ANNOTATION.into(), t.clone());
         }
     };
     match current.as_str() {
@@ -189,8 +189,10 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                 });
             if expired {
                 p.next = "Failed".into();
-                p.annotations
-                    .insert(keys::STATUS_REASON.into(), json!(UNABLE_TO_CREATE));
+                p.annotations.insert(
+                    os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(),
+                    json!(UNABLE_TO_CREATE),
+                );
                 p.events.push(Event {
                     warning: true,
                     reason: "RolloutTimeout",
@@ -203,7 +205,7 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
             match seen.deployer {
                 None => {
                     if rc["metadata"]["annotations"]
-                        .get(keys::IGNORE_DEPLOYER)
+                        .get(os::DEPLOYMENT_IGNORE_POD_ANNOTATION)
                         .is_some()
                     {
                         p.next = current;
@@ -215,10 +217,13 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                     p.next = current;
                 }
                 Some(pod) => {
-                    if pod["metadata"]["annotations"][keys::DEPLOYMENT_NAME] != rc_name.as_str() {
+                    if pod["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION] != rc_name.as_str()
+                    {
                         p.next = "Failed".into();
-                        p.annotations
-                            .insert(keys::STATUS_REASON.into(), json!(UNRELATED_POD));
+                        p.annotations.insert(
+                            os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(),
+                            json!(UNRELATED_POD),
+                        );
                         p.events.push(Event {
                             warning: true,
                             reason: "FailedCreate",
@@ -248,8 +253,10 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                         p.next = current;
                         return p;
                     }
-                    p.annotations
-                        .insert(keys::STATUS_REASON.into(), json!(DEPLOYER_POD_GONE));
+                    p.annotations.insert(
+                        os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(),
+                        json!(DEPLOYER_POD_GONE),
+                    );
                     p.events.push(Event {
                         warning: true,
                         reason: "Failed",
@@ -295,7 +302,7 @@ pub fn apply(rc: &Value, p: &Plan) -> Option<Value> {
             anns.insert(k.clone(), v.clone());
         }
     }
-    anns.insert(keys::PHASE.into(), json!(p.next));
+    anns.insert(os::DEPLOYMENT_PHASE_ANNOTATION.into(), json!(p.next));
     let terminal = matches!(p.next.as_str(), "Complete" | "Failed");
     let test = decode_dc(rc).is_ok_and(|dc| dc["spec"]["test"] == true);
     if terminal && test && out["spec"]["replicas"].as_i64().unwrap_or(0) > 0 {
@@ -343,10 +350,13 @@ pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
         container["resources"] = strategy["resources"].clone();
     }
     let mut labels = Map::new();
-    labels.insert(keys::DEPLOYER_POD_FOR.into(), json!(rc_name));
+    labels.insert(os::DEPLOYER_POD_FOR_LABEL.into(), json!(rc_name));
     let mut annotations = Map::new();
-    annotations.insert(keys::DEPLOYMENT_NAME.into(), json!(rc_name));
-    annotations.insert(keys::DC_NAME.into(), json!(str_at(dc, "/metadata/name")));
+    annotations.insert(os::DEPLOYMENT_ANNOTATION.into(), json!(rc_name));
+    annotations.insert(
+        os::DEPLOYMENT_CONFIG_ANNOTATION.into(),
+        json!(str_at(dc, "/metadata/name")),
+    );
     for (from, into) in [("labels", &mut labels), ("annotations", &mut annotations)] {
         for (k, v) in strategy[from].as_object().into_iter().flatten() {
             into.entry(k.clone()).or_insert_with(|| v.clone());
@@ -426,7 +436,7 @@ impl Controller {
         self.pods
             .list_namespace(str_at(rc, "/metadata/namespace"))
             .into_iter()
-            .filter(|p| p["metadata"]["labels"][keys::DEPLOYER_POD_FOR] == name)
+            .filter(|p| p["metadata"]["labels"][os::DEPLOYER_POD_FOR_LABEL] == name)
             .collect()
     }
 
@@ -437,12 +447,12 @@ impl Controller {
             Act::CreateDeployer(pod) => match self.client.create(pods, Some(ns), pod).await {
                 Ok(made) => {
                     p.annotations.insert(
-                        keys::DEPLOYER_POD.into(),
+                        os::DEPLOYER_POD_ANNOTATION.into(),
                         json!(str_at(&made, "/metadata/name")),
                     );
                     if let Some(t) = made.pointer("/metadata/creationTimestamp") {
                         p.annotations
-                            .insert(keys::DEPLOYER_CREATED_AT.into(), t.clone());
+                            .insert(os::DEPLOYER_POD_CREATED_AT_ANNOTATION.into(), t.clone());
                     }
                     p.next = "Pending".into();
                 }
@@ -552,7 +562,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 Change::Added(rc) | Change::Updated { new: rc, .. } => rc,
                 Change::Deleted(_) => return,
             };
-            if rc["metadata"]["annotations"].get(keys::DC_NAME).is_some() {
+            if rc["metadata"]["annotations"]
+                .get(os::DEPLOYMENT_CONFIG_ANNOTATION)
+                .is_some()
+            {
                 queue.add(key_of(rc));
             }
         });
@@ -569,7 +582,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
                 Change::Added(pod) | Change::Deleted(pod) => pod,
             };
-            if let Some(rc) = pod["metadata"]["annotations"][keys::DEPLOYMENT_NAME].as_str() {
+            if let Some(rc) = pod["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION].as_str() {
                 queue.add(format!("{}/{rc}", str_at(pod, "/metadata/namespace")));
             }
         });
@@ -618,7 +631,7 @@ mod tests {
         let mut rc = deployment_for(&dc()).unwrap();
         rc["metadata"]["uid"] = json!("rc-uid");
         rc["metadata"]["creationTimestamp"] = json!("2026-11-30T12:00:00Z");
-        rc["metadata"]["annotations"][keys::PHASE] = json!(phase);
+        rc["metadata"]["annotations"][os::DEPLOYMENT_PHASE_ANNOTATION] = json!(phase);
         rc
     }
 
@@ -656,7 +669,10 @@ mod tests {
             panic!("{p:?}")
         };
         assert_eq!(made["metadata"]["name"], "web-1-deploy");
-        assert_eq!(made["metadata"]["labels"][keys::DEPLOYER_POD_FOR], "web-1");
+        assert_eq!(
+            made["metadata"]["labels"][os::DEPLOYER_POD_FOR_LABEL],
+            "web-1"
+        );
         assert_eq!(made["metadata"]["labels"]["team"], "a");
         assert_eq!(made["metadata"]["ownerReferences"][0]["uid"], "rc-uid");
         assert_eq!(made["spec"]["nodeSelector"]["disk"], "ssd");
@@ -674,10 +690,13 @@ mod tests {
         assert_eq!(p.next, "Complete");
         let after = apply(&rc("Running"), &p).unwrap();
         let a = &after["metadata"]["annotations"];
-        assert_eq!(a[keys::PHASE], "Complete");
-        assert_eq!(a[keys::REPLICAS], "2");
-        assert!(a.get(keys::DESIRED_REPLICAS).is_none());
-        assert_eq!(a[keys::DEPLOYER_COMPLETED_AT], "2026-11-30T12:00:09Z");
+        assert_eq!(a[os::DEPLOYMENT_PHASE_ANNOTATION], "Complete");
+        assert_eq!(a[os::DEPLOYMENT_REPLICAS_ANNOTATION], "2");
+        assert!(a.get(os::DESIRED_REPLICAS_ANNOTATION).is_none());
+        assert_eq!(
+            a[os::DEPLOYER_POD_COMPLETED_AT_ANNOTATION],
+            "2026-11-30T12:00:09Z"
+        );
         // A finished deployment does not move again.
         let p = plan(&after, &seen(Some(&done), 10));
         assert_eq!(apply(&after, &p), None);
@@ -691,7 +710,10 @@ mod tests {
         last.last_chance = true;
         let p = plan(&rc("Pending"), &last);
         assert_eq!(p.next, "Failed");
-        assert_eq!(p.annotations[keys::STATUS_REASON], DEPLOYER_POD_GONE);
+        assert_eq!(
+            p.annotations[os::DEPLOYMENT_STATUS_REASON_ANNOTATION],
+            DEPLOYER_POD_GONE
+        );
         assert_eq!(
             p.events[0].message,
             "Deployer pod \"web-1-deploy\" has gone missing"
@@ -699,10 +721,13 @@ mod tests {
         let p = plan(&rc("Running"), &seen(None, 2));
         assert_eq!(p.next, "Failed");
         let mut foreign = pod("Running");
-        foreign["metadata"]["annotations"][keys::DEPLOYMENT_NAME] = json!("other");
+        foreign["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION] = json!("other");
         let p = plan(&rc("New"), &seen(Some(&foreign), 2));
         assert_eq!(p.next, "Failed");
-        assert_eq!(p.annotations[keys::STATUS_REASON], UNRELATED_POD);
+        assert_eq!(
+            p.annotations[os::DEPLOYMENT_STATUS_REASON_ANNOTATION],
+            UNRELATED_POD
+        );
         let p = plan(&rc("New"), &seen(None, 61));
         assert_eq!(p.next, "Failed");
         assert_eq!(
@@ -714,7 +739,7 @@ mod tests {
     #[test]
     fn a_cancelled_deployment_loses_its_deployer_pods() {
         let mut cancelled = rc("Running");
-        cancelled["metadata"]["annotations"][keys::CANCELLED] = json!("true");
+        cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");
         let running = pod("Running");
         let p = plan(&cancelled, &seen(Some(&running), 2));
         assert_eq!(p.acts, vec![Act::DeleteDeployerPods]);
@@ -734,7 +759,7 @@ mod tests {
     #[test]
     fn the_ignore_annotation_keeps_a_deployment_new() {
         let mut rc = rc("New");
-        rc["metadata"]["annotations"][keys::IGNORE_DEPLOYER] = json!("true");
+        rc["metadata"]["annotations"][os::DEPLOYMENT_IGNORE_POD_ANNOTATION] = json!("true");
         let p = plan(&rc, &seen(None, 1));
         assert!(p.acts.is_empty());
         assert_eq!(apply(&rc, &p), None);

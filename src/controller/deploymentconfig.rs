@@ -15,29 +15,7 @@ use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, Propagation, key_of};
 use crate::registry::{Kind, Resource, catalog};
-
-/// Annotation and label names of §7.
-pub mod keys {
-    pub const DC_NAME: &str = "openshift.io/deployment-config.name";
-    pub const LATEST_VERSION: &str = "openshift.io/deployment-config.latest-version";
-    pub const ENCODED_DC: &str = "openshift.io/encoded-deployment-config";
-    pub const PHASE: &str = "openshift.io/deployment.phase";
-    pub const DESIRED_REPLICAS: &str = "kubectl.kubernetes.io/desired-replicas";
-    pub const REPLICAS: &str = "openshift.io/deployment.replicas";
-    pub const STATUS_REASON: &str = "openshift.io/deployment.status-reason";
-    pub const CANCELLED: &str = "openshift.io/deployment.cancelled";
-    pub const DEPLOYER_POD: &str = "openshift.io/deployer-pod.name";
-    pub const DEPLOYER_CREATED_AT: &str = "openshift.io/deployer-pod.created-at";
-    pub const DEPLOYER_STARTED_AT: &str = "openshift.io/deployer-pod.started-at";
-    pub const DEPLOYER_COMPLETED_AT: &str = "openshift.io/deployer-pod.completed-at";
-    pub const IGNORE_DEPLOYER: &str = "deploy.openshift.io/deployer-pod.ignore";
-    pub const DEPLOYMENT_NAME: &str = "openshift.io/deployment.name";
-    pub const DEPLOYER_POD_FOR: &str = "openshift.io/deployer-pod-for.name";
-    pub const DEPLOYER_POD_TYPE: &str = "openshift.io/deployer-pod.type";
-    /// Labels of the pods of a deployment.
-    pub const POD_DC: &str = "deploymentconfig";
-    pub const POD_DEPLOYMENT: &str = "deployment";
-}
+use crate::types::openshift as os;
 
 pub const NEWER_RUNNING: &str = "newer deployment was found running";
 
@@ -51,14 +29,12 @@ fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
 
 /// The version a deployment was made for (its latest-version annotation; 0 if none).
 pub fn version_of(rc: &Value) -> i64 {
-    annotation(rc, keys::LATEST_VERSION)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    os::deployment_version(rc)
 }
 
 /// A deployment's phase (`New` when it has none).
-pub fn phase_of(rc: &Value) -> &str {
-    annotation(rc, keys::PHASE).unwrap_or("New")
+pub fn phase_of(rc: &Value) -> &'static str {
+    os::deployment_phase(rc).as_str()
 }
 
 pub fn is_finished(rc: &Value) -> bool {
@@ -67,24 +43,13 @@ pub fn is_finished(rc: &Value) -> bool {
 
 /// Marked cancelled (`true` in any case).
 pub fn is_cancelled(rc: &Value) -> bool {
-    annotation(rc, keys::CANCELLED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
-
-/// The name of a DC's deployment for version `n` (§8).
-pub fn deployment_name(dc: &str, n: i64) -> String {
-    format!("{dc}-{n}")
+    annotation(rc, os::DEPLOYMENT_CANCELLED_ANNOTATION)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The DC encoded in a deployment when it was made.
 pub fn decode_dc(rc: &Value) -> Result<Value, String> {
-    let raw = annotation(rc, keys::ENCODED_DC).ok_or_else(|| {
-        format!(
-            "deployment {} has no {} annotation",
-            str_at(rc, "/metadata/name"),
-            keys::ENCODED_DC
-        )
-    })?;
-    serde_json::from_str(raw).map_err(|e| format!("decode the deployment config: {e}"))
+    os::decode_config(rc)
 }
 
 fn int(v: &Value, p: &str) -> i64 {
@@ -96,29 +61,38 @@ pub fn deployment_for(dc: &Value) -> Result<Value, String> {
     let name = str_at(dc, "/metadata/name");
     let ns = str_at(dc, "/metadata/namespace");
     let version = int(dc, "/status/latestVersion");
-    let rc_name = deployment_name(name, version);
+    let rc_name = os::deployment_name(name, version);
     let encoded = serde_json::to_string(dc).map_err(|e| e.to_string())?;
     let mut labels = dc["metadata"]["labels"]
         .as_object()
         .cloned()
         .unwrap_or_default();
-    labels.insert(keys::DC_NAME.into(), json!(name));
+    labels.insert(os::DEPLOYMENT_CONFIG_ANNOTATION.into(), json!(name));
     let mut annotations = Map::new();
-    annotations.insert(keys::DC_NAME.into(), json!(name));
-    annotations.insert(keys::ENCODED_DC.into(), json!(encoded));
-    annotations.insert(keys::PHASE.into(), json!("New"));
-    annotations.insert(keys::LATEST_VERSION.into(), json!(version.to_string()));
+    annotations.insert(os::DEPLOYMENT_CONFIG_ANNOTATION.into(), json!(name));
     annotations.insert(
-        keys::DESIRED_REPLICAS.into(),
+        os::DEPLOYMENT_ENCODED_CONFIG_ANNOTATION.into(),
+        json!(encoded),
+    );
+    annotations.insert(os::DEPLOYMENT_PHASE_ANNOTATION.into(), json!("New"));
+    annotations.insert(
+        os::DEPLOYMENT_VERSION_ANNOTATION.into(),
+        json!(version.to_string()),
+    );
+    annotations.insert(
+        os::DESIRED_REPLICAS_ANNOTATION.into(),
         json!(int(dc, "/spec/replicas").to_string()),
     );
-    annotations.insert(keys::REPLICAS.into(), json!("0"));
+    annotations.insert(os::DEPLOYMENT_REPLICAS_ANNOTATION.into(), json!("0"));
     let message = str_at(dc, "/status/details/message");
     if !message.is_empty() {
-        annotations.insert(keys::STATUS_REASON.into(), json!(message));
+        annotations.insert(
+            os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(),
+            json!(message),
+        );
     }
-    if let Some(v) = dc["metadata"]["annotations"].get(keys::IGNORE_DEPLOYER) {
-        annotations.insert(keys::IGNORE_DEPLOYER.into(), v.clone());
+    if let Some(v) = dc["metadata"]["annotations"].get(os::DEPLOYMENT_IGNORE_POD_ANNOTATION) {
+        annotations.insert(os::DEPLOYMENT_IGNORE_POD_ANNOTATION.into(), v.clone());
     }
     let mut template = dc["spec"]["template"].clone();
     if !template.is_object() {
@@ -129,16 +103,16 @@ pub fn deployment_for(dc: &Value) -> Result<Value, String> {
         .cloned()
         .unwrap_or_default();
     for (k, v) in [
-        (keys::POD_DC, name),
-        (keys::POD_DEPLOYMENT, rc_name.as_str()),
+        (os::DEPLOYMENT_CONFIG_POD_LABEL, name),
+        (os::DEPLOYMENT_POD_LABEL, rc_name.as_str()),
     ] {
         selector.insert(k.into(), json!(v));
         template["metadata"]["labels"][k] = json!(v);
     }
     for (k, v) in [
-        (keys::DEPLOYMENT_NAME, rc_name.clone()),
-        (keys::DC_NAME, name.to_string()),
-        (keys::LATEST_VERSION, version.to_string()),
+        (os::DEPLOYMENT_ANNOTATION, rc_name.clone()),
+        (os::DEPLOYMENT_CONFIG_ANNOTATION, name.to_string()),
+        (os::DEPLOYMENT_VERSION_ANNOTATION, version.to_string()),
     ] {
         template["metadata"]["annotations"][k] = json!(v);
     }
@@ -616,7 +590,10 @@ impl Controller {
         let uid = str_at(dc, "/metadata/uid");
         let mut owned = Vec::new();
         for rc in self.rcs.list_namespace(ns) {
-            let matches = labels_of(&rc).get(keys::DC_NAME).map(String::as_str) == Some(name);
+            let matches = labels_of(&rc)
+                .get(os::DEPLOYMENT_CONFIG_ANNOTATION)
+                .map(String::as_str)
+                == Some(name);
             let rc_name = str_at(&rc, "/metadata/name");
             if controlled_by(&rc, uid).is_some() {
                 if matches {
@@ -702,7 +679,7 @@ impl Controller {
             let ns = str_at(rc, "/metadata/namespace");
             let name = str_at(rc, "/metadata/name");
             let patch = json!({"metadata": {"annotations": {
-                keys::CANCELLED: "true", keys::STATUS_REASON: NEWER_RUNNING}}});
+                os::DEPLOYMENT_CANCELLED_ANNOTATION: "true", os::DEPLOYMENT_STATUS_REASON_ANNOTATION: NEWER_RUNNING}}});
             match self
                 .client
                 .patch(Self::rcs_res(), Some(ns), name, &Patch::Merge(patch))
@@ -857,7 +834,9 @@ impl Controller {
                 let uid = str_at(dc, "/metadata/uid");
                 if controlled_by(&existing, uid).is_some()
                     || (!has_controller(&existing)
-                        && labels_of(&existing).get(keys::DC_NAME).map(String::as_str)
+                        && labels_of(&existing)
+                            .get(os::DEPLOYMENT_CONFIG_ANNOTATION)
+                            .map(String::as_str)
                             == Some(name))
                 {
                     // Ours (or ours to adopt): the caches have not caught up yet.
@@ -986,7 +965,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
                 Change::Added(rc) | Change::Deleted(rc) => rc,
             };
-            let Some(dc) = rc["metadata"]["annotations"][keys::DC_NAME].as_str() else {
+            let Some(dc) = rc["metadata"]["annotations"][os::DEPLOYMENT_CONFIG_ANNOTATION].as_str()
+            else {
                 return;
             };
             let key = format!("{}/{dc}", str_at(rc, "/metadata/namespace"));
@@ -1050,7 +1030,7 @@ mod tests {
         let mut d = dc();
         d["status"]["latestVersion"] = json!(version);
         let mut rc = deployment_for(&d).unwrap();
-        rc["metadata"]["annotations"][keys::PHASE] = json!(phase);
+        rc["metadata"]["annotations"][os::DEPLOYMENT_PHASE_ANNOTATION] = json!(phase);
         rc["spec"]["replicas"] = json!(replicas);
         rc["status"] = json!({"replicas": replicas, "readyReplicas": replicas,
                               "availableReplicas": replicas});
@@ -1061,14 +1041,17 @@ mod tests {
     fn the_deployment_of_a_version_is_the_dc_at_that_version() {
         let rc = deployment_for(&dc()).unwrap();
         assert_eq!(rc["metadata"]["name"], "web-2");
-        assert_eq!(rc["metadata"]["labels"][keys::DC_NAME], "web");
+        assert_eq!(
+            rc["metadata"]["labels"][os::DEPLOYMENT_CONFIG_ANNOTATION],
+            "web"
+        );
         assert_eq!(rc["metadata"]["labels"]["app"], "web");
         let a = &rc["metadata"]["annotations"];
-        assert_eq!(a[keys::PHASE], "New");
-        assert_eq!(a[keys::LATEST_VERSION], "2");
-        assert_eq!(a[keys::DESIRED_REPLICAS], "3");
-        assert_eq!(a[keys::REPLICAS], "0");
-        assert_eq!(a[keys::STATUS_REASON], "config change");
+        assert_eq!(a[os::DEPLOYMENT_PHASE_ANNOTATION], "New");
+        assert_eq!(a[os::DEPLOYMENT_VERSION_ANNOTATION], "2");
+        assert_eq!(a[os::DESIRED_REPLICAS_ANNOTATION], "3");
+        assert_eq!(a[os::DEPLOYMENT_REPLICAS_ANNOTATION], "0");
+        assert_eq!(a[os::DEPLOYMENT_STATUS_REASON_ANNOTATION], "config change");
         assert_eq!(decode_dc(&rc).unwrap(), dc());
         assert_eq!(rc["spec"]["replicas"], 0);
         assert_eq!(
@@ -1077,7 +1060,10 @@ mod tests {
         );
         let t = &rc["spec"]["template"];
         assert_eq!(t["metadata"]["labels"]["deployment"], "web-2");
-        assert_eq!(t["metadata"]["annotations"][keys::DEPLOYMENT_NAME], "web-2");
+        assert_eq!(
+            t["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION],
+            "web-2"
+        );
         assert_eq!(t["spec"]["containers"][0]["image"], "img:1");
         let owner = &rc["metadata"]["ownerReferences"][0];
         assert_eq!(
@@ -1173,7 +1159,7 @@ mod tests {
             "NewReplicationControllerAvailable"
         );
         let mut cancelled = rc(2, "Failed", 0);
-        cancelled["metadata"]["annotations"][keys::CANCELLED] = json!("True");
+        cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("True");
         let st = compute_status(&dc(), &[cancelled], false, None, NOW);
         assert_eq!(cond(&st, "Progressing")["reason"], "RolloutCancelled");
         assert!(st.get("observedGeneration").is_none());

@@ -44,6 +44,9 @@ pub struct Config {
     pub eviction_timeout: Duration,
     /// Events are deleted this long after they were last seen.
     pub event_ttl: Duration,
+    /// Run the DeploymentConfig and deployer controllers (off only for tests that play
+    /// them, to check the deployer process alone).
+    pub deployments: bool,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             node_grace: Duration::from_secs(40),
             eviction_timeout: Duration::from_secs(300),
             event_ttl: Duration::from_secs(3600),
+            deployments: true,
         }
     }
 }
@@ -83,8 +87,10 @@ impl Context {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Each controller registers its informer handlers before any informer runs, so none
     // misses the first list.
-    deploymentconfig::start(ctx, sup);
-    deployer::start(ctx, sup);
+    if ctx.config.deployments {
+        deploymentconfig::start(ctx, sup);
+        deployer::start(ctx, sup);
+    }
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
     namespace::start(ctx, sup);

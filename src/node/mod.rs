@@ -54,6 +54,9 @@ pub struct Config {
     /// Images that are commands of berth's own: a container of one of these images
     /// without a `command` runs the command given here (the deployer image, say).
     pub builtin_images: Vec<(String, Vec<String>)>,
+    /// A directory put first on the PATH of containers of built-in images (it holds
+    /// berth's other names, such as `openshift-deploy`).
+    pub builtin_bin: Option<PathBuf>,
     /// The first restart delay of a crashing container (CrashLoopBackOff), doubled up to
     /// `backoff_max`; a run longer than twice the maximum forgets the back-off.
     pub backoff_initial: Duration,
@@ -87,6 +90,7 @@ impl Config {
             data_dir: PathBuf::from("/"),
             api: None,
             builtin_images: Vec::new(),
+            builtin_bin: None,
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             retry_after: Duration::from_secs(10),

@@ -334,24 +334,34 @@ impl<R: Runtime + Clone> Worker<R> {
 
     async fn start(&mut self, pod: &Value, c: &Value, attempt: u32) -> Result<(), Waiting> {
         let name = c["name"].as_str().unwrap_or("");
-        let env = self.env(pod, c).await.map_err(|message| Waiting {
+        let mut env = self.env(pod, c).await.map_err(|message| Waiting {
             reason: "CreateContainerConfigError".into(),
             message,
         })?;
         let mut argv: Vec<String> = Vec::new();
         let no_command = c["command"].as_array().is_none_or(Vec::is_empty);
-        // Images are not pulled; the built-in ones are commands of berth's own.
-        let builtin = no_command
-            .then(|| {
-                let image = c["image"].as_str().unwrap_or("").trim();
-                self.shared
-                    .config
-                    .builtin_images
-                    .iter()
-                    .find(|(i, _)| i == image)
-                    .map(|(_, argv)| argv.clone())
-            })
-            .flatten();
+        // Images are not pulled; the built-in ones are commands of berth's own, whose
+        // other names (`openshift-deploy`) are on their PATH.
+        let image = c["image"].as_str().unwrap_or("").trim();
+        let builtin_image = self
+            .shared
+            .config
+            .builtin_images
+            .iter()
+            .find(|(i, _)| i == image);
+        if let (Some(_), Some(dir)) = (builtin_image, &self.shared.config.builtin_bin) {
+            let dir = dir.display().to_string();
+            match env.iter_mut().rev().find(|(k, _)| k == "PATH") {
+                Some((_, path)) => *path = format!("{dir}:{path}"),
+                None => env.push((
+                    "PATH".into(),
+                    format!("{dir}:{}", crate::runtime::DEFAULT_PATH),
+                )),
+            }
+        }
+        let builtin = builtin_image
+            .filter(|_| no_command)
+            .map(|(_, argv)| argv.clone());
         if let Some(cmd) = &builtin {
             argv.extend(cmd.iter().cloned());
         }

@@ -668,48 +668,35 @@ async fn the_log_subresource_explains_what_is_missing() {
 }
 
 #[tokio::test]
-async fn the_log_of_a_running_deployment_is_its_deployer_pods_log() {
-    // A node agent runs the pods; no controller acts on the DC.
-    let s = TestServer::start_with(|c| {
-        c.run_controllers = false;
-        c.node = Some(crate::node::node_settings("test-node", |_| {}));
-    })
-    .await;
-    create(&s, dc("web", "busybox")).await;
-    let (_, d1) = instantiate(&s, "web", json!({"name": "web", "force": true})).await;
-    s.post(RCS, deployment(&d1, 1, "Running")).await;
-    let (code, p) = s
-        .post(
-            crate::node::PODS,
-            crate::node::pod("web-1-deploy", "Never", "echo deploying web-1; sleep 60"),
-        )
-        .await;
-    assert_eq!(code, 201, "{p}");
-    crate::node::pod_until(&s, "web-1-deploy", "the deployer runs", |p| {
-        p["status"]["phase"] == "Running"
-    })
-    .await;
-    let text = crate::support::eventually(20, "the deployer's log", || async {
-        let (code, text) = dc_log(&s, "web", "?version=1").await;
-        if code == 200 && text.contains("deploying") {
-            Ok(text)
-        } else {
-            Err(format!("{code} {text}"))
+async fn the_log_of_a_deployment_is_its_deployer_pods_then_an_application_pods() {
+    // The whole machinery: controllers, a node agent, a real deployer process.
+    let s = crate::node::server().await;
+    let mut web = dc("web", "busybox");
+    web["spec"]["replicas"] = json!(1);
+    web["spec"]["template"]["spec"]["containers"][0]["command"] =
+        json!(["sh", "-c", "echo hello; exec sleep 9711"]);
+    create(&s, web).await;
+    crate::support::eventually(60, "version 1 completes", || async {
+        let (_, rc) = s.get(&format!("{RCS}/web-1")).await;
+        match rc["metadata"]["annotations"]["openshift.io/deployment.phase"].as_str() {
+            Some("Complete") => Ok(()),
+            other => Err(format!("{other:?}")),
         }
     })
     .await;
-    assert_eq!(text, "deploying web-1\n");
-
-    // Once complete, the log is an application pod's (the replication manager makes it).
-    let (code, rc) = s
-        .patch(
-            &format!("{RCS}/web-1"),
-            MERGE,
-            json!({"metadata": {"annotations": {"openshift.io/deployment.phase": "Complete"}},
-                   "spec": {"replicas": 1}}),
+    let deployer = s
+        .req(
+            reqwest::Method::GET,
+            &format!("{}/web-1-deploy/log", crate::node::PODS),
         )
-        .await;
-    assert_eq!(code, 200, "{rc}");
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(deployer.contains("--> Success"), "{deployer}");
+    // Complete: the log is an application pod's.
     let text = crate::support::eventually(30, "an application pod's log", || async {
         let (code, text) = dc_log(&s, "web", "").await;
         if code == 200 && text == "hello\n" {
@@ -720,19 +707,9 @@ async fn the_log_of_a_running_deployment_is_its_deployer_pods_log() {
     })
     .await;
     assert_eq!(text, "hello\n");
-    s.patch(
-        &format!("{RCS}/web-1"),
-        MERGE,
-        json!({"spec": {"replicas": 0}}),
-    )
-    .await;
-    crate::support::eventually(30, "the application pod is gone", || async {
-        let (_, list) = s
-            .get(&format!(
-                "{}?labelSelector=deployment%3Dweb-1",
-                crate::node::PODS
-            ))
-            .await;
+    s.delete(&format!("{DCS}/web")).await;
+    crate::support::eventually(60, "the DC's pods are gone", || async {
+        let (_, list) = s.get(crate::node::PODS).await;
         if list["items"].as_array().is_some_and(Vec::is_empty) {
             Ok(())
         } else {
@@ -740,23 +717,6 @@ async fn the_log_of_a_running_deployment_is_its_deployer_pods_log() {
         }
     })
     .await;
-    let (code, _) = s
-        .delete(&format!(
-            "{}/web-1-deploy?gracePeriodSeconds=0",
-            crate::node::PODS
-        ))
-        .await;
-    assert_eq!(code, 200);
-    crate::support::eventually(30, "the deployer pod is gone", || async {
-        let (code, p) = s.get(&format!("{}/web-1-deploy", crate::node::PODS)).await;
-        if code == 404 {
-            Ok(())
-        } else {
-            Err(p["status"].to_string())
-        }
-    })
-    .await;
-    s.stop().await;
 }
 
 /// `deployment(...)` owned by `dc` as the DC controller makes it (§9).

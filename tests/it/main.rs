@@ -5,6 +5,7 @@ mod accounts;
 mod api;
 mod cli;
 mod client;
+mod deployer;
 mod deploymentconfigs;
 mod exec;
 mod gc;

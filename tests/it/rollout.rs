@@ -76,10 +76,7 @@ async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
 
 async fn deployer_log(s: &TestServer, rc: &str) -> String {
     let resp = s
-        .req(
-            reqwest::Method::GET,
-            &format!("{PODS}/{rc}-deploy/log"),
-        )
+        .req(reqwest::Method::GET, &format!("{PODS}/{rc}-deploy/log"))
         .send()
         .await
         .unwrap();
@@ -169,7 +166,10 @@ async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
     assert_eq!(code, 201, "{out}");
     let done = deployment_ends(&s, "deployment-simple-1", "Complete").await;
     let a = &done["metadata"]["annotations"];
-    assert_eq!(a["openshift.io/deployment-config.name"], "deployment-simple");
+    assert_eq!(
+        a["openshift.io/deployment-config.name"],
+        "deployment-simple"
+    );
     assert_eq!(a["openshift.io/deployment.replicas"], "1");
     assert_eq!(done["spec"]["replicas"], 1);
     let owner = &done["metadata"]["ownerReferences"][0];
@@ -184,7 +184,9 @@ async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
     let d = eventually(30, "the DC status", || async {
         let d = dc(&s, "deployment-simple").await;
         let p = condition(&d, "Progressing");
-        if d["status"]["availableReplicas"] == 1 && p["reason"] == "NewReplicationControllerAvailable" {
+        if d["status"]["availableReplicas"] == 1
+            && p["reason"] == "NewReplicationControllerAvailable"
+        {
             Ok(d)
         } else {
             Err(d["status"].to_string())
@@ -195,7 +197,10 @@ async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
     assert_eq!(d["status"]["replicas"], 1);
     assert_eq!(d["status"]["updatedReplicas"], 1);
     assert_eq!(d["status"]["unavailableReplicas"], 0);
-    assert_eq!(d["status"]["observedGeneration"], d["metadata"]["generation"]);
+    assert_eq!(
+        d["status"]["observedGeneration"],
+        d["metadata"]["generation"]
+    );
     assert_eq!(
         condition(&d, "Available")["message"],
         "Deployment config has minimum availability."
@@ -207,7 +212,9 @@ async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
     let log = deployer_log(&s, "deployment-simple-1").await;
     assert!(log.trim_end().ends_with("--> Success"), "{log}");
     let (_, pods) = s
-        .get(&format!("{PODS}?labelSelector=deployment%3Ddeployment-simple-1"))
+        .get(&format!(
+            "{PODS}?labelSelector=deployment%3Ddeployment-simple-1"
+        ))
         .await;
     assert_eq!(pods["items"].as_array().unwrap().len(), 1, "{pods}");
 
@@ -359,4 +366,68 @@ async fn config_changes_in_a_row_keep_the_invariants_and_the_last_one_wins() {
         () = changes => {}
     }
     delete_dc(&s, "stress").await;
+}
+
+#[tokio::test]
+async fn a_custom_strategy_calls_openshift_deploy_in_stages() {
+    let s = server().await;
+    let mut d = simple("custom-deployment", "7956");
+    d["spec"]["replicas"] = json!(2);
+    d["spec"]["strategy"] = json!({
+        "type": "Rolling",
+        "rollingParams": {"pre": {"failurePolicy": "Abort", "execNewPod": {
+            "containerName": "myapp", "command": ["/bin/echo", "test pre hook executed"]}}},
+        "customParams": {"command": ["/bin/sh", "-c",
+            "set -e; openshift-deploy --until=50%; echo Halfway; openshift-deploy; echo Finished"]},
+    });
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    deployment_ends(&s, "custom-deployment-1", "Complete").await;
+    let log = deployer_log(&s, "custom-deployment-1").await;
+    let mut at = 0;
+    for line in [
+        "--> pre: Running hook pod ...",
+        "test pre hook executed",
+        "--> Scaling custom-deployment-1 to 2",
+        "--> Reached 50%",
+        "Halfway",
+        "--> Success",
+        "Finished",
+    ] {
+        let found = log[at..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} in order in:\n{log}"));
+        at += found + line.len();
+    }
+    delete_dc(&s, "custom-deployment").await;
+}
+
+#[tokio::test]
+async fn a_test_deployment_rolls_out_then_keeps_no_replicas() {
+    let s = server().await;
+    let mut d = simple("deployment-test", "7957");
+    d["spec"]["replicas"] = json!(2);
+    d["spec"]["test"] = json!(true);
+    d["spec"]["strategy"]["rollingParams"] = json!({"pre": {"failurePolicy": "Abort",
+        "execNewPod": {"containerName": "myapp", "command": ["/bin/echo", "test pre hook executed"]}}});
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    deployment_ends(&s, "deployment-test-1", "Complete").await;
+    let log = deployer_log(&s, "deployment-test-1").await;
+    for line in ["deployment-test-1 to 2", "--> pre: Success", "--> Success"] {
+        assert!(log.contains(line), "{line:?} in:\n{log}");
+    }
+    eventually(30, "the test deployment keeps no replicas", || async {
+        let (_, rc) = rc(&s, "deployment-test-1").await;
+        if rc["spec"]["replicas"] == 0 && rc["status"]["replicas"].as_i64().unwrap_or(0) == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} / {}",
+                rc["spec"]["replicas"], rc["status"]["replicas"]
+            ))
+        }
+    })
+    .await;
+    delete_dc(&s, "deployment-test").await;
 }

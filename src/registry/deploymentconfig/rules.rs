@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{DEPLOYMENT_CONFIG_LABEL, deployment_name};
+use super::{DEPLOYMENT_CONFIG_POD_LABEL, deployment_name};
 use crate::registry::Cause;
 use crate::registry::strategy::{default_pod_spec, validate_pod_spec};
 use crate::types::names;
@@ -788,7 +788,7 @@ pub fn scale_selector(dc: &Value) -> std::collections::BTreeMap<String, String> 
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    sel.insert(DEPLOYMENT_CONFIG_LABEL.into(), name.into());
+    sel.insert(DEPLOYMENT_CONFIG_POD_LABEL.into(), name.into());
     sel
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ENCODED_CONFIG_ANNOTATION, GROUP, deployment_name};
+use super::{GROUP, decode_config, deployment_name};
 use crate::registry::catalog::{self, Kind};
 use crate::registry::{Cause, Error, Part, Registry, Result, WriteOptions, parse};
 use crate::types::names;
@@ -78,12 +78,6 @@ fn body_name(
         )));
     }
     Ok(name.to_string())
-}
-
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
 }
 
 fn latest_version(dc: &Value) -> i64 {
@@ -349,17 +343,6 @@ fn parse_rollback(body: &Value) -> RollbackRequest {
         include_replication_meta: flag("includeReplicationMeta"),
         include_strategy: flag("includeStrategy"),
     }
-}
-
-/// The DC stored in an RC's encoded-config annotation (§7.2).
-pub fn decode_config(rc: &Value) -> Result<Value, String> {
-    let text = annotation(rc, ENCODED_CONFIG_ANNOTATION)
-        .ok_or_else(|| format!("annotation {ENCODED_CONFIG_ANNOTATION} is missing"))?;
-    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    if !v.is_object() {
-        return Err("the encoded deployment config is not an object".into());
-    }
-    Ok(v)
 }
 
 /// §6.2 steps 5–7.
