@@ -157,7 +157,11 @@ check "patch dc (strategic merge by default)" "deploymentconfig.apps.openshift.i
 check "the patch merged the container by name" "^registry.example/hello:2 sleep$" k get dc hello-dc -o jsonpath='{.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].command[0]}'
 check "label dc" "deploymentconfig.apps.openshift.io/hello-dc labeled" k label dc hello-dc tier=fe
 check "get dc shows the table" "^NAME +REVISION +DESIRED +CURRENT +TRIGGERED BY" k get dc
-check "get dc shows the row" "^hello-dc +0 +2 +0 +config$" k get dc
+check "the DC controller rolls the changes out" "condition met" k wait --for=jsonpath='{.status.conditions[?(@.type=="Progressing")].reason}'=NewReplicationControllerAvailable dc/hello-dc --timeout=60s
+check "all of its replicas are available" "condition met" k wait --for=jsonpath='{.status.availableReplicas}'=2 dc/hello-dc --timeout=60s
+check "get dc shows the row" "^hello-dc +[2-9] +2 +2 +config$" k get dc
+check "the first deployer pod's log" "^--> Success$" k logs pod/hello-dc-1-deploy
+check "the deployments are RCs of the DC" "^hello-dc-1 +0 +0 +0" k get rc -l openshift.io/deployment-config.name=hello-dc
 check "get all includes deployment configs" "deploymentconfig.apps.openshift.io/hello-dc" k get all
 check "scale dc" "deploymentconfig.apps.openshift.io/hello-dc scaled" k scale dc/hello-dc --replicas=3
 check "the scale is stored" "^3$" k get dc hello-dc -o jsonpath='{.spec.replicas}'
