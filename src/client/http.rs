@@ -329,18 +329,23 @@ impl Http {
                 Method::GET,
                 &Self::object_path(res, Some(ns), pod, Some("log")),
             )
-            .query(&q)
-            .send()
-            .await
-            .map_err(transport)?;
+            .query(&q);
+        let resp = Self::streamed(resp).await?;
+        Ok(LogStream {
+            body: Box::pin(resp.bytes_stream()),
+        })
+    }
+
+    /// Sends a request whose answer streams: the response when it succeeded, else the
+    /// error its `Status` stands for.
+    async fn streamed(req: RequestBuilder) -> Result<reqwest::Response> {
+        let resp = req.send().await.map_err(transport)?;
         let code = resp.status();
         if !code.is_success() {
             let body = resp.bytes().await.map_err(transport)?;
             return Err(status_error(code, &body));
         }
-        Ok(LogStream {
-            body: Box::pin(resp.bytes_stream()),
-        })
+        Ok(resp)
     }
 
     pub(super) async fn watch(
@@ -362,15 +367,8 @@ impl Http {
         }
         let resp = self
             .request(Method::GET, &collection_path(res, ns))
-            .query(&q)
-            .send()
-            .await
-            .map_err(transport)?;
-        let code = resp.status();
-        if !code.is_success() {
-            let body = resp.bytes().await.map_err(transport)?;
-            return Err(status_error(code, &body));
-        }
+            .query(&q);
+        let resp = Self::streamed(resp).await?;
         Ok(Events {
             body: Box::pin(resp.bytes_stream()),
             buf: BytesMut::new(),

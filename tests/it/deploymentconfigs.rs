@@ -602,13 +602,7 @@ async fn rollback_returns_the_old_template_and_a_put_stores_it() {
 }
 
 async fn dc_log(s: &TestServer, name: &str, query: &str) -> (u16, String) {
-    let resp = s
-        .req(reqwest::Method::GET, &format!("{DCS}/{name}/log{query}"))
-        .send()
-        .await
-        .unwrap();
-    let code = resp.status().as_u16();
-    (code, resp.text().await.unwrap())
+    s.text(&format!("{DCS}/{name}/log{query}")).await
 }
 
 #[tokio::test]
@@ -684,17 +678,9 @@ async fn the_log_of_a_deployment_is_its_deployer_pods_then_an_application_pods()
         }
     })
     .await;
-    let deployer = s
-        .req(
-            reqwest::Method::GET,
-            &format!("{}/web-1-deploy/log", crate::node::PODS),
-        )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, deployer) = s
+        .text(&format!("{}/web-1-deploy/log", crate::node::PODS))
+        .await;
     assert!(deployer.contains("--> Success"), "{deployer}");
     // Complete: the log is an application pod's.
     let text = crate::support::eventually(30, "an application pod's log", || async {

@@ -320,13 +320,7 @@ async fn the_environment_is_resolved_and_missing_references_are_config_errors() 
 }
 
 async fn log(s: &TestServer, name: &str, query: &str) -> (u16, String) {
-    let resp = s
-        .req(reqwest::Method::GET, &format!("{PODS}/{name}/log{query}"))
-        .send()
-        .await
-        .unwrap();
-    let code = resp.status().as_u16();
-    (code, resp.text().await.unwrap())
+    s.text(&format!("{PODS}/{name}/log{query}")).await
 }
 
 #[tokio::test]

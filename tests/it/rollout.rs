@@ -75,12 +75,7 @@ async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
 }
 
 async fn deployer_log(s: &TestServer, rc: &str) -> String {
-    let resp = s
-        .req(reqwest::Method::GET, &format!("{PODS}/{rc}-deploy/log"))
-        .send()
-        .await
-        .unwrap();
-    resp.text().await.unwrap()
+    s.text(&format!("{PODS}/{rc}-deploy/log")).await.1
 }
 
 /// Deletes a DC and waits until it, its deployments and their pods are gone.

@@ -143,6 +143,13 @@ impl TestServer {
         (code, v)
     }
 
+    /// A GET whose answer is text (logs), with its status code.
+    pub async fn text(&self, path: &str) -> (u16, String) {
+        let resp = self.req(reqwest::Method::GET, path).send().await.unwrap();
+        let code = resp.status().as_u16();
+        (code, resp.text().await.unwrap())
+    }
+
     pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
         self.call(reqwest::Method::GET, path, None).await
     }
