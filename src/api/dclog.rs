@@ -192,14 +192,7 @@ async fn application_log(
     rc: &Value,
     q: &Query,
 ) -> Result<Response, Error> {
-    let map = rc
-        .pointer("/spec/selector")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-        .collect();
-    let selector = labels::Selector::from_map(&map);
+    let selector = labels::Selector::from_map(&labels::map_at(rc, "/spec/selector"));
     let best = wait_for(state, Kind::Pod, ns, "", selector, |pods| {
         pods.iter().min_by_key(|p| pod_rank(p)).cloned()
     })

@@ -702,16 +702,7 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
         let map = registry::deploymentconfig::rules::scale_selector(&v);
         labels::Selector::from_map(&map).to_string()
     } else {
-        v.pointer("/spec/selector")
-            .and_then(Value::as_object)
-            .map(|m| {
-                let map = m
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect();
-                labels::Selector::from_map(&map).to_string()
-            })
-            .unwrap_or_default()
+        labels::Selector::from_map(&labels::map_at(&v, "/spec/selector")).to_string()
     };
     let scale = json!({
         "kind": "Scale",

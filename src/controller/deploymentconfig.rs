@@ -534,14 +534,7 @@ pub fn has_unresolved_image(dc: &Value) -> bool {
 
 /// Labels as a map, for selectors.
 pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
-    obj["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::types::labels::map_at(obj, "/metadata/labels")
 }
 
 /// The DeploymentConfig resource, when the API serves it.

@@ -83,14 +83,7 @@ struct Manager {
 }
 
 fn labels_of(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
-    obj.pointer(pointer)
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+    labels::map_at(obj, pointer)
 }
 
 fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {

@@ -5,6 +5,19 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+/// The string map at `pointer` of an object (labels, a selector); absent or non-string
+/// values are left out.
+pub fn map_at(obj: &serde_json::Value, pointer: &str) -> BTreeMap<String, String> {
+    obj.pointer(pointer)
+        .and_then(serde_json::Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Requirement {

@@ -777,13 +777,7 @@ pub fn validate_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
 
 /// §6.4: the pods a DC's Scale selects: its selector plus `deploymentconfig=<dc>`.
 pub fn scale_selector(dc: &Value) -> std::collections::BTreeMap<String, String> {
-    let mut sel: std::collections::BTreeMap<String, String> = dc
-        .pointer("/spec/selector")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-        .collect();
+    let mut sel = crate::types::labels::map_at(dc, "/spec/selector");
     let name = dc
         .pointer("/metadata/name")
         .and_then(Value::as_str)
