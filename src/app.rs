@@ -168,7 +168,9 @@ fn admin_token(data_dir: &Path) -> Result<String, Error> {
         context: "generate the admin token".into(),
         source: std::io::Error::other(e.to_string()),
     })?;
-    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+    // Letters and digits only: a token that began with '-' would read as an option on
+    // command lines (`--token -x...`).
+    let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     tls::write_private(&path, format!("{token}\n").as_bytes())?;
     Ok(token)
 }

@@ -140,7 +140,7 @@ async fn deploy(s: &TestServer, rc: &str, args: &[&str]) -> Run {
         Duration::from_secs(180),
         tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
             .arg("deploy")
-            .args(["--server", &s.url, "--token", &s.token])
+            .args(["--server", &s.url, &format!("--token={}", s.token)])
             .arg("--ca")
             .arg(&ca)
             .args(["--namespace", NS, "--deployment", rc])
