@@ -426,3 +426,144 @@ async fn a_test_deployment_rolls_out_then_keeps_no_replicas() {
     .await;
     delete_dc(&s, "deployment-test").await;
 }
+
+#[tokio::test]
+async fn deployments_are_released_and_adopted_by_their_label() {
+    let s = server().await;
+    let mut d = simple("deployment-simple", "7958");
+    d["spec"]["replicas"] = json!(3);
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    let done = deployment_ends(&s, "deployment-simple-1", "Complete").await;
+    let owner = &done["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["apiVersion"], "apps.openshift.io/v1");
+    assert_eq!(owner["blockOwnerDeletion"], true);
+    let label = |value: &str| json!({"metadata": {"labels": {"openshift.io/deployment-config.name": value}}});
+    let path = format!("{RCS}/deployment-simple-1");
+    let patch = |v: Value| s.patch(&path, "application/merge-patch+json", v);
+    let (code, out) = patch(label("deployment-simple-detached")).await;
+    assert_eq!(code, 200, "{out}");
+    eventually(30, "released", || async {
+        let (_, rc) = rc(&s, "deployment-simple-1").await;
+        let d = dc(&s, "deployment-simple").await;
+        let owned = rc["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|o| o["controller"] == true));
+        if !owned
+            && d["status"]["availableReplicas"] == 0
+            && d["status"]["unavailableReplicas"] == 0
+        {
+            Ok(())
+        } else {
+            Err(format!("{} {}", rc["metadata"], d["status"]))
+        }
+    })
+    .await;
+    let (code, out) = patch(label("deployment-simple")).await;
+    assert_eq!(code, 200, "{out}");
+    eventually(30, "adopted again", || async {
+        let (_, rc) = rc(&s, "deployment-simple-1").await;
+        let d = dc(&s, "deployment-simple").await;
+        let owned = rc["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|o| o["controller"] == true));
+        if owned && d["status"]["availableReplicas"] == 3 && d["status"]["unavailableReplicas"] == 0
+        {
+            Ok(())
+        } else {
+            Err(format!("{} {}", rc["metadata"], d["status"]))
+        }
+    })
+    .await;
+    delete_dc(&s, "deployment-simple").await;
+}
+
+#[tokio::test]
+async fn old_deployments_beyond_the_history_limit_are_pruned() {
+    let s = server().await;
+    let mut d = simple("history-limit", "7959");
+    d["spec"]["revisionHistoryLimit"] = json!(3);
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    deployment_ends(&s, "history-limit-1", "Complete").await;
+    for i in 2..=8 {
+        let (code, out) = s
+            .patch(
+                &format!("{DCS}/history-limit"),
+                "application/merge-patch+json",
+                json!({"spec": {"template": {"metadata": {"annotations": {"a": i.to_string()}}}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        deployment_ends(&s, &format!("history-limit-{i}"), "Complete").await;
+    }
+    eventually(30, "three old deployments are kept", || async {
+        let (_, rcs) = s
+            .get(&format!(
+                "{RCS}?labelSelector=openshift.io%2Fdeployment-config.name%3Dhistory-limit"
+            ))
+            .await;
+        let mut names: Vec<String> = rcs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        if names
+            == [
+                "history-limit-5",
+                "history-limit-6",
+                "history-limit-7",
+                "history-limit-8",
+            ]
+        {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    delete_dc(&s, "history-limit").await;
+}
+
+#[tokio::test]
+async fn pods_that_never_become_ready_fail_the_rollout_and_lose_their_replicas() {
+    let s = server().await;
+    let mut d = simple("readiness", "7960");
+    d["spec"]["strategy"]["rollingParams"] = json!({"timeoutSeconds": 3});
+    d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] =
+        json!({"exec": {"command": ["/bin/false"]}, "periodSeconds": 1, "failureThreshold": 1});
+    d["spec"].as_object_mut().unwrap().remove("triggers");
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    deployment_ends(&s, "readiness-1", "Failed").await;
+    let d = eventually(30, "the DC says it failed", || async {
+        let d = dc(&s, "readiness").await;
+        if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
+            Ok(d)
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(
+        condition(&d, "Progressing")["message"],
+        "replication controller \"readiness-1\" has failed progressing"
+    );
+    let log = deployer_log(&s, "readiness-1").await;
+    assert!(
+        log.contains("error: update acceptor rejected readiness-1: pods for rc 'default/readiness-1' took longer than 3 seconds to become available"),
+        "{log}"
+    );
+    eventually(30, "the failed deployment is scaled down", || async {
+        let (_, rc) = rc(&s, "readiness-1").await;
+        if rc["spec"]["replicas"] == 0 {
+            Ok(())
+        } else {
+            Err(rc["spec"].to_string())
+        }
+    })
+    .await;
+    delete_dc(&s, "readiness").await;
+}
