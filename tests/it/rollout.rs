@@ -567,3 +567,51 @@ async fn pods_that_never_become_ready_fail_the_rollout_and_lose_their_replicas()
     .await;
     delete_dc(&s, "readiness").await;
 }
+
+#[tokio::test]
+async fn a_cancelled_deployment_fails_and_a_new_version_rolls_out() {
+    let s = server().await;
+    let mut d = simple("cancelled", "7961");
+    // Pods take long to count as available: the first rollout is still running when it
+    // is cancelled.
+    d["spec"]["minReadySeconds"] = json!(60);
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    eventually(60, "version 1 runs", || async {
+        let (_, rc) = rc(&s, "cancelled-1").await;
+        if phase(&rc) == "Running" {
+            Ok(())
+        } else {
+            Err(phase(&rc).to_string())
+        }
+    })
+    .await;
+    let (code, out) = s
+        .patch(
+            &format!("{RCS}/cancelled-1"),
+            "application/merge-patch+json",
+            json!({"metadata": {"annotations": {
+                "openshift.io/deployment.cancelled": "true",
+                "openshift.io/deployment.status-reason": "cancelled by the user"}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    let (code, out) = s
+        .patch(
+            &format!("{DCS}/cancelled"),
+            "application/merge-patch+json",
+            json!({"spec": {"minReadySeconds": 0,
+                            "template": {"metadata": {"annotations": {"foo": "bar"}}}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    let failed = deployment_ends(&s, "cancelled-1", "Failed").await;
+    assert_eq!(
+        failed["metadata"]["annotations"]["openshift.io/deployment.status-reason"],
+        "cancelled by the user"
+    );
+    deployment_ends(&s, "cancelled-2", "Complete").await;
+    let d = dc(&s, "cancelled").await;
+    assert_eq!(d["status"]["latestVersion"], 2);
+    delete_dc(&s, "cancelled").await;
+}
