@@ -55,6 +55,9 @@ struct Worker<R> {
     volumes: Result<volume::Prepared, String>,
     /// When to try again after volumes failed (doubling up to [`MOUNT_RETRY_MAX`]).
     mount_retry: Duration,
+    /// When the volumes were last set up, and for which version of the pod's spec and
+    /// metadata (what the downward API shows).
+    volumes_at: Option<(tokio::time::Instant, String)>,
     /// Whether the pod was told that its limits are not enforced (it is told once).
     told_unenforced: bool,
     /// Why the node turned the pod away, if it did: it never starts.
@@ -520,11 +523,7 @@ impl<R: Runtime + Clone> Worker<R> {
             return None;
         }
         let mut wake = self.prepare_volumes(pod).await;
-        let instances = self
-            .shared
-            .runtime
-            .pod_status(&self.uid)
-            .unwrap_or_default();
+        let instances = self.instances();
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
         let mut started_any = false;
         let init_specs = pod["spec"]["initContainers"]
@@ -607,10 +606,7 @@ impl<R: Runtime + Clone> Worker<R> {
             }
         }
         let mut instances = if started_any {
-            self.shared
-                .runtime
-                .pod_status(&self.uid)
-                .unwrap_or_default()
+            self.instances()
         } else {
             instances
         };
@@ -620,11 +616,7 @@ impl<R: Runtime + Clone> Worker<R> {
             probed = verdicts;
             wake = min(wake, next);
             if killed {
-                instances = self
-                    .shared
-                    .runtime
-                    .pod_status(&self.uid)
-                    .unwrap_or_default();
+                instances = self.instances();
                 // The next sync restarts what was killed (by policy, with back-off).
                 wake = Some(Duration::ZERO);
             }
@@ -667,9 +659,24 @@ impl<R: Runtime + Clone> Worker<R> {
 
     /// Sets up (or refreshes) the pod's volumes; when they fail, says so with a
     /// `FailedMount` event and returns when to try again.
+    ///
+    /// Set-up volumes are refreshed (ConfigMaps, Secrets and the downward API read again)
+    /// when the pod changed or about once per resync period, not at every sync: probes
+    /// and container events wake a worker far more often than that.
     async fn prepare_volumes(&mut self, pod: &Value) -> Option<Duration> {
+        let generation = pod["metadata"]["generation"].as_i64().unwrap_or(0);
+        let labels = (&pod["metadata"]["labels"], &pod["metadata"]["annotations"]);
+        let fingerprint = spec_hash(&json!([generation, labels.0, labels.1]));
+        let fresh = self.volumes.is_ok()
+            && self.volumes_at.as_ref().is_some_and(|(at, seen)| {
+                *seen == fingerprint && at.elapsed() < self.shared.config.resync_every.mul_f32(0.9)
+            });
+        if fresh {
+            return None;
+        }
         let dir = self.shared.runtime.volumes_dir(&self.uid);
         self.volumes = volume::prepare(&self.shared.client, &self.shared.config, pod, &dir).await;
+        self.volumes_at = Some((tokio::time::Instant::now(), fingerprint));
         match &self.volumes {
             Ok(_) => {
                 self.mount_retry = MOUNT_RETRY_FIRST;
@@ -707,19 +714,7 @@ impl<R: Runtime + Clone> Worker<R> {
             .event(pod, EventType::Normal, "DeadlineExceeded", MESSAGE)
             .await;
         self.stop_all(pod).await;
-        let instances = self
-            .shared
-            .runtime
-            .pod_status(&self.uid)
-            .unwrap_or_default();
-        let mut st = status::build(&Inputs {
-            pod,
-            instances: &instances,
-            waiting: &HashMap::new(),
-            node_ip: &self.shared.config.node_ip,
-            terminating: true,
-            probed: &HashMap::new(),
-        });
+        let mut st = self.final_status(pod);
         st["phase"] = json!("Failed");
         st["reason"] = json!("DeadlineExceeded");
         st["message"] = json!(MESSAGE);
@@ -858,11 +853,7 @@ impl<R: Runtime + Clone> Worker<R> {
     }
 
     async fn stop_all(&self, pod: &Value) {
-        let instances = self
-            .shared
-            .runtime
-            .pod_status(&self.uid)
-            .unwrap_or_default();
+        let instances = self.instances();
         let running: Vec<ContainerId> = instances
             .iter()
             .filter(|s| matches!(s.state, State::Running | State::Created))
@@ -945,10 +936,7 @@ impl<R: Runtime + Clone> Worker<R> {
         let p = pod.unwrap_or(&fallback);
         self.stop_all(p).await;
         let still = self
-            .shared
-            .runtime
-            .pod_status(&self.uid)
-            .unwrap_or_default()
+            .instances()
             .into_iter()
             .find(|s| matches!(s.state, State::Running | State::Created));
         if let Some(s) = still {
@@ -956,19 +944,7 @@ impl<R: Runtime + Clone> Worker<R> {
             return false;
         }
         if let (Some(pod), true) = (pod, in_api) {
-            let instances = self
-                .shared
-                .runtime
-                .pod_status(&self.uid)
-                .unwrap_or_default();
-            let st = status::build(&Inputs {
-                pod,
-                instances: &instances,
-                waiting: &HashMap::new(),
-                node_ip: &self.shared.config.node_ip,
-                terminating: true,
-                probed: &HashMap::new(),
-            });
+            let st = self.final_status(pod);
             self.write_status(pod, st).await;
             let params = crate::client::DeleteParams {
                 uid: Some(self.uid.clone()),
@@ -1049,6 +1025,26 @@ impl<R: Runtime + Clone> Worker<R> {
 }
 
 impl<R: Runtime + Clone> Worker<R> {
+    /// Every instance the runtime holds for the pod (none when it cannot say).
+    fn instances(&self) -> Vec<ContainerStatus> {
+        self.shared
+            .runtime
+            .pod_status(&self.uid)
+            .unwrap_or_default()
+    }
+
+    /// The status of a pod whose containers the agent has stopped.
+    fn final_status(&self, pod: &Value) -> Value {
+        status::build(&Inputs {
+            pod,
+            instances: &self.instances(),
+            waiting: &HashMap::new(),
+            node_ip: &self.shared.config.node_ip,
+            terminating: true,
+            probed: &HashMap::new(),
+        })
+    }
+
     /// The process of a running instance (hooks run in its mount namespace).
     fn pid_of(&self, id: &ContainerId) -> Option<i32> {
         self.shared
@@ -1244,6 +1240,7 @@ pub(super) async fn run<R: Runtime + Clone>(
         reported: None,
         volumes: Ok(volume::Prepared::default()),
         mount_retry: MOUNT_RETRY_FIRST,
+        volumes_at: None,
         told_unenforced: false,
         rejected,
         told_rejected: false,
