@@ -546,24 +546,14 @@ mod tests {
 
     use super::*;
 
-    /// Bodies kubectl v1.37 sent to berth, recorded with a logging build of the server.
-    /// `kubectl create configmap x --from-literal=a=b --from-literal=c=d`
-    const KUBECTL_CONFIGMAP: &str = "6b3873000a0f0a0276311209436f6e6669674d617012230a110a017812001a0022002a0032003800420012060a016112016212060a01631201641a002200";
-    /// `kubectl create configmap y --from-file=bin=FILE` with FILE holding 00 01 ff.
-    const KUBECTL_CONFIGMAP_BINARY: &str = "6b3873000a0f0a0276311209436f6e6669674d6170121f0a110a017912001a0022002a003200380042001a0a0a0362696e12030001ff1a002200";
-    /// `kubectl create secret generic s --from-literal=k=v`
-    const KUBECTL_SECRET: &str = "6b3873000a0c0a0276311206536563726574121d0a110a017312001a0022002a0032003800420012060a016b1201761a001a002200";
-    /// `kubectl create secret docker-registry dr --docker-server=r.example --docker-username=u --docker-password=p`
-    const KUBECTL_DOCKER_SECRET: &str = "6b3873000a0c0a02763112065365637265741290010a120a02647212001a0022002a00320038004200125a0a112e646f636b6572636f6e6669676a736f6e12457b226175746873223a7b22722e6578616d706c65223a7b22757365726e616d65223a2275222c2270617373776f7264223a2270222c2261757468223a2264547077227d7d7d1a1e6b756265726e657465732e696f2f646f636b6572636f6e6669676a736f6e1a002200";
-    /// `kubectl create namespace n`
-    const KUBECTL_NAMESPACE: &str = "6b3873000a0f0a02763112094e616d65737061636512190a110a016e12001a0022002a0032003800420012001a020a001a002200";
-    /// `kubectl create serviceaccount sa`
-    const KUBECTL_SERVICE_ACCOUNT: &str = "6b3873000a140a027631120e536572766963654163636f756e7412140a120a02736112001a0022002a003200380042001a002200";
-    /// `kubectl debug p --copy-to=p2 --image=busybox --container=dbg -- sh -c 'echo debug'`
-    /// (p from `kubectl run p --image=busybox --restart=Never --command -- sh -c 'echo hi; sleep 30'`).
-    const KUBECTL_DEBUG_COPY: &str = "6b3873000a090a0276311203506f6412a6020a190a02703212001a0764656661756c7422002a0032003800420012f30112590a0170120762757379626f781a0273681a022d631a116563686f2068693b20736c6565702033302a0042006a142f6465762f7465726d696e6174696f6e2d6c6f677206416c77617973800100880100900100a2010446696c65124a0a03646267120762757379626f781a0273681a022d631a0a6563686f2064656275672a0042006a0072007a0e0a0c0a0a5359535f505452414345800100880100900100a2010446696c651a054e65766572201e320c436c75737465724669727374420764656661756c744a00520058006000680072008201008a01009a011164656661756c742d7363686564756c6572c20100d801011a130a001a0022002a0032004a005a0072008801001a002200";
-    /// `kubectl debug node/n1 --image=busybox -- sh -c 'echo nodedebug'`
-    const KUBECTL_DEBUG_NODE: &str = "6b3873000a090a0276311203506f641296020a550a166e6f64652d64656275676765722d6e312d7235646d6612001a0022002a003200380042005a2d0a1c6170702e6b756265726e657465732e696f2f6d616e616765642d6279120d6b75626563746c2d646562756712a7010a120a09686f73742d726f6f7412050a030a012f125d0a086465627567676572120762757379626f781a0273681a022d631a0e6563686f206e6f646564656275672a0042004a180a09686f73742d726f6f7410001a052f686f7374220032006a007200800100880100900100a2010446696c651a054e65766572320042004a0052026e315801600168018201008a01009a0100b2010e0a0012064578697374731a002200c201001a130a001a0022002a0032004a005a0072008801001a002200";
+    /// A body kubectl sent, by name, from the recordings in `protobuf_kubectl.hex`.
+    fn recorded(name: &str) -> &'static str {
+        include_str!("protobuf_kubectl.hex")
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no recording {name}"))
+    }
+
     /// The DeleteOptions of `kubectl drain NODE --disable-eviction --grace-period=3`.
     const KUBECTL_DELETE_OPTIONS: &str =
         "6b3873000a130a027631120d44656c6574654f7074696f6e73120208031a002200";
@@ -615,23 +605,23 @@ mod tests {
 
     #[test]
     fn kubectl_configmaps_decode_with_data_and_binary_data() {
-        let v = decode(&hex(KUBECTL_CONFIGMAP)).unwrap();
+        let v = decode(&hex(recorded("KUBECTL_CONFIGMAP"))).unwrap();
         assert_eq!(
             v,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "generation": 0},
                    "data": {"a": "b", "c": "d"}})
         );
-        let v = decode(&hex(KUBECTL_CONFIGMAP_BINARY)).unwrap();
+        let v = decode(&hex(recorded("KUBECTL_CONFIGMAP_BINARY"))).unwrap();
         assert_eq!(v["binaryData"], json!({"bin": "AAH/"}));
         assert_eq!(v.get("data"), None);
     }
 
     #[test]
     fn kubectl_secrets_decode_with_base64_data_and_type() {
-        let v = decode(&hex(KUBECTL_SECRET)).unwrap();
+        let v = decode(&hex(recorded("KUBECTL_SECRET"))).unwrap();
         assert_eq!(v["data"], json!({"k": "dg=="}));
         assert_eq!(v.get("type"), None, "an empty type is an unset one");
-        let v = decode(&hex(KUBECTL_DOCKER_SECRET)).unwrap();
+        let v = decode(&hex(recorded("KUBECTL_DOCKER_SECRET"))).unwrap();
         assert_eq!(v["type"], "kubernetes.io/dockerconfigjson");
         let config = base64::engine::general_purpose::STANDARD
             .decode(v["data"][".dockerconfigjson"].as_str().unwrap())
@@ -643,12 +633,12 @@ mod tests {
     #[test]
     fn kubectl_namespaces_service_accounts_and_delete_options_decode() {
         assert_eq!(
-            decode(&hex(KUBECTL_NAMESPACE)).unwrap(),
+            decode(&hex(recorded("KUBECTL_NAMESPACE"))).unwrap(),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "generation": 0},
                    "spec": {}, "status": {}})
         );
         assert_eq!(
-            decode(&hex(KUBECTL_SERVICE_ACCOUNT)).unwrap(),
+            decode(&hex(recorded("KUBECTL_SERVICE_ACCOUNT"))).unwrap(),
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "generation": 0}})
         );
         assert_eq!(
@@ -659,7 +649,7 @@ mod tests {
 
     #[test]
     fn kubectl_debug_pods_decode() {
-        let v = decode(&hex(KUBECTL_DEBUG_COPY)).unwrap();
+        let v = decode(&hex(recorded("KUBECTL_DEBUG_COPY"))).unwrap();
         assert_eq!(
             v["metadata"],
             json!({"name": "p2", "namespace": "default", "generation": 0})
@@ -689,7 +679,7 @@ mod tests {
         );
         assert_eq!(spec["serviceAccountName"], "default");
 
-        let v = decode(&hex(KUBECTL_DEBUG_NODE)).unwrap();
+        let v = decode(&hex(recorded("KUBECTL_DEBUG_NODE"))).unwrap();
         assert_eq!(
             v["metadata"]["labels"],
             json!({"app.kubernetes.io/managed-by": "kubectl-debug"})
@@ -856,7 +846,7 @@ mod tests {
         assert_eq!(skipped.len(), MAX_SKIPPED_NAMED);
         assert_eq!(skipped[1], "api.core.v1.ConfigMap field 101");
         // Unknown fields of the envelope are skipped too.
-        let mut body = hex(KUBECTL_SERVICE_ACCOUNT);
+        let mut body = hex(recorded("KUBECTL_SERVICE_ACCOUNT"));
         body.extend(num(15, 1));
         assert_eq!(decode(&body).unwrap()["metadata"]["name"], "sa");
     }
@@ -905,7 +895,7 @@ mod tests {
         assert!(is_malformed(b"{\"kind\":\"ConfigMap\"}"));
         assert!(is_malformed(b"k8s\x00"), "no kind");
         // Every cut of a real body inside its object is an error.
-        let body = hex(KUBECTL_CONFIGMAP);
+        let body = hex(recorded("KUBECTL_CONFIGMAP"));
         let (header_end, raw_end) = (4 + 2 + 15, body.len() - 4);
         for n in (0..raw_end).filter(|n| *n != header_end) {
             assert!(is_malformed(&body[..n]), "cut at {n} of {}", body.len());
@@ -1005,9 +995,9 @@ mod tests {
         fn damaged_kubectl_bodies_decode_or_fail_without_panicking(
             at in 0usize..1000, byte in proptest::num::u8::ANY, which in 0usize..8,
         ) {
-            let mut body = hex([KUBECTL_CONFIGMAP, KUBECTL_CONFIGMAP_BINARY, KUBECTL_SECRET,
-                KUBECTL_DOCKER_SECRET, KUBECTL_NAMESPACE, KUBECTL_SERVICE_ACCOUNT, KUBECTL_DEBUG_COPY,
-                KUBECTL_DEBUG_NODE][which]);
+            let mut body = hex([recorded("KUBECTL_CONFIGMAP"), recorded("KUBECTL_CONFIGMAP_BINARY"), recorded("KUBECTL_SECRET"),
+                recorded("KUBECTL_DOCKER_SECRET"), recorded("KUBECTL_NAMESPACE"), recorded("KUBECTL_SERVICE_ACCOUNT"), recorded("KUBECTL_DEBUG_COPY"),
+                recorded("KUBECTL_DEBUG_NODE")][which]);
             let at = 4 + at % (body.len() - 4);
             body[at] = byte;
             let _ = decode(&body);

@@ -9,14 +9,13 @@ use crate::support::TestServer;
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
-/// What kubectl v1.37 sent for `kubectl create configmap x --from-literal=a=b --from-literal=c=d`.
-const KUBECTL_CONFIGMAP: &str = "6b3873000a0f0a0276311209436f6e6669674d617012230a110a017812001a0022002a0032003800420012060a016112016212060a01631201641a002200";
-/// `kubectl create secret generic s --from-literal=k=v`
-const KUBECTL_SECRET: &str = "6b3873000a0c0a0276311206536563726574121d0a110a017312001a0022002a0032003800420012060a016b1201761a001a002200";
-/// `kubectl create namespace n`
-const KUBECTL_NAMESPACE: &str = "6b3873000a0f0a02763112094e616d65737061636512190a110a016e12001a0022002a0032003800420012001a020a001a002200";
-/// `kubectl create serviceaccount sa`
-const KUBECTL_SERVICE_ACCOUNT: &str = "6b3873000a140a027631120e536572766963654163636f756e7412140a120a02736112001a0022002a003200380042001a002200";
+/// A body kubectl sent, by name, from the server's recordings.
+fn recorded(name: &str) -> &'static str {
+    include_str!("../../src/api/protobuf_kubectl.hex")
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no recording {name}"))
+}
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -90,7 +89,7 @@ async fn send(s: &TestServer, method: Method, path: &str, body: Vec<u8>) -> (u16
 #[tokio::test]
 async fn kubectl_generator_bodies_create_their_objects() {
     let s = TestServer::start().await;
-    let (code, ct, v) = send(&s, Method::POST, CMS, hex(KUBECTL_CONFIGMAP)).await;
+    let (code, ct, v) = send(&s, Method::POST, CMS, hex(recorded("KUBECTL_CONFIGMAP"))).await;
     assert_eq!((code, ct.as_str()), (201, "application/json"), "{v}");
     assert_eq!(v["data"], json!({"a": "b", "c": "d"}));
     assert!(v["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
@@ -98,7 +97,7 @@ async fn kubectl_generator_bodies_create_their_objects() {
     assert_eq!(got["data"], json!({"a": "b", "c": "d"}));
 
     let secrets = "/api/v1/namespaces/default/secrets";
-    let (code, _, v) = send(&s, Method::POST, secrets, hex(KUBECTL_SECRET)).await;
+    let (code, _, v) = send(&s, Method::POST, secrets, hex(recorded("KUBECTL_SECRET"))).await;
     assert_eq!(code, 201, "{v}");
     let (_, got) = s.get(&format!("{secrets}/s")).await;
     assert_eq!(got["data"], json!({"k": "dg=="}), "v in base64");
@@ -108,13 +107,19 @@ async fn kubectl_generator_bodies_create_their_objects() {
         &s,
         Method::POST,
         "/api/v1/namespaces",
-        hex(KUBECTL_NAMESPACE),
+        hex(recorded("KUBECTL_NAMESPACE")),
     )
     .await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["status"]["phase"], "Active");
     let accounts = "/api/v1/namespaces/default/serviceaccounts";
-    let (code, _, v) = send(&s, Method::POST, accounts, hex(KUBECTL_SERVICE_ACCOUNT)).await;
+    let (code, _, v) = send(
+        &s,
+        Method::POST,
+        accounts,
+        hex(recorded("KUBECTL_SERVICE_ACCOUNT")),
+    )
+    .await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["metadata"]["name"], "sa");
     s.stop().await;
@@ -239,7 +244,13 @@ async fn protobuf_delete_options_are_honoured() {
     assert_eq!(code, 200, "{v}");
     assert_eq!(s.get(&path).await.0, 404);
     // Another kind is not a delete's body.
-    let (code, _, v) = send(&s, Method::DELETE, &path, hex(KUBECTL_CONFIGMAP)).await;
+    let (code, _, v) = send(
+        &s,
+        Method::DELETE,
+        &path,
+        hex(recorded("KUBECTL_CONFIGMAP")),
+    )
+    .await;
     assert_eq!(code, 400, "{v}");
     s.stop().await;
 }
@@ -247,7 +258,7 @@ async fn protobuf_delete_options_are_honoured() {
 #[tokio::test]
 async fn broken_and_unknown_protobuf_bodies_get_a_status() {
     let s = TestServer::start_with(|c| c.run_controllers = false).await;
-    let mut cut = hex(KUBECTL_CONFIGMAP);
+    let mut cut = hex(recorded("KUBECTL_CONFIGMAP"));
     cut.truncate(40);
     let (code, ct, v) = send(&s, Method::POST, CMS, cut).await;
     assert_eq!((code, ct.as_str()), (400, "application/json"));
