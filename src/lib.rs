@@ -16,6 +16,7 @@
 //! - [`node`] — the node agent: node registration and lease, pod workers, pod status.
 //! - [`runtime`] — what runs containers for the node agent: the `Runtime` trait, the
 //!   `process` runtime and its `berth shim`.
+//! - [`cli`] — the client verbs of the `berth` binary (`get`, `describe`, `rollout`, ...).
 //! - [`app`] — wiring the layers into the `berth serve` process.
 //!
 //! Dependencies point down only: `app` → `api` → `registry` → `store`, and
@@ -28,6 +29,7 @@
 
 pub mod api;
 pub mod app;
+pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod deploy;
