@@ -94,6 +94,11 @@ impl Conn {
 }
 
 /// The client verbs of the `berth` binary.
+// TODO(print): add the `get` verb here (src/cli/get.rs: args, Table fetch with
+// `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, -w by watch, the printers) and
+// its arm in `run`; `Conn` and `conn.error(e)` are in conn.rs/mod.rs, `out()` prints.
+// TODO(describe): add the `describe` verb here (src/cli/describe.rs) and its arm in `run`.
+// End-to-end tests run the binary with `TestServer::berth(&[...])` (tests/it/support.rs).
 #[derive(Debug, Subcommand)]
 pub enum Verb {
     /// Start, follow, cancel, retry, pause, resume or undo the rollouts of a
