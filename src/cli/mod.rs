@@ -6,6 +6,7 @@
 //! (`Error from server (NotFound): ...` or `error: ...`) with a non-zero exit code.
 
 pub mod conn;
+pub mod resource;
 pub mod rollout;
 pub mod tabwriter;
 
