@@ -8,6 +8,7 @@
 pub mod conn;
 pub mod edit;
 pub mod events;
+pub mod get;
 pub mod info;
 pub mod logs;
 pub mod print;
@@ -100,13 +101,17 @@ impl Conn {
 }
 
 /// The client verbs of the `berth` binary.
-// TODO(print): add the `get` verb here (src/cli/get.rs: args, Table fetch with
-// `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, -w by watch, the printers) and
-// its arm in `run`; `Conn` and `conn.error(e)` are in conn.rs/mod.rs, `out()` prints.
 // TODO(describe): add the `describe` verb here (src/cli/describe.rs) and its arm in `run`.
 // End-to-end tests run the binary with `TestServer::berth(&[...])` (tests/it/support.rs).
 #[derive(Debug, Subcommand)]
 pub enum Verb {
+    /// Display one or many resources.
+    Get {
+        #[command(flatten)]
+        args: get::GetArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
     /// Start, follow, cancel, retry, pause, resume or undo the rollouts of a
     /// DeploymentConfig.
     Rollout {
@@ -227,6 +232,7 @@ pub fn run(verb: Verb) -> i32 {
     };
     let result = rt.block_on(async {
         match verb {
+            Verb::Get { args, conn } => get::get(&Conn::open(&conn)?, &args).await,
             Verb::Rollout { command, conn } => {
                 let conn = Conn::open(&conn)?;
                 rollout::run(&conn, command).await

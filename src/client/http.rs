@@ -101,10 +101,16 @@ impl Http {
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.request_accepting(method, path, "application/json")
+    }
+
+    /// A request asking for `accept`, sent once: a second `Accept` header would be
+    /// ignored by the server.
+    fn request_accepting(&self, method: Method, path: &str, accept: &str) -> RequestBuilder {
         self.client
             .request(method, format!("{}{path}", self.base))
             .header(reqwest::header::AUTHORIZATION, &*self.auth)
-            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::ACCEPT, accept)
     }
 
     async fn send(&self, req: RequestBuilder) -> Result<Value> {
@@ -339,10 +345,10 @@ impl Http {
     /// Any request by path: `body` goes as JSON (or as `content_type` when given),
     /// `accept` replaces `application/json`. The answer's body when it succeeded.
     pub(super) async fn raw(&self, req: &super::RawRequest<'_>) -> Result<Bytes> {
-        let mut r = self.request(req.method.clone(), req.path).query(req.query);
-        if let Some(accept) = req.accept {
-            r = r.header(reqwest::header::ACCEPT, accept);
-        }
+        let accept = req.accept.unwrap_or("application/json");
+        let mut r = self
+            .request_accepting(req.method.clone(), req.path, accept)
+            .query(req.query);
         if let Some(body) = req.body {
             r = r
                 .header(
@@ -365,8 +371,13 @@ impl Http {
         &self,
         path: &str,
         query: &[(&str, String)],
+        accept: Option<&str>,
     ) -> Result<LogStream> {
-        let resp = Self::streamed(self.request(Method::GET, path).query(query)).await?;
+        let accept = accept.unwrap_or("application/json");
+        let req = self
+            .request_accepting(Method::GET, path, accept)
+            .query(query);
+        let resp = Self::streamed(req).await?;
         Ok(LogStream {
             body: Box::pin(resp.bytes_stream()),
         })

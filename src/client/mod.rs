@@ -408,11 +408,21 @@ impl Client {
 
     /// A GET by path whose answer streams (a followed log). Over HTTP only.
     pub async fn raw_stream(&self, path: &str, query: &[(&str, String)]) -> Result<LogStream> {
+        self.raw_stream_accept(path, query, None).await
+    }
+
+    /// [`Client::raw_stream`] asking for a media type (a watch of Tables). Over HTTP only.
+    pub async fn raw_stream_accept(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        accept: Option<&str>,
+    ) -> Result<LogStream> {
         match &self.transport {
             Transport::Local(_) => Err(Error::BadRequest(
                 "streams are served over HTTP only".into(),
             )),
-            Transport::Http(h) => h.raw_stream(path, query).await,
+            Transport::Http(h) => h.raw_stream(path, query, accept).await,
         }
     }
 
