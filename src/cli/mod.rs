@@ -6,8 +6,10 @@
 //! (`Error from server (NotFound): ...` or `error: ...`) with a non-zero exit code.
 
 pub mod conn;
+pub mod deploy;
 pub mod edit;
 pub mod events;
+pub mod exec;
 pub mod get;
 pub mod info;
 pub mod logs;
@@ -120,6 +122,13 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Roll a DeploymentConfig back to an earlier deployment (`dc/NAME` or `rc/NAME`).
+    Rollback {
+        #[command(flatten)]
+        args: deploy::RollbackArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
     /// Set the number of replicas of an RC or a DeploymentConfig.
     Scale {
         #[command(flatten)]
@@ -182,6 +191,13 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Run a command in a container: `POD -- COMMAND [ARGS...]`.
+    Exec {
+        #[command(flatten)]
+        args: exec::ExecArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
     /// List events, newest last.
     Events {
         #[command(flatten)]
@@ -220,23 +236,14 @@ pub enum Verb {
 
 /// Runs a client verb; returns the process exit code.
 pub fn run(verb: Verb) -> i32 {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return 1;
-        }
-    };
-    let result = rt.block_on(async {
+    block(async move {
         match verb {
             Verb::Get { args, conn } => get::get(&Conn::open(&conn)?, &args).await,
             Verb::Rollout { command, conn } => {
                 let conn = Conn::open(&conn)?;
                 rollout::run(&conn, command).await
             }
+            Verb::Rollback { args, conn } => deploy::rollback(&Conn::open(&conn)?, &args).await,
             Verb::Scale {
                 sel,
                 replicas,
@@ -272,6 +279,7 @@ pub fn run(verb: Verb) -> i32 {
                 edit::patch(&conn, &sel, &patch, &kind, subresource.as_deref()).await
             }
             Verb::Logs { args, conn } => logs::logs(&Conn::open(&conn)?, &args).await,
+            Verb::Exec { args, conn } => exec::exec(&Conn::open(&conn)?, &args).await,
             Verb::Events { args, conn } => events::events(&Conn::open(&conn)?, &args).await,
             Verb::Version {
                 client,
@@ -303,7 +311,30 @@ pub fn run(verb: Verb) -> i32 {
                 .await
             }
         }
-    });
+    })
+}
+
+/// `deploy DC [--latest|--cancel|--retry]`, oc's legacy verb (the `deploy` subcommand
+/// without a DC is the deployer process).
+pub fn run_deploy(conn: ConnArgs, target: String, action: deploy::Action) -> i32 {
+    block(async move { deploy::deploy(&Conn::open(&conn)?, &target, action).await })
+}
+
+/// Runs a verb to its end on a small runtime; prints its error; returns the exit code.
+fn block(verb: impl std::future::Future<Output = Result<i32, CliError>>) -> i32 {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(verb);
+    // Do not wait for a blocked read of standard input (exec -i) to finish.
+    rt.shutdown_background();
     let _ = std::io::stdout().flush();
     match result {
         Ok(code) => code,
@@ -316,17 +347,11 @@ pub fn run(verb: Verb) -> i32 {
 
 /// An object as `-o json` (kubectl's 4-space indent) or `-o yaml` prints it.
 pub(crate) fn encode(v: &serde_json::Value, format: &str) -> Result<String, CliError> {
-    if format == "yaml" {
-        return serde_yaml_ng::to_string(v)
-            .map_err(|e| CliError::msg(format!("cannot print as YAML: {e}")));
-    }
-    let mut buf = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
-    serde::Serialize::serialize(v, &mut ser)
-        .map_err(|e| CliError::msg(format!("cannot print as JSON: {e}")))?;
-    buf.push(b'\n');
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    Ok(if format == "yaml" {
+        print::yaml(v)
+    } else {
+        print::json(v)
+    })
 }
 
 /// Prints a line to standard output, ignoring a closed pipe (`berth get pods | head`).
