@@ -311,3 +311,40 @@ async fn get_watch_prints_changes_in_the_same_columns() {
     }
     child.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn get_watch_of_one_object_in_another_format() {
+    let s = TestServer::start().await;
+    fixtures(&s).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "get",
+            "pod",
+            "web-1",
+            "-w",
+            "-o",
+            "jsonpath={.metadata.labels.app}{\"\\n\"}",
+        ])
+        .env("KUBECONFIG", s.kubeconfig())
+        .env_remove("BERTH_LOG")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || within(60, lines.next_line()).await.unwrap().unwrap();
+    assert_eq!(next().await, "web");
+    // A change of another pod is not printed; one of web-1 is.
+    for (name, app) in [("database-0", "other"), ("web-1", "changed")] {
+        let (code, body) = s
+            .patch(
+                &format!("{PODS}/{name}"),
+                "application/merge-patch+json",
+                json!({"metadata": {"labels": {"app": app}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    assert_eq!(next().await, "changed");
+    child.kill().await.unwrap();
+}
