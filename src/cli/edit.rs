@@ -111,30 +111,39 @@ pub async fn scale(
             crate::client::Client::collection_path(p.res, p.ns.as_deref()),
             p.name
         );
-        let mut scale = conn
-            .client
-            .raw_json(&RawRequest::new(Method::GET, &path))
-            .await
-            .map_err(|e| conn.error(e))?;
-        if let Some(want) = current {
-            let have = scale["spec"]["replicas"].as_i64().unwrap_or(0);
-            if have != want {
-                return Err(CliError::msg(format!(
-                    "Expected replicas to be {want}, was {have}"
-                )));
+        // A write that meets a newer version (a controller wrote the status) reads again
+        // and checks the precondition again, as kubectl's scaler does.
+        let mut attempts = 0;
+        loop {
+            let mut scale = conn
+                .client
+                .raw_json(&RawRequest::new(Method::GET, &path))
+                .await
+                .map_err(|e| conn.error(e))?;
+            if let Some(want) = current {
+                let have = scale["spec"]["replicas"].as_i64().unwrap_or(0);
+                if have != want {
+                    return Err(CliError::msg(format!(
+                        "Expected replicas to be {want}, was {have}"
+                    )));
+                }
+            }
+            scale["spec"]["replicas"] = json!(replicas);
+            // With --current-replicas the write carries the read's resourceVersion, so a
+            // change in between is a conflict rather than lost.
+            if current.is_none() {
+                scale["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("resourceVersion"));
+            }
+            let mut req = RawRequest::new(Method::PUT, &path);
+            req.body = Some(&scale);
+            match conn.client.raw(&req).await {
+                Ok(_) => break,
+                Err(e) if e.is_conflict() && attempts < 5 => attempts += 1,
+                Err(e) => return Err(conn.error(e)),
             }
         }
-        scale["spec"]["replicas"] = json!(replicas);
-        // With --current-replicas the write carries the read's resourceVersion, so a
-        // change in between is a conflict rather than lost.
-        if current.is_none() {
-            scale["metadata"]
-                .as_object_mut()
-                .map(|m| m.remove("resourceVersion"));
-        }
-        let mut req = RawRequest::new(Method::PUT, &path);
-        req.body = Some(&scale);
-        conn.client.raw(&req).await.map_err(|e| conn.error(e))?;
         out(&format!("{} scaled\n", object_ref(p.res, &p.name)));
     }
     Ok(0)
