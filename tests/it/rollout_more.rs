@@ -197,6 +197,25 @@ async fn generation_follows_scale_and_rollout_latest() {
     assert_eq!(second["spec"]["replicas"], 2);
     let log = deployer_log(&s, "generation-test-2").await;
     assert!(log.contains("test pre hook executed"), "{log}");
+    // The hook's events (§15.1), from the deployer, about the DC.
+    expect_event(
+        &s,
+        "generation-test",
+        "Started",
+        "Normal",
+        "Running pre-hook (\"/bin/echo test pre hook executed\") for rc default/generation-test-2",
+        "generation-test-2-deploy",
+    )
+    .await;
+    expect_event(
+        &s,
+        "generation-test",
+        "Completed",
+        "Normal",
+        "The pre-hook for rc default/generation-test-2 completed successfully",
+        "generation-test-2-deploy",
+    )
+    .await;
     delete_dc(&s, "generation-test").await;
     nothing_runs("sleep 8101", &["generation-test-1", "generation-test-2"]).await;
     s.stop().await;
@@ -243,6 +262,22 @@ async fn a_retried_hook_shows_its_retries_in_the_dc_log() {
     assert!(first < retry, "{log}");
     let (_, rc) = rc(&s, "hook-1").await;
     assert_eq!(phase(&rc), "Running", "the hook keeps retrying");
+    expect_event(
+        &s,
+        "hook",
+        "Started",
+        "Normal",
+        "Running pre-hook (\"/bin/sh -c echo pre hook logs; exit 1\") for rc default/hook-1",
+        "hook-1-deploy",
+    )
+    .await;
+    assert!(
+        !events_about(&s, "hook")
+            .await
+            .iter()
+            .any(|e| e.0 == "Failed"),
+        "a retried hook does not fail"
+    );
     delete_dc(&s, "hook").await;
     nothing_runs("sleep 8102", &["hook-1"]).await;
     s.stop().await;
@@ -326,19 +361,38 @@ async fn min_ready_seconds_hold_back_availability_and_completion() {
     d["spec"]["replicas"] = json!(2);
     d["spec"]["minReadySeconds"] = json!(60);
     d["spec"].as_object_mut().unwrap().remove("triggers");
+    // Every write of the deployment, in order: its availability and its phase are
+    // written apart, so the order in which they change shows.
+    let mut watch = s
+        .req(reqwest::Method::GET, &format!("{RCS}?watch=true"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(watch.status().as_u16(), 200);
     let t0 = Instant::now();
     let (code, out) = s.post(DCS, d).await;
     assert_eq!(code, 201, "{out}");
     let mut ready_not_available = false;
     let mut available_at = None;
-    loop {
-        assert!(t0.elapsed() < Duration::from_secs(150), "no completion");
-        let (code, rc) = rc(&s, "minreadytest-1").await;
-        if code == 200 {
+    let mut buf: Vec<u8> = Vec::new();
+    'watch: loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(150), watch.chunk())
+            .await
+            .expect("the deployment changes")
+            .unwrap()
+            .expect("the watch stays open");
+        buf.extend_from_slice(&chunk);
+        while let Some(at) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=at).collect();
+            let event: Value = serde_json::from_slice(&line).unwrap();
+            let rc = &event["object"];
+            if rc["metadata"]["name"] != "minreadytest-1" {
+                continue;
+            }
             let ready = rc["status"]["readyReplicas"].as_i64().unwrap_or(0);
             let available = rc["status"]["availableReplicas"].as_i64().unwrap_or(0);
-            let terminal = matches!(phase(&rc), "Complete" | "Failed");
-            assert_ne!(phase(&rc), "Failed", "{rc}");
+            let terminal = matches!(phase(rc), "Complete" | "Failed");
+            assert_ne!(phase(rc), "Failed", "{rc}");
             if ready == 2 && available < ready && !terminal {
                 ready_not_available = true;
             }
@@ -346,16 +400,16 @@ async fn min_ready_seconds_hold_back_availability_and_completion() {
                 assert!(!terminal, "available only once complete: {rc}");
                 available_at = Some(t0.elapsed());
             }
-            if phase(&rc) == "Complete" {
+            if phase(rc) == "Complete" {
                 assert!(
                     available_at.is_some(),
                     "complete before available == 2: {rc}"
                 );
-                break;
+                break 'watch;
             }
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    drop(watch);
     assert!(ready_not_available, "ready pods were not yet available");
     let at = available_at.unwrap();
     assert!(at >= Duration::from_secs(60), "available after {at:?}");
@@ -434,7 +488,29 @@ async fn a_config_change_during_a_rollout_cancels_it() {
         "deploymentconfig-controller",
     )
     .await;
+    expect_event(
+        &s,
+        "superseded",
+        "DeploymentAwaitingCancellation",
+        "Normal",
+        "Deployment of version 2 awaiting cancellation of older running deployments",
+        "deploymentconfig-controller",
+    )
+    .await;
     deployment_ends(&s, "superseded-2", "Complete").await;
+    let d = eventually(30, "the DC reports version 2", || async {
+        let d = dc(&s, "superseded").await;
+        if condition(&d, "Progressing")["reason"] == "NewReplicationControllerAvailable" {
+            Ok(d)
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(
+        condition(&d, "Progressing")["message"],
+        "replication controller \"superseded-2\" successfully rolled out"
+    );
     let (code, _) = s.get(&format!("{PODS}/superseded-1-deploy")).await;
     assert_eq!(code, 404, "the cancelled deployer pod is deleted");
     delete_dc(&s, "superseded").await;
@@ -799,6 +875,15 @@ async fn a_deleted_deployer_pod_fails_the_rollout_and_the_previous_one_comes_bac
         "ReplicationControllerScaled",
         "Normal",
         "Scaled replication controller \"lost-1\" from 0 to 1",
+        "deploymentconfig-controller",
+    )
+    .await;
+    expect_event(
+        &s,
+        "lost",
+        "ReplicationControllerScaled",
+        "Normal",
+        "Scaled replication controller \"lost-2\" from 1 to 0",
         "deploymentconfig-controller",
     )
     .await;
