@@ -545,9 +545,6 @@ impl Controller {
         for act in plan.acts.clone() {
             self.act(&rc, &act, &mut plan).await?;
         }
-        for e in &plan.events {
-            self.event(&rc, e).await;
-        }
         if let Some(why) = plan.retry {
             return Err(Error::Other(why));
         }
@@ -556,6 +553,11 @@ impl Controller {
                 .client
                 .update(catalog::of(Kind::ReplicationController), &updated)
                 .await?;
+            // The events tell what the write did: recorded once it is done, so that a
+            // pass retried after a conflict does not tell it twice.
+            for e in &plan.events {
+                self.event(&written, e).await;
+            }
             if is_cancelled(&written) && phase_of(&written) == "Failed" {
                 let event = Event {
                     warning: false,

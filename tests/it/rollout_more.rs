@@ -597,6 +597,16 @@ async fn a_cancel_after_the_deployer_succeeded_leaves_the_deployment_complete() 
     })
     .await;
     assert_eq!(dc(&s, "late-cancel").await["status"]["latestVersion"], 2);
+    // Told once: the passes after the cancellation was undone have nothing to tell.
+    let (_, events) = s.get(EVENTS).await;
+    let told: Vec<&Value> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "FailedCancellation")
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["count"], 1, "{told:?}");
     delete_dc(&s, "late-cancel").await;
     nothing_runs("sleep 8106", &["late-cancel-1", "late-cancel-2"]).await;
     s.stop().await;
@@ -914,7 +924,13 @@ async fn a_deleted_deployer_pod_fails_the_rollout_and_the_previous_one_comes_bac
 async fn deleting_a_dc_mid_rollout_leaves_nothing_behind() {
     let s = server().await;
     running_first_version(&s, "midway", "8110", 60).await;
-    assert_eq!(deployer_processes("midway-1"), 1);
+    eventually(10, "the deployer process runs", || async {
+        match deployer_processes("midway-1") {
+            1 => Ok(()),
+            n => Err(format!("{n} deployers")),
+        }
+    })
+    .await;
     eventually(30, "the app pod runs", || async {
         match processes_with("sleep 8110") {
             0 => Err("no app process yet".to_string()),
@@ -975,7 +991,7 @@ async fn a_berth_restarted_mid_rollout_ends_the_rollout_cleanly() {
     let s = server().await;
     let mut d = simple("restarted", "8111");
     d["spec"]["replicas"] = json!(2);
-    d["spec"]["minReadySeconds"] = json!(6);
+    d["spec"]["minReadySeconds"] = json!(8);
     let (code, out) = s.post(DCS, d).await;
     assert_eq!(code, 201, "{out}");
     watch_until(
@@ -987,12 +1003,21 @@ async fn a_berth_restarted_mid_rollout_ends_the_rollout_cleanly() {
         || async { phase(&rc(&s, "restarted-1").await.1) == "Running" },
     )
     .await;
+    // (Its process may still be the shim about to start it.)
+    eventually(10, "the deployer process runs", || async {
+        match deployer_processes("restarted-1") {
+            1 => Ok(()),
+            n => Err(format!("{n} deployers")),
+        }
+    })
+    .await;
     let addr = s.url.trim_start_matches("https://").to_string();
     let dir = s.stop().await;
-    // berth is down; its deployer may still be there, but only one.
-    assert!(deployer_processes("restarted-1") <= 1);
+    // berth is down; its deployer is not (it waits for the pods to be available), and
+    // there is only one.
+    assert_eq!(deployer_processes("restarted-1"), 1);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(deployer_processes("restarted-1") <= 1);
+    assert_eq!(deployer_processes("restarted-1"), 1);
     // Back on the same address (as `berth serve --listen` would be), where the running
     // deployer and its pods find the API again.
     let s = TestServer::start_at(dir, &addr, |c| {
