@@ -114,6 +114,11 @@ fn finished_at(pod: &Value) -> Option<Value> {
         .find_map(|c| c.pointer("/state/terminated/finishedAt").cloned())
 }
 
+/// Whether a pod is being deleted.
+fn terminating(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_some()
+}
+
 /// One pass over a deployment (§11.3).
 pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
     let current = phase_of(rc).to_string();
@@ -129,7 +134,7 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
     // stopped by the deletion, would otherwise pass for a deployer that failed).
     let deployer = seen.deployer.filter(|pod| {
         !(matches!(current.as_str(), "Pending" | "Running")
-            && pod.pointer("/metadata/deletionTimestamp").is_some()
+            && terminating(pod)
             && suggested(pod) != "Complete")
     });
     if let Some(pod) = deployer {
@@ -225,6 +230,12 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                     p.acts
                         .push(Act::CreateDeployer(deployer_pod(rc, &dc, seen.env)));
                     // Pending once the pod is made (the loop moves it there).
+                    p.next = current;
+                }
+                Some(pod) if terminating(pod) => {
+                    // A deployer of an earlier attempt (the retry verb deletes it, then
+                    // resets the deployment to New): its deletion requeues the deployment,
+                    // which then gets a deployer pod of its own.
                     p.next = current;
                 }
                 Some(pod) => {
@@ -821,6 +832,14 @@ mod tests {
         succeeded["metadata"]["deletionTimestamp"] = json!("2026-11-30T12:00:05Z");
         let p = plan(&rc("Running"), &seen(Some(&succeeded), 6));
         assert_eq!(p.next, "Complete");
+        // A deployment reset to New (retried) waits for the old deployer to go, then
+        // gets a new one.
+        let p = plan(&rc("New"), &seen(Some(&stopping), 6));
+        assert_eq!(p.next, "New");
+        assert!(p.acts.is_empty() && p.events.is_empty() && p.retry.is_none());
+        assert_eq!(apply(&rc("New"), &p), None);
+        let p = plan(&rc("New"), &seen(None, 7));
+        assert!(matches!(p.acts.as_slice(), [Act::CreateDeployer(_)]));
         // Cancelled: the deletion is ours, no "gone missing".
         let mut cancelled = rc("Running");
         cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");

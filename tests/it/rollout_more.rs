@@ -1081,3 +1081,74 @@ async fn a_berth_restarted_mid_rollout_ends_the_rollout_cleanly() {
     nothing_runs("sleep 8111", &["restarted-1", "restarted-2"]).await;
     s.stop().await;
 }
+
+// Scenario 27, as the server sees `oc rollout retry`: the deployer pods of the failed
+// deployment are deleted, then the deployment is reset to New.
+#[tokio::test]
+async fn a_failed_deployment_reset_to_new_gets_a_new_deployer() {
+    let s = server().await;
+    // A failing hook fails the deployment early: well within the strategy's timeout,
+    // past which a deployment reset to New fails at once (§11.3).
+    let mut d = simple("retried", "8112");
+    d["spec"]["strategy"]["rollingParams"] = json!({"pre": {
+        "failurePolicy": "Abort",
+        "execNewPod": {"containerName": "myapp", "command": ["/bin/false"]},
+    }});
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    deployment_ends(&s, "retried-1", "Failed").await;
+    let (_, first) = s.get(&format!("{PODS}/retried-1-deploy")).await;
+    let first_uid = first["metadata"]["uid"].clone();
+    let (_, pods) = s
+        .get(&format!(
+            "{PODS}?labelSelector=openshift.io%2Fdeployer-pod-for.name%3Dretried-1"
+        ))
+        .await;
+    for p in pods["items"].as_array().unwrap() {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        let (code, out) = s.delete(&format!("{PODS}/{name}")).await;
+        assert_eq!(code, 200, "{out}");
+    }
+    let (code, out) = s
+        .patch(
+            &format!("{RCS}/retried-1"),
+            MERGE,
+            json!({"metadata": {"annotations": {
+                "openshift.io/deployment.phase": "New",
+                "openshift.io/deployment.status-reason": null,
+                "openshift.io/deployment.cancelled": null}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    // A deployer pod of its own runs (not the old one on its way out), and fails the same
+    // way; at no time are there two.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ran = false;
+    loop {
+        if let Err(e) = one_deployer_at_most(&s, "retried", "retried-1").await {
+            panic!("invariant broken: {e}");
+        }
+        let (code, p) = s.get(&format!("{PODS}/retried-1-deploy")).await;
+        if code == 200 && p["metadata"]["uid"] != first_uid && p["status"]["phase"] == "Running" {
+            ran = true;
+        }
+        let (_, rc) = rc(&s, "retried-1").await;
+        if ran && phase(&rc) == "Failed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the retried deployment: {} {}",
+            phase(&rc),
+            p["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = deployer_log(&s, "retried-1").await;
+    assert!(log.contains("--> pre: Failed"), "{log}");
+    let (_, rc) = rc(&s, "retried-1").await;
+    assert_eq!(rc["spec"]["replicas"], 0);
+    delete_dc(&s, "retried").await;
+    nothing_runs("sleep 8112", &["retried-1"]).await;
+    s.stop().await;
+}
