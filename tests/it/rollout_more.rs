@@ -429,10 +429,14 @@ async fn running_first_version(s: &TestServer, name: &str, marker: &str, min_rea
     d["spec"]["minReadySeconds"] = json!(min_ready);
     let (code, out) = s.post(DCS, d).await;
     assert_eq!(code, 201, "{out}");
+    // Progressing says `NewReplicationControllerCreated` until the deployment moves on,
+    // which it may do before a poll sees it.
     eventually(30, "version 1 created", || async {
         let d = dc(s, name).await;
+        let reason = condition(&d, "Progressing")["reason"].clone();
         if d["status"]["latestVersion"] == 1
-            && condition(&d, "Progressing")["reason"] == "NewReplicationControllerCreated"
+            && (reason == "NewReplicationControllerCreated"
+                || reason == "ReplicationControllerUpdated")
         {
             Ok(())
         } else {
@@ -991,7 +995,7 @@ async fn a_berth_restarted_mid_rollout_ends_the_rollout_cleanly() {
     let s = server().await;
     let mut d = simple("restarted", "8111");
     d["spec"]["replicas"] = json!(2);
-    d["spec"]["minReadySeconds"] = json!(8);
+    d["spec"]["minReadySeconds"] = json!(12);
     let (code, out) = s.post(DCS, d).await;
     assert_eq!(code, 201, "{out}");
     watch_until(
