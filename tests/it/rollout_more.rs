@@ -451,77 +451,80 @@ async fn running_first_version(s: &TestServer, name: &str, marker: &str, min_rea
 #[tokio::test]
 async fn a_config_change_during_a_rollout_cancels_it() {
     let s = server().await;
-    running_first_version(&s, "superseded", "8105", 60).await;
-    let (code, out) = s
-        .patch(
-            &format!("{DCS}/superseded"),
-            MERGE,
-            json!({"spec": {"minReadySeconds": 0,
-                            "template": {"metadata": {"annotations": {"foo": "bar"}}}}}),
+    keeping_invariants(&s, "superseded", async {
+        running_first_version(&s, "superseded", "8105", 60).await;
+        let (code, out) = s
+            .patch(
+                &format!("{DCS}/superseded"),
+                MERGE,
+                json!({"spec": {"minReadySeconds": 0,
+                                "template": {"metadata": {"annotations": {"foo": "bar"}}}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        let failed = deployment_ends(&s, "superseded-1", "Failed").await;
+        let a = &failed["metadata"]["annotations"];
+        assert_eq!(
+            a["openshift.io/deployment.status-reason"],
+            "newer deployment was found running"
+        );
+        assert_eq!(a["openshift.io/deployment.cancelled"], "true");
+        deployment_in(&s, "superseded-2", "Running").await;
+        assert_eq!(dc(&s, "superseded").await["status"]["latestVersion"], 2);
+        expect_event(
+            &s,
+            "superseded",
+            "DeploymentCancelled",
+            "Normal",
+            "Cancelled deployment \"superseded-1\" superceded by version 2",
+            "deploymentconfig-controller",
         )
         .await;
-    assert_eq!(code, 200, "{out}");
-    let failed = deployment_ends(&s, "superseded-1", "Failed").await;
-    let a = &failed["metadata"]["annotations"];
-    assert_eq!(
-        a["openshift.io/deployment.status-reason"],
-        "newer deployment was found running"
-    );
-    assert_eq!(a["openshift.io/deployment.cancelled"], "true");
-    deployment_in(&s, "superseded-2", "Running").await;
-    assert_eq!(dc(&s, "superseded").await["status"]["latestVersion"], 2);
-    expect_event(
-        &s,
-        "superseded",
-        "DeploymentCancelled",
-        "Normal",
-        "Cancelled deployment \"superseded-1\" superceded by version 2",
-        "deploymentconfig-controller",
-    )
-    .await;
-    expect_event(
-        &s,
-        "superseded",
-        "RolloutCancelled",
-        "Normal",
-        "Rollout for \"default/superseded-1\" cancelled",
-        "deployer-controller",
-    )
-    .await;
-    expect_event(
-        &s,
-        "superseded",
-        "DeploymentCreated",
-        "Normal",
-        "Created new replication controller \"superseded-2\" for version 2",
-        "deploymentconfig-controller",
-    )
-    .await;
-    expect_event(
-        &s,
-        "superseded",
-        "DeploymentAwaitingCancellation",
-        "Normal",
-        "Deployment of version 2 awaiting cancellation of older running deployments",
-        "deploymentconfig-controller",
-    )
-    .await;
-    deployment_ends(&s, "superseded-2", "Complete").await;
-    let d = eventually(30, "the DC reports version 2", || async {
-        let d = dc(&s, "superseded").await;
-        if condition(&d, "Progressing")["reason"] == "NewReplicationControllerAvailable" {
-            Ok(d)
-        } else {
-            Err(d["status"].to_string())
-        }
+        expect_event(
+            &s,
+            "superseded",
+            "RolloutCancelled",
+            "Normal",
+            "Rollout for \"default/superseded-1\" cancelled",
+            "deployer-controller",
+        )
+        .await;
+        expect_event(
+            &s,
+            "superseded",
+            "DeploymentCreated",
+            "Normal",
+            "Created new replication controller \"superseded-2\" for version 2",
+            "deploymentconfig-controller",
+        )
+        .await;
+        expect_event(
+            &s,
+            "superseded",
+            "DeploymentAwaitingCancellation",
+            "Normal",
+            "Deployment of version 2 awaiting cancellation of older running deployments",
+            "deploymentconfig-controller",
+        )
+        .await;
+        deployment_ends(&s, "superseded-2", "Complete").await;
+        let d = eventually(30, "the DC reports version 2", || async {
+            let d = dc(&s, "superseded").await;
+            if condition(&d, "Progressing")["reason"] == "NewReplicationControllerAvailable" {
+                Ok(d)
+            } else {
+                Err(d["status"].to_string())
+            }
+        })
+        .await;
+        assert_eq!(
+            condition(&d, "Progressing")["message"],
+            "replication controller \"superseded-2\" successfully rolled out"
+        );
+        let (code, _) = s.get(&format!("{PODS}/superseded-1-deploy")).await;
+        assert_eq!(code, 404, "the cancelled deployer pod is deleted");
     })
     .await;
-    assert_eq!(
-        condition(&d, "Progressing")["message"],
-        "replication controller \"superseded-2\" successfully rolled out"
-    );
-    let (code, _) = s.get(&format!("{PODS}/superseded-1-deploy")).await;
-    assert_eq!(code, 404, "the cancelled deployer pod is deleted");
     delete_dc(&s, "superseded").await;
     nothing_runs("sleep 8105", &["superseded-1", "superseded-2"]).await;
     s.stop().await;
@@ -531,86 +534,89 @@ async fn a_config_change_during_a_rollout_cancels_it() {
 #[tokio::test]
 async fn a_cancel_after_the_deployer_succeeded_leaves_the_deployment_complete() {
     let s = server().await;
-    let mut d = simple("late-cancel", "8106");
-    d["spec"]["minReadySeconds"] = json!(3);
-    let (code, out) = s.post(DCS, d).await;
-    assert_eq!(code, 201, "{out}");
-    eventually(60, "the deployer succeeded", || async {
-        let (_, p) = s.get(&format!("{PODS}/late-cancel-1-deploy")).await;
-        if p["status"]["phase"] == "Succeeded" {
-            Ok(())
-        } else {
-            Err(p["status"].to_string())
-        }
-    })
-    .await;
-    let (code, out) = s
-        .patch(
-            &format!("{RCS}/late-cancel-1"),
-            MERGE,
-            json!({"metadata": {"annotations": {
-                "openshift.io/deployment.cancelled": "true",
-                "openshift.io/deployment.status-reason": "cancelled by the user"}}}),
-        )
-        .await;
-    assert_eq!(code, 200, "{out}");
-    let (code, out) = s
-        .patch(
-            &format!("{DCS}/late-cancel"),
-            MERGE,
-            json!({"spec": {"template": {"metadata": {"annotations": {"foo": "bar"}}}}}),
-        )
-        .await;
-    assert_eq!(code, 200, "{out}");
-    eventually(
-        60,
-        "version 1 complete, its cancellation undone",
-        || async {
-            let (_, rc) = rc(&s, "late-cancel-1").await;
-            let a = &rc["metadata"]["annotations"];
-            if phase(&rc) == "Complete"
-                && a.get("openshift.io/deployment.cancelled").is_none()
-                && a.get("openshift.io/deployment.status-reason").is_none()
-            {
+    keeping_invariants(&s, "late-cancel", async {
+        let mut d = simple("late-cancel", "8106");
+        d["spec"]["minReadySeconds"] = json!(3);
+        let (code, out) = s.post(DCS, d).await;
+        assert_eq!(code, 201, "{out}");
+        eventually(60, "the deployer succeeded", || async {
+            let (_, p) = s.get(&format!("{PODS}/late-cancel-1-deploy")).await;
+            if p["status"]["phase"] == "Succeeded" {
                 Ok(())
             } else {
-                Err(rc["metadata"].to_string())
+                Err(p["status"].to_string())
             }
-        },
-    )
-    .await;
-    expect_event(
-        &s,
-        "late-cancel",
-        "FailedCancellation",
-        "Warning",
-        "Succeeded before cancel recorded",
-        "deployer-controller",
-    )
-    .await;
-    eventually(90, "version 2 completes, never failing", || async {
-        let (code, second) = rc(&s, "late-cancel-2").await;
-        assert_ne!(phase(&second), "Failed", "{second}");
-        let (_, first) = rc(&s, "late-cancel-1").await;
-        assert_eq!(phase(&first), "Complete", "{first}");
-        if code == 200 && phase(&second) == "Complete" {
-            Ok(())
-        } else {
-            Err(phase(&second).to_string())
-        }
+        })
+        .await;
+        let (code, out) = s
+            .patch(
+                &format!("{RCS}/late-cancel-1"),
+                MERGE,
+                json!({"metadata": {"annotations": {
+                    "openshift.io/deployment.cancelled": "true",
+                    "openshift.io/deployment.status-reason": "cancelled by the user"}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        let (code, out) = s
+            .patch(
+                &format!("{DCS}/late-cancel"),
+                MERGE,
+                json!({"spec": {"template": {"metadata": {"annotations": {"foo": "bar"}}}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        eventually(
+            60,
+            "version 1 complete, its cancellation undone",
+            || async {
+                let (_, rc) = rc(&s, "late-cancel-1").await;
+                let a = &rc["metadata"]["annotations"];
+                if phase(&rc) == "Complete"
+                    && a.get("openshift.io/deployment.cancelled").is_none()
+                    && a.get("openshift.io/deployment.status-reason").is_none()
+                {
+                    Ok(())
+                } else {
+                    Err(rc["metadata"].to_string())
+                }
+            },
+        )
+        .await;
+        expect_event(
+            &s,
+            "late-cancel",
+            "FailedCancellation",
+            "Warning",
+            "Succeeded before cancel recorded",
+            "deployer-controller",
+        )
+        .await;
+        eventually(90, "version 2 completes, never failing", || async {
+            let (code, second) = rc(&s, "late-cancel-2").await;
+            assert_ne!(phase(&second), "Failed", "{second}");
+            let (_, first) = rc(&s, "late-cancel-1").await;
+            assert_eq!(phase(&first), "Complete", "{first}");
+            if code == 200 && phase(&second) == "Complete" {
+                Ok(())
+            } else {
+                Err(phase(&second).to_string())
+            }
+        })
+        .await;
+        assert_eq!(dc(&s, "late-cancel").await["status"]["latestVersion"], 2);
+        // Told once: the passes after the cancellation was undone have nothing to tell.
+        let (_, events) = s.get(EVENTS).await;
+        let told: Vec<&Value> = events["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == "FailedCancellation")
+            .collect();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert_eq!(told[0]["count"], 1, "{told:?}");
     })
     .await;
-    assert_eq!(dc(&s, "late-cancel").await["status"]["latestVersion"], 2);
-    // Told once: the passes after the cancellation was undone have nothing to tell.
-    let (_, events) = s.get(EVENTS).await;
-    let told: Vec<&Value> = events["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["reason"] == "FailedCancellation")
-        .collect();
-    assert_eq!(told.len(), 1, "{told:?}");
-    assert_eq!(told[0]["count"], 1, "{told:?}");
     delete_dc(&s, "late-cancel").await;
     nothing_runs("sleep 8106", &["late-cancel-1", "late-cancel-2"]).await;
     s.stop().await;
@@ -620,134 +626,137 @@ async fn a_cancel_after_the_deployer_succeeded_leaves_the_deployment_complete() 
 #[tokio::test]
 async fn deployments_left_by_an_orphaning_delete_are_adopted_by_the_new_dc() {
     let s = server().await;
-    let (code, out) = s.post(DCS, simple("orphans", "8107")).await;
-    assert_eq!(code, 201, "{out}");
-    deployment_ends(&s, "orphans-1", "Complete").await;
-    let (code, patched) = s
-        .patch(
-            &format!("{DCS}/orphans"),
-            MERGE,
-            json!({"spec": {"template": {"metadata": {"labels": {"rev": "2"}}}}}),
-        )
+    keeping_invariants(&s, "orphans", async {
+        let (code, out) = s.post(DCS, simple("orphans", "8107")).await;
+        assert_eq!(code, 201, "{out}");
+        deployment_ends(&s, "orphans-1", "Complete").await;
+        let (code, patched) = s
+            .patch(
+                &format!("{DCS}/orphans"),
+                MERGE,
+                json!({"spec": {"template": {"metadata": {"labels": {"rev": "2"}}}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{patched}");
+        assert_eq!(patched["status"]["latestVersion"], 1);
+        deployment_ends(&s, "orphans-2", "Complete").await;
+        let uids = |rcs: &[Value]| {
+            let mut u: Vec<String> = rcs
+                .iter()
+                .map(|r| r["metadata"]["uid"].as_str().unwrap_or("").to_string())
+                .collect();
+            u.sort();
+            u
+        };
+        let before = eventually(30, "both deployments settled", || async {
+            let (rcs, _) = rcs_and_pods(&s, "orphans").await;
+            let (_, first) = rc(&s, "orphans-1").await;
+            if rcs.len() == 2 && first["status"]["replicas"] == 0 {
+                Ok(rcs)
+            } else {
+                Err(format!("{} rcs", rcs.len()))
+            }
+        })
         .await;
-    assert_eq!(code, 200, "{patched}");
-    assert_eq!(patched["status"]["latestVersion"], 1);
-    deployment_ends(&s, "orphans-2", "Complete").await;
-    let uids = |rcs: &[Value]| {
-        let mut u: Vec<String> = rcs
-            .iter()
-            .map(|r| r["metadata"]["uid"].as_str().unwrap_or("").to_string())
-            .collect();
-        u.sort();
-        u
-    };
-    let before = eventually(30, "both deployments settled", || async {
+
+        let (code, out) = s
+            .call(
+                reqwest::Method::DELETE,
+                &format!("{DCS}/orphans"),
+                Some(
+                    json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Orphan"}),
+                ),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        eventually(30, "the DC is gone", || async {
+            match s.get(&format!("{DCS}/orphans")).await {
+                (404, _) => Ok(()),
+                (code, d) => Err(format!("{code} {}", d["metadata"])),
+            }
+        })
+        .await;
+        let orphaned = eventually(30, "the deployments have no owner", || async {
+            let (rcs, _) = rcs_and_pods(&s, "orphans").await;
+            if rcs.len() == 2
+                && rcs.iter().all(|r| {
+                    r["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_none_or(Vec::is_empty)
+                })
+            {
+                Ok(rcs)
+            } else {
+                Err(format!("{rcs:?}"))
+            }
+        })
+        .await;
+        assert_eq!(uids(&orphaned), uids(&before));
+
+        // The same object again: the deployments are adopted and the version catches up.
+        let mut again = patched.clone();
+        again.as_object_mut().unwrap().remove("status");
+        let meta = again["metadata"].as_object_mut().unwrap();
+        for k in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(k);
+        }
+        let (code, made) = s.post(DCS, again).await;
+        assert_eq!(code, 201, "{made}");
+        assert_eq!(made["status"]["latestVersion"], 0);
+        eventually(30, "version 2 adopted and available", || async {
+            let d = dc(&s, "orphans").await;
+            if d["status"]["latestVersion"] == 2
+                && d["status"]["availableReplicas"] == d["spec"]["replicas"]
+            {
+                Ok(())
+            } else {
+                Err(d["status"].to_string())
+            }
+        })
+        .await;
         let (rcs, _) = rcs_and_pods(&s, "orphans").await;
-        let (_, first) = rc(&s, "orphans-1").await;
-        if rcs.len() == 2 && first["status"]["replicas"] == 0 {
-            Ok(rcs)
-        } else {
-            Err(format!("{} rcs", rcs.len()))
-        }
-    })
-    .await;
+        assert_eq!(uids(&rcs), uids(&before), "no new deployment");
+        assert!(
+            rcs.iter()
+                .all(|r| r["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]),
+            "{rcs:?}"
+        );
 
-    let (code, out) = s
-        .call(
-            reqwest::Method::DELETE,
-            &format!("{DCS}/orphans"),
-            Some(
-                json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Orphan"}),
-            ),
-        )
+        let (code, out) = s
+            .patch(
+                &format!("{DCS}/orphans/scale"),
+                MERGE,
+                json!({"spec": {"replicas": 3}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        eventually(60, "three replicas available", || async {
+            let d = dc(&s, "orphans").await;
+            if d["status"]["availableReplicas"] == 3 && d["status"]["latestVersion"] == 2 {
+                Ok(())
+            } else {
+                Err(d["status"].to_string())
+            }
+        })
         .await;
-    assert_eq!(code, 200, "{out}");
-    eventually(30, "the DC is gone", || async {
-        match s.get(&format!("{DCS}/orphans")).await {
-            (404, _) => Ok(()),
-            (code, d) => Err(format!("{code} {}", d["metadata"])),
-        }
+        let (code, out) = s
+            .patch(
+                &format!("{DCS}/orphans"),
+                MERGE,
+                json!({"spec": {"template": {"metadata": {"labels": {"rev": "3"}}}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+        let third = deployment_ends(&s, "orphans-3", "Complete").await;
+        assert_eq!(third["spec"]["replicas"], 3);
     })
     .await;
-    let orphaned = eventually(30, "the deployments have no owner", || async {
-        let (rcs, _) = rcs_and_pods(&s, "orphans").await;
-        if rcs.len() == 2
-            && rcs.iter().all(|r| {
-                r["metadata"]["ownerReferences"]
-                    .as_array()
-                    .is_none_or(Vec::is_empty)
-            })
-        {
-            Ok(rcs)
-        } else {
-            Err(format!("{rcs:?}"))
-        }
-    })
-    .await;
-    assert_eq!(uids(&orphaned), uids(&before));
-
-    // The same object again: the deployments are adopted and the version catches up.
-    let mut again = patched.clone();
-    again.as_object_mut().unwrap().remove("status");
-    let meta = again["metadata"].as_object_mut().unwrap();
-    for k in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "generation",
-        "managedFields",
-    ] {
-        meta.remove(k);
-    }
-    let (code, made) = s.post(DCS, again).await;
-    assert_eq!(code, 201, "{made}");
-    assert_eq!(made["status"]["latestVersion"], 0);
-    eventually(30, "version 2 adopted and available", || async {
-        let d = dc(&s, "orphans").await;
-        if d["status"]["latestVersion"] == 2
-            && d["status"]["availableReplicas"] == d["spec"]["replicas"]
-        {
-            Ok(())
-        } else {
-            Err(d["status"].to_string())
-        }
-    })
-    .await;
-    let (rcs, _) = rcs_and_pods(&s, "orphans").await;
-    assert_eq!(uids(&rcs), uids(&before), "no new deployment");
-    assert!(
-        rcs.iter()
-            .all(|r| r["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]),
-        "{rcs:?}"
-    );
-
-    let (code, out) = s
-        .patch(
-            &format!("{DCS}/orphans/scale"),
-            MERGE,
-            json!({"spec": {"replicas": 3}}),
-        )
-        .await;
-    assert_eq!(code, 200, "{out}");
-    eventually(60, "three replicas available", || async {
-        let d = dc(&s, "orphans").await;
-        if d["status"]["availableReplicas"] == 3 && d["status"]["latestVersion"] == 2 {
-            Ok(())
-        } else {
-            Err(d["status"].to_string())
-        }
-    })
-    .await;
-    let (code, out) = s
-        .patch(
-            &format!("{DCS}/orphans"),
-            MERGE,
-            json!({"spec": {"template": {"metadata": {"labels": {"rev": "3"}}}}}),
-        )
-        .await;
-    assert_eq!(code, 200, "{out}");
-    let third = deployment_ends(&s, "orphans-3", "Complete").await;
-    assert_eq!(third["spec"]["replicas"], 3);
     delete_dc(&s, "orphans").await;
     nothing_runs("sleep 8107", &["orphans-1", "orphans-2", "orphans-3"]).await;
     s.stop().await;
@@ -829,6 +838,52 @@ async fn a_dc_waiting_for_an_image_creates_no_deployment() {
     assert!(pods.is_empty(), "{pods:?}");
     assert_eq!(dc(&s, "unresolved").await["status"]["latestVersion"], 0);
     delete_dc(&s, "unresolved").await;
+
+    // A trigger that claims an image while the container still has none: a version may
+    // be asked for, but no deployment of an empty image is ever made.
+    let mut d = simple("claimed", "8108");
+    d["spec"]["template"]["spec"]["containers"][0]["image"] = json!(" ");
+    d["spec"]["triggers"] = json!([{"type": "ImageChange", "imageChangeParams": {
+        "automatic": true, "containerNames": ["myapp"], "lastTriggeredImage": "busybox",
+        "from": {"kind": "ImageStreamTag", "name": "app:latest"}}}]);
+    let triggers = d["spec"]["triggers"].clone();
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    // (A create clears triggered images; an update keeps them.)
+    let (code, out) = s
+        .patch(
+            &format!("{DCS}/claimed"),
+            MERGE,
+            json!({"spec": {"triggers": triggers}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(
+        out["spec"]["triggers"][0]["imageChangeParams"]["lastTriggeredImage"],
+        "busybox"
+    );
+    let (code, out) = s
+        .post(
+            &format!("{DCS}/claimed/instantiate"),
+            rollout_latest("claimed"),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    assert_eq!(out["status"]["latestVersion"], 1);
+    eventually(30, "the new generation observed", || async {
+        let d = dc(&s, "claimed").await;
+        if d["status"]["observedGeneration"] == d["metadata"]["generation"] {
+            Ok(())
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (rcs, pods) = rcs_and_pods(&s, "claimed").await;
+    assert!(rcs.is_empty(), "{rcs:?}");
+    assert!(pods.is_empty(), "{pods:?}");
+    delete_dc(&s, "claimed").await;
     s.stop().await;
 }
 
@@ -836,89 +891,92 @@ async fn a_dc_waiting_for_an_image_creates_no_deployment() {
 #[tokio::test]
 async fn a_deleted_deployer_pod_fails_the_rollout_and_the_previous_one_comes_back() {
     let s = server().await;
-    let (code, out) = s.post(DCS, simple("lost", "8109")).await;
-    assert_eq!(code, 201, "{out}");
-    deployment_ends(&s, "lost-1", "Complete").await;
-    // Recreate takes the old pods down first; pods of the new version take a minute to
-    // count as available, so the deployer is still busy when its pod goes.
-    let mut patch = template_env("8109", json!([{"name": "V", "value": "2"}]));
-    patch["spec"]["strategy"] = json!({"type": "Recreate", "rollingParams": null});
-    patch["spec"]["minReadySeconds"] = json!(60);
-    let (code, out) = s.patch(&format!("{DCS}/lost"), MERGE, patch).await;
-    assert_eq!(code, 200, "{out}");
-    eventually(60, "version 2 runs with version 1 scaled down", || async {
-        let (_, second) = rc(&s, "lost-2").await;
-        let (_, first) = rc(&s, "lost-1").await;
-        if phase(&second) == "Running"
-            && first["spec"]["replicas"] == 0
-            && second["spec"]["replicas"] == 1
-        {
-            Ok(())
-        } else {
-            Err(format!("{} {}", phase(&second), first["spec"]))
-        }
+    keeping_invariants(&s, "lost", async {
+        let (code, out) = s.post(DCS, simple("lost", "8109")).await;
+        assert_eq!(code, 201, "{out}");
+        deployment_ends(&s, "lost-1", "Complete").await;
+        // Recreate takes the old pods down first; pods of the new version take a minute to
+        // count as available, so the deployer is still busy when its pod goes.
+        let mut patch = template_env("8109", json!([{"name": "V", "value": "2"}]));
+        patch["spec"]["strategy"] = json!({"type": "Recreate", "rollingParams": null});
+        patch["spec"]["minReadySeconds"] = json!(60);
+        let (code, out) = s.patch(&format!("{DCS}/lost"), MERGE, patch).await;
+        assert_eq!(code, 200, "{out}");
+        eventually(60, "version 2 runs with version 1 scaled down", || async {
+            let (_, second) = rc(&s, "lost-2").await;
+            let (_, first) = rc(&s, "lost-1").await;
+            if phase(&second) == "Running"
+                && first["spec"]["replicas"] == 0
+                && second["spec"]["replicas"] == 1
+            {
+                Ok(())
+            } else {
+                Err(format!("{} {}", phase(&second), first["spec"]))
+            }
+        })
+        .await;
+        let (code, out) = s.delete(&format!("{PODS}/lost-2-deploy")).await;
+        assert_eq!(code, 200, "{out}");
+        let failed = deployment_ends(&s, "lost-2", "Failed").await;
+        assert_eq!(
+            failed["metadata"]["annotations"]["openshift.io/deployment.status-reason"],
+            "deployer pod no longer exists"
+        );
+        expect_event(
+            &s,
+            "lost",
+            "Failed",
+            "Warning",
+            "Deployer pod \"lost-2-deploy\" has gone missing",
+            "deployer-controller",
+        )
+        .await;
+        eventually(60, "version 1 is back and version 2 is gone", || async {
+            let (_, first) = rc(&s, "lost-1").await;
+            let (_, second) = rc(&s, "lost-2").await;
+            if first["spec"]["replicas"] == 1
+                && first["status"]["replicas"] == 1
+                && second["spec"]["replicas"] == 0
+            {
+                Ok(())
+            } else {
+                Err(format!("{} {}", first["status"], second["spec"]))
+            }
+        })
+        .await;
+        expect_event(
+            &s,
+            "lost",
+            "ReplicationControllerScaled",
+            "Normal",
+            "Scaled replication controller \"lost-1\" from 0 to 1",
+            "deploymentconfig-controller",
+        )
+        .await;
+        expect_event(
+            &s,
+            "lost",
+            "ReplicationControllerScaled",
+            "Normal",
+            "Scaled replication controller \"lost-2\" from 1 to 0",
+            "deploymentconfig-controller",
+        )
+        .await;
+        let d = eventually(30, "the DC says it failed", || async {
+            let d = dc(&s, "lost").await;
+            if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
+                Ok(d)
+            } else {
+                Err(d["status"].to_string())
+            }
+        })
+        .await;
+        assert_eq!(
+            condition(&d, "Progressing")["message"],
+            "replication controller \"lost-2\" has failed progressing"
+        );
     })
     .await;
-    let (code, out) = s.delete(&format!("{PODS}/lost-2-deploy")).await;
-    assert_eq!(code, 200, "{out}");
-    let failed = deployment_ends(&s, "lost-2", "Failed").await;
-    assert_eq!(
-        failed["metadata"]["annotations"]["openshift.io/deployment.status-reason"],
-        "deployer pod no longer exists"
-    );
-    expect_event(
-        &s,
-        "lost",
-        "Failed",
-        "Warning",
-        "Deployer pod \"lost-2-deploy\" has gone missing",
-        "deployer-controller",
-    )
-    .await;
-    eventually(60, "version 1 is back and version 2 is gone", || async {
-        let (_, first) = rc(&s, "lost-1").await;
-        let (_, second) = rc(&s, "lost-2").await;
-        if first["spec"]["replicas"] == 1
-            && first["status"]["replicas"] == 1
-            && second["spec"]["replicas"] == 0
-        {
-            Ok(())
-        } else {
-            Err(format!("{} {}", first["status"], second["spec"]))
-        }
-    })
-    .await;
-    expect_event(
-        &s,
-        "lost",
-        "ReplicationControllerScaled",
-        "Normal",
-        "Scaled replication controller \"lost-1\" from 0 to 1",
-        "deploymentconfig-controller",
-    )
-    .await;
-    expect_event(
-        &s,
-        "lost",
-        "ReplicationControllerScaled",
-        "Normal",
-        "Scaled replication controller \"lost-2\" from 1 to 0",
-        "deploymentconfig-controller",
-    )
-    .await;
-    let d = eventually(30, "the DC says it failed", || async {
-        let d = dc(&s, "lost").await;
-        if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
-            Ok(d)
-        } else {
-            Err(d["status"].to_string())
-        }
-    })
-    .await;
-    assert_eq!(
-        condition(&d, "Progressing")["message"],
-        "replication controller \"lost-2\" has failed progressing"
-    );
     delete_dc(&s, "lost").await;
     nothing_runs("sleep 8109", &["lost-1", "lost-2"]).await;
     s.stop().await;
@@ -947,6 +1005,28 @@ async fn deleting_a_dc_mid_rollout_leaves_nothing_behind() {
     let (rcs, pods) = rcs_and_pods(&s, "midway").await;
     assert!(rcs.is_empty() && pods.is_empty(), "{rcs:?} {pods:?}");
     s.stop().await;
+}
+
+/// Runs `body` while checking §12's invariants over DC `dc` every 50 ms; a broken
+/// invariant fails the test.
+async fn keeping_invariants<T>(
+    s: &TestServer,
+    dc: &str,
+    body: impl std::future::Future<Output = T>,
+) -> T {
+    let watch = async {
+        loop {
+            let (rcs, pods) = rcs_and_pods(s, dc).await;
+            if let Err(e) = check_invariants(&rcs, &pods) {
+                panic!("invariant broken: {e}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        () = watch => unreachable!(),
+        out = body => out,
+    }
 }
 
 /// Checks §12 and that deployment `rc` has at most one deployer pod and process.
