@@ -1117,8 +1117,12 @@ async fn a_berth_restarted_mid_rollout_ends_the_rollout_cleanly() {
         || async { matches!(phase(&rc(&s, "restarted-1").await.1), "Complete" | "Failed") },
     )
     .await;
+    // The deployer waited for the API to come back, and finished the rollout.
     let (_, first) = rc(&s, "restarted-1").await;
     let ended = phase(&first).to_string();
+    assert_eq!(ended, "Complete", "{first}");
+    let log = deployer_log(&s, "restarted-1").await;
+    assert!(log.trim_end().ends_with("--> Success"), "{log}");
     eventually(30, "the deployer process is gone", || async {
         match deployer_processes("restarted-1") {
             0 => Ok(()),
@@ -1234,5 +1238,48 @@ async fn a_failed_deployment_reset_to_new_gets_a_new_deployer() {
     assert_eq!(rc["spec"]["replicas"], 0);
     delete_dc(&s, "retried").await;
     nothing_runs("sleep 8112", &["retried-1"]).await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_berth_restarted_as_a_rollout_starts_ends_the_rollout_cleanly() {
+    let s = server().await;
+    let mut d = simple("early", "8113");
+    d["spec"]["replicas"] = json!(2);
+    let (code, out) = s.post(DCS, d).await;
+    assert_eq!(code, 201, "{out}");
+    // Stopped as soon as the deployment exists: its deployer pod may or may not be made.
+    eventually(30, "version 1 exists", || async {
+        match rc(&s, "early-1").await {
+            (200, rc) => Ok(phase(&rc).to_string()),
+            (code, _) => Err(code.to_string()),
+        }
+    })
+    .await;
+    let addr = s.url.trim_start_matches("https://").to_string();
+    let dir = s.stop().await;
+    assert!(deployer_processes("early-1") <= 1);
+    let s = TestServer::start_at(dir, &addr, |c| {
+        c.node = Some(node_settings("test-node", |_| {}))
+    })
+    .await;
+    watch_until(&s, "early", "early-1", 120, "version 1 ends", || async {
+        matches!(phase(&rc(&s, "early-1").await.1), "Complete" | "Failed")
+    })
+    .await;
+    let (_, first) = rc(&s, "early-1").await;
+    eprintln!("version 1 ended {} across the restart", phase(&first));
+    eventually(30, "the DC observed the end", || async {
+        let d = dc(&s, "early").await;
+        let reason = condition(&d, "Progressing")["reason"].clone();
+        if reason == "NewReplicationControllerAvailable" || reason == "ProgressDeadlineExceeded" {
+            Ok(())
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await;
+    delete_dc(&s, "early").await;
+    nothing_runs("sleep 8113", &["early-1"]).await;
     s.stop().await;
 }
