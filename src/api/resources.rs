@@ -632,14 +632,23 @@ pub async fn handle(
             let opts = write_options(&query)?;
             let out = match t.sub.as_deref() {
                 Some("scale") => {
-                    // Patch the Scale view, then write its replicas back.
+                    // Patch the Scale view, then write its replicas back. The Scale is
+                    // patched without its resourceVersion: only one the patch itself
+                    // names is a precondition (a concurrent write of the object, such
+                    // as a controller's status, is no conflict for a patch).
                     let cur = reg.get(res, ns, name)?;
-                    let scale: Value = serde_json::from_slice(&to_scale(res, &cur)?)
+                    let mut scale: Value = serde_json::from_slice(&to_scale(res, &cur)?)
                         .map_err(|e| Error::BadRequest(e.to_string()))?;
+                    if let Some(meta) = scale["metadata"].as_object_mut() {
+                        meta.remove("resourceVersion");
+                    }
                     let patched = patch.apply(res, &scale).map_err(Error::BadRequest)?;
                     let replicas = scale_replicas(&patched)?;
                     let mut p = json!({"spec": {"replicas": replicas}});
-                    if let Some(rv) = patched.pointer("/metadata/resourceVersion") {
+                    if let Some(rv) = patched
+                        .pointer("/metadata/resourceVersion")
+                        .filter(|rv| rv.as_str().is_some_and(|s| !s.is_empty()))
+                    {
                         p["metadata"] = json!({"resourceVersion": rv});
                     }
                     let out = reg

@@ -15,7 +15,14 @@ pub(super) struct Http {
     client: reqwest::Client,
     base: Arc<str>,
     auth: Arc<str>,
+    /// How long to keep trying to reach a server that refuses connections (restarting);
+    /// none by default.
+    reconnect: std::time::Duration,
 }
+
+/// The first pause before connecting again, doubled up to [`RECONNECT_PAUSE_MAX`].
+const RECONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+const RECONNECT_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn transport(e: reqwest::Error) -> Error {
     Error::Transport(format!("request failed: {e}"))
@@ -97,7 +104,36 @@ impl Http {
             client,
             base: url.trim_end_matches('/').into(),
             auth: format!("Bearer {token}").into(),
+            reconnect: std::time::Duration::ZERO,
         })
+    }
+
+    pub(super) fn set_reconnect(&mut self, budget: std::time::Duration) {
+        self.reconnect = budget;
+    }
+
+    /// Sends a request, sending it again while the server cannot be connected to (the
+    /// request never reached it, so any request may be sent again) and the reconnect
+    /// budget lasts.
+    async fn connect_and_send(&self, mut req: RequestBuilder) -> Result<reqwest::Response> {
+        let deadline = tokio::time::Instant::now() + self.reconnect;
+        let mut pause = RECONNECT_PAUSE;
+        loop {
+            let again = req.try_clone();
+            match req.send().await {
+                Err(e) if e.is_connect() && tokio::time::Instant::now() < deadline => {
+                    let Some(next) = again else {
+                        return Err(transport(e));
+                    };
+                    tracing::debug!(error = %e, retry_in_ms = pause.as_millis() as u64,
+                        "the server cannot be reached; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
+                    req = next;
+                }
+                other => return other.map_err(transport),
+            }
+        }
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
@@ -114,7 +150,7 @@ impl Http {
     }
 
     async fn send(&self, req: RequestBuilder) -> Result<Value> {
-        let resp = req.send().await.map_err(transport)?;
+        let resp = self.connect_and_send(req).await?;
         let code = resp.status();
         let body = resp.bytes().await.map_err(transport)?;
         if !code.is_success() {
@@ -336,7 +372,7 @@ impl Http {
                 &Self::object_path(res, Some(ns), pod, Some("log")),
             )
             .query(&q);
-        let resp = Self::streamed(resp).await?;
+        let resp = self.streamed(resp).await?;
         Ok(LogStream {
             body: Box::pin(resp.bytes_stream()),
         })
@@ -385,8 +421,8 @@ impl Http {
 
     /// Sends a request whose answer streams: the response when it succeeded, else the
     /// error its `Status` stands for.
-    async fn streamed(req: RequestBuilder) -> Result<reqwest::Response> {
-        let resp = req.send().await.map_err(transport)?;
+    async fn streamed(&self, req: RequestBuilder) -> Result<reqwest::Response> {
+        let resp = self.connect_and_send(req).await?;
         let code = resp.status();
         if !code.is_success() {
             let body = resp.bytes().await.map_err(transport)?;
@@ -415,7 +451,7 @@ impl Http {
         let resp = self
             .request(Method::GET, &collection_path(res, ns))
             .query(&q);
-        let resp = Self::streamed(resp).await?;
+        let resp = self.streamed(resp).await?;
         Ok(Events {
             body: Box::pin(resp.bytes_stream()),
             buf: BytesMut::new(),

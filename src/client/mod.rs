@@ -230,6 +230,17 @@ impl Client {
         })
     }
 
+    /// The same client, but one that keeps connecting for up to `budget` while the
+    /// server refuses connections (it is restarting), instead of failing at once. A
+    /// request that could not be connected never reached the server, so sending it again
+    /// is safe for any request. Only the HTTPS transport can be unreachable.
+    pub fn reconnecting(mut self, budget: std::time::Duration) -> Self {
+        if let Transport::Http(h) = &mut self.transport {
+            h.set_reconnect(budget);
+        }
+        self
+    }
+
     pub async fn get(&self, res: &'static Resource, ns: Option<&str>, name: &str) -> Result<Value> {
         match &self.transport {
             Transport::Local(l) => l.get(res, ns, name),

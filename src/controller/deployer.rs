@@ -79,6 +79,9 @@ pub struct Plan {
     pub events: Vec<Event>,
     /// Wait and retry (the deployer pod may not be in the cache yet).
     pub retry: Option<String>,
+    /// A Complete deployment whose cancellation came after its deployer succeeded: the
+    /// annotations undo the cancellation although the phase stays.
+    pub uncancel: bool,
 }
 
 /// Everything a pass looks at besides the RC.
@@ -111,6 +114,11 @@ fn finished_at(pod: &Value) -> Option<Value> {
         .find_map(|c| c.pointer("/state/terminated/finishedAt").cloned())
 }
 
+/// Whether a pod is being deleted.
+fn terminating(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_some()
+}
+
 /// One pass over a deployment (§11.3).
 pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
     let current = phase_of(rc).to_string();
@@ -121,7 +129,15 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
         next: current.clone(),
         ..Plan::default()
     };
-    if let Some(pod) = seen.deployer {
+    // A deployer pod on its way out that has not succeeded will not finish the
+    // deployment: once the deployment runs, it counts as gone already (its container,
+    // stopped by the deletion, would otherwise pass for a deployer that failed).
+    let deployer = seen.deployer.filter(|pod| {
+        !(matches!(current.as_str(), "Pending" | "Running")
+            && terminating(pod)
+            && suggested(pod) != "Complete")
+    });
+    if let Some(pod) = deployer {
         p.next = suggested(pod).to_string();
         match p.next.as_str() {
             "Complete" => {
@@ -202,7 +218,7 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                 });
                 return p;
             }
-            match seen.deployer {
+            match deployer {
                 None => {
                     if rc["metadata"]["annotations"]
                         .get(os::DEPLOYMENT_IGNORE_POD_ANNOTATION)
@@ -214,6 +230,12 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                     p.acts
                         .push(Act::CreateDeployer(deployer_pod(rc, &dc, seen.env)));
                     // Pending once the pod is made (the loop moves it there).
+                    p.next = current;
+                }
+                Some(pod) if terminating(pod) => {
+                    // A deployer of an earlier attempt (the retry verb deletes it, then
+                    // resets the deployment to New): its deletion requeues the deployment,
+                    // which then gets a deployer pod of its own.
                     p.next = current;
                 }
                 Some(pod) => {
@@ -241,7 +263,7 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                 }
             }
         }
-        "Pending" | "Running" => match seen.deployer {
+        "Pending" | "Running" => match deployer {
             None => {
                 p.next = "Failed".into();
                 if !cancelled {
@@ -277,6 +299,15 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                 p.acts.push(Act::OwnDeployerPods);
             }
         }
+        "Complete" if cancelled && p.next == "Complete" => {
+            // Cancelled after the deployer succeeded (and after the deployment was
+            // recorded Complete): only the cancellation is undone.
+            p.annotations.retain(|k, _| {
+                k == os::DEPLOYMENT_CANCELLED_ANNOTATION
+                    || k == os::DEPLOYMENT_STATUS_REASON_ANNOTATION
+            });
+            p.uncancel = true;
+        }
         _ => {}
     }
     p
@@ -286,8 +317,10 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
 /// annotations, and for a test DC that finished, no replicas. `None` when nothing
 /// changes.
 pub fn apply(rc: &Value, p: &Plan) -> Option<Value> {
-    // The annotations of a pass go with a move of the phase, never alone (§11.3).
-    if !allowed(phase_of(rc), &p.next) {
+    // The annotations of a pass go with a move of the phase, never alone (§11.3), but
+    // for undoing a cancellation that came too late.
+    let uncancel = p.uncancel && phase_of(rc) == "Complete";
+    if !allowed(phase_of(rc), &p.next) && !uncancel {
         return None;
     }
     let mut out = rc.clone();
@@ -523,9 +556,6 @@ impl Controller {
         for act in plan.acts.clone() {
             self.act(&rc, &act, &mut plan).await?;
         }
-        for e in &plan.events {
-            self.event(&rc, e).await;
-        }
         if let Some(why) = plan.retry {
             return Err(Error::Other(why));
         }
@@ -534,6 +564,11 @@ impl Controller {
                 .client
                 .update(catalog::of(Kind::ReplicationController), &updated)
                 .await?;
+            // The events tell what the write did: recorded once it is done, so that a
+            // pass retried after a conflict does not tell it twice.
+            for e in &plan.events {
+                self.event(&written, e).await;
+            }
             if is_cancelled(&written) && phase_of(&written) == "Failed" {
                 let event = Event {
                     warning: false,
@@ -754,6 +789,63 @@ mod tests {
         assert_eq!(p.events[0].reason, "FailedCancellation");
         let after = apply(&cancelled, &p).unwrap();
         assert!(!is_cancelled(&after));
+    }
+
+    #[test]
+    fn a_cancel_recorded_after_completion_is_undone_and_the_phase_stays() {
+        let mut done = rc("Running");
+        let succeeded = pod("Succeeded");
+        done = apply(&done, &plan(&done, &seen(Some(&succeeded), 9))).unwrap();
+        done["spec"]["replicas"] = json!(3);
+        let mut late = done.clone();
+        let a = &mut late["metadata"]["annotations"];
+        a[os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");
+        a[os::DEPLOYMENT_STATUS_REASON_ANNOTATION] = json!("cancelled by the user");
+        let p = plan(&late, &seen(Some(&succeeded), 20));
+        assert_eq!(p.events[0].reason, "FailedCancellation");
+        assert_eq!(p.events[0].message, "Succeeded before cancel recorded");
+        let after = apply(&late, &p).unwrap();
+        assert_eq!(after, done, "only the cancellation is undone");
+        // Not cancelled: a Complete deployment is left alone.
+        let p = plan(&done, &seen(Some(&succeeded), 21));
+        assert!(p.events.is_empty());
+        assert_eq!(apply(&done, &p), None);
+    }
+
+    #[test]
+    fn a_deployer_pod_being_deleted_counts_as_gone_unless_it_succeeded() {
+        let mut stopping = pod("Failed");
+        stopping["metadata"]["deletionTimestamp"] = json!("2026-11-30T12:00:05Z");
+        for phase in ["Pending", "Running"] {
+            let mut last = seen(Some(&stopping), 6);
+            last.last_chance = phase == "Pending";
+            let p = plan(&rc(phase), &last);
+            assert_eq!(p.next, "Failed");
+            assert_eq!(
+                p.annotations[os::DEPLOYMENT_STATUS_REASON_ANNOTATION],
+                DEPLOYER_POD_GONE
+            );
+            assert_eq!(p.events[0].reason, "Failed");
+        }
+        // A deployer that succeeded before its deletion completed the deployment.
+        let mut succeeded = pod("Succeeded");
+        succeeded["metadata"]["deletionTimestamp"] = json!("2026-11-30T12:00:05Z");
+        let p = plan(&rc("Running"), &seen(Some(&succeeded), 6));
+        assert_eq!(p.next, "Complete");
+        // A deployment reset to New (retried) waits for the old deployer to go, then
+        // gets a new one.
+        let p = plan(&rc("New"), &seen(Some(&stopping), 6));
+        assert_eq!(p.next, "New");
+        assert!(p.acts.is_empty() && p.events.is_empty() && p.retry.is_none());
+        assert_eq!(apply(&rc("New"), &p), None);
+        let p = plan(&rc("New"), &seen(None, 7));
+        assert!(matches!(p.acts.as_slice(), [Act::CreateDeployer(_)]));
+        // Cancelled: the deletion is ours, no "gone missing".
+        let mut cancelled = rc("Running");
+        cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");
+        let p = plan(&cancelled, &seen(Some(&stopping), 6));
+        assert_eq!(p.next, "Failed");
+        assert!(p.events.is_empty());
     }
 
     #[test]

@@ -23,6 +23,9 @@ use crate::client::{Client, ListParams, Patch};
 use crate::registry::{Kind, Resource, catalog};
 use crate::types::openshift::{self as os, DeploymentConfig};
 
+/// How long the deployer keeps connecting to an API server that refuses connections.
+pub const RECONNECT_BUDGET: Duration = Duration::from_secs(120);
+
 /// Where the deployer stops early (`--until`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Until {
@@ -366,8 +369,10 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     if opts.namespace.is_empty() {
         bail!("--namespace or OPENSHIFT_DEPLOYMENT_NAMESPACE is required");
     }
+    // berth restarting under a running deployer is a pause, not the deployment's end.
     let client = Client::http(&opts.server, &opts.ca_pem, &opts.token)
-        .with_context(|| format!("connect to {}", opts.server))?;
+        .with_context(|| format!("connect to {}", opts.server))?
+        .reconnecting(RECONNECT_BUDGET);
     let ns = opts.namespace.clone();
     let to_name = opts.deployment.clone();
     let to = client

@@ -282,3 +282,30 @@ async fn the_typed_interface_round_trips_k8s_openapi_objects() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_reconnecting_client_waits_out_a_server_restart() {
+    let s = TestServer::start().await;
+    let cms = catalog::of(Kind::ConfigMap);
+    let plain = client(&s);
+    let patient = client(&s).reconnecting(std::time::Duration::from_secs(30));
+    let addr = s.url.trim_start_matches("https://").to_string();
+    let dir = s.stop().await;
+    // Down: a plain client fails at once; a reconnecting one keeps trying, and its
+    // create lands once the server is back on the same address.
+    let refused = plain.get(cms, Some("default"), "x").await.unwrap_err();
+    assert!(
+        matches!(refused, berth::client::Error::Transport(_)),
+        "{refused:?}"
+    );
+    let cm = json!({"metadata": {"name": "after"}, "data": {"k": "v"}});
+    let pending = tokio::spawn(async move { patient.create(cms, Some("default"), &cm).await });
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert!(!pending.is_finished(), "the create waits for the server");
+    let s = TestServer::start_at(dir, &addr, |_| {}).await;
+    let made = within(20, pending).await.unwrap().unwrap();
+    assert_eq!(made["metadata"]["name"], "after");
+    let got = client(&s).get(cms, Some("default"), "after").await.unwrap();
+    assert_eq!(got["metadata"]["uid"], made["metadata"]["uid"]);
+    s.stop().await;
+}

@@ -424,8 +424,35 @@ async fn the_scale_subresource_reads_and_writes_replicas() {
         "each scale is a spec change"
     );
     // A stale Scale is a conflict.
-    let (code, _) = s.put(&format!("{DCS}/web/scale"), scale).await;
+    let (code, _) = s.put(&format!("{DCS}/web/scale"), scale.clone()).await;
     assert_eq!(code, 409);
+    // So is a patch naming a stale resourceVersion; a patch naming none applies to
+    // whatever was written meanwhile.
+    let (code, _) = s
+        .patch(
+            &format!("{DCS}/web/scale"),
+            MERGE,
+            json!({"metadata": {"resourceVersion": scale["metadata"]["resourceVersion"]},
+                   "spec": {"replicas": 4}}),
+        )
+        .await;
+    assert_eq!(code, 409);
+    let (code, out) = s
+        .patch(
+            &format!("{DCS}/web"),
+            MERGE,
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    let (code, out) = s
+        .patch(
+            &format!("{DCS}/web/scale"),
+            MERGE,
+            json!({"spec": {"replicas": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
     let (code, st) = s
         .patch(
             &format!("{DCS}/web/scale"),

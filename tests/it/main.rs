@@ -22,6 +22,7 @@ mod recovery;
 mod replication;
 mod resources;
 mod rollout;
+mod rollout_more;
 mod runtime;
 mod scheduling;
 mod static_pods;

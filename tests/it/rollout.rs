@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 use crate::node::server;
 use crate::support::{TestServer, eventually};
 
-const DCS: &str = "/apis/apps.openshift.io/v1/namespaces/default/deploymentconfigs";
-const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
-const PODS: &str = "/api/v1/namespaces/default/pods";
+pub(crate) const DCS: &str = "/apis/apps.openshift.io/v1/namespaces/default/deploymentconfigs";
+pub(crate) const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
+pub(crate) const PODS: &str = "/api/v1/namespaces/default/pods";
 
 /// The *simple* fixture: one replica, Rolling, a readiness probe that passes.
-fn simple(name: &str, marker: &str) -> Value {
+pub(crate) fn simple(name: &str, marker: &str) -> Value {
     json!({
         "apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig",
         "metadata": {"name": name},
@@ -40,21 +40,21 @@ fn simple(name: &str, marker: &str) -> Value {
     })
 }
 
-async fn dc(s: &TestServer, name: &str) -> Value {
+pub(crate) async fn dc(s: &TestServer, name: &str) -> Value {
     s.get(&format!("{DCS}/{name}")).await.1
 }
 
-async fn rc(s: &TestServer, name: &str) -> (u16, Value) {
+pub(crate) async fn rc(s: &TestServer, name: &str) -> (u16, Value) {
     s.get(&format!("{RCS}/{name}")).await
 }
 
-fn phase(rc: &Value) -> &str {
+pub(crate) fn phase(rc: &Value) -> &str {
     rc["metadata"]["annotations"]["openshift.io/deployment.phase"]
         .as_str()
         .unwrap_or("")
 }
 
-fn condition<'a>(dc: &'a Value, kind: &str) -> &'a Value {
+pub(crate) fn condition<'a>(dc: &'a Value, kind: &str) -> &'a Value {
     dc["status"]["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
@@ -62,7 +62,7 @@ fn condition<'a>(dc: &'a Value, kind: &str) -> &'a Value {
 }
 
 /// Waits until deployment `name` reaches `want` (Complete or Failed).
-async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
+pub(crate) async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
     eventually(90, &format!("{name} is {want}"), || async {
         let (code, rc) = rc(s, name).await;
         if code == 200 && phase(&rc) == want {
@@ -74,12 +74,12 @@ async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
     .await
 }
 
-async fn deployer_log(s: &TestServer, rc: &str) -> String {
+pub(crate) async fn deployer_log(s: &TestServer, rc: &str) -> String {
     s.text(&format!("{PODS}/{rc}-deploy/log")).await.1
 }
 
 /// Deletes a DC and waits until it, its deployments and their pods are gone.
-async fn delete_dc(s: &TestServer, name: &str) {
+pub(crate) async fn delete_dc(s: &TestServer, name: &str) {
     s.delete(&format!("{DCS}/{name}")).await;
     eventually(60, "the DC and everything of it are gone", || async {
         let (code, _) = s.get(&format!("{DCS}/{name}")).await;
@@ -107,7 +107,7 @@ async fn delete_dc(s: &TestServer, name: &str) {
 }
 
 /// §12's invariants over the deployments of one DC and the pods of the namespace.
-fn check_invariants(rcs: &[Value], pods: &[Value]) -> Result<(), String> {
+pub(crate) fn check_invariants(rcs: &[Value], pods: &[Value]) -> Result<(), String> {
     let mut by_version: BTreeMap<i64, &Value> = BTreeMap::new();
     for rc in rcs {
         let v = rc["metadata"]["annotations"]["openshift.io/deployment-config.latest-version"]

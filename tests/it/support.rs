@@ -78,10 +78,20 @@ impl TestServer {
         dir: tempfile::TempDir,
         tune: impl FnOnce(&mut berth::app::Config),
     ) -> Self {
+        Self::start_at(dir, "127.0.0.1:0", tune).await
+    }
+
+    /// Starts a server on an existing data directory listening on `addr`: a restart on
+    /// the address of the stopped server, which pods (deployers) already talk to.
+    pub async fn start_at(
+        dir: tempfile::TempDir,
+        addr: &str,
+        tune: impl FnOnce(&mut berth::app::Config),
+    ) -> Self {
         let mut config = berth::app::Config::new(dir.path());
         config.store.cache_bytes = 8 << 20;
         tune(&mut config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cluster = berth::app::Cluster::open(&config, addr).await.unwrap();
         let (url, token, ca_pem) = (
