@@ -309,26 +309,35 @@ pub async fn rollback(conn: &Conn, args: &RollbackArgs) -> Result<i32, CliError>
     let path = conn.dc_path(&dc_name, "rollback");
     let mut req = RawRequest::new(Method::POST, &path);
     req.body = Some(&body);
-    let rolled = conn
-        .client
-        .raw_json(&req)
-        .await
-        .map_err(|e| conn.error(e))?;
-    if args.dry_run || args.output.is_some() {
-        let format = args.output.as_deref().unwrap_or("yaml");
-        if !matches!(format, "json" | "yaml") {
-            return Err(CliError::msg(format!(
-                "--output must be json or yaml, not {format:?}"
-            )));
+    // The controller may write the DC between the rollback and the update: then the
+    // rollback is generated again from the newer DC.
+    let mut attempts = 0;
+    let saved = loop {
+        let rolled = conn
+            .client
+            .raw_json(&req)
+            .await
+            .map_err(|e| conn.error(e))?;
+        if args.dry_run || args.output.is_some() {
+            let format = args.output.as_deref().unwrap_or("yaml");
+            if !matches!(format, "json" | "yaml") {
+                return Err(CliError::msg(format!(
+                    "--output must be json or yaml, not {format:?}"
+                )));
+            }
+            out(&super::encode(&rolled, format)?);
+            return Ok(0);
         }
-        out(&super::encode(&rolled, format)?);
-        return Ok(0);
-    }
-    let saved = conn
-        .client
-        .update(catalog::of(Kind::DeploymentConfig), &rolled)
-        .await
-        .map_err(|e| conn.error(e))?;
+        match conn
+            .client
+            .update(catalog::of(Kind::DeploymentConfig), &rolled)
+            .await
+        {
+            Ok(saved) => break saved,
+            Err(e) if e.is_conflict() && attempts < 5 => attempts += 1,
+            Err(e) => return Err(conn.error(e)),
+        }
+    };
     out(&format!(
         "deployment #{} rolled back to {target}\n",
         latest_version(&saved)

@@ -536,15 +536,21 @@ async fn undo(conn: &Conn, name: &str, to_revision: i64) -> Result<i32, CliError
     let path = conn.dc_path(name, "rollback");
     let mut req = RawRequest::new(Method::POST, &path);
     req.body = Some(&body);
-    let rolled = conn
-        .client
-        .raw_json(&req)
-        .await
-        .map_err(|e| conn.error(e))?;
-    conn.client
-        .update(dcs(), &rolled)
-        .await
-        .map_err(|e| conn.error(e))?;
+    // The controller may write the DC between the rollback and the update: then the
+    // rollback is generated again from the newer DC.
+    let mut attempts = 0;
+    loop {
+        let rolled = conn
+            .client
+            .raw_json(&req)
+            .await
+            .map_err(|e| conn.error(e))?;
+        match conn.client.update(dcs(), &rolled).await {
+            Ok(_) => break,
+            Err(e) if e.is_conflict() && attempts < 5 => attempts += 1,
+            Err(e) => return Err(conn.error(e)),
+        }
+    }
     out(&format!("{} rolled back\n", res(name)));
     Ok(0)
 }

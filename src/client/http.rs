@@ -393,7 +393,7 @@ impl Http {
                 )
                 .body(serde_json::to_vec(body).expect("JSON serializes"));
         }
-        let resp = r.send().await.map_err(transport)?;
+        let resp = self.connect_and_send(r).await?;
         let code = resp.status();
         let body = resp.bytes().await.map_err(transport)?;
         if !code.is_success() {
@@ -413,7 +413,7 @@ impl Http {
         let req = self
             .request_accepting(Method::GET, path, accept)
             .query(query);
-        let resp = Self::streamed(req).await?;
+        let resp = self.streamed(req).await?;
         Ok(LogStream {
             body: Box::pin(resp.bytes_stream()),
         })
