@@ -118,6 +118,8 @@ enum Command {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
+    #[command(flatten)]
+    Client(berth::cli::Verb),
 }
 
 #[derive(Subcommand)]
@@ -210,14 +212,21 @@ fn data_dir(given: Option<PathBuf>) -> PathBuf {
 }
 
 fn main() -> anyhow::Result<()> {
+    let command = Cli::parse_from(arguments()).command;
+    // The client verbs print what they did; their logs are for when something is off.
+    let level = match command {
+        Command::Client(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse_from(arguments()).command {
+    match command {
+        Command::Client(verb) => std::process::exit(berth::cli::run(verb)),
         Command::Deploy {
             deployment,
             namespace,

@@ -64,7 +64,7 @@ fn status_error(code: StatusCode, body: &[u8]) -> Error {
     }
 }
 
-fn collection_path(res: &Resource, ns: Option<&str>) -> String {
+pub(super) fn collection_path(res: &Resource, ns: Option<&str>) -> String {
     let root = if res.group.is_empty() {
         format!("/api/{}", res.version)
     } else {
@@ -331,6 +331,42 @@ impl Http {
             )
             .query(&q);
         let resp = Self::streamed(resp).await?;
+        Ok(LogStream {
+            body: Box::pin(resp.bytes_stream()),
+        })
+    }
+
+    /// Any request by path: `body` goes as JSON (or as `content_type` when given),
+    /// `accept` replaces `application/json`. The answer's body when it succeeded.
+    pub(super) async fn raw(&self, req: &super::RawRequest<'_>) -> Result<Bytes> {
+        let mut r = self.request(req.method.clone(), req.path).query(req.query);
+        if let Some(accept) = req.accept {
+            r = r.header(reqwest::header::ACCEPT, accept);
+        }
+        if let Some(body) = req.body {
+            r = r
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    req.content_type.unwrap_or("application/json"),
+                )
+                .body(serde_json::to_vec(body).expect("JSON serializes"));
+        }
+        let resp = r.send().await.map_err(transport)?;
+        let code = resp.status();
+        let body = resp.bytes().await.map_err(transport)?;
+        if !code.is_success() {
+            return Err(status_error(code, &body));
+        }
+        Ok(body)
+    }
+
+    /// A GET by path whose answer streams (logs, watches).
+    pub(super) async fn raw_stream(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<LogStream> {
+        let resp = Self::streamed(self.request(Method::GET, path).query(query)).await?;
         Ok(LogStream {
             body: Box::pin(resp.bytes_stream()),
         })

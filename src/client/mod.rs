@@ -115,6 +115,32 @@ pub struct DeleteParams {
     pub grace_period_seconds: Option<i64>,
 }
 
+/// A request by path, for what the typed methods do not cover (tables, subresources,
+/// discovery); see [`Client::raw`].
+#[derive(Debug, Clone)]
+pub struct RawRequest<'a> {
+    pub method: reqwest::Method,
+    /// From the root: `/apis/apps.openshift.io/v1/namespaces/x/deploymentconfigs/y/log`.
+    pub path: &'a str,
+    pub query: &'a [(&'a str, String)],
+    pub body: Option<&'a Value>,
+    pub content_type: Option<&'a str>,
+    pub accept: Option<&'a str>,
+}
+
+impl<'a> RawRequest<'a> {
+    pub fn new(method: reqwest::Method, path: &'a str) -> Self {
+        RawRequest {
+            method,
+            path,
+            query: &[],
+            body: None,
+            content_type: None,
+            accept: None,
+        }
+    }
+}
+
 /// A client; cheap to clone.
 #[derive(Clone)]
 pub struct Client {
@@ -358,6 +384,41 @@ impl Client {
             Transport::Http(h) => Events::Http(h.watch(res, ns, params).await?),
         };
         Ok(EventStream { inner })
+    }
+
+    /// Sends any request by path and returns the answer's body. Over HTTP only.
+    pub async fn raw(&self, req: &RawRequest<'_>) -> Result<bytes::Bytes> {
+        match &self.transport {
+            Transport::Local(_) => Err(Error::BadRequest(
+                "requests by path are served over HTTP only".into(),
+            )),
+            Transport::Http(h) => h.raw(req).await,
+        }
+    }
+
+    /// [`Client::raw`], the answer read as JSON.
+    pub async fn raw_json(&self, req: &RawRequest<'_>) -> Result<Value> {
+        let body = self.raw(req).await?;
+        if body.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::Transport(format!("the server's answer is not JSON: {e}")))
+    }
+
+    /// A GET by path whose answer streams (a followed log). Over HTTP only.
+    pub async fn raw_stream(&self, path: &str, query: &[(&str, String)]) -> Result<LogStream> {
+        match &self.transport {
+            Transport::Local(_) => Err(Error::BadRequest(
+                "streams are served over HTTP only".into(),
+            )),
+            Transport::Http(h) => h.raw_stream(path, query).await,
+        }
+    }
+
+    /// The URL path of a collection (`ns` ignored for cluster-scoped resources).
+    pub fn collection_path(res: &Resource, ns: Option<&str>) -> String {
+        http::collection_path(res, ns)
     }
 
     /// [`Client::get`], decoded into `T`.

@@ -231,3 +231,39 @@ impl WatchReader {
         }
     }
 }
+
+/// What a run of the `berth` binary printed and how it ended.
+#[derive(Debug)]
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl TestServer {
+    /// The kubeconfig `berth serve` wrote for this server.
+    pub fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// Runs `berth ARGS` as a client of this server, as a user would with `KUBECONFIG`
+    /// pointing at the server's kubeconfig.
+    pub async fn berth(&self, args: &[&str]) -> CliRun {
+        let o = within(
+            120,
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
+                .args(args)
+                .env("KUBECONFIG", self.kubeconfig())
+                .env_remove("BERTH_LOG")
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap();
+        CliRun {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}

@@ -1,0 +1,942 @@
+//! `rollout latest|status|history|cancel|retry|pause|resume|undo` for DeploymentConfigs,
+//! with the texts and exit codes of `oc` (deploymentconfigs spec §20).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::client::{DeleteParams, Event, ListParams, Patch, RawRequest, WatchParams};
+use crate::registry::{Kind, Resource, catalog};
+use crate::types::openshift::{
+    DEPLOYER_POD_FOR_LABEL, DEPLOYMENT_CANCELLED_ANNOTATION, DEPLOYMENT_CONFIG_LABEL,
+    DEPLOYMENT_PHASE_ANNOTATION, DEPLOYMENT_STATUS_REASON_ANNOTATION, Phase, annotation,
+    deployment_name, deployment_version,
+};
+
+use super::tabwriter::{Layout, align};
+use super::{CliError, Conn, out};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Start a new rollout of a deployment config with its latest state.
+    Latest {
+        /// `dc/NAME` (or NAME).
+        names: Vec<String>,
+        /// Deploy the current template again without re-resolving image triggers.
+        #[arg(long)]
+        again: bool,
+        /// Print the deployment config instead of a message: json, yaml, name or revision.
+        #[arg(short = 'o', long)]
+        output: Option<String>,
+        /// Only check that the rollout could start.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Follow a rollout until it completes, fails or is paused.
+    Status {
+        name: String,
+        /// Follow only this revision.
+        #[arg(long)]
+        revision: Option<i64>,
+        /// Follow the rollout (false: print the current status once).
+        #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set)]
+        watch: bool,
+        /// Give up after this long (`30s`, `5m`; 0 waits forever).
+        #[arg(long, default_value = "0s")]
+        timeout: String,
+    },
+    /// List the revisions of a deployment config, or show one.
+    History {
+        name: String,
+        /// Show the pod template of this revision.
+        #[arg(long)]
+        revision: Option<i64>,
+    },
+    /// Cancel the rollout in progress.
+    Cancel { name: String },
+    /// Retry the latest rollout when it failed.
+    Retry { name: String },
+    /// Mark a deployment config as paused: config changes start no rollout.
+    Pause { name: String },
+    /// Resume a paused deployment config.
+    Resume { name: String },
+    /// Roll back to an earlier revision (default: the one before the latest).
+    Undo {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        to_revision: i64,
+    },
+}
+
+fn dcs() -> &'static Resource {
+    catalog::of(Kind::DeploymentConfig)
+}
+
+fn rcs() -> &'static Resource {
+    catalog::of(Kind::ReplicationController)
+}
+
+/// `deploymentconfig.apps.openshift.io/<name>`, as oc names the object it acted on.
+fn res(name: &str) -> String {
+    format!("deploymentconfig.apps.openshift.io/{name}")
+}
+
+/// The name of a DC given as `NAME`, `dc/NAME`, `deploymentconfig/NAME`, ...
+pub fn dc_name(arg: &str) -> Result<&str, CliError> {
+    match arg.split_once('/') {
+        None => Ok(arg),
+        Some((kind, name))
+            if matches!(
+                kind,
+                "dc" | "deploymentconfig"
+                    | "deploymentconfigs"
+                    | "deploymentconfig.apps.openshift.io"
+                    | "deploymentconfigs.apps.openshift.io"
+            ) && !name.is_empty() =>
+        {
+            Ok(name)
+        }
+        Some((kind, _)) => Err(CliError::msg(format!(
+            "berth rollout works on deployment configs (dc/NAME), not on {kind:?}"
+        ))),
+    }
+}
+
+/// The human age of a timestamp in oc's words (`About a minute`, `5 seconds`).
+pub fn units_duration(seconds: i64) -> String {
+    let s = seconds;
+    if s < 1 {
+        return "Less than a second".into();
+    }
+    if s == 1 {
+        return "1 second".into();
+    }
+    if s < 60 {
+        return format!("{s} seconds");
+    }
+    let minutes = s / 60;
+    if minutes == 1 {
+        return "About a minute".into();
+    }
+    if minutes < 60 {
+        return format!("{minutes} minutes");
+    }
+    let hours = (s as f64 / 3600.0 + 0.5) as i64;
+    if hours == 1 {
+        return "About an hour".into();
+    }
+    if hours < 48 {
+        return format!("{hours} hours");
+    }
+    if hours < 24 * 7 * 2 {
+        return format!("{} days", hours / 24);
+    }
+    if hours < 24 * 30 * 2 {
+        return format!("{} weeks", hours / 24 / 7);
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{} months", hours / 24 / 30);
+    }
+    format!("{} years", s / 3600 / 24 / 365)
+}
+
+fn age_of(obj: &Value) -> i64 {
+    obj["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(crate::types::age_seconds)
+        .unwrap_or(0)
+}
+
+fn paused(dc: &Value) -> bool {
+    dc["spec"]["paused"].as_bool().unwrap_or(false)
+}
+
+fn latest_version(dc: &Value) -> i64 {
+    dc["status"]["latestVersion"].as_i64().unwrap_or(0)
+}
+
+fn cancelled(rc: &Value) -> bool {
+    annotation(rc, DEPLOYMENT_CANCELLED_ANNOTATION) == Some("true")
+}
+
+fn terminal(phase: Phase) -> bool {
+    matches!(phase, Phase::Complete | Phase::Failed)
+}
+
+impl Conn {
+    async fn dc(&self, name: &str) -> Result<Value, CliError> {
+        self.client
+            .get(dcs(), Some(&self.namespace), name)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    /// The deployments (RCs) of a DC, newest first.
+    async fn deployments(&self, dc: &str) -> Result<Vec<Value>, CliError> {
+        let params = ListParams {
+            label_selector: Some(format!("{DEPLOYMENT_CONFIG_LABEL}={dc}")),
+            field_selector: None,
+        };
+        let mut items = self
+            .client
+            .list(rcs(), Some(&self.namespace), &params)
+            .await
+            .map_err(|e| self.error(e))?
+            .items;
+        items.sort_by_key(|rc| std::cmp::Reverse(deployment_version(rc)));
+        Ok(items)
+    }
+
+    async fn deployment(&self, dc: &str, version: i64) -> Result<Option<Value>, CliError> {
+        match self
+            .client
+            .get(rcs(), Some(&self.namespace), &deployment_name(dc, version))
+            .await
+        {
+            Ok(rc) => Ok(Some(rc)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    fn dc_path(&self, name: &str, sub: &str) -> String {
+        format!(
+            "{}/{name}/{sub}",
+            crate::client::Client::collection_path(dcs(), Some(&self.namespace))
+        )
+    }
+}
+
+/// Runs a rollout verb; returns the exit code.
+pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
+    match command {
+        Command::Latest {
+            names,
+            again,
+            output,
+            dry_run,
+        } => latest(conn, &names, again, output.as_deref(), dry_run).await,
+        Command::Status {
+            name,
+            revision,
+            watch,
+            timeout,
+        } => {
+            let timeout = parse_timeout(&timeout)?;
+            let status = status(conn, dc_name(&name)?, revision, watch);
+            match timeout {
+                Some(t) => tokio::time::timeout(t, status).await.map_err(|_| {
+                    CliError::msg(format!("timed out waiting for the condition on {name}"))
+                })?,
+                None => status.await,
+            }
+        }
+        Command::History { name, revision } => history(conn, dc_name(&name)?, revision).await,
+        Command::Cancel { name } => cancel(conn, dc_name(&name)?).await,
+        Command::Retry { name } => retry(conn, dc_name(&name)?).await,
+        Command::Pause { name } => pause(conn, dc_name(&name)?, true).await,
+        Command::Resume { name } => pause(conn, dc_name(&name)?, false).await,
+        Command::Undo { name, to_revision } => undo(conn, dc_name(&name)?, to_revision).await,
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<Option<std::time::Duration>, CliError> {
+    let bad = || {
+        CliError::msg(format!(
+            "invalid --timeout {s:?}: use a duration like 30s or 5m"
+        ))
+    };
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(bad()),
+    };
+    Ok((secs > 0).then(|| std::time::Duration::from_secs(secs)))
+}
+
+async fn latest(
+    conn: &Conn,
+    names: &[String],
+    again: bool,
+    output: Option<&str>,
+    dry_run: bool,
+) -> Result<i32, CliError> {
+    let [name] = names else {
+        return Err(CliError::msg(
+            "one deployment config name is needed as argument.",
+        ));
+    };
+    let name = dc_name(name)?;
+    let dc = conn.dc(name).await?;
+    if paused(&dc) {
+        return Err(CliError::msg("cannot deploy a paused deployment config"));
+    }
+    let version = latest_version(&dc);
+    if version > 0
+        && let Some(rc) = conn.deployment(name, version).await?
+    {
+        let phase = Phase::of(&rc);
+        if !terminal(phase) {
+            return Err(CliError::msg(format!(
+                "#{version} is already in progress ({}).",
+                phase.as_str()
+            )));
+        }
+    }
+    let dc = if dry_run {
+        dc
+    } else {
+        let body = json!({
+            "kind": "DeploymentRequest", "apiVersion": "apps.openshift.io/v1",
+            "name": name, "latest": !again, "force": true,
+        });
+        let path = conn.dc_path(name, "instantiate");
+        let mut req = RawRequest::new(Method::POST, &path);
+        req.body = Some(&body);
+        match conn.client.raw_json(&req).await {
+            Ok(Value::Null) => conn.dc(name).await?,
+            Ok(dc) => dc,
+            Err(e) => return Err(conn.error(e)),
+        }
+    };
+    match output {
+        None => out(&format!(
+            "{} rolled out{}\n",
+            res(name),
+            if dry_run { " (dry run)" } else { "" }
+        )),
+        Some("revision") => out(&format!("{}\n", latest_version(&dc))),
+        Some("name") => out(&format!("{}\n", res(name))),
+        Some("json") => out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&dc).expect("JSON serializes")
+        )),
+        Some("yaml") => out(&serde_yaml_ng::to_string(&dc).map_err(|e| {
+            CliError::msg(format!("cannot print the deployment config as YAML: {e}"))
+        })?),
+        Some(other) => {
+            return Err(CliError::msg(format!(
+                "unable to match a printer suitable for the output format {other:?}, allowed \
+                 formats are: json,name,revision,yaml"
+            )));
+        }
+    }
+    Ok(0)
+}
+
+async fn cancel(conn: &Conn, name: &str) -> Result<i32, CliError> {
+    let ns = &conn.namespace;
+    let dc = conn.dc(name).await?;
+    if paused(&dc) {
+        return Err(CliError::msg(format!(
+            "unable to cancel paused deployment {ns}/{name}"
+        )));
+    }
+    let rcs_of = conn.deployments(name).await?;
+    let Some(latest) = rcs_of.first() else {
+        return Err(CliError::msg(format!(
+            "there have been no replication controllers for {ns}/{name}"
+        )));
+    };
+    let mut acted = false;
+    for rc in &rcs_of {
+        if terminal(Phase::of(rc)) {
+            continue;
+        }
+        acted = true;
+        if cancelled(rc) {
+            out(&format!("{} already cancelled\n", res(name)));
+            continue;
+        }
+        let patch = Patch::Merge(json!({"metadata": {"annotations": {
+            DEPLOYMENT_CANCELLED_ANNOTATION: "true",
+            DEPLOYMENT_STATUS_REASON_ANNOTATION: "cancelled by the user",
+        }}}));
+        let rc_name = rc["metadata"]["name"].as_str().unwrap_or_default();
+        conn.client
+            .patch(rcs(), Some(ns), rc_name, &patch)
+            .await
+            .map_err(|e| conn.error(e))?;
+        out(&format!("{} cancelling\n", res(name)));
+    }
+    if !acted {
+        let phase = Phase::of(latest);
+        let cancelling = if cancelled(latest) && !terminal(phase) {
+            " (cancelling)"
+        } else {
+            ""
+        };
+        out(&format!(
+            "No rollout is in progress (latest rollout #{} {}{} {} ago)\n",
+            deployment_version(latest),
+            phase.as_str().to_lowercase(),
+            cancelling,
+            units_duration(age_of(latest)).to_lowercase()
+        ));
+    }
+    Ok(0)
+}
+
+async fn retry(conn: &Conn, name: &str) -> Result<i32, CliError> {
+    let dc = conn.dc(name).await?;
+    if paused(&dc) {
+        return Err(CliError::msg(format!(
+            "unable to retry paused deployment config \"{name}\""
+        )));
+    }
+    let version = latest_version(&dc);
+    if version == 0 {
+        return Err(CliError::msg(format!("no rollouts found for \"{name}\"")));
+    }
+    let Some(rc) = conn.deployment(name, version).await? else {
+        return Err(CliError::msg(format!(
+            "unable to find the latest rollout (#{version}).\nYou can start a new rollout \
+             with 'oc rollout latest dc/{name}'."
+        )));
+    };
+    let phase = Phase::of(&rc);
+    if phase != Phase::Failed {
+        let hint = if phase == Phase::Complete {
+            format!("You can start a new deployment with 'oc rollout latest dc/{name}'.")
+        } else {
+            format!(
+                "Optionally, you can cancel this deployment with 'oc rollout cancel dc/{name}'."
+            )
+        };
+        return Err(CliError::msg(format!(
+            "rollout #{version} is {}; only failed deployments can be retried.\n{hint}",
+            phase.as_str().to_lowercase()
+        )));
+    }
+    let rc_name = deployment_name(name, version);
+    let ns = &conn.namespace;
+    let pods = catalog::of(Kind::Pod);
+    let params = ListParams {
+        label_selector: Some(format!("{DEPLOYER_POD_FOR_LABEL}={rc_name}")),
+        field_selector: None,
+    };
+    let deployer_pods = conn
+        .client
+        .list(pods, Some(ns), &params)
+        .await
+        .map_err(|e| conn.error(e))?;
+    for pod in deployer_pods.items {
+        let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        match conn.client.delete(pods, Some(ns), pod_name, &params).await {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                return Err(CliError::msg(format!(
+                    "failed to delete deployer/hook pod {pod_name} for deployment #{version}: {e}"
+                )));
+            }
+        }
+    }
+    let patch = Patch::Merge(json!({"metadata": {"annotations": {
+        DEPLOYMENT_PHASE_ANNOTATION: "New",
+        DEPLOYMENT_STATUS_REASON_ANNOTATION: null,
+        DEPLOYMENT_CANCELLED_ANNOTATION: null,
+    }}}));
+    conn.client
+        .patch(rcs(), Some(ns), &rc_name, &patch)
+        .await
+        .map_err(|e| conn.error(e))?;
+    out(&format!("{} retried rollout #{version}\n", res(name)));
+    Ok(0)
+}
+
+async fn pause(conn: &Conn, name: &str, pause: bool) -> Result<i32, CliError> {
+    let dc = conn.dc(name).await?;
+    if paused(&dc) == pause {
+        return Err(CliError::msg(format!(
+            "deploymentconfigs.apps.openshift.io \"{name}\" is {}",
+            if pause {
+                "already paused"
+            } else {
+                "not paused"
+            }
+        )));
+    }
+    let patch = Patch::Merge(json!({"spec": {"paused": pause}}));
+    conn.client
+        .patch(dcs(), Some(&conn.namespace), name, &patch)
+        .await
+        .map_err(|e| conn.error(e))?;
+    out(&format!(
+        "{} {}\n",
+        res(name),
+        if pause { "paused" } else { "resumed" }
+    ));
+    Ok(0)
+}
+
+async fn undo(conn: &Conn, name: &str, to_revision: i64) -> Result<i32, CliError> {
+    let dc = conn.dc(name).await?;
+    if paused(&dc) {
+        return Err(CliError::msg(format!(
+            "cannot rollback a paused config; resume it first with 'rollout resume dc/{name}' \
+             and try again"
+        )));
+    }
+    let body = json!({
+        "kind": "DeploymentConfigRollback", "apiVersion": "apps.openshift.io/v1",
+        "name": name,
+        "spec": {"from": {"name": ""}, "revision": to_revision, "includeTemplate": true},
+    });
+    let path = conn.dc_path(name, "rollback");
+    let mut req = RawRequest::new(Method::POST, &path);
+    req.body = Some(&body);
+    let rolled = conn
+        .client
+        .raw_json(&req)
+        .await
+        .map_err(|e| conn.error(e))?;
+    conn.client
+        .update(dcs(), &rolled)
+        .await
+        .map_err(|e| conn.error(e))?;
+    out(&format!("{} rolled back\n", res(name)));
+    Ok(0)
+}
+
+async fn history(conn: &Conn, name: &str, revision: Option<i64>) -> Result<i32, CliError> {
+    conn.dc(name).await?;
+    let mut deployments = conn.deployments(name).await?;
+    deployments.reverse();
+    if let Some(rev) = revision {
+        let Some(rc) = deployments.iter().find(|rc| deployment_version(rc) == rev) else {
+            return Err(CliError::msg("unable to find the specified revision"));
+        };
+        out(&format!(
+            "{} with revision #{rev}\n{}",
+            res(name),
+            pod_template(&rc["spec"]["template"])
+        ));
+        return Ok(0);
+    }
+    if deployments.is_empty() {
+        out("No rollout history found.\n");
+        return Ok(0);
+    }
+    let mut table = String::from("REVISION\tSTATUS\tCAUSE\n");
+    for rc in &deployments {
+        table.push_str(&format!(
+            "{}\t{}\t{}\n",
+            deployment_version(rc),
+            Phase::of(rc).as_str(),
+            annotation(rc, DEPLOYMENT_STATUS_REASON_ANNOTATION).unwrap_or("<unknown>")
+        ));
+    }
+    out(&format!("{}\n{}\n", res(name), align(Layout::TABS, &table)));
+    Ok(0)
+}
+
+/// A pod template in `describe` style: labels, then each container's image, ports,
+/// command, environment.
+fn pod_template(template: &Value) -> String {
+    let labels = template["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            let mut l: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect();
+            l.sort();
+            l.join("\n\t")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    let mut text = format!("Pod Template:\n  Labels:\t{labels}\n  Containers:\n");
+    for c in template["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        text.push_str(&format!(
+            "   {}:\n    Image:\t{}\n",
+            c["name"].as_str().unwrap_or_default(),
+            c["image"].as_str().unwrap_or_default()
+        ));
+        let ports: Vec<String> = c["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p["containerPort"],
+                    p["protocol"].as_str().unwrap_or("TCP")
+                )
+            })
+            .collect();
+        text.push_str(&format!(
+            "    Port:\t{}\n",
+            if ports.is_empty() {
+                "<none>".to_string()
+            } else {
+                ports.join(", ")
+            }
+        ));
+        if let Some(cmd) = c["command"].as_array() {
+            text.push_str("    Command:\n");
+            for a in cmd {
+                text.push_str(&format!("      {}\n", a.as_str().unwrap_or_default()));
+            }
+        }
+        if let Some(args) = c["args"].as_array() {
+            text.push_str("    Args:\n");
+            for a in args {
+                text.push_str(&format!("      {}\n", a.as_str().unwrap_or_default()));
+            }
+        }
+        let env: Vec<String> = c["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "      {}:\t{}\n",
+                    e["name"].as_str().unwrap_or_default(),
+                    e["value"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        if env.is_empty() {
+            text.push_str("    Environment:\t<none>\n");
+        } else {
+            text.push_str("    Environment:\n");
+            text.push_str(&env.concat());
+        }
+    }
+    align(Layout::DESCRIBE, &text)
+}
+
+/// What `rollout status` makes of one state of the DC: a line to print and whether (and
+/// how) the command ends.
+#[derive(Debug, PartialEq)]
+enum Observed {
+    Waiting(String),
+    Done(String),
+    Failed(String),
+}
+
+fn observe(dc: &Value, revision: Option<i64>) -> Observed {
+    let name = dc["metadata"]["name"].as_str().unwrap_or_default();
+    let latest = latest_version(dc);
+    let triggers = dc["spec"]["triggers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if latest == 0 {
+        if triggers.iter().any(|t| t["type"] == "ImageChange") {
+            return Observed::Waiting(format!(
+                "Deployment config \"{name}\" waiting on image update"
+            ));
+        }
+        if triggers.is_empty() {
+            return Observed::Failed(format!(
+                "Deployment config \"{name}\" waiting on manual update (use 'oc rollout latest \
+                 {name}')"
+            ));
+        }
+    }
+    if let Some(rev) = revision
+        && rev != latest
+    {
+        return Observed::Failed(format!(
+            "desired revision ({rev}) is different from the running revision ({latest})"
+        ));
+    }
+    let generation = dc["metadata"]["generation"].as_i64().unwrap_or(0);
+    let observed = dc["status"]["observedGeneration"].as_i64().unwrap_or(0);
+    if generation > observed {
+        return Observed::Waiting(
+            "Waiting for latest deployment config spec to be observed by the controller \
+             loop..."
+                .into(),
+        );
+    }
+    let progressing = dc["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Progressing"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let message = progressing["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match progressing["reason"].as_str().unwrap_or_default() {
+        "NewReplicationControllerAvailable" => return Observed::Done(message),
+        "ProgressDeadlineExceeded" | "RolloutCancelled" => return Observed::Failed(message),
+        "DeploymentConfigPaused" => {
+            return Observed::Failed(format!(
+                "Deployment config \"{name}\" is paused. Resume to continue watching the \
+                 status of the rollout."
+            ));
+        }
+        _ => {}
+    }
+    let count = |k: &str| dc["status"][k].as_i64().unwrap_or(0);
+    let desired = dc["spec"]["replicas"].as_i64().unwrap_or(0);
+    let (updated, replicas, available) = (
+        count("updatedReplicas"),
+        count("replicas"),
+        count("availableReplicas"),
+    );
+    if updated < desired {
+        Observed::Waiting(format!(
+            "Waiting for rollout to finish: {updated} out of {desired} new replicas have been \
+             updated..."
+        ))
+    } else if replicas > updated {
+        Observed::Waiting(format!(
+            "Waiting for rollout to finish: {} old replicas are pending termination...",
+            replicas - updated
+        ))
+    } else {
+        // Also when everything is in place but the controller has yet to say so.
+        Observed::Waiting(format!(
+            "Waiting for rollout to finish: {available} of {updated} updated replicas are \
+             available..."
+        ))
+    }
+}
+
+async fn status(
+    conn: &Conn,
+    name: &str,
+    revision: Option<i64>,
+    watch: bool,
+) -> Result<i32, CliError> {
+    let dc = conn.dc(name).await?;
+    let mut last = String::new();
+    let mut show = |dc: &Value| -> Option<Result<i32, CliError>> {
+        match observe(dc, revision) {
+            Observed::Done(line) => {
+                out(&format!("{line}\n"));
+                Some(Ok(0))
+            }
+            Observed::Failed(message) => Some(Err(CliError::msg(message))),
+            Observed::Waiting(line) => {
+                if line != last {
+                    out(&format!("{line}\n"));
+                    last = line;
+                }
+                (!watch).then_some(Ok(0))
+            }
+        }
+    };
+    if let Some(end) = show(&dc) {
+        return end;
+    }
+    let mut rv = dc["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    loop {
+        let params = WatchParams {
+            selection: ListParams {
+                label_selector: None,
+                field_selector: Some(format!("metadata.name={name}")),
+            },
+            resource_version: rv.clone(),
+            bookmarks: true,
+            timeout: None,
+        };
+        let mut events = match conn
+            .client
+            .watch(dcs(), Some(&conn.namespace), &params)
+            .await
+        {
+            Ok(w) => w,
+            Err(crate::client::Error::Gone(_)) => {
+                // The history moved on: start again from the current state.
+                let dc = conn.dc(name).await?;
+                if let Some(end) = show(&dc) {
+                    return end;
+                }
+                rv = dc["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                continue;
+            }
+            Err(e) => return Err(conn.error(e)),
+        };
+        while let Some(event) = events.next().await {
+            match event.map_err(|e| conn.error(e))? {
+                Event::Added(dc) | Event::Modified(dc) => {
+                    rv = dc["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    if let Some(end) = show(&dc) {
+                        return end;
+                    }
+                }
+                Event::Deleted(_) => {
+                    return Err(CliError::msg(format!(
+                        "deploymentconfigs.apps.openshift.io \"{name}\" was deleted"
+                    )));
+                }
+                Event::Bookmark(v) => rv = v,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_like_oc() {
+        let cases = [
+            (0, "Less than a second"),
+            (1, "1 second"),
+            (59, "59 seconds"),
+            (60, "About a minute"),
+            (119, "About a minute"),
+            (120, "2 minutes"),
+            (3599, "59 minutes"),
+            (3600, "About an hour"),
+            (5399, "About an hour"),
+            (5400, "2 hours"),
+            (47 * 3600, "47 hours"),
+            (48 * 3600, "2 days"),
+            (14 * 86400, "2 weeks"),
+            (60 * 86400, "2 months"),
+            (2 * 365 * 86400, "2 years"),
+        ];
+        for (s, want) in cases {
+            assert_eq!(units_duration(s), want, "{s} seconds");
+        }
+    }
+
+    #[test]
+    fn names_are_taken_with_or_without_their_kind() {
+        assert_eq!(dc_name("x").unwrap(), "x");
+        assert_eq!(dc_name("dc/x").unwrap(), "x");
+        assert_eq!(
+            dc_name("deploymentconfig.apps.openshift.io/x").unwrap(),
+            "x"
+        );
+        assert!(dc_name("pod/x").is_err());
+        assert!(dc_name("dc/").is_err());
+    }
+
+    fn dc(status: Value) -> Value {
+        json!({
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {"replicas": 3, "triggers": [{"type": "ConfigChange"}]},
+            "status": status,
+        })
+    }
+
+    #[test]
+    fn rollout_status_reads_the_progressing_condition_and_the_counts() {
+        let waiting = |s: &str| Observed::Waiting(s.to_string());
+        assert_eq!(
+            observe(
+                &dc(json!({"observedGeneration": 1, "latestVersion": 1})),
+                None
+            ),
+            waiting(
+                "Waiting for latest deployment config spec to be observed by the controller loop..."
+            )
+        );
+        assert_eq!(
+            observe(
+                &dc(json!({"observedGeneration": 2, "latestVersion": 1, "updatedReplicas": 1})),
+                None
+            ),
+            waiting("Waiting for rollout to finish: 1 out of 3 new replicas have been updated...")
+        );
+        assert_eq!(
+            observe(
+                &dc(
+                    json!({"observedGeneration": 2, "latestVersion": 1, "updatedReplicas": 3,
+                    "replicas": 4})
+                ),
+                None
+            ),
+            waiting("Waiting for rollout to finish: 1 old replicas are pending termination...")
+        );
+        assert_eq!(
+            observe(
+                &dc(
+                    json!({"observedGeneration": 2, "latestVersion": 1, "updatedReplicas": 3,
+                    "replicas": 3, "availableReplicas": 2})
+                ),
+                None
+            ),
+            waiting("Waiting for rollout to finish: 2 of 3 updated replicas are available...")
+        );
+        let done = dc(
+            json!({"observedGeneration": 2, "latestVersion": 1, "conditions": [
+            {"type": "Progressing", "reason": "NewReplicationControllerAvailable",
+             "message": "replication controller \"web-1\" successfully rolled out"}]}),
+        );
+        assert_eq!(
+            observe(&done, None),
+            Observed::Done("replication controller \"web-1\" successfully rolled out".into())
+        );
+        assert_eq!(
+            observe(&done, Some(2)),
+            Observed::Failed(
+                "desired revision (2) is different from the running revision (1)".into()
+            )
+        );
+        let failed = dc(
+            json!({"observedGeneration": 2, "latestVersion": 1, "conditions": [
+            {"type": "Progressing", "reason": "ProgressDeadlineExceeded",
+             "message": "replication controller \"web-1\" has failed progressing"}]}),
+        );
+        assert_eq!(
+            observe(&failed, None),
+            Observed::Failed("replication controller \"web-1\" has failed progressing".into())
+        );
+        let paused = dc(
+            json!({"observedGeneration": 2, "latestVersion": 1, "conditions": [
+            {"type": "Progressing", "reason": "DeploymentConfigPaused"}]}),
+        );
+        assert_eq!(
+            observe(&paused, None),
+            Observed::Failed(
+                "Deployment config \"web\" is paused. Resume to continue watching the status \
+                 of the rollout."
+                    .into()
+            )
+        );
+        let mut manual = dc(json!({"latestVersion": 0}));
+        manual["spec"]["triggers"] = json!([]);
+        assert_eq!(
+            observe(&manual, None),
+            Observed::Failed(
+                "Deployment config \"web\" waiting on manual update (use 'oc rollout latest \
+                 web')"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn timeouts_take_seconds_minutes_and_hours() {
+        assert_eq!(parse_timeout("0s").unwrap(), None);
+        assert_eq!(
+            parse_timeout("90").unwrap(),
+            Some(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_timeout("2m").unwrap(),
+            Some(std::time::Duration::from_secs(120))
+        );
+        assert!(parse_timeout("soon").is_err());
+    }
+}
