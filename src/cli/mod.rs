@@ -7,6 +7,10 @@
 
 pub mod conn;
 pub mod describe;
+pub mod edit;
+pub mod events;
+pub mod info;
+pub mod logs;
 pub mod resource;
 pub mod rollout;
 pub mod tabwriter;
@@ -111,6 +115,102 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Set the number of replicas of an RC or a DeploymentConfig.
+    Scale {
+        #[command(flatten)]
+        sel: edit::Selection,
+        /// The new number of replicas.
+        #[arg(long)]
+        replicas: i64,
+        /// Only if the current number of replicas is this.
+        #[arg(long)]
+        current_replicas: Option<i64>,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Add, change or remove labels: `TYPE NAME key=value key2-`.
+    Label {
+        #[command(flatten)]
+        sel: edit::Selection,
+        /// Change labels that already have a value.
+        #[arg(long)]
+        overwrite: bool,
+        /// Print the labels.
+        #[arg(long)]
+        list: bool,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Add, change or remove annotations: `TYPE NAME key=value key2-`.
+    Annotate {
+        #[command(flatten)]
+        sel: edit::Selection,
+        /// Change annotations that already have a value.
+        #[arg(long)]
+        overwrite: bool,
+        /// Print the annotations.
+        #[arg(long)]
+        list: bool,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Change fields of objects with a patch.
+    Patch {
+        #[command(flatten)]
+        sel: edit::Selection,
+        /// The patch, JSON or YAML.
+        #[arg(short = 'p', long)]
+        patch: String,
+        /// strategic, merge or json.
+        #[arg(long = "type", default_value = "strategic")]
+        kind: String,
+        /// Patch the `status` subresource.
+        #[arg(long)]
+        subresource: Option<String>,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Print the log of a container: `POD [CONTAINER]`, `rc/NAME` or `dc/NAME`.
+    Logs {
+        #[command(flatten)]
+        args: logs::LogArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// List events, newest last.
+    Events {
+        #[command(flatten)]
+        args: events::EventArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Print the client's and the server's version.
+    Version {
+        /// The client's version only (no server needed).
+        #[arg(long)]
+        client: bool,
+        /// json or yaml.
+        #[arg(short = 'o', long)]
+        output: Option<String>,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// List the resource types the server serves.
+    ApiResources {
+        /// wide or name.
+        #[arg(short = 'o', long)]
+        output: Option<String>,
+        /// Only namespaced (true) or cluster-wide (false) types.
+        #[arg(long)]
+        namespaced: Option<bool>,
+        /// Only types of this API group (`""` for the core group).
+        #[arg(long)]
+        api_group: Option<String>,
+        #[arg(long)]
+        no_headers: bool,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
 }
 
 /// Runs a client verb; returns the process exit code.
@@ -131,6 +231,71 @@ pub fn run(verb: Verb) -> i32 {
                 let conn = Conn::open(&conn)?;
                 rollout::run(&conn, command).await
             }
+            Verb::Scale {
+                sel,
+                replicas,
+                current_replicas,
+                conn,
+            } => edit::scale(&Conn::open(&conn)?, &sel, replicas, current_replicas).await,
+            Verb::Label {
+                sel,
+                overwrite,
+                list,
+                conn,
+            } => {
+                let conn = Conn::open(&conn)?;
+                edit::set_meta(&conn, edit::MetaMap::Labels, &sel, overwrite, list).await
+            }
+            Verb::Annotate {
+                sel,
+                overwrite,
+                list,
+                conn,
+            } => {
+                let conn = Conn::open(&conn)?;
+                edit::set_meta(&conn, edit::MetaMap::Annotations, &sel, overwrite, list).await
+            }
+            Verb::Patch {
+                sel,
+                patch,
+                kind,
+                subresource,
+                conn,
+            } => {
+                let conn = Conn::open(&conn)?;
+                edit::patch(&conn, &sel, &patch, &kind, subresource.as_deref()).await
+            }
+            Verb::Logs { args, conn } => logs::logs(&Conn::open(&conn)?, &args).await,
+            Verb::Events { args, conn } => events::events(&Conn::open(&conn)?, &args).await,
+            Verb::Version {
+                client,
+                output,
+                conn,
+            } => {
+                let conn = if client {
+                    None
+                } else {
+                    Some(Conn::open(&conn)?)
+                };
+                info::version(conn.as_ref(), output.as_deref()).await
+            }
+            Verb::ApiResources {
+                output,
+                namespaced,
+                api_group,
+                no_headers,
+                conn,
+            } => {
+                let conn = Conn::open(&conn)?;
+                info::api_resources(
+                    &conn,
+                    output.as_deref(),
+                    namespaced,
+                    api_group.as_deref(),
+                    no_headers,
+                )
+                .await
+            }
         }
     });
     let _ = std::io::stdout().flush();
@@ -141,6 +306,21 @@ pub fn run(verb: Verb) -> i32 {
             e.code
         }
     }
+}
+
+/// An object as `-o json` (kubectl's 4-space indent) or `-o yaml` prints it.
+pub(crate) fn encode(v: &serde_json::Value, format: &str) -> Result<String, CliError> {
+    if format == "yaml" {
+        return serde_yaml_ng::to_string(v)
+            .map_err(|e| CliError::msg(format!("cannot print as YAML: {e}")));
+    }
+    let mut buf = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+    serde::Serialize::serialize(v, &mut ser)
+        .map_err(|e| CliError::msg(format!("cannot print as JSON: {e}")))?;
+    buf.push(b'\n');
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Prints a line to standard output, ignoring a closed pipe (`berth get pods | head`).

@@ -309,13 +309,7 @@ async fn latest(
         )),
         Some("revision") => out(&format!("{}\n", latest_version(&dc))),
         Some("name") => out(&format!("{}\n", res(name))),
-        Some("json") => out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&dc).expect("JSON serializes")
-        )),
-        Some("yaml") => out(&serde_yaml_ng::to_string(&dc).map_err(|e| {
-            CliError::msg(format!("cannot print the deployment config as YAML: {e}"))
-        })?),
+        Some(fmt @ ("json" | "yaml")) => out(&super::encode(&dc, fmt)?),
         Some(other) => {
             return Err(CliError::msg(format!(
                 "unable to match a printer suitable for the output format {other:?}, allowed \

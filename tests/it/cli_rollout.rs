@@ -187,6 +187,13 @@ async fn rollout_verbs_start_follow_list_undo_cancel_and_retry_rollouts() {
         "{out}"
     );
 
+    // `logs dc/NAME` reads the log subresource; the deployer's log of version 1 shows the
+    // rollout.
+    let run = s.berth(&["logs", "dc/web", "--version=1"]).await;
+    let (code, body) = s.text(&format!("{path}/log?version=1")).await;
+    assert_eq!((run.code, code), (0, 200), "{run:?}");
+    assert_eq!(run.stdout, body);
+
     // Nothing to cancel or retry on a complete rollout.
     let run = s.berth(&["rollout", "cancel", "dc/web"]).await;
     assert_eq!(run.code, 0, "{run:?}");

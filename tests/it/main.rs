@@ -5,6 +5,7 @@ mod accounts;
 mod api;
 mod cli;
 mod cli_rollout;
+mod cli_verbs;
 mod client;
 mod deployer;
 mod deploymentconfigs;

@@ -1,0 +1,323 @@
+//! Verbs that change a field or two of existing objects: `scale`, `label`, `annotate`,
+//! `patch`.
+
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use crate::client::{ListParams, Patch, RawRequest};
+use crate::registry::Resource;
+
+use super::resource::{Target, object_ref, targets};
+use super::{CliError, Conn, out};
+
+/// Which objects a verb acts on: named ones, or those a selector (or `--all`) picks.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// `TYPE NAME...`, `TYPE/NAME...`.
+    pub args: Vec<String>,
+    /// Act on the objects with these labels (`app=web,tier!=db`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Act on all objects of the type in the namespace.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// One object to act on.
+pub struct Picked {
+    pub res: &'static Resource,
+    pub ns: Option<String>,
+    pub name: String,
+}
+
+impl Conn {
+    /// The namespace for `res`: none for cluster-scoped types.
+    pub fn ns_for(&self, res: &Resource) -> Option<&str> {
+        res.namespaced.then_some(self.namespace.as_str())
+    }
+
+    /// The objects `targets` name, or that the selector picks among them.
+    pub async fn pick(
+        &self,
+        targets: &[Target],
+        selector: Option<&str>,
+        all: bool,
+    ) -> Result<Vec<Picked>, CliError> {
+        let mut picked = Vec::new();
+        for t in targets {
+            let ns = self.ns_for(t.res).map(str::to_string);
+            if !t.names.is_empty() {
+                if selector.is_some() || all {
+                    return Err(CliError::msg(
+                        "name cannot be provided when a selector is specified",
+                    ));
+                }
+                picked.extend(t.names.iter().map(|n| Picked {
+                    res: t.res,
+                    ns: ns.clone(),
+                    name: n.clone(),
+                }));
+                continue;
+            }
+            if selector.is_none() && !all {
+                return Err(CliError::msg(
+                    "resource(s) were provided, but no name was specified",
+                ));
+            }
+            let params = ListParams {
+                label_selector: selector.map(str::to_string),
+                field_selector: None,
+            };
+            let list = self
+                .client
+                .list(t.res, ns.as_deref(), &params)
+                .await
+                .map_err(|e| self.error(e))?;
+            picked.extend(list.items.iter().map(|o| Picked {
+                res: t.res,
+                ns: ns.clone(),
+                name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
+            }));
+        }
+        Ok(picked)
+    }
+}
+
+/// `scale --replicas=N [--current-replicas=M] TYPE NAME`.
+pub async fn scale(
+    conn: &Conn,
+    sel: &Selection,
+    replicas: i64,
+    current: Option<i64>,
+) -> Result<i32, CliError> {
+    if replicas < 0 {
+        return Err(CliError::msg(
+            "The --replicas=COUNT flag is required, and COUNT must be greater than or equal to 0",
+        ));
+    }
+    let targets = targets(&sel.args)?;
+    let picked = conn
+        .pick(&targets, sel.selector.as_deref(), sel.all)
+        .await?;
+    for p in picked {
+        if !p.res.scale {
+            return Err(CliError::msg(format!(
+                "cannot scale {}: it has no scale subresource",
+                p.res.qualified_plural()
+            )));
+        }
+        let path = format!(
+            "{}/{}/scale",
+            crate::client::Client::collection_path(p.res, p.ns.as_deref()),
+            p.name
+        );
+        let mut scale = conn
+            .client
+            .raw_json(&RawRequest::new(Method::GET, &path))
+            .await
+            .map_err(|e| conn.error(e))?;
+        if let Some(want) = current {
+            let have = scale["spec"]["replicas"].as_i64().unwrap_or(0);
+            if have != want {
+                return Err(CliError::msg(format!(
+                    "Expected replicas to be {want}, was {have}"
+                )));
+            }
+        }
+        scale["spec"]["replicas"] = json!(replicas);
+        // With --current-replicas the write carries the read's resourceVersion, so a
+        // change in between is a conflict rather than lost.
+        if current.is_none() {
+            scale["metadata"]
+                .as_object_mut()
+                .map(|m| m.remove("resourceVersion"));
+        }
+        let mut req = RawRequest::new(Method::PUT, &path);
+        req.body = Some(&scale);
+        conn.client.raw(&req).await.map_err(|e| conn.error(e))?;
+        out(&format!("{} scaled\n", object_ref(p.res, &p.name)));
+    }
+    Ok(0)
+}
+
+/// Which metadata map `label` and `annotate` change.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MetaMap {
+    Labels,
+    Annotations,
+}
+
+/// `label`/`annotate TYPE NAME k=v k2- [--overwrite] [--list]`.
+pub async fn set_meta(
+    conn: &Conn,
+    which: MetaMap,
+    sel: &Selection,
+    overwrite: bool,
+    list: bool,
+) -> Result<i32, CliError> {
+    let field = match which {
+        MetaMap::Labels => "labels",
+        MetaMap::Annotations => "annotations",
+    };
+    // The object arguments come first, then `key=value` and `key-` changes.
+    let first_change = sel
+        .args
+        .iter()
+        .position(|a| a.contains('=') || (a.ends_with('-') && !a.contains('/')))
+        .unwrap_or(sel.args.len());
+    let (objects, changes) = sel.args.split_at(first_change);
+    if changes.is_empty() && !list {
+        return Err(CliError::msg(format!(
+            "at least one {} update is required",
+            &field[..field.len() - 1]
+        )));
+    }
+    let mut set = Map::new();
+    let mut remove = Vec::new();
+    for c in changes {
+        if let Some((k, v)) = c.split_once('=') {
+            if which == MetaMap::Labels {
+                let mut problems = crate::types::names::qualified_name(k);
+                problems.extend(crate::types::names::label_value(v));
+                if !problems.is_empty() {
+                    return Err(CliError::msg(format!(
+                        "invalid label spec: {c}: {}",
+                        problems.join("; ")
+                    )));
+                }
+            }
+            set.insert(k.to_string(), json!(v));
+        } else if let Some(k) = c.strip_suffix('-') {
+            remove.push(k.to_string());
+        } else {
+            return Err(CliError::msg(format!("invalid {field} spec: {c}")));
+        }
+    }
+    let targets = targets(objects)?;
+    let picked = conn
+        .pick(&targets, sel.selector.as_deref(), sel.all)
+        .await?;
+    for p in picked {
+        let obj = conn
+            .client
+            .get(p.res, p.ns.as_deref(), &p.name)
+            .await
+            .map_err(|e| conn.error(e))?;
+        let current = obj["metadata"][field]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if list {
+            let mut keys: Vec<_> = current.iter().collect();
+            keys.sort_by(|a, b| a.0.cmp(b.0));
+            for (k, v) in keys {
+                out(&format!("{k}={}\n", v.as_str().unwrap_or_default()));
+            }
+            if changes.is_empty() {
+                continue;
+            }
+        }
+        if !overwrite {
+            for (k, v) in &set {
+                if let Some(have) = current.get(k)
+                    && have != v
+                {
+                    return Err(CliError::msg(format!(
+                        "'{k}' already has a value ({}), and --overwrite is false",
+                        have.as_str().unwrap_or_default()
+                    )));
+                }
+            }
+        }
+        let mut patch = set.clone();
+        for k in &remove {
+            patch.insert(k.clone(), Value::Null);
+        }
+        let mut next = current.clone();
+        for (k, v) in &set {
+            next.insert(k.clone(), v.clone());
+        }
+        for k in &remove {
+            next.remove(k);
+        }
+        let verb = match which {
+            MetaMap::Labels => "labeled",
+            MetaMap::Annotations => "annotated",
+        };
+        let message = if next == current {
+            format!("not {verb}")
+        } else if which == MetaMap::Labels && set.is_empty() {
+            "unlabeled".to_string()
+        } else {
+            verb.to_string()
+        };
+        if next != current {
+            let body = Patch::Merge(json!({"metadata": {field: patch}}));
+            conn.client
+                .patch(p.res, p.ns.as_deref(), &p.name, &body)
+                .await
+                .map_err(|e| conn.error(e))?;
+        }
+        out(&format!("{} {message}\n", object_ref(p.res, &p.name)));
+    }
+    Ok(0)
+}
+
+/// `patch TYPE NAME -p PATCH [--type=strategic|merge|json] [--subresource=status]`.
+pub async fn patch(
+    conn: &Conn,
+    sel: &Selection,
+    body: &str,
+    kind: &str,
+    subresource: Option<&str>,
+) -> Result<i32, CliError> {
+    let value: Value = serde_yaml_ng::from_str(body)
+        .map_err(|e| CliError::msg(format!("unable to parse \"{body}\": {e}")))?;
+    let patch = match kind {
+        "strategic" => Patch::Strategic(value),
+        "merge" => Patch::Merge(value),
+        "json" => Patch::Json(value),
+        other => {
+            return Err(CliError::msg(format!(
+                "--type must be one of [json merge strategic], not \"{other}\""
+            )));
+        }
+    };
+    let status = match subresource {
+        None => false,
+        Some("status") => true,
+        Some(other) => {
+            return Err(CliError::msg(format!(
+                "invalid subresource value: \"{other}\". Must be one of [status scale]"
+            )));
+        }
+    };
+    let targets = targets(&sel.args)?;
+    let picked = conn
+        .pick(&targets, sel.selector.as_deref(), sel.all)
+        .await?;
+    for p in picked {
+        let before = conn
+            .client
+            .get(p.res, p.ns.as_deref(), &p.name)
+            .await
+            .map_err(|e| conn.error(e))?;
+        let after = if status {
+            conn.client
+                .patch_status(p.res, p.ns.as_deref(), &p.name, &patch)
+                .await
+        } else {
+            conn.client
+                .patch(p.res, p.ns.as_deref(), &p.name, &patch)
+                .await
+        }
+        .map_err(|e| conn.error(e))?;
+        let changed = before["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"];
+        out(&format!(
+            "{} patched{}\n",
+            object_ref(p.res, &p.name),
+            if changed { "" } else { " (no change)" }
+        ));
+    }
+    Ok(0)
+}
