@@ -2,6 +2,9 @@
 //! namespaces) and `oc describe dc` print, byte for byte, as pure functions of the
 //! objects the caller fetched, their events and the current time.
 //!
+//! The `describe` verb at the end fetches the object, its events and the related objects
+//! each describer needs, and prints the texts.
+//!
 //! Each describer writes `label:\tvalue` lines, indented two spaces per level like
 //! kubectl's `PrefixWriter`, and lays them out with Go's tabwriter rules
 //! ([`Layout::DESCRIBE`] for kubectl, [`Layout::TABS`] for oc's DeploymentConfig
@@ -16,6 +19,9 @@ use jiff::tz::TimeZone;
 use serde_json::Value;
 
 use crate::cli::tabwriter::{Layout, align};
+use crate::cli::{CliError, Conn};
+use crate::client::ListParams;
+use crate::registry::{Kind, Resource, catalog};
 use crate::types::human_duration;
 use crate::types::labels::{Selector, map_at};
 use crate::types::openshift;
@@ -425,10 +431,23 @@ struct Out {
 }
 
 impl Out {
+    /// Writes at an indentation level, escaping terminal control sequences (kubectl's
+    /// `printers.WriteEscaped`: ESC as `^[`, CR as `\\r`).
     fn w(&mut self, level: usize, text: &str) {
         for _ in 0..level {
             self.buf.push_str("  ");
         }
+        for c in text.chars() {
+            match c {
+                '\x1b' => self.buf.push_str("^["),
+                '\r' => self.buf.push_str("\\r"),
+                c => self.buf.push(c),
+            }
+        }
+    }
+
+    /// Writes as is (oc's own lines go straight to its tabwriter).
+    fn raw(&mut self, text: &str) {
         self.buf.push_str(text);
     }
 
@@ -1514,9 +1533,9 @@ const MAX_DISPLAY_EVENTS: usize = 8;
 /// oc's `formatString`: `label:` then the value, one tab-led line per line of it.
 fn oc_string(out: &mut Out, label: &str, value: &str) {
     let value = if value.is_empty() { "<none>" } else { value };
-    out.w(0, &format!("{label}:"));
+    out.raw(&format!("{label}:"));
     for line in value.split('\n') {
-        out.w(0, &format!("\t{line}\n"));
+        out.raw(&format!("\t{line}\n"));
     }
 }
 
@@ -1530,7 +1549,7 @@ fn oc_map(out: &mut Out, label: &str, map: &BTreeMap<String, String>) {
         if i == 0 {
             oc_string(out, label, &format!("{k}={v}"));
         } else {
-            out.w(0, &format!("\t{k}={v}\n"));
+            out.raw(&format!("\t{k}={v}\n"));
         }
     }
 }
@@ -1567,43 +1586,35 @@ fn oc_env(env: &[Value]) -> String {
 fn oc_hook(out: &mut Out, prefix: &str, hook: &Value, indent: &str) {
     let policy = text(hook, "/failurePolicy");
     if let Some(exec) = hook.get("execNewPod").filter(|e| e.is_object()) {
-        out.w(
-            0,
-            &format!("{indent}{prefix} hook (pod type, failure policy: {policy}):\n"),
-        );
-        out.w(
-            0,
-            &format!("{indent}  Container:\t{}\n", text(exec, "/containerName")),
-        );
-        out.w(
-            0,
-            &format!(
-                "{indent}  Command:\t{}\n",
-                oc_multiline_args(list(exec, "/command"))
-            ),
-        );
+        out.raw(&format!(
+            "{indent}{prefix} hook (pod type, failure policy: {policy}):\n"
+        ));
+        out.raw(&format!(
+            "{indent}  Container:\t{}\n",
+            text(exec, "/containerName")
+        ));
+        out.raw(&format!(
+            "{indent}  Command:\t{}\n",
+            oc_multiline_args(list(exec, "/command"))
+        ));
         let env = list(exec, "/env");
         if !env.is_empty() {
-            out.w(0, &format!("{indent}  Env:\t{}\n", oc_env(env)));
+            out.raw(&format!("{indent}  Env:\t{}\n", oc_env(env)));
         }
     }
     let tags = list(hook, "/tagImages");
     if !tags.is_empty() {
-        out.w(
-            0,
-            &format!("{indent}{prefix} hook (tag images, failure policy: {policy}):\n"),
-        );
+        out.raw(&format!(
+            "{indent}{prefix} hook (tag images, failure policy: {policy}):\n"
+        ));
         for t in tags {
-            out.w(
-                0,
-                &format!(
-                    "{indent}  Tag:\tcontainer {} to {} {} {}\n",
-                    text(t, "/containerName"),
-                    text(t, "/to/kind"),
-                    text(t, "/to/name"),
-                    text(t, "/to/namespace")
-                ),
-            );
+            out.raw(&format!(
+                "{indent}  Tag:\tcontainer {} to {} {} {}\n",
+                text(t, "/containerName"),
+                text(t, "/to/kind"),
+                text(t, "/to/name"),
+                text(t, "/to/namespace")
+            ));
         }
     }
 }
@@ -1612,17 +1623,17 @@ fn oc_strategy(out: &mut Out, strategy: &Value, indent: &str) {
     if let Some(custom) = strategy.get("customParams").filter(|c| c.is_object()) {
         let image = text(custom, "/image");
         let image = if image.is_empty() { "<default>" } else { image };
-        out.w(0, &format!("{indent}Image:\t{image}\n"));
+        out.raw(&format!("{indent}Image:\t{image}\n"));
         let env = list(custom, "/environment");
         if !env.is_empty() {
-            out.w(0, &format!("{indent}Environment:\t{}\n", oc_env(env)));
+            out.raw(&format!("{indent}Environment:\t{}\n", oc_env(env)));
         }
         let command = list(custom, "/command");
         if !command.is_empty() {
-            out.w(
-                0,
-                &format!("{indent}Command:\t{}\n", oc_multiline_args(command)),
-            );
+            out.raw(&format!(
+                "{indent}Command:\t{}\n",
+                oc_multiline_args(command)
+            ));
         }
     }
     let hooks: &[(&str, &str)] = &[
@@ -1674,48 +1685,34 @@ fn oc_deployment(
     verbose: bool,
     clock: &Clock,
 ) {
-    out.w(0, &format!("{header}:\n"));
+    out.raw(&format!("{header}:\n"));
     if verbose {
-        out.w(0, &format!("\tName:\t{}\n", text(rc, "/metadata/name")));
+        out.raw(&format!("\tName:\t{}\n", text(rc, "/metadata/name")));
     }
-    out.w(
-        0,
-        &format!(
-            "\tCreated:\t{} ago\n",
-            oc_age_since(clock, opt_text(rc, "/metadata/creationTimestamp")).to_lowercase()
-        ),
-    );
-    out.w(
-        0,
-        &format!(
-            "\tStatus:\t{}\n",
-            openshift::annotation(rc, openshift::DEPLOYMENT_PHASE_ANNOTATION).unwrap_or("")
-        ),
-    );
+    out.raw(&format!(
+        "\tCreated:\t{} ago\n",
+        oc_age_since(clock, opt_text(rc, "/metadata/creationTimestamp")).to_lowercase()
+    ));
+    out.raw(&format!(
+        "\tStatus:\t{}\n",
+        openshift::annotation(rc, openshift::DEPLOYMENT_PHASE_ANNOTATION).unwrap_or("")
+    ));
     if let Some(replicas) = int(rc, "/spec/replicas") {
-        out.w(
-            0,
-            &format!(
-                "\tReplicas:\t{} current / {replicas} desired\n",
-                int(rc, "/status/replicas").unwrap_or(0)
-            ),
-        );
+        out.raw(&format!(
+            "\tReplicas:\t{} current / {replicas} desired\n",
+            int(rc, "/status/replicas").unwrap_or(0)
+        ));
     }
     if verbose {
         let selector = map_at(rc, "/spec/selector");
-        out.w(0, &format!("\tSelector:\t{}\n", labels_string(&selector)));
-        out.w(
-            0,
-            &format!(
-                "\tLabels:\t{}\n",
-                labels_string(&map_at(rc, "/metadata/labels"))
-            ),
-        );
+        out.raw(&format!("\tSelector:\t{}\n", labels_string(&selector)));
+        out.raw(&format!(
+            "\tLabels:\t{}\n",
+            labels_string(&map_at(rc, "/metadata/labels"))
+        ));
         let selected = pods.iter().filter(|p| matches_selector(p, &selector));
         let [running, waiting, succeeded, failed] = phase_counts(selected);
-        out.w(
-            0,
-            &format!(
+        out.raw(&format!(
                 "\tPods Status:\t{running} Running / {waiting} Waiting / {succeeded} Succeeded / {failed} Failed\n"
             ),
         );
@@ -1756,10 +1753,10 @@ pub fn deployment_config(
         oc_string(&mut out, "Namespace", namespace);
     }
     if let Some(created) = opt_text(dc, "/metadata/creationTimestamp").filter(|c| !c.is_empty()) {
-        out.w(
-            0,
-            &format!("Created:\t{} ago\n", oc_age_since(clock, Some(created))),
-        );
+        out.raw(&format!(
+            "Created:\t{} ago\n",
+            oc_age_since(clock, Some(created))
+        ));
     }
     oc_map(&mut out, "Labels", &map_at(dc, "/metadata/labels"));
     let mut annotations = map_at(dc, "/metadata/annotations");
@@ -1799,9 +1796,9 @@ pub fn deployment_config(
     if let Some(min_ready) = int(dc, "/spec/minReadySeconds").filter(|m| *m > 0) {
         oc_string(&mut out, "MinReadySeconds", &min_ready.to_string());
     }
-    out.w(0, "Template:\n");
+    out.raw("Template:\n");
     describe_pod_template(&mut out, &dc["spec"]["template"], clock);
-    out.w(0, "\n");
+    out.raw("\n");
 
     let latest_name = openshift::deployment_name(name, latest_version);
     // The active deployment: the newest Complete one.
@@ -1854,7 +1851,7 @@ pub fn deployment_config(
             .take(MAX_DISPLAY_EVENTS)
             .cloned()
             .collect();
-        out.w(0, "\n");
+        out.raw("\n");
         describe_events(&mut out, &recent, clock);
     }
     out.finish(Layout::TABS)
@@ -2166,6 +2163,262 @@ pub fn namespace(ns: &Value, clock: &Clock) -> String {
     out.w(0, "\n");
     out.w(0, "No LimitRange resource.\n");
     out.finish(Layout::DESCRIBE)
+}
+
+// ---------------------------------------------------------------------------------------
+// The `describe` verb: fetching what the describers need
+
+/// `describe (TYPE [NAME_PREFIX...] | TYPE/NAME...) [-l selector]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DescribeArgs {
+    /// `TYPE [NAME_PREFIX...]` or `TYPE/NAME...`.
+    pub args: Vec<String>,
+    /// Describe the objects with these labels (`app=web,tier!=db`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Describe objects of every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Show the objects' events.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub show_events: bool,
+}
+
+/// Describes the objects the arguments name, one after the other, like `kubectl describe`
+/// (names that match no object are tried as prefixes of names).
+pub async fn describe(conn: &Conn, args: &DescribeArgs) -> Result<i32, CliError> {
+    let targets = super::resource::targets(&args.args)?;
+    let clock = Clock::system();
+    let mut texts = Vec::new();
+    let mut failure = None;
+    for t in &targets {
+        if !matches!(
+            t.res.kind,
+            Kind::Pod
+                | Kind::ReplicationController
+                | Kind::DeploymentConfig
+                | Kind::Node
+                | Kind::Namespace
+        ) {
+            return Err(CliError::msg(format!(
+                "no description has been implemented for {}",
+                t.res.kind_name
+            )));
+        }
+        let ns = if args.all_namespaces {
+            None
+        } else {
+            t.res.namespaced.then(|| conn.namespace.clone())
+        };
+        let objects = if t.names.is_empty() {
+            let params = ListParams {
+                label_selector: args.selector.clone(),
+                field_selector: None,
+            };
+            let list = conn
+                .client
+                .list(t.res, ns.as_deref(), &params)
+                .await
+                .map_err(|e| conn.error(e))?;
+            list.items
+        } else {
+            if args.selector.is_some() {
+                return Err(CliError::msg(
+                    "name cannot be provided when a selector is specified",
+                ));
+            }
+            let mut found = Vec::new();
+            for name in &t.names {
+                match named_or_prefixed(conn, t.res, ns.as_deref(), name).await {
+                    Ok(objs) => found.extend(objs),
+                    Err(e) => {
+                        eprintln!("{}", e.text());
+                        failure = Some(e);
+                    }
+                }
+            }
+            found
+        };
+        for obj in &objects {
+            texts.push(describe_object(conn, t.res, obj, args.show_events, &clock).await?);
+        }
+    }
+    if texts.is_empty() && failure.is_none() {
+        let scope = if args.all_namespaces {
+            String::new()
+        } else {
+            format!(" in {} namespace", conn.namespace)
+        };
+        eprintln!("No resources found{scope}.");
+    }
+    super::out(&texts.join("\n\n"));
+    Ok(if failure.is_some() { 1 } else { 0 })
+}
+
+/// The object called `name`, else those whose names start with it.
+async fn named_or_prefixed(
+    conn: &Conn,
+    res: &'static Resource,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<Vec<Value>, CliError> {
+    match conn.client.get(res, ns, name).await {
+        Ok(obj) => Ok(vec![obj]),
+        Err(e) if e.is_not_found() => {
+            let list = conn
+                .client
+                .list(res, ns, &ListParams::default())
+                .await
+                .map_err(|e| conn.error(e))?;
+            let matching: Vec<Value> = list
+                .items
+                .into_iter()
+                .filter(|o| text(o, "/metadata/name").starts_with(name))
+                .collect();
+            if matching.is_empty() {
+                Err(conn.error(e))
+            } else {
+                Ok(matching)
+            }
+        }
+        Err(e) => Err(conn.error(e)),
+    }
+}
+
+/// Fetches what the describer of `obj` needs and describes it.
+async fn describe_object(
+    conn: &Conn,
+    res: &'static Resource,
+    obj: &Value,
+    show_events: bool,
+    clock: &Clock,
+) -> Result<String, CliError> {
+    let ns = opt_text(obj, "/metadata/namespace");
+    let name = text(obj, "/metadata/name");
+    let uid = text(obj, "/metadata/uid");
+    let events = |kind: Option<&'static str>, uid: String| {
+        let namespace = ns.unwrap_or("");
+        async move {
+            if !show_events {
+                return None;
+            }
+            Some(events_about(conn, name, namespace, kind, &uid).await)
+        }
+    };
+    Ok(match res.kind {
+        Kind::Pod => {
+            // A mirror pod's events are about the static pod it mirrors.
+            let uid = openshift::annotation(obj, MIRROR_ANNOTATION).unwrap_or(uid);
+            let events = events(None, uid.to_string()).await;
+            pod(obj, events.as_deref(), clock)
+        }
+        Kind::ReplicationController => {
+            let selector = labels_string(&map_at(obj, "/spec/selector"));
+            let pods = list_or_empty(conn, Kind::Pod, ns, Some(selector)).await?;
+            let events = events(Some("ReplicationController"), uid.to_string()).await;
+            replication_controller(obj, &pods, events.as_deref(), clock)
+        }
+        Kind::DeploymentConfig => {
+            let by_dc = format!("{}={name}", openshift::DEPLOYMENT_CONFIG_LABEL);
+            let rcs = list_or_empty(conn, Kind::ReplicationController, ns, Some(by_dc)).await?;
+            let pods = list_or_empty(conn, Kind::Pod, ns, None).await?;
+            let events = events(Some("DeploymentConfig"), uid.to_string()).await;
+            deployment_config(obj, &rcs, &pods, events.as_deref(), clock)
+        }
+        Kind::Node => {
+            let lease = conn
+                .client
+                .get(catalog::of(Kind::Lease), Some(NODE_LEASE_NAMESPACE), name)
+                .await
+                .ok();
+            let params = ListParams {
+                label_selector: None,
+                field_selector: Some(format!(
+                    "spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
+                )),
+            };
+            let pods = conn
+                .client
+                .list(catalog::of(Kind::Pod), None, &params)
+                .await
+                .map_err(|e| conn.error(e))?
+                .items;
+            // The node's events name it by uid (controllers) or by name (the node agent).
+            let events = match events(Some("Node"), uid.to_string()).await {
+                Some(mut by_uid) => {
+                    if let Some(by_name) = events(Some("Node"), name.to_string()).await {
+                        by_uid.extend(by_name);
+                    }
+                    Some(by_uid)
+                }
+                None => None,
+            };
+            node(obj, lease.as_ref(), &pods, events.as_deref(), clock)
+        }
+        Kind::Namespace => namespace(obj, clock),
+        _ => {
+            return Err(CliError::msg(format!(
+                "no description has been implemented for {}",
+                res.kind_name
+            )));
+        }
+    })
+}
+
+/// The annotation that holds the uid of the static pod a mirror pod stands for.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Where node leases live.
+const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+async fn list_or_empty(
+    conn: &Conn,
+    kind: Kind,
+    ns: Option<&str>,
+    label_selector: Option<String>,
+) -> Result<Vec<Value>, CliError> {
+    let params = ListParams {
+        label_selector,
+        field_selector: None,
+    };
+    conn.client
+        .list(catalog::of(kind), ns, &params)
+        .await
+        .map(|l| l.items)
+        .map_err(|e| conn.error(e))
+}
+
+/// The events about one object, in the order the server lists them; none when they
+/// cannot be read (kubectl describes the object anyway).
+async fn events_about(
+    conn: &Conn,
+    name: &str,
+    namespace: &str,
+    kind: Option<&str>,
+    uid: &str,
+) -> Vec<Value> {
+    let mut selector = format!("involvedObject.name={name},involvedObject.namespace={namespace}");
+    if let Some(kind) = kind {
+        let _ = write!(selector, ",involvedObject.kind={kind}");
+    }
+    if !uid.is_empty() {
+        let _ = write!(selector, ",involvedObject.uid={uid}");
+    }
+    let params = ListParams {
+        label_selector: None,
+        field_selector: Some(selector),
+    };
+    let ns = (!namespace.is_empty()).then_some(namespace);
+    match conn
+        .client
+        .list(catalog::of(Kind::Event), ns, &params)
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list events");
+            Vec::new()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -2876,5 +3129,13 @@ mod tests {
              ----     ------   ----              ----     -------\n  \
              Warning  BackOff  60s (x7 over 5m)  kubelet  Back-off\n"
         );
+    }
+
+    #[test]
+    fn terminal_control_characters_are_escaped() {
+        let ns = json!({"metadata": {"name": "x", "annotations": {"a": "\u{1b}[31mred\r"}},
+            "status": {"phase": "Active"}});
+        let out = namespace(&ns, &clock());
+        assert!(out.contains("Annotations:  a: ^[[31mred\\r\n"), "{out}");
     }
 }

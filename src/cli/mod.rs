@@ -103,7 +103,6 @@ impl Conn {
 // TODO(print): add the `get` verb here (src/cli/get.rs: args, Table fetch with
 // `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, -w by watch, the printers) and
 // its arm in `run`; `Conn` and `conn.error(e)` are in conn.rs/mod.rs, `out()` prints.
-// TODO(describe): add the `describe` verb here (src/cli/describe.rs) and its arm in `run`.
 // End-to-end tests run the binary with `TestServer::berth(&[...])` (tests/it/support.rs).
 #[derive(Debug, Subcommand)]
 pub enum Verb {
@@ -167,6 +166,14 @@ pub enum Verb {
         /// Patch the `status` subresource.
         #[arg(long)]
         subresource: Option<String>,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Show the details of objects, with their events: pods, replication controllers,
+    /// DeploymentConfigs, nodes and namespaces.
+    Describe {
+        #[command(flatten)]
+        args: describe::DescribeArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -265,6 +272,7 @@ pub fn run(verb: Verb) -> i32 {
                 let conn = Conn::open(&conn)?;
                 edit::patch(&conn, &sel, &patch, &kind, subresource.as_deref()).await
             }
+            Verb::Describe { args, conn } => describe::describe(&Conn::open(&conn)?, &args).await,
             Verb::Logs { args, conn } => logs::logs(&Conn::open(&conn)?, &args).await,
             Verb::Events { args, conn } => events::events(&Conn::open(&conn)?, &args).await,
             Verb::Version {
