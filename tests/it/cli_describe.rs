@@ -86,7 +86,8 @@ async fn describe_pod_prints_kubectls_layout_with_the_pods_own_events() {
             "metadata": {"name": "web-1", "labels": {"app": "web"}},
             "spec": {"containers": [{
                 "name": "app", "image": "busybox", "command": ["sleep", "infinity"],
-                "readinessProbe": {"exec": {"command": ["true"]}},
+                "readinessProbe": {"exec": {"command": ["true"]}, "timeoutSeconds": 1,
+                    "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
             }]},
         }),
     )
@@ -153,7 +154,8 @@ async fn describe_pod_prints_kubectls_layout_with_the_pods_own_events() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout, describe::pod(&fetched, None, &Clock::system()));
 
-    // A name that is no object's is tried as a prefix: both pods.
+    // A name that is no object's is tried as a prefix: both pods, each followed by an
+    // empty line as kubectl prints them.
     let run = s.berth(&["describe", "pods", "web"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let names: Vec<&str> = run
@@ -166,7 +168,7 @@ async fn describe_pod_prints_kubectls_layout_with_the_pods_own_events() {
         ["Name:             web-1", "Name:             web-10"]
     );
     assert!(
-        run.stdout.contains("\n\n\nName:             web-10\n"),
+        run.stdout.contains("\n\nName:             web-10\n") && run.stdout.ends_with("\n\n"),
         "{}",
         run.stdout
     );
@@ -192,7 +194,7 @@ async fn describe_rc_counts_the_pods_it_controls_by_phase() {
             "spec": {"replicas": 2, "selector": {"app": "web"}, "template": {
                 "metadata": {"labels": {"app": "web"}},
                 "spec": {"containers": [{"name": "app", "image": "busybox",
-                    "ports": [{"containerPort": 8080}]}]},
+                    "ports": [{"containerPort": 8080, "protocol": "TCP"}]}]},
             }},
         }),
     )
@@ -470,16 +472,13 @@ async fn describe_node_and_namespace_print_kubectls_sections() {
 
     let run = s.berth(&["describe", "namespace", "default"]).await;
     assert_eq!(run.code, 0, "{run:?}");
+    // berth serves no ResourceQuotas or LimitRanges: kubectl then prints no such sections.
     assert_eq!(
         run.stdout,
         "Name:         default\n\
          Labels:       kubernetes.io/metadata.name=default\n\
          Annotations:  <none>\n\
-         Status:       Active\n\
-         \n\
-         No resource quota.\n\
-         \n\
-         No LimitRange resource.\n"
+         Status:       Active\n"
     );
     s.stop().await;
 }
