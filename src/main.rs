@@ -118,6 +118,11 @@ enum Command {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
+    /// Print a shell completion script (`source <(berth completion bash)`).
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     #[command(flatten)]
     Client(berth::cli::Verb),
 }
@@ -227,6 +232,13 @@ fn main() -> anyhow::Result<()> {
         .init();
     match command {
         Command::Client(verb) => std::process::exit(berth::cli::run(verb)),
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "berth", &mut script);
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+        }
         Command::Deploy {
             deployment,
             namespace,

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::ws::WebSocketUpgrade;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::SinkExt;
@@ -42,7 +41,7 @@ pub struct Request<'a> {
     /// The path below `proxy/`, without its leading slash.
     pub path: &'a str,
     pub query: Option<&'a str>,
-    pub ws: Option<WebSocketUpgrade>,
+    pub ws: Option<exec::Upgrade>,
 }
 
 /// A plain-text answer, as Go's `http.Error` writes it.
@@ -270,23 +269,19 @@ fn exec_in(req: Request<'_>) -> Response {
         Some(ctx) => exec::serve(ws, exec::Session::new(asked, ctx)),
         None => {
             // As the kubelet: the stream opens, the error comes on channel 3.
-            let protocol = match exec::Protocol::negotiate(
-                ws.requested_protocols().filter_map(|v| v.to_str().ok()),
-            ) {
+            let protocol = match ws.negotiate() {
                 Ok(p) => p,
                 Err(e) => return e.into_response(),
             };
-            if ws.requested_protocols().next().is_some() {
-                ws.set_selected_protocol(axum::http::HeaderValue::from_static(protocol.name()));
-            }
             let status = exec::failure(format!("container not found ({container:?})"));
-            ws.on_upgrade(move |mut socket| async move {
-                if let Some(frame) = protocol.status(&status) {
-                    let _ = socket.send(frame).await;
-                }
-                let _ = socket.close().await;
-            })
-            .into_response()
+            ws.ws
+                .on_upgrade(move |mut socket| async move {
+                    if let Some(frame) = protocol.status(&status) {
+                        let _ = socket.send(frame).await;
+                    }
+                    let _ = socket.close().await;
+                })
+                .into_response()
         }
     }
 }

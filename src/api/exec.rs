@@ -313,25 +313,62 @@ impl Job {
 
 /// Upgrades to WebSocket with the protocol the client offers first and runs the session,
 /// relaying its streams. The entry point for any route that serves exec.
-pub fn serve(ws: WebSocketUpgrade, session: Session) -> Response {
+/// A WebSocket upgrade with the subprotocols the client offered, in the client's order
+/// (axum's extractor keeps them in a sorted set, which would make `v4` win over `v5`).
+pub struct Upgrade {
+    pub ws: WebSocketUpgrade,
+    pub offered: Vec<String>,
+}
+
+impl Upgrade {
+    /// Picks the protocol; sets it on the answer when the client offered any.
+    pub fn negotiate(&mut self) -> Result<Protocol, Error> {
+        let protocol = Protocol::negotiate(self.offered.iter().map(String::as_str))?;
+        if !self.offered.is_empty() {
+            self.ws
+                .set_selected_protocol(axum::http::HeaderValue::from_static(protocol.name()));
+        }
+        Ok(protocol)
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Upgrade {
+    type Rejection = axum::extract::ws::rejection::WebSocketUpgradeRejection;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let offered = parts
+            .headers
+            .get_all(axum::http::header::SEC_WEBSOCKET_PROTOCOL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let ws = WebSocketUpgrade::from_request_parts(parts, state).await?;
+        Ok(Upgrade { ws, offered })
+    }
+}
+
+pub fn serve(ws: Upgrade, session: Session) -> Response {
     upgrade(ws, Job::Exec(session))
 }
 
 /// As [`serve`], for an attach.
-pub fn serve_attach(ws: WebSocketUpgrade, attach: Attach) -> Response {
+pub fn serve_attach(ws: Upgrade, attach: Attach) -> Response {
     upgrade(ws, Job::Attach(attach))
 }
 
-fn upgrade(mut ws: WebSocketUpgrade, job: Job) -> Response {
-    let protocol =
-        match Protocol::negotiate(ws.requested_protocols().filter_map(|v| v.to_str().ok())) {
-            Ok(p) => p,
-            Err(e) => return e.into_response(),
-        };
-    if ws.requested_protocols().next().is_some() {
-        ws.set_selected_protocol(axum::http::HeaderValue::from_static(protocol.name()));
-    }
-    ws.on_upgrade(move |socket| run(socket, protocol, job))
+fn upgrade(mut ws: Upgrade, job: Job) -> Response {
+    let protocol = match ws.negotiate() {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    ws.ws
+        .on_upgrade(move |socket| run(socket, protocol, job))
         .into_response()
 }
 

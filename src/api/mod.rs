@@ -175,10 +175,7 @@ async fn exec_request(
     Extension(user): Extension<User>,
     Path((ns, name)): Path<(String, String)>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
-    ws: Result<
-        axum::extract::ws::WebSocketUpgrade,
-        axum::extract::ws::rejection::WebSocketUpgradeRejection,
-    >,
+    ws: Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
     stream_request(&state, &user, &ns, &name, query.as_deref(), ws, false)
         .unwrap_or_else(IntoResponse::into_response)
@@ -190,10 +187,7 @@ async fn attach_request(
     Extension(user): Extension<User>,
     Path((ns, name)): Path<(String, String)>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
-    ws: Result<
-        axum::extract::ws::WebSocketUpgrade,
-        axum::extract::ws::rejection::WebSocketUpgradeRejection,
-    >,
+    ws: Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
     stream_request(&state, &user, &ns, &name, query.as_deref(), ws, true)
         .unwrap_or_else(IntoResponse::into_response)
@@ -206,10 +200,7 @@ fn stream_request(
     ns: &str,
     name: &str,
     query: Option<&str>,
-    ws: Result<
-        axum::extract::ws::WebSocketUpgrade,
-        axum::extract::ws::rejection::WebSocketUpgradeRejection,
-    >,
+    ws: Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
     attach: bool,
 ) -> Result<Response, Error> {
     let (what, verb) = if attach {
@@ -267,10 +258,7 @@ fn stream_request(
     }
 }
 
-type Upgrade = Result<
-    axum::extract::ws::WebSocketUpgrade,
-    axum::extract::ws::rejection::WebSocketUpgradeRejection,
->;
+type Upgrade = Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>;
 
 async fn node_proxy_root(
     state: State<AppState>,

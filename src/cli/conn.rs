@@ -45,6 +45,10 @@ pub struct Conn {
     pub server: String,
     /// Where the settings came from, for error messages.
     pub source: String,
+    /// What the client trusts and sends, for connections it does not make itself
+    /// (exec's WebSocket).
+    pub ca_pem: String,
+    pub token: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -311,6 +315,8 @@ impl Conn {
             namespace_given,
             server,
             source,
+            ca_pem,
+            token,
         })
     }
 }

@@ -53,7 +53,7 @@ fn since_seconds(s: &str) -> Result<i64, CliError> {
 }
 
 /// The container kubectl picks when none is named, saying so when there was a choice.
-fn default_container(pod: &Value) -> Option<String> {
+pub(crate) fn default_container(pod: &Value) -> Option<String> {
     let names: Vec<&str> = pod["spec"]["containers"]
         .as_array()?
         .iter()
@@ -158,7 +158,7 @@ pub async fn logs(conn: &Conn, args: &LogArgs) -> Result<i32, CliError> {
 }
 
 /// The pod of an RC kubectl reads the log of: the oldest running one, else any.
-async fn pod_of_rc(conn: &Conn, name: &str) -> Result<Value, CliError> {
+pub(crate) async fn pod_of_rc(conn: &Conn, name: &str) -> Result<Value, CliError> {
     let rc = conn
         .client
         .get(

@@ -9,6 +9,7 @@ pub mod conn;
 pub mod describe;
 pub mod edit;
 pub mod events;
+pub mod exec;
 pub mod info;
 pub mod logs;
 pub mod resource;
@@ -184,6 +185,13 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Run a command in a container: `POD -- COMMAND [ARGS...]`.
+    Exec {
+        #[command(flatten)]
+        args: exec::ExecArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
     /// List events, newest last.
     Events {
         #[command(flatten)]
@@ -274,6 +282,7 @@ pub fn run(verb: Verb) -> i32 {
             }
             Verb::Describe { args, conn } => describe::describe(&Conn::open(&conn)?, &args).await,
             Verb::Logs { args, conn } => logs::logs(&Conn::open(&conn)?, &args).await,
+            Verb::Exec { args, conn } => exec::exec(&Conn::open(&conn)?, &args).await,
             Verb::Events { args, conn } => events::events(&Conn::open(&conn)?, &args).await,
             Verb::Version {
                 client,
@@ -306,6 +315,8 @@ pub fn run(verb: Verb) -> i32 {
             }
         }
     });
+    // Do not wait for a blocked read of standard input (exec -i) to finish.
+    rt.shutdown_background();
     let _ = std::io::stdout().flush();
     match result {
         Ok(code) => code,

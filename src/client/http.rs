@@ -22,7 +22,7 @@ fn transport(e: reqwest::Error) -> Error {
 }
 
 /// A client configuration trusting the CA certificates in `ca_pem`.
-fn tls_config(ca_pem: &str) -> Result<rustls::ClientConfig> {
+pub(crate) fn tls_config(ca_pem: &str) -> Result<rustls::ClientConfig> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();

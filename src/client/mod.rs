@@ -115,6 +115,12 @@ pub struct DeleteParams {
     pub grace_period_seconds: Option<i64>,
 }
 
+/// A TLS client configuration that trusts the CA certificates in `ca_pem` (for
+/// connections the client does not make itself, such as WebSocket streams).
+pub fn tls_config(ca_pem: &str) -> Result<rustls::ClientConfig> {
+    http::tls_config(ca_pem)
+}
+
 /// A request by path, for what the typed methods do not cover (tables, subresources,
 /// discovery); see [`Client::raw`].
 #[derive(Debug, Clone)]

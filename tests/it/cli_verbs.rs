@@ -237,6 +237,61 @@ async fn logs_reads_pods_and_the_pods_of_replication_controllers() {
         "Error from server (NotFound): pods \"nope\" not found\n",
     );
 
+    // exec passes output, errors and the exit code through.
+    let run = s
+        .berth(&[
+            "exec",
+            "talker",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ])
+        .await;
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (3, "out\n", "err\ncommand terminated with exit code 3\n")
+    );
+    ok(
+        &s.berth(&["exec", "pod/talker", "-c", "main", "--", "true"])
+            .await,
+        "",
+    );
+    let run = s.berth(&["exec", "-t", "talker", "--", "echo", "hi"]).await;
+    assert_eq!((run.code, run.stdout.as_str()), (0, "hi\n"), "{run:?}");
+    assert!(run.stderr.starts_with("Unable to use a TTY"), "{run:?}");
+    fails(
+        &s.berth(&["exec", "nope", "--", "true"]).await,
+        "Error from server (NotFound): pods \"nope\" not found\n",
+    );
+    // Standard input reaches the command, and its end ends the command's input.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "exec",
+            "-i",
+            "talker",
+            "--",
+            "sh",
+            "-c",
+            "tr a-z A-Z; echo done",
+        ])
+        .env("KUBECONFIG", s.kubeconfig())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\n").await.unwrap();
+    }
+    let o = crate::support::within(30, child.wait_with_output())
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "HELLO\ndone\n");
+    assert_eq!(o.status.code(), Some(0));
+
     // A followed log ends when the pod's container does.
     let mut p = pod("counter", "Never", "echo a; sleep 1; echo b");
     p["spec"]["containers"][0]["name"] = json!("c");

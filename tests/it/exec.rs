@@ -250,6 +250,16 @@ async fn the_v4_and_base64_protocols_carry_streams_and_exit_codes() {
     assert_eq!(exit_code(&status), "3");
     assert_eq!(c.out(), "out-four\n");
     assert_eq!(c.err, b"err\n");
+    // kubectl's order: v5 first.
+    let mut c = Client::connect(
+        &s,
+        &format!("{PODS}/old/exec?command=echo&command=five&stdout=true"),
+        "v5.channel.k8s.io, v4.channel.k8s.io, v4.base64.channel.k8s.io",
+    )
+    .await;
+    assert_eq!(c.protocol.as_deref(), Some("v5.channel.k8s.io"));
+    c.finish().await;
+    assert_eq!(c.out(), "five\n");
 
     let mut c = Client::connect(
         &s,
