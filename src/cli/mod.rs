@@ -170,8 +170,8 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
-    /// Show the details of objects, with their events: pods, replication controllers,
-    /// DeploymentConfigs, nodes and namespaces.
+    /// Show the details of objects and their events, as `kubectl describe` (and `oc
+    /// describe` for DeploymentConfigs) prints them.
     Describe {
         #[command(flatten)]
         args: describe::DescribeArgs,
