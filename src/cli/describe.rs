@@ -3734,4 +3734,39 @@ mod tests {
             + "\n";
         assert_text(&out, &expected);
     }
+
+    #[test]
+    fn a_dc_whose_latest_rc_is_missing_shows_no_deployments() {
+        let rcs = [deployment(1, "2026-11-30T21:00:00Z", 1, "Complete")];
+        let mut dc = simple_dc();
+        dc["status"]["latestVersion"] = json!(2);
+        let out = deployment_config(&dc, &rcs, &[], None, &clock());
+        assert!(
+            out.ends_with("Tolerations:\t\t<none>\n\nLatest Deployment:\t<none>\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_only_deployment_is_shown_in_full_even_while_running() {
+        let rcs = [deployment(1, "2026-11-30T21:04:00Z", 1, "Running")];
+        let mut dc = simple_dc();
+        dc["status"]["latestVersion"] = json!(1);
+        let out = deployment_config(&dc, &rcs, &[], Some(&[]), &clock());
+        let tail = [
+            "Deployment #1 (latest):",
+            "\tName:\t\tdeployment-simple-1",
+            "\tCreated:\tabout a minute ago",
+            "\tStatus:\t\tRunning",
+            "\tReplicas:\t1 current / 1 desired",
+            "\tSelector:\tdeployment=deployment-simple-1,deploymentconfig=deployment-simple,name=deployment-simple",
+            "\tLabels:\t\topenshift.io/deployment-config.name=deployment-simple",
+            "\tPods Status:\t0 Running / 0 Waiting / 0 Succeeded / 0 Failed",
+            "",
+            "Events:\t<none>",
+            "",
+        ]
+        .join("\n");
+        assert!(out.ends_with(&tail), "{out}");
+    }
 }
