@@ -414,7 +414,7 @@ async fn describe_dc_shows_the_latest_and_older_deployments_and_the_dcs_events()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn describe_node_and_namespace_print_kubectls_sections() {
+async fn describe_node_namespace_and_config_map_print_kubectls_sections() {
     let s = server().await;
     create(
         &s,
@@ -479,6 +479,45 @@ async fn describe_node_and_namespace_print_kubectls_sections() {
          Labels:       kubernetes.io/metadata.name=default\n\
          Annotations:  <none>\n\
          Status:       Active\n"
+    );
+
+    // A config map shows its data; a type with no objects says so on stderr.
+    create(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
+            "data": {"mode": "fast"}}),
+    )
+    .await;
+    let run = s
+        .berth(&["describe", "cm", "settings", "--show-events=false"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "Name:         settings\n\
+         Namespace:    default\n\
+         Labels:       <none>\n\
+         Annotations:  <none>\n\
+         \n\
+         Data\n\
+         ====\n\
+         mode:\n\
+         ----\n\
+         fast\n\
+         \n\
+         \n\
+         BinaryData\n\
+         ====\n\
+         \n"
+    );
+    let run = s
+        .berth(&["describe", "lease", "-n", "kube-node-lease"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "No resources found in kube-node-lease namespace.\n"
     );
     s.stop().await;
 }
