@@ -88,15 +88,40 @@ enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
-    /// Carry out one deployment of a DeploymentConfig (the deployer pods' command, also
-    /// reachable as `openshift-deploy`).
-    #[command(hide = true)]
+    /// Show, start, cancel or retry deployments of a DeploymentConfig (oc's legacy
+    /// `deploy dc/NAME [--latest|--cancel|--retry]`); without a config, carry out one
+    /// deployment (the deployer pods' command, also reachable as `openshift-deploy`).
     Deploy {
+        /// The deployment config (`dc/NAME`) to show or act on.
+        config: Option<String>,
+        /// Start a new deployment.
+        #[arg(long, requires = "config", conflicts_with_all = ["cancel", "retry"])]
+        latest: bool,
+        /// Cancel the deployment in progress.
+        #[arg(long, requires = "config", conflicts_with = "retry")]
+        cancel: bool,
+        /// Retry the failed latest deployment.
+        #[arg(long, requires = "config")]
+        retry: bool,
+        /// With --latest: follow the deployment's log.
+        #[arg(long, requires = "latest")]
+        follow: bool,
+        /// With a config: the kubeconfig to use.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// With a config: the kubeconfig context to use.
+        #[arg(long)]
+        context: Option<String>,
         /// The deployment (replication controller) to carry out.
         #[arg(long, env = "OPENSHIFT_DEPLOYMENT_NAME", default_value = "")]
         deployment: String,
-        /// Its namespace.
-        #[arg(long, env = "OPENSHIFT_DEPLOYMENT_NAMESPACE", default_value = "")]
+        /// Its namespace (with a config: the config's).
+        #[arg(
+            short = 'n',
+            long,
+            env = "OPENSHIFT_DEPLOYMENT_NAMESPACE",
+            default_value = ""
+        )]
         namespace: String,
         /// Stop when this condition is reached: start, pre, mid, or N% (0..100).
         #[arg(long)]
@@ -240,6 +265,37 @@ fn main() -> anyhow::Result<()> {
             let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
         }
         Command::Deploy {
+            config: Some(config),
+            latest,
+            cancel,
+            retry,
+            follow,
+            kubeconfig,
+            context,
+            namespace,
+            server,
+            token,
+            ..
+        } => {
+            use berth::cli::deploy::Action;
+            let conn = berth::cli::ConnArgs {
+                kubeconfig,
+                context,
+                namespace: Some(namespace).filter(|n| !n.is_empty()),
+                server,
+                token,
+                certificate_authority: None,
+            };
+            let action = match (latest, cancel, retry) {
+                (true, _, _) => Action::Latest { follow },
+                (_, true, _) => Action::Cancel,
+                (_, _, true) => Action::Retry,
+                _ => Action::Status,
+            };
+            std::process::exit(berth::cli::run_deploy(conn, config, action));
+        }
+        Command::Deploy {
+            config: None,
             deployment,
             namespace,
             until,
@@ -247,6 +303,7 @@ fn main() -> anyhow::Result<()> {
             token,
             token_file,
             ca,
+            ..
         } => {
             let code = deploy(deployment, namespace, until, server, token, token_file, ca)?;
             std::process::exit(code);

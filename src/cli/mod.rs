@@ -6,6 +6,7 @@
 //! (`Error from server (NotFound): ...` or `error: ...`) with a non-zero exit code.
 
 pub mod conn;
+pub mod deploy;
 pub mod describe;
 pub mod edit;
 pub mod events;
@@ -112,6 +113,13 @@ pub enum Verb {
     Rollout {
         #[command(subcommand)]
         command: rollout::Command,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Roll a DeploymentConfig back to an earlier deployment (`dc/NAME` or `rc/NAME`).
+    Rollback {
+        #[command(flatten)]
+        args: deploy::RollbackArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -230,22 +238,13 @@ pub enum Verb {
 
 /// Runs a client verb; returns the process exit code.
 pub fn run(verb: Verb) -> i32 {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return 1;
-        }
-    };
-    let result = rt.block_on(async {
+    block(async move {
         match verb {
             Verb::Rollout { command, conn } => {
                 let conn = Conn::open(&conn)?;
                 rollout::run(&conn, command).await
             }
+            Verb::Rollback { args, conn } => deploy::rollback(&Conn::open(&conn)?, &args).await,
             Verb::Scale {
                 sel,
                 replicas,
@@ -314,7 +313,28 @@ pub fn run(verb: Verb) -> i32 {
                 .await
             }
         }
-    });
+    })
+}
+
+/// `deploy DC [--latest|--cancel|--retry]`, oc's legacy verb (the `deploy` subcommand
+/// without a DC is the deployer process).
+pub fn run_deploy(conn: ConnArgs, target: String, action: deploy::Action) -> i32 {
+    block(async move { deploy::deploy(&Conn::open(&conn)?, &target, action).await })
+}
+
+/// Runs a verb to its end on a small runtime; prints its error; returns the exit code.
+fn block(verb: impl std::future::Future<Output = Result<i32, CliError>>) -> i32 {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(verb);
     // Do not wait for a blocked read of standard input (exec -i) to finish.
     rt.shutdown_background();
     let _ = std::io::stdout().flush();

@@ -76,7 +76,7 @@ fn rcs() -> &'static Resource {
 }
 
 /// `deploymentconfig.apps.openshift.io/<name>`, as oc names the object it acted on.
-fn res(name: &str) -> String {
+pub(crate) fn res(name: &str) -> String {
     format!("deploymentconfig.apps.openshift.io/{name}")
 }
 
@@ -139,31 +139,31 @@ pub fn units_duration(seconds: i64) -> String {
     format!("{} years", s / 3600 / 24 / 365)
 }
 
-fn age_of(obj: &Value) -> i64 {
+pub(crate) fn age_of(obj: &Value) -> i64 {
     obj["metadata"]["creationTimestamp"]
         .as_str()
         .and_then(crate::types::age_seconds)
         .unwrap_or(0)
 }
 
-fn paused(dc: &Value) -> bool {
+pub(crate) fn paused(dc: &Value) -> bool {
     dc["spec"]["paused"].as_bool().unwrap_or(false)
 }
 
-fn latest_version(dc: &Value) -> i64 {
+pub(crate) fn latest_version(dc: &Value) -> i64 {
     dc["status"]["latestVersion"].as_i64().unwrap_or(0)
 }
 
-fn cancelled(rc: &Value) -> bool {
+pub(crate) fn cancelled(rc: &Value) -> bool {
     annotation(rc, DEPLOYMENT_CANCELLED_ANNOTATION) == Some("true")
 }
 
-fn terminal(phase: Phase) -> bool {
+pub(crate) fn terminal(phase: Phase) -> bool {
     matches!(phase, Phase::Complete | Phase::Failed)
 }
 
 impl Conn {
-    async fn dc(&self, name: &str) -> Result<Value, CliError> {
+    pub(crate) async fn dc(&self, name: &str) -> Result<Value, CliError> {
         self.client
             .get(dcs(), Some(&self.namespace), name)
             .await
@@ -171,7 +171,7 @@ impl Conn {
     }
 
     /// The deployments (RCs) of a DC, newest first.
-    async fn deployments(&self, dc: &str) -> Result<Vec<Value>, CliError> {
+    pub(crate) async fn deployments(&self, dc: &str) -> Result<Vec<Value>, CliError> {
         let params = ListParams {
             label_selector: Some(format!("{DEPLOYMENT_CONFIG_LABEL}={dc}")),
             field_selector: None,
@@ -186,7 +186,11 @@ impl Conn {
         Ok(items)
     }
 
-    async fn deployment(&self, dc: &str, version: i64) -> Result<Option<Value>, CliError> {
+    pub(crate) async fn deployment(
+        &self,
+        dc: &str,
+        version: i64,
+    ) -> Result<Option<Value>, CliError> {
         match self
             .client
             .get(rcs(), Some(&self.namespace), &deployment_name(dc, version))
@@ -198,7 +202,7 @@ impl Conn {
         }
     }
 
-    fn dc_path(&self, name: &str, sub: &str) -> String {
+    pub(crate) fn dc_path(&self, name: &str, sub: &str) -> String {
         format!(
             "{}/{name}/{sub}",
             crate::client::Client::collection_path(dcs(), Some(&self.namespace))
@@ -256,6 +260,22 @@ fn parse_timeout(s: &str) -> Result<Option<std::time::Duration>, CliError> {
     Ok((secs > 0).then(|| std::time::Duration::from_secs(secs)))
 }
 
+/// Starts a new deployment (POST `instantiate` with `force`); returns the DC.
+pub(crate) async fn instantiate(conn: &Conn, name: &str, latest: bool) -> Result<Value, CliError> {
+    let body = json!({
+        "kind": "DeploymentRequest", "apiVersion": "apps.openshift.io/v1",
+        "name": name, "latest": latest, "force": true,
+    });
+    let path = conn.dc_path(name, "instantiate");
+    let mut req = RawRequest::new(Method::POST, &path);
+    req.body = Some(&body);
+    match conn.client.raw_json(&req).await {
+        Ok(Value::Null) => conn.dc(name).await,
+        Ok(dc) => Ok(dc),
+        Err(e) => Err(conn.error(e)),
+    }
+}
+
 async fn latest(
     conn: &Conn,
     names: &[String],
@@ -288,18 +308,7 @@ async fn latest(
     let dc = if dry_run {
         dc
     } else {
-        let body = json!({
-            "kind": "DeploymentRequest", "apiVersion": "apps.openshift.io/v1",
-            "name": name, "latest": !again, "force": true,
-        });
-        let path = conn.dc_path(name, "instantiate");
-        let mut req = RawRequest::new(Method::POST, &path);
-        req.body = Some(&body);
-        match conn.client.raw_json(&req).await {
-            Ok(Value::Null) => conn.dc(name).await?,
-            Ok(dc) => dc,
-            Err(e) => return Err(conn.error(e)),
-        }
+        instantiate(conn, name, !again).await?
     };
     match output {
         None => out(&format!(
@@ -320,28 +329,29 @@ async fn latest(
     Ok(0)
 }
 
-async fn cancel(conn: &Conn, name: &str) -> Result<i32, CliError> {
-    let ns = &conn.namespace;
-    let dc = conn.dc(name).await?;
-    if paused(&dc) {
-        return Err(CliError::msg(format!(
-            "unable to cancel paused deployment {ns}/{name}"
-        )));
-    }
+/// What cancelling the rollouts in progress of a DC came to.
+pub(crate) enum Cancelled {
+    /// The DC has no deployments at all.
+    Nothing,
+    /// Deployments in progress, with whether each was cancelled before.
+    InProgress(Vec<bool>),
+    /// Nothing in progress: the latest deployment's line (`#1 complete 5 seconds`).
+    Idle(String),
+}
+
+/// Cancels every deployment of `name` in progress.
+pub(crate) async fn cancel_in_progress(conn: &Conn, name: &str) -> Result<Cancelled, CliError> {
     let rcs_of = conn.deployments(name).await?;
     let Some(latest) = rcs_of.first() else {
-        return Err(CliError::msg(format!(
-            "there have been no replication controllers for {ns}/{name}"
-        )));
+        return Ok(Cancelled::Nothing);
     };
-    let mut acted = false;
+    let mut acted = Vec::new();
     for rc in &rcs_of {
         if terminal(Phase::of(rc)) {
             continue;
         }
-        acted = true;
         if cancelled(rc) {
-            out(&format!("{} already cancelled\n", res(name)));
+            acted.push(true);
             continue;
         }
         let patch = Patch::Merge(json!({"metadata": {"annotations": {
@@ -350,37 +360,66 @@ async fn cancel(conn: &Conn, name: &str) -> Result<i32, CliError> {
         }}}));
         let rc_name = rc["metadata"]["name"].as_str().unwrap_or_default();
         conn.client
-            .patch(rcs(), Some(ns), rc_name, &patch)
+            .patch(rcs(), Some(&conn.namespace), rc_name, &patch)
             .await
             .map_err(|e| conn.error(e))?;
-        out(&format!("{} cancelling\n", res(name)));
+        acted.push(false);
     }
-    if !acted {
-        let phase = Phase::of(latest);
-        let cancelling = if cancelled(latest) && !terminal(phase) {
-            " (cancelling)"
-        } else {
-            ""
-        };
-        out(&format!(
-            "No rollout is in progress (latest rollout #{} {}{} {} ago)\n",
-            deployment_version(latest),
-            phase.as_str().to_lowercase(),
-            cancelling,
-            units_duration(age_of(latest)).to_lowercase()
-        ));
+    if !acted.is_empty() {
+        return Ok(Cancelled::InProgress(acted));
     }
-    Ok(0)
+    let phase = Phase::of(latest);
+    let cancelling = if cancelled(latest) && !terminal(phase) {
+        " (cancelling)"
+    } else {
+        ""
+    };
+    Ok(Cancelled::Idle(format!(
+        "#{} {}{} {}",
+        deployment_version(latest),
+        phase.as_str().to_lowercase(),
+        cancelling,
+        units_duration(age_of(latest)).to_lowercase()
+    )))
 }
 
-async fn retry(conn: &Conn, name: &str) -> Result<i32, CliError> {
+async fn cancel(conn: &Conn, name: &str) -> Result<i32, CliError> {
+    let ns = &conn.namespace;
     let dc = conn.dc(name).await?;
     if paused(&dc) {
         return Err(CliError::msg(format!(
-            "unable to retry paused deployment config \"{name}\""
+            "unable to cancel paused deployment {ns}/{name}"
         )));
     }
-    let version = latest_version(&dc);
+    match cancel_in_progress(conn, name).await? {
+        Cancelled::Nothing => Err(CliError::msg(format!(
+            "there have been no replication controllers for {ns}/{name}"
+        ))),
+        Cancelled::InProgress(before) => {
+            for already in before {
+                let what = if already {
+                    "already cancelled"
+                } else {
+                    "cancelling"
+                };
+                out(&format!("{} {what}\n", res(name)));
+            }
+            Ok(0)
+        }
+        Cancelled::Idle(latest) => {
+            out(&format!(
+                "No rollout is in progress (latest rollout {latest} ago)\n"
+            ));
+            Ok(0)
+        }
+    }
+}
+
+/// Resets the failed latest deployment of `dc` so that the deployer controller runs it
+/// again; returns its version.
+pub(crate) async fn retry_latest(conn: &Conn, dc: &Value) -> Result<i64, CliError> {
+    let name = dc["metadata"]["name"].as_str().unwrap_or_default();
+    let version = latest_version(dc);
     if version == 0 {
         return Err(CliError::msg(format!("no rollouts found for \"{name}\"")));
     }
@@ -441,6 +480,17 @@ async fn retry(conn: &Conn, name: &str) -> Result<i32, CliError> {
         .patch(rcs(), Some(ns), &rc_name, &patch)
         .await
         .map_err(|e| conn.error(e))?;
+    Ok(version)
+}
+
+async fn retry(conn: &Conn, name: &str) -> Result<i32, CliError> {
+    let dc = conn.dc(name).await?;
+    if paused(&dc) {
+        return Err(CliError::msg(format!(
+            "unable to retry paused deployment config \"{name}\""
+        )));
+    }
+    let version = retry_latest(conn, &dc).await?;
     out(&format!("{} retried rollout #{version}\n", res(name)));
     Ok(0)
 }

@@ -341,3 +341,131 @@ async fn the_client_says_where_it_looked_when_no_cluster_answers() {
     );
     assert!(err.contains("berth serve"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_legacy_deploy_verb_and_rollback_keep_ocs_texts() {
+    let s = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    std::fs::write(&ready, "").unwrap();
+    let path = format!("{DCS}/old");
+    assert_eq!(s.post(DCS, gated("old", 8203, &ready)).await.0, 201);
+    reaches(&s, "old-1", "Complete").await;
+
+    let run = s.berth(&["deploy", "dc/old"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.starts_with("old deployment #1 deployed ")
+            && run.stdout.ends_with(" ago - 1 pod\n"),
+        "{run:?}"
+    );
+    let run = s.berth(&["deploy", "old", "--cancel"]).await;
+    assert!(
+        run.stdout
+            .starts_with("No deployments are in progress (latest deployment #1 complete "),
+        "{run:?}"
+    );
+    let run = s.berth(&["deploy", "dc/old", "--retry"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .starts_with("error: rollout #1 is complete; only failed deployments can be retried."),
+        "{run:?}"
+    );
+    ok(
+        &s.berth(&["deploy", "dc/old", "--latest"]).await,
+        "Started deployment #2\nUse 'oc logs -f dc/old' to track its progress.\n",
+    );
+    reaches(&s, "old-2", "Complete").await;
+
+    // Rollback to the newest complete deployment before the latest, or to a version.
+    ok(
+        &s.berth(&["rollback", "dc/old"]).await,
+        "deployment #3 rolled back to old-1\n",
+    );
+    reaches(&s, "old-3", "Complete").await;
+    let run = s
+        .berth(&["rollback", "dc/old", "--to-version=2", "--dry-run"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("latestVersion: 4"), "{run:?}");
+    let run = s.berth(&["rollback", "rc/old-2", "-o", "json"]).await;
+    let dry: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(dry["status"]["latestVersion"], 4);
+    assert_eq!(
+        s.get(&path).await.1["status"]["latestVersion"],
+        3,
+        "a dry run saves nothing"
+    );
+    fails(
+        &s.berth(&["rollback", "dc/old", "--to-version=9"]).await,
+        "Error from server (Invalid): DeploymentConfigRollback.apps.openshift.io \"old\" is \
+         invalid: name: Invalid value: \"old\": replicationcontrollers \"old-9\" not found\n",
+    );
+
+    // A deployment in progress: the status lines, a refused start, cancel and retry.
+    std::fs::remove_file(&ready).unwrap();
+    ok(
+        &s.berth(&["deploy", "dc/old", "--latest"]).await,
+        "Started deployment #4\nUse 'oc logs -f dc/old' to track its progress.\n",
+    );
+    reaches(&s, "old-4", "Running").await;
+    fails(
+        &s.berth(&["deploy", "dc/old", "--latest"]).await,
+        "error: #4 is already in progress (Running).\nOptionally, you can cancel this \
+         deployment using 'oc rollout cancel dc/old'.\n",
+    );
+    let run = s.berth(&["deploy", "dc/old"]).await;
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{run:?}");
+    assert!(
+        lines[0].starts_with("old deployment #4 running for "),
+        "{run:?}"
+    );
+    assert!(
+        lines[1].starts_with("old deployment #3 deployed "),
+        "{run:?}"
+    );
+    ok(
+        &s.berth(&["deploy", "dc/old", "--cancel"]).await,
+        "Cancelled deployment #4\n",
+    );
+    reaches(&s, "old-4", "Failed").await;
+    ok(
+        &s.berth(&["deploy", "dc/old", "--retry"]).await,
+        "Retried #4\nUse 'oc logs -f dc/old' to track its progress.\n",
+    );
+    std::fs::write(&ready, "").unwrap();
+    reaches(&s, "old-4", "Complete").await;
+
+    // A paused config refuses them all.
+    let (code, _) = s
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            json!({"spec": {"paused": true}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    for (args, message) in [
+        (
+            &["deploy", "dc/old", "--latest"][..],
+            "cannot deploy a paused deployment config",
+        ),
+        (
+            &["deploy", "dc/old", "--cancel"][..],
+            "cannot cancel a paused deployment config",
+        ),
+        (
+            &["deploy", "dc/old", "--retry"][..],
+            "cannot retry a paused deployment config",
+        ),
+        (
+            &["rollback", "dc/old"][..],
+            "cannot rollback a paused deployment config",
+        ),
+    ] {
+        fails(&s.berth(args).await, &format!("error: {message}\n"));
+    }
+    delete_all(&s, "old").await;
+}
