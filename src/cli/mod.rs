@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod deploy;
+pub mod describe;
 pub mod edit;
 pub mod events;
 pub mod exec;
@@ -103,8 +104,6 @@ impl Conn {
 }
 
 /// The client verbs of the `berth` binary.
-// TODO(describe): add the `describe` verb here (src/cli/describe.rs) and its arm in `run`.
-// End-to-end tests run the binary with `TestServer::berth(&[...])` (tests/it/support.rs).
 #[derive(Debug, Subcommand)]
 pub enum Verb {
     /// Display one or many resources.
@@ -181,6 +180,14 @@ pub enum Verb {
         /// Patch the `status` subresource.
         #[arg(long)]
         subresource: Option<String>,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Show the details of objects and their events, as `kubectl describe` (and `oc
+    /// describe` for DeploymentConfigs) prints them.
+    Describe {
+        #[command(flatten)]
+        args: describe::DescribeArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -278,6 +285,7 @@ pub fn run(verb: Verb) -> i32 {
                 let conn = Conn::open(&conn)?;
                 edit::patch(&conn, &sel, &patch, &kind, subresource.as_deref()).await
             }
+            Verb::Describe { args, conn } => describe::describe(&Conn::open(&conn)?, &args).await,
             Verb::Logs { args, conn } => logs::logs(&Conn::open(&conn)?, &args).await,
             Verb::Exec { args, conn } => exec::exec(&Conn::open(&conn)?, &args).await,
             Verb::Events { args, conn } => events::events(&Conn::open(&conn)?, &args).await,

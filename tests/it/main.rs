@@ -4,6 +4,7 @@
 mod accounts;
 mod api;
 mod cli;
+mod cli_describe;
 mod cli_get;
 mod cli_rollout;
 mod cli_verbs;
