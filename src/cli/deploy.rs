@@ -11,9 +11,10 @@ use crate::types::openshift::{
     Phase, annotation, deployment_version,
 };
 
+use super::print::oc_age;
 use super::rollout::{
     Cancelled, age_of, cancel_in_progress, dc_name, instantiate, latest_version, paused,
-    retry_latest, terminal, units_duration,
+    retry_latest, terminal,
 };
 use super::{CliError, Conn, out};
 
@@ -149,7 +150,7 @@ fn deployment_line(dc: &Value, rc: &Value, restarts: i64, first: bool) -> String
     } else {
         ""
     };
-    let age = units_duration(age_of(rc)).to_lowercase();
+    let age = oc_age(age_of(rc)).to_lowercase();
     let cancelling = if annotation(rc, DEPLOYMENT_CANCELLED_ANNOTATION) == Some("true") {
         " (cancelling)"
     } else {

@@ -92,36 +92,7 @@ fn kube_age(seconds: i64) -> String {
     }
 }
 
-/// The ages `oc` prints in "... ago" texts (docker's `units.HumanDuration`):
-/// `Less than a second`, `1 second`, `About a minute`, `3 hours`, `2 weeks`, ...
-pub fn oc_age(seconds: i64) -> String {
-    let minutes = seconds / 60;
-    // Hours are rounded to the nearest one.
-    let hours = (seconds + 1800).div_euclid(3600);
-    if seconds < 1 {
-        "Less than a second".to_string()
-    } else if seconds == 1 {
-        "1 second".to_string()
-    } else if seconds < 60 {
-        format!("{seconds} seconds")
-    } else if minutes == 1 {
-        "About a minute".to_string()
-    } else if minutes < 60 {
-        format!("{minutes} minutes")
-    } else if hours == 1 {
-        "About an hour".to_string()
-    } else if hours < 48 {
-        format!("{hours} hours")
-    } else if hours < 24 * 7 * 2 {
-        format!("{} days", hours / 24)
-    } else if hours < 24 * 30 * 2 {
-        format!("{} weeks", hours / 24 / 7)
-    } else if hours < 24 * 365 * 2 {
-        format!("{} months", hours / 24 / 30)
-    } else {
-        format!("{} years", seconds / 3600 / 24 / 365)
-    }
-}
+pub use super::print::oc_age;
 
 // ---------------------------------------------------------------------------------------
 // Reading JSON objects
@@ -3716,30 +3687,6 @@ mod tests {
         .join("\n")
             + "\n";
         assert_text(&out, &expected);
-    }
-
-    #[test]
-    fn oc_ages_read_like_docker_units() {
-        let cases = [
-            (0, "Less than a second"),
-            (1, "1 second"),
-            (59, "59 seconds"),
-            (60, "About a minute"),
-            (119, "About a minute"),
-            (120, "2 minutes"),
-            (3599, "59 minutes"),
-            (3600, "About an hour"),
-            (5399, "About an hour"),
-            (5400, "2 hours"),
-            (47 * 3600, "47 hours"),
-            (48 * 3600, "2 days"),
-            (14 * 86400, "2 weeks"),
-            (60 * 86400, "2 months"),
-            (2 * 365 * 86400, "2 years"),
-        ];
-        for (seconds, text) in cases {
-            assert_eq!(oc_age(seconds), text, "{seconds}s");
-        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::types::openshift::{
     deployment_name, deployment_version,
 };
 
+use super::print::oc_age;
 use super::tabwriter::{Layout, align};
 use super::{CliError, Conn, out};
 
@@ -99,44 +100,6 @@ pub fn dc_name(arg: &str) -> Result<&str, CliError> {
             "berth rollout works on deployment configs (dc/NAME), not on {kind:?}"
         ))),
     }
-}
-
-/// The human age of a timestamp in oc's words (`About a minute`, `5 seconds`).
-pub fn units_duration(seconds: i64) -> String {
-    let s = seconds;
-    if s < 1 {
-        return "Less than a second".into();
-    }
-    if s == 1 {
-        return "1 second".into();
-    }
-    if s < 60 {
-        return format!("{s} seconds");
-    }
-    let minutes = s / 60;
-    if minutes == 1 {
-        return "About a minute".into();
-    }
-    if minutes < 60 {
-        return format!("{minutes} minutes");
-    }
-    let hours = (s as f64 / 3600.0 + 0.5) as i64;
-    if hours == 1 {
-        return "About an hour".into();
-    }
-    if hours < 48 {
-        return format!("{hours} hours");
-    }
-    if hours < 24 * 7 * 2 {
-        return format!("{} days", hours / 24);
-    }
-    if hours < 24 * 30 * 2 {
-        return format!("{} weeks", hours / 24 / 7);
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{} months", hours / 24 / 30);
-    }
-    format!("{} years", s / 3600 / 24 / 365)
 }
 
 pub(crate) fn age_of(obj: &Value) -> i64 {
@@ -379,7 +342,7 @@ pub(crate) async fn cancel_in_progress(conn: &Conn, name: &str) -> Result<Cancel
         deployment_version(latest),
         phase.as_str().to_lowercase(),
         cancelling,
-        units_duration(age_of(latest)).to_lowercase()
+        oc_age(age_of(latest)).to_lowercase()
     )))
 }
 
@@ -566,7 +529,10 @@ async fn history(conn: &Conn, name: &str, revision: Option<i64>) -> Result<i32, 
         out(&format!(
             "{} with revision #{rev}\n{}",
             res(name),
-            pod_template(&rc["spec"]["template"])
+            super::describe::pod_template(
+                &rc["spec"]["template"],
+                &super::describe::Clock::system()
+            )
         ));
         return Ok(0);
     }
@@ -585,86 +551,6 @@ async fn history(conn: &Conn, name: &str, revision: Option<i64>) -> Result<i32, 
     }
     out(&format!("{}\n{}\n", res(name), align(Layout::TABS, &table)));
     Ok(0)
-}
-
-/// A pod template in `describe` style: labels, then each container's image, ports,
-/// command, environment.
-fn pod_template(template: &Value) -> String {
-    let labels = template["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            let mut l: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect();
-            l.sort();
-            l.join("\n\t")
-        })
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "<none>".into());
-    let mut text = format!("Pod Template:\n  Labels:\t{labels}\n  Containers:\n");
-    for c in template["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        text.push_str(&format!(
-            "   {}:\n    Image:\t{}\n",
-            c["name"].as_str().unwrap_or_default(),
-            c["image"].as_str().unwrap_or_default()
-        ));
-        let ports: Vec<String> = c["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| {
-                format!(
-                    "{}/{}",
-                    p["containerPort"],
-                    p["protocol"].as_str().unwrap_or("TCP")
-                )
-            })
-            .collect();
-        text.push_str(&format!(
-            "    Port:\t{}\n",
-            if ports.is_empty() {
-                "<none>".to_string()
-            } else {
-                ports.join(", ")
-            }
-        ));
-        if let Some(cmd) = c["command"].as_array() {
-            text.push_str("    Command:\n");
-            for a in cmd {
-                text.push_str(&format!("      {}\n", a.as_str().unwrap_or_default()));
-            }
-        }
-        if let Some(args) = c["args"].as_array() {
-            text.push_str("    Args:\n");
-            for a in args {
-                text.push_str(&format!("      {}\n", a.as_str().unwrap_or_default()));
-            }
-        }
-        let env: Vec<String> = c["env"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                format!(
-                    "      {}:\t{}\n",
-                    e["name"].as_str().unwrap_or_default(),
-                    e["value"].as_str().unwrap_or_default()
-                )
-            })
-            .collect();
-        if env.is_empty() {
-            text.push_str("    Environment:\t<none>\n");
-        } else {
-            text.push_str("    Environment:\n");
-            text.push_str(&env.concat());
-        }
-    }
-    align(Layout::DESCRIBE, &text)
 }
 
 /// What `rollout status` makes of one state of the DC: a line to print and whether (and
@@ -844,30 +730,6 @@ async fn status(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_read_like_oc() {
-        let cases = [
-            (0, "Less than a second"),
-            (1, "1 second"),
-            (59, "59 seconds"),
-            (60, "About a minute"),
-            (119, "About a minute"),
-            (120, "2 minutes"),
-            (3599, "59 minutes"),
-            (3600, "About an hour"),
-            (5399, "About an hour"),
-            (5400, "2 hours"),
-            (47 * 3600, "47 hours"),
-            (48 * 3600, "2 days"),
-            (14 * 86400, "2 weeks"),
-            (60 * 86400, "2 months"),
-            (2 * 365 * 86400, "2 years"),
-        ];
-        for (s, want) in cases {
-            assert_eq!(units_duration(s), want, "{s} seconds");
-        }
-    }
 
     #[test]
     fn names_are_taken_with_or_without_their_kind() {
