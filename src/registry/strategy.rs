@@ -99,6 +99,35 @@ fn default_container(c: &mut Value) {
         c.insert("imagePullPolicy".into(), json!(policy));
     }
     c.entry("resources").or_insert_with(|| json!({}));
+    if let Some(Value::Array(ports)) = c.get_mut("ports") {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.entry("protocol").or_insert_with(|| json!("TCP"));
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(Value::Object(p)) = c.get_mut(probe) {
+            p.entry("timeoutSeconds").or_insert_with(|| json!(1));
+            p.entry("periodSeconds").or_insert_with(|| json!(10));
+            p.entry("successThreshold").or_insert_with(|| json!(1));
+            p.entry("failureThreshold").or_insert_with(|| json!(3));
+            default_handler(p);
+        }
+    }
+    if let Some(Value::Object(l)) = c.get_mut("lifecycle") {
+        for hook in ["postStart", "preStop"] {
+            if let Some(Value::Object(h)) = l.get_mut(hook) {
+                default_handler(h);
+            }
+        }
+    }
+}
+
+/// An HTTP action's scheme and path, as Kubernetes defaults them.
+fn default_handler(h: &mut Map<String, Value>) {
+    if let Some(Value::Object(get)) = h.get_mut("httpGet") {
+        get.entry("scheme").or_insert_with(|| json!("HTTP"));
+        get.entry("path").or_insert_with(|| json!("/"));
+    }
 }
 
 pub(super) fn default_pod_spec(spec: &mut Value) {
@@ -401,7 +430,8 @@ mod tests {
     #[test]
     fn pods_get_their_defaults_and_image_pull_policy() {
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
-            {"name": "a", "image": "nginx"},
+            {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}],
+             "readinessProbe": {"httpGet": {"port": 80}, "periodSeconds": 5}},
             {"name": "b", "image": "nginx:1.27"},
             {"name": "c", "image": "registry:5000/x:latest"},
         ]}});
@@ -413,6 +443,26 @@ mod tests {
             "IfNotPresent"
         );
         assert_eq!(pod["spec"]["containers"][2]["imagePullPolicy"], "Always");
+        let probe = &pod["spec"]["containers"][0]["readinessProbe"];
+        assert_eq!(
+            (
+                &probe["timeoutSeconds"],
+                &probe["periodSeconds"],
+                &probe["successThreshold"],
+                &probe["failureThreshold"],
+                &probe["httpGet"]["scheme"],
+                &probe["httpGet"]["path"],
+            ),
+            (
+                &json!(1),
+                &json!(5),
+                &json!(1),
+                &json!(3),
+                &json!("HTTP"),
+                &json!("/")
+            )
+        );
+        assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
     }
 
     #[test]
