@@ -323,17 +323,66 @@ async fn config_changes_in_a_row_keep_the_invariants_and_the_last_one_wins() {
         }
     };
     let changes = async {
-        for i in 0..5 {
-            let (code, out) = s
-                .patch(
-                    &format!("{DCS}/stress"),
-                    "application/merge-patch+json",
-                    json!({"spec": {"template": {"metadata": {"annotations": {"try": i.to_string()}}}}}),
-                )
-                .await;
-            assert_eq!(code, 200, "{out}");
-            tokio::time::sleep(Duration::from_millis(300)).await;
+        // Scenario 5: a random mix of template changes, `rollout cancel` and waiting for
+        // the latest deployment to run, then one more change. The seed is printed so that
+        // a failure can be replayed.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        println!("scenario 5 seed {seed}");
+        let mut state = seed | 1;
+        let mut next = move || {
+            // xorshift64
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let change = |i: u64| {
+            let s = &s;
+            async move {
+                let (code, out) = s
+                    .patch(
+                        &format!("{DCS}/stress"),
+                        "application/json-patch+json",
+                        json!([{"op": "add", "path": "/spec/template/spec/containers/0/env",
+                            "value": [{"name": "TRY", "value": i.to_string()}]}]),
+                    )
+                    .await;
+                assert_eq!(code, 200, "{out}");
+            }
+        };
+        for i in 0..15 {
+            match next() % 3 {
+                0 => change(i).await,
+                1 => {
+                    let run = s.berth(&["rollout", "cancel", "dc/stress"]).await;
+                    let tolerated = [
+                        "the object has been modified",
+                        "there have been no replication controllers",
+                        "there is a meaningful conflict",
+                    ];
+                    assert!(
+                        run.code == 0 || tolerated.iter().any(|t| run.stderr.contains(t)),
+                        "{run:?}"
+                    );
+                }
+                _ => {
+                    eventually(60, "the latest deployment runs", || async {
+                        let d = dc(&s, "stress").await;
+                        let v = d["status"]["latestVersion"].as_i64().unwrap_or(0);
+                        let (_, rc) = rc(&s, &format!("stress-{v}")).await;
+                        match phase(&rc) {
+                            "Running" | "Complete" | "Failed" => Ok(()),
+                            other => Err(format!("{v}: {other}")),
+                        }
+                    })
+                    .await;
+                }
+            }
         }
+        change(15).await;
         let latest = eventually(60, "the last version completes", || async {
             let d = dc(&s, "stress").await;
             let v = d["status"]["latestVersion"].as_i64().unwrap_or(0);
