@@ -1,0 +1,520 @@
+// Browser tests of berth's web console: a real `berth serve` with a temporary data
+// directory, driven through headless Chromium by playwright-core. The console's DOM
+// contract (ids, data attributes, routes) is what these tests rely on.
+//
+// Environment:
+//   BERTH_BIN         the berth binary (default target/debug/berth, relative to the repo)
+//   CHROMIUM          the Chromium binary (default /usr/bin/chromium)
+//   BERTH_SCREENSHOT  1 = write the DC overview to web/screenshots/overview.png
+//
+// Run: node --test tests/browser/
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const berthBin = path.resolve(root, process.env.BERTH_BIN || 'target/debug/berth');
+const chromiumBin = process.env.CHROMIUM || '/usr/bin/chromium';
+const screenshot = process.env.BERTH_SCREENSHOT === '1';
+
+// These machines are slow and share their cores: rollouts get minutes, not seconds.
+const ROLLOUT = 240_000;
+const UI = 30_000;
+
+const NS = 'default';
+const DC = 'web';
+const DCS = `/apis/apps.openshift.io/v1/namespaces/${NS}/deploymentconfigs`;
+const RCS = `/api/v1/namespaces/${NS}/replicationcontrollers`;
+const PODS = `/api/v1/namespaces/${NS}/pods`;
+
+const DC_YAML = `apiVersion: apps.openshift.io/v1
+kind: DeploymentConfig
+metadata:
+  name: ${DC}
+spec:
+  replicas: 2
+  selector:
+    app: ${DC}
+  strategy:
+    type: Rolling
+  triggers:
+  - type: ConfigChange
+  template:
+    metadata:
+      labels:
+        app: ${DC}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "exec sleep 86400"]
+`;
+
+// A DeploymentConfig the server rejects: its selector does not match its template.
+const INVALID_YAML = `apiVersion: apps.openshift.io/v1
+kind: DeploymentConfig
+metadata:
+  name: broken
+spec:
+  replicas: 1
+  selector:
+    app: broken
+  template:
+    metadata:
+      labels:
+        app: something-else
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "exec sleep 86400"]
+`;
+
+/** Everything the scenarios share; filled by `before`, emptied by `after`. */
+const s = {
+  work: null,
+  berth: null,
+  log: '',
+  exited: null,
+  server: null,
+  token: null,
+  ca: null,
+  browser: null,
+  context: null,
+  page: null,
+};
+
+// ---------------------------------------------------------------------------------
+// The server
+
+function startBerth() {
+  s.work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-browser-'));
+  const dataDir = path.join(s.work, 'data');
+  assert.ok(fs.existsSync(berthBin), `no berth binary at ${berthBin} (build it or set BERTH_BIN)`);
+  s.berth = spawn(berthBin, ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1' },
+  });
+  s.exited = once(s.berth, 'exit');
+  const append = (chunk) => {
+    s.log += chunk.toString();
+  };
+  s.berth.stdout.on('data', append);
+  s.berth.stderr.on('data', append);
+  return dataDir;
+}
+
+async function waitReady(timeoutMs) {
+  // Lines are ANSI-free (NO_COLOR) but strip escapes anyway in case a build colours them.
+  const plain = () => s.log.replace(/\x1b\[[0-9;]*m/g, '');
+  const deadline = Date.now() + timeoutMs;
+  while (!/\bready\b/.test(plain())) {
+    if (s.berth.exitCode !== null || s.berth.signalCode !== null) {
+      throw new Error(`berth exited before it was ready:\n${plain()}`);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`berth was not ready within ${timeoutMs} ms:\n${plain()}`);
+    }
+    await sleep(100);
+  }
+}
+
+/** Reads server, token and CA from the kubeconfig berth writes into its data dir. */
+function readKubeconfig(dataDir) {
+  const text = fs.readFileSync(path.join(dataDir, 'kubeconfig'), 'utf8');
+  const field = (name) => {
+    const m = text.match(new RegExp(`^\\s*${name}:\\s*(\\S+)\\s*$`, 'm'));
+    assert.ok(m, `the kubeconfig has no ${name}:\n${text}`);
+    return m[1];
+  };
+  return {
+    server: field('server'),
+    token: field('token'),
+    ca: Buffer.from(field('certificate-authority-data'), 'base64').toString('utf8'),
+  };
+}
+
+async function stopBerth() {
+  if (!s.berth || s.berth.exitCode !== null || s.berth.signalCode !== null) return;
+  s.berth.kill('SIGTERM');
+  const timer = setTimeout(() => s.berth.kill('SIGKILL'), 30_000);
+  await s.exited;
+  clearTimeout(timer);
+}
+
+/** One API call with the admin token; resolves to {status, json, text}. */
+function api(method, urlPath, { body, type = 'application/json' } = {}) {
+  return new Promise((resolve, reject) => {
+    const data =
+      body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+    const headers = { authorization: `Bearer ${s.token}`, accept: 'application/json' };
+    if (data !== undefined) {
+      headers['content-type'] = type;
+      headers['content-length'] = Buffer.byteLength(data);
+    }
+    const req = https.request(new URL(urlPath, s.server), { method, ca: s.ca, headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, json, text });
+      });
+    });
+    req.on('error', reject);
+    req.setTimeout(30_000, () => req.destroy(new Error(`${method} ${urlPath} timed out`)));
+    if (data !== undefined) req.write(data);
+    req.end();
+  });
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Retries `check` until it returns a value other than undefined/false, or times out. */
+async function eventually(what, timeoutMs, check) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last?.message ?? last}`);
+    }
+    await sleep(250);
+  }
+}
+
+/** Waits until the (first) element of `locator` shows text matching `re`. */
+async function waitText(locator, re, timeoutMs = UI) {
+  let seen = '(no element)';
+  try {
+    await eventually(`${locator} to show ${re}`, timeoutMs, async () => {
+      if ((await locator.count()) === 0) {
+        seen = '(no element)';
+        return false;
+      }
+      seen = (await locator.first().textContent({ timeout: 1_000 })) ?? '';
+      return re.test(seen);
+    });
+  } catch {
+    throw new Error(`${locator} did not show ${re} within ${timeoutMs} ms; it shows ${JSON.stringify(seen)}`);
+  }
+  return seen;
+}
+
+async function go(route) {
+  await s.page.evaluate((r) => {
+    window.location.hash = r;
+  }, route);
+}
+
+/** The RC of the latest version of the DC, from the API. */
+async function latestRc() {
+  const dc = await api('GET', `${DCS}/${DC}`);
+  assert.equal(dc.status, 200, dc.text);
+  const version = dc.json.status?.latestVersion ?? 0;
+  const rc = await api('GET', `${RCS}/${DC}-${version}`);
+  return { dc: dc.json, version, rc: rc.status === 200 ? rc.json : null };
+}
+
+const phaseOf = (rc) => rc?.metadata?.annotations?.['openshift.io/deployment.phase'] ?? '';
+
+// ---------------------------------------------------------------------------------
+// Set-up and tear-down
+
+before(async () => {
+  const dataDir = startBerth();
+  await waitReady(60_000);
+  Object.assign(s, readKubeconfig(dataDir));
+  s.browser = await chromium.launch({ executablePath: chromiumBin, args: ['--no-sandbox'] });
+  s.context = await s.browser.newContext({
+    ignoreHTTPSErrors: true,
+    viewport: { width: 1280, height: 800 },
+  });
+  s.page = await s.context.newPage();
+  s.page.setDefaultTimeout(UI);
+  // A dialog would block the page forever: the contract forbids them.
+  s.page.on('dialog', (d) => {
+    s.dialogs = (s.dialogs ?? 0) + 1;
+    d.dismiss().catch(() => {});
+  });
+});
+
+after(async () => {
+  // Containers outlive berth: remove the DC and every pod while berth still runs them.
+  try {
+    if (s.berth && s.berth.exitCode === null && s.token) {
+      await api('DELETE', `${DCS}/${DC}`, { body: { propagationPolicy: 'Foreground' } });
+      try {
+        await eventually('the DC, its RCs and pods to be gone', 120_000, async () => {
+          const pods = await api('GET', PODS);
+          const rcs = await api('GET', RCS);
+          const left = (pods.json?.items ?? []).length + (rcs.json?.items ?? []).length;
+          return left === 0;
+        });
+      } catch (e) {
+        // Whatever is left goes now, pods one by one.
+        const pods = await api('GET', PODS);
+        for (const p of pods.json?.items ?? []) {
+          await api('DELETE', `${PODS}/${p.metadata.name}`, { body: { gracePeriodSeconds: 0 } });
+        }
+        await eventually('the pods to be gone', 60_000, async () => {
+          const left = await api('GET', PODS);
+          return (left.json?.items ?? []).length === 0;
+        }).catch((e2) => process.stderr.write(`cleanup: ${e2.message}\n`));
+        process.stderr.write(`cleanup: ${e.message}\n`);
+      }
+    }
+  } finally {
+    await s.browser?.close().catch(() => {});
+    await stopBerth();
+    if (process.exitCode && s.log) {
+      process.stderr.write(`--- last lines of berth's log ---\n${s.log.split('\n').slice(-40).join('\n')}\n`);
+    }
+    if (s.work) fs.rmSync(s.work, { recursive: true, force: true });
+  }
+});
+
+// ---------------------------------------------------------------------------------
+// Scenarios, in order: each builds on the state the previous one left.
+
+test('the root redirects a browser to the console', async () => {
+  const res = await s.page.goto(`${s.server}/`);
+  assert.ok(res, 'no response');
+  assert.match(new URL(s.page.url()).pathname, /^\/console\/?/);
+});
+
+test('a bad token is refused and the admin token signs in', async () => {
+  const page = s.page;
+  await page.goto(`${s.server}/console/`);
+  await page.locator('input#token').fill('not-a-token');
+  await page.locator('button#sign-in').click();
+  await waitText(page.locator('#sign-in-error'), /\S/);
+  await page.locator('input#token').fill(s.token);
+  await page.locator('button#sign-in').click();
+  await page.locator('table#dcs').waitFor();
+  assert.match(new URL(page.url()).hash, /^#\/dcs/, 'the default route is #/dcs');
+  const stored = await page.evaluate(() => sessionStorage.getItem('berth.token'));
+  assert.equal(stored, s.token, 'the token is kept in sessionStorage');
+  await page.locator('button#sign-out').waitFor();
+});
+
+test('a #token= URL signs in and leaves the address bar', async () => {
+  const other = await s.context.newPage();
+  try {
+    await other.goto(`${s.server}/console/#token=${s.token}`);
+    await other.locator('table#dcs').waitFor({ timeout: UI });
+    await eventually('the token to leave the address bar', UI, async () => !other.url().includes(s.token));
+    assert.equal(await other.evaluate(() => sessionStorage.getItem('berth.token')), s.token);
+    await other.locator('button#sign-out').click();
+    await other.locator('input#token').waitFor();
+    assert.equal(await other.evaluate(() => sessionStorage.getItem('berth.token')), null);
+  } finally {
+    await other.close();
+  }
+});
+
+test('the connection indicator is live', async () => {
+  const conn = s.page.locator('#connection');
+  await eventually('#connection[data-state=live]', UI, async () => (await conn.getAttribute('data-state')) === 'live');
+  await waitText(conn, /live/i);
+  assert.ok((await s.page.locator('select#namespace option').count()) > 0, 'the namespace picker lists namespaces');
+});
+
+test("a YAML with a validation error shows the server's message", async () => {
+  const page = s.page;
+  // What the server says about this YAML, asked directly.
+  const direct = await api('POST', DCS, { body: INVALID_YAML, type: 'application/yaml' });
+  assert.equal(direct.status, 422, direct.text);
+  const message = direct.json.message;
+  await go('#/create');
+  await page.locator('textarea#yaml').fill(INVALID_YAML);
+  await page.locator('button#apply').click();
+  const shown = await waitText(page.locator('#yaml-errors'), /\S/);
+  assert.ok(shown.includes(message), `#yaml-errors shows ${JSON.stringify(shown)}, the server said ${JSON.stringify(message)}`);
+  assert.equal((await api('GET', `${DCS}/broken`)).status, 404);
+});
+
+test('a DC created from YAML rolls out to Complete on the overview', async () => {
+  const page = s.page;
+  await go('#/create');
+  await page.locator('textarea#yaml').fill(DC_YAML);
+  await page.locator('button#apply').click();
+  await waitText(page.locator('#yaml-result'), /deploymentconfig\.apps\.openshift\.io\/web created/);
+  await go('#/dcs');
+  const row = page.locator(`table#dcs tr[data-dc="${DC}"]`);
+  await row.waitFor();
+  await waitText(row.locator('td.phase'), /^\s*Complete\s*$/, ROLLOUT);
+  await waitText(row.locator('td.version'), /^\s*1\s*$/);
+  await waitText(row.locator('td.replicas'), /^\s*2\s*\/\s*2\b/, ROLLOUT);
+  await waitText(row.locator('td.trigger'), /config/i);
+  await waitText(row.locator('td.age'), /\d/);
+  await row.locator(`a[href="#/dcs/${DC}"]`).waitFor();
+  if (screenshot) {
+    const file = path.join(root, 'web', 'screenshots', 'overview.png');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.screenshot({ path: file });
+  }
+});
+
+test('the DC scales up from its detail page', async () => {
+  const page = s.page;
+  await page.locator(`table#dcs tr[data-dc="${DC}"] a[href="#/dcs/${DC}"]`).click();
+  await waitText(page.locator('h2'), new RegExp(`\\b${DC}\\b`));
+  await page.locator('#conditions').waitFor();
+  await waitText(page.locator('table#history tr[data-version="1"] td.phase'), /Complete/);
+  await page.locator('button[data-action="scale-up"]').click();
+  await eventually('spec.replicas to be 3', UI, async () => (await api('GET', `${DCS}/${DC}`)).json?.spec?.replicas === 3);
+  await go('#/dcs');
+  await waitText(page.locator(`table#dcs tr[data-dc="${DC}"] td.replicas`), /^\s*3\s*\/\s*3\b/, ROLLOUT);
+});
+
+test('deploy latest rolls out version 2 with its deployer log', async () => {
+  const page = s.page;
+  await go(`#/dcs/${DC}`);
+  await page.locator('button[data-action="deploy"]').click();
+  const history = page.locator('table#history tr[data-version="2"]');
+  await history.waitFor({ timeout: ROLLOUT });
+  await waitText(history.locator('td.phase'), /Complete/, ROLLOUT);
+  await waitText(history.locator('td.cause'), /\S/);
+  await waitText(page.locator('pre#deployer-log'), /Scaling up web-2/, ROLLOUT);
+  assert.equal((await latestRc()).version, 2);
+  await waitText(page.locator('#action-error'), /^\s*$/).catch(() => {
+    throw new Error('#action-error is missing or shows an error');
+  });
+});
+
+test('a rollout that cannot finish is cancelled and its phase is Failed', async () => {
+  const page = s.page;
+  // A readiness probe that always fails: version 3 cannot become available. The
+  // ConfigChange trigger starts it.
+  const patch = await api('PATCH', `${DCS}/${DC}`, {
+    type: 'application/strategic-merge-patch+json',
+    body: {
+      spec: {
+        template: {
+          spec: {
+            containers: [
+              { name: 'main', readinessProbe: { exec: { command: ['false'] }, periodSeconds: 1 } },
+            ],
+          },
+        },
+      },
+    },
+  });
+  assert.equal(patch.status, 200, patch.text);
+  await go(`#/dcs/${DC}`);
+  const v3 = page.locator('table#history tr[data-version="3"]');
+  await v3.waitFor({ timeout: ROLLOUT });
+  await waitText(v3.locator('td.phase'), /Running/, ROLLOUT);
+  await page.locator('button[data-action="cancel"]').click();
+  await waitText(v3.locator('td.phase'), /Failed/, ROLLOUT);
+  const { version, rc } = await latestRc();
+  assert.equal(version, 3);
+  assert.equal(phaseOf(rc), 'Failed');
+  assert.equal(rc.metadata.annotations['openshift.io/deployment.cancelled'], 'true');
+  await go('#/dcs');
+  await waitText(page.locator(`table#dcs tr[data-dc="${DC}"] td.phase`), /Failed/);
+});
+
+test('events stream in, newest first', async () => {
+  const page = s.page;
+  await go('#/events');
+  const rows = page.locator('table#events tr.event');
+  const cancelled = rows.filter({ has: page.locator('td.reason', { hasText: 'RolloutCancelled' }) });
+  await waitText(cancelled.locator('td.object'), /ReplicationController\/web-3/);
+  const created = rows.filter({ has: page.locator('td.message', { hasText: '"web-1" for version 1' }) });
+  await waitText(created.locator('td.reason'), /DeploymentCreated/);
+  await waitText(created.locator('td.object'), /DeploymentConfig\/web/);
+  await waitText(created.locator('td.type'), /Normal/);
+  const order = await rows.evaluateAll((trs) =>
+    trs.map((tr) => `${tr.querySelector('td.reason')?.textContent}|${tr.querySelector('td.message')?.textContent}`),
+  );
+  const iCancelled = order.findIndex((r) => r.startsWith('RolloutCancelled'));
+  const iCreated = order.findIndex((r) => r.includes('"web-1" for version 1'));
+  assert.ok(iCancelled < iCreated, `the newest event comes first: ${JSON.stringify(order)}`);
+});
+
+test('a pod is deleted from the pod list', async () => {
+  const page = s.page;
+  await go('#/pods');
+  const pods = await api('GET', `${PODS}?labelSelector=${encodeURIComponent(`deployment=${DC}-2`)}`);
+  const running = (pods.json?.items ?? []).filter((p) => p.status?.phase === 'Running' && !p.metadata.deletionTimestamp);
+  assert.ok(running.length > 0, `no running pod of ${DC}-2: ${pods.text}`);
+  const name = running[0].metadata.name;
+  const row = page.locator(`table#pods tr[data-pod="${name}"]`);
+  await waitText(row.locator('td.phase'), /Running/);
+  await waitText(row.locator('td.ready'), /\d/);
+  await waitText(row.locator('td.restarts'), /\d/);
+  await waitText(row.locator('td.node'), /\S/);
+  await waitText(row.locator('td.ip'), /\S/);
+  await row.locator('button[data-action="delete-pod"]').click();
+  // The contract asks for an in-page confirmation without naming it: take the control
+  // that appears in the row or a dialog element once the delete button was pressed.
+  const gone = async () => {
+    const p = await api('GET', `${PODS}/${name}`);
+    return p.status === 404 || Boolean(p.json?.metadata?.deletionTimestamp);
+  };
+  await eventually(`pod ${name} to be deleted`, UI, async () => {
+    if (await gone()) return true;
+    const confirm = page
+      .locator(
+        `table#pods tr[data-pod="${name}"] button:not([data-action="delete-pod"]):not([data-action="logs"]), dialog[open] button, [role="dialog"] button, [role="alertdialog"] button`,
+      )
+      .filter({ hasText: /confirm|delete|yes/i });
+    if ((await confirm.count()) > 0) await confirm.first().click({ timeout: 2_000 });
+    return false;
+  });
+  await eventually(`the row of ${name} to leave the list`, ROLLOUT, async () => (await row.count()) === 0);
+  assert.equal(s.dialogs ?? 0, 0, 'the console opened a window.confirm/prompt');
+});
+
+test('a pod log tail follows', async () => {
+  const page = s.page;
+  await go('#/pods');
+  const deployer = page.locator(`table#pods tr[data-pod="${DC}-2-deploy"]`);
+  await deployer.waitFor({ timeout: UI });
+  await deployer.locator('button[data-action="logs"]').click();
+  await waitText(page.locator('pre#pod-log'), /Scaling up web-2/);
+});
+
+test('at 360 px wide the DC table fits the page', async () => {
+  const page = s.page;
+  await page.setViewportSize({ width: 360, height: 740 });
+  try {
+    await go('#/dcs');
+    const row = page.locator(`table#dcs tr[data-dc="${DC}"]`);
+    await row.waitFor();
+    assert.ok(await row.isVisible(), 'the DC row is visible');
+    const { scrollWidth, clientWidth } = await page.evaluate(() => ({
+      scrollWidth: document.documentElement.scrollWidth,
+      clientWidth: document.documentElement.clientWidth,
+    }));
+    assert.ok(scrollWidth <= clientWidth, `the page overflows sideways: ${scrollWidth} > ${clientWidth} px`);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+});
