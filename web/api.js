@@ -129,9 +129,10 @@ const sleep = (ms, signal) =>
 /// version seen; a 410 (or any ERROR event) re-lists; failures back off up to 15 s.
 /// `onChange(items)` gets the objects (an array) after every change.
 export class Collection {
-  constructor(path, onChange) {
+  constructor(path, onChange, onError) {
     this.path = path;
     this.onChange = onChange;
+    this.onError = onError || (() => {});
     this.items = new Map();
     this.state = 'connecting';
     this.abort = new AbortController();
@@ -168,6 +169,7 @@ export class Collection {
     const list = await resp.json();
     this.items = new Map((list.items || []).map((o) => [key(o), o]));
     this.ready = true;
+    this.onError(null);
     this.emit();
     return list.metadata.resourceVersion;
   }
@@ -215,7 +217,13 @@ export class Collection {
           this.stop();
           return;
         }
-        this.setState('offline');
+        // Refused (403) or absent (404): the connection is fine, the view says why.
+        if (e instanceof ApiError && (e.code === 403 || e.code === 404)) {
+          this.onError(e);
+          this.setState('live');
+        } else {
+          this.setState('offline');
+        }
         rv = null;
         await sleep(backoff, signal);
         backoff = Math.min(backoff * 2, 15000);

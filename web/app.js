@@ -69,6 +69,21 @@ function showConnection(state) {
 
 // ---- router ----
 
+// A list the view needs could not be read (e.g. the token may not list it): said on top.
+function showProblem(path, e) {
+  let box = document.getElementById('view-problem');
+  if (!e) {
+    if (box && box.dataset.path === path) box.remove();
+    return;
+  }
+  if (!box) {
+    box = h('p', { id: 'view-problem', class: 'error', role: 'alert' });
+    $('main').prepend(box);
+  }
+  box.dataset.path = path;
+  setText(box, `Cannot read ${path}: ${e.message}`);
+}
+
 function stopView() {
   for (const f of leave) f();
   leave = [];
@@ -83,7 +98,7 @@ function route() {
     main,
     namespace,
     watch(path, f) {
-      const c = new api.Collection(path, f);
+      const c = new api.Collection(path, f, (e) => showProblem(path, e));
       leave.push(() => c.stop());
       return c;
     },

@@ -14,7 +14,7 @@ const DEPLOYER_FOR_LABEL = 'openshift.io/deployer-pod-for.name';
 
 const ann = (o, k) => (o.metadata.annotations || {})[k];
 const created = (o) => o.metadata.creationTimestamp;
-const byName = (a, b) => a.metadata.name.localeCompare(b.metadata.name);
+const byName = (a, b) => a.metadata.name.localeCompare(b.metadata.name, undefined, { numeric: true });
 const rcPhase = (rc) => (rc ? ann(rc, PHASE_ANN) || '-' : '-');
 const rcVersion = (rc) => Number(ann(rc, VERSION_ANN) || 0);
 const terminal = (phase) => phase === 'Complete' || phase === 'Failed';
@@ -55,7 +55,7 @@ export function dcs(ctx) {
       {
         cls: 'phase',
         head: 'Phase',
-        render: (td, dc) => phaseBadge(td, dc.spec.paused && !latestRc.get(dc.metadata.name) ? 'Paused' : rcPhase(latestRc.get(dc.metadata.name))),
+        render: (td, dc) => phaseBadge(td, rcPhase(latestRc.get(dc.metadata.name))),
       },
       {
         cls: 'replicas',
@@ -96,7 +96,7 @@ export function dcDetail(ctx, name) {
   let history = [];
 
   const status = h('p', { class: 'summary' });
-  const conditions = h('ul', { id: 'conditions', class: 'conditions' });
+  const conditions = h('ul', { id: 'conditions', class: 'condition-list' });
   const actionError = h('p', { id: 'action-error', class: 'error', role: 'alert' });
   const actionInfo = h('p', { id: 'action-result', class: 'info', role: 'status' });
   const undoSelect = h('select', { id: 'undo-revision', 'aria-label': 'Undo to revision' }, h('option', { value: '' }, 'previous'));
@@ -206,7 +206,9 @@ export function dcDetail(ctx, name) {
   );
 
   async function scale(by) {
-    const replicas = (dc.spec.replicas ?? 0) + by;
+    // From the stored count, not the view's (a watch event may still be on its way).
+    const current = await api.get(`${dcPath}/scale`);
+    const replicas = (current.spec?.replicas ?? 0) + by;
     if (replicas < 0) throw new Error('already at 0 replicas');
     await api.request('PATCH', `${dcPath}/scale`, { spec: { replicas } }, 'application/merge-patch+json');
     return `scaled to ${replicas}`;
@@ -223,7 +225,14 @@ export function dcDetail(ctx, name) {
     'history',
     [
       { cls: 'version', head: 'Revision', text: (rc) => `#${rcVersion(rc)}` },
-      { cls: 'phase', head: 'Phase', render: (td, rc) => phaseBadge(td, rcPhase(rc) + (ann(rc, CANCELLED_ANN) === 'true' && !terminal(rcPhase(rc)) ? ' (cancelling)' : '')) },
+      {
+        cls: 'phase',
+        head: 'Phase',
+        render(td, rc) {
+          phaseBadge(td, rcPhase(rc));
+          td.title = ann(rc, CANCELLED_ANN) === 'true' && !terminal(rcPhase(rc)) ? 'cancelling' : '';
+        },
+      },
       { cls: 'cause', head: 'Cause', text: (rc) => ann(rc, REASON_ANN) || '-' },
       { cls: 'replicas', head: 'Replicas', render: (td, rc) => replicasCell(td, rc.status?.readyReplicas ?? 0, rc.spec.replicas ?? 0, rc.status?.replicas ?? 0) },
       { cls: 'age', head: 'Age', render: (td, rc) => ageCell(td, created(rc)) },
@@ -365,13 +374,12 @@ function containerState(cs) {
   return `${cs.name}: unknown`;
 }
 
-function podPhase(pod) {
-  if (pod.metadata.deletionTimestamp) return 'Terminating';
-  for (const cs of pod.status?.containerStatuses || []) {
-    const w = cs.state?.waiting?.reason;
-    if (w && w !== 'ContainerCreating') return w;
-  }
-  return pod.status?.phase || 'Pending';
+const podPhase = (pod) => pod.status?.phase || 'Pending';
+
+function containers(pod) {
+  const states = (pod.status?.containerStatuses || []).map(containerState);
+  if (pod.metadata.deletionTimestamp) states.unshift('terminating');
+  return states.join('; ') || '-';
 }
 
 export function pods(ctx) {
@@ -416,7 +424,7 @@ export function pods(ctx) {
       { cls: 'age', head: 'Age', render: (td, p) => ageCell(td, created(p)) },
       { cls: 'node', head: 'Node', text: (p) => p.spec.nodeName || '-' },
       { cls: 'ip', head: 'IP', text: (p) => p.status?.podIP || '-' },
-      { cls: 'containers', head: 'Containers', text: (p) => (p.status?.containerStatuses || []).map(containerState).join('; ') || '-' },
+      { cls: 'containers', head: 'Containers', text: containers },
       {
         cls: 'row-actions',
         head: 'Actions',
@@ -543,7 +551,8 @@ spec:
 `;
 
 function statusDetails(e) {
-  const causes = e.status?.details?.causes || [];
+  // Causes the message already names are not repeated.
+  const causes = (e.status?.details?.causes || []).filter((c) => !e.message.includes(`${c.field}: ${c.message}`));
   return causes.map((c) => h('li', null, c.field ? h('code', null, c.field) : null, c.field ? ': ' : '', c.message || c.reason || ''));
 }
 
