@@ -9,6 +9,7 @@ mod cli_get;
 mod cli_rollout;
 mod cli_verbs;
 mod client;
+mod console;
 mod deployer;
 mod deploymentconfigs;
 mod exec;
