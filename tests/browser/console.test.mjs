@@ -502,6 +502,27 @@ test('a pod log tail follows', async () => {
   await waitText(page.locator('pre#pod-log'), /Scaling up web-2/);
 });
 
+test('the RC, node and namespace views list what the API has', async () => {
+  const page = s.page;
+  await go('#/rcs');
+  for (const v of [1, 2, 3]) await page.locator(`table#rcs tr[data-rc="${DC}-${v}"]`).waitFor();
+  const nodes = await api('GET', '/api/v1/nodes');
+  assert.equal(nodes.status, 200, nodes.text);
+  const node = nodes.json.items[0].metadata.name;
+  await go('#/nodes');
+  await waitText(page.locator(`table#nodes tr[data-node="${node}"]`), /Ready/);
+  // The namespace picker follows namespaces as they come.
+  const made = await api('POST', '/api/v1/namespaces', {
+    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'console-picker' } },
+  });
+  assert.equal(made.status, 201, made.text);
+  try {
+    await page.locator('select#namespace option[value="console-picker"]').waitFor({ state: 'attached' });
+  } finally {
+    await api('DELETE', '/api/v1/namespaces/console-picker');
+  }
+});
+
 test('at 360 px wide the DC table fits the page', async () => {
   const page = s.page;
   await page.setViewportSize({ width: 360, height: 740 });
