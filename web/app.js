@@ -164,6 +164,11 @@ document.addEventListener('DOMContentLoaded', () => {
     if (t) signIn(t);
   });
   $('sign-out').addEventListener('click', signOut);
+  // The skip link moves the focus; it must not become a route.
+  document.querySelector('.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    $('main').focus();
+  });
   $('namespace').addEventListener('change', (ev) => {
     namespace = ev.target.value;
     sessionStorage.setItem(NS_KEY, namespace);

@@ -494,7 +494,8 @@ export function events(ctx) {
   fill(ctx.main, heading('Events'), t.el);
   ctx.watch(`${api.ns(ctx.namespace)}/events`, (items) => {
     items.sort((a, b) => Date.parse(eventTime(b) || 0) - Date.parse(eventTime(a) || 0) || (Number(b.metadata.resourceVersion) || 0) - (Number(a.metadata.resourceVersion) || 0));
-    t.update(items, (e) => e.metadata.name, `No events in ${ctx.namespace}.`);
+    // The newest 500 are plenty to read; the table stays light.
+    t.update(items.slice(0, 500), (e) => e.metadata.name, `No events in ${ctx.namespace}.`);
     for (const tr of t.tbody.children) tr.classList.add('event');
   });
 }
