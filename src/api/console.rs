@@ -38,10 +38,11 @@ static ASSETS: &[Asset] = &[
     asset!("yaml.js", JS),
 ];
 
-/// Files in `web/` that are documentation, not part of the app.
+/// Files in `web/` that are documentation, not part of the app (`screenshots/` holds what
+/// the browser tests capture for the README).
 #[cfg(test)]
 fn is_documentation(name: &str) -> bool {
-    matches!(name, "README.md" | "CONTRACT.md") || name.ends_with(".png")
+    matches!(name, "README.md" | "CONTRACT.md" | "screenshots") || name.ends_with(".png")
 }
 
 /// The content security policy: only the console's own files; no inline scripts or styles.
