@@ -502,6 +502,27 @@ test('a pod log tail follows', async () => {
   await waitText(page.locator('pre#pod-log'), /Scaling up web-2/);
 });
 
+test('pause and resume, then undo to revision 1 rolls out version 4', async () => {
+  const page = s.page;
+  const paused = async () => Boolean((await api('GET', `${DCS}/${DC}`)).json?.spec?.paused);
+  await go(`#/dcs/${DC}`);
+  await page.locator('button[data-action="pause"]').click();
+  await eventually('the DC to be paused', UI, paused);
+  await page.locator('button[data-action="resume"]').click();
+  await eventually('the DC to be resumed', UI, async () => !(await paused()));
+  // Version 1's template has no failing readiness probe: rolling back to it completes.
+  const undo = page.locator('select#undo-revision');
+  await undo.locator('option[value="1"]').waitFor({ state: 'attached' });
+  await undo.selectOption('1');
+  await page.locator('button[data-action="undo"]').click();
+  const v4 = page.locator('table#history tr[data-version="4"]');
+  await v4.waitFor({ timeout: ROLLOUT });
+  await waitText(v4.locator('td.phase'), /Complete/, ROLLOUT);
+  const dc = (await api('GET', `${DCS}/${DC}`)).json;
+  assert.equal(dc.status.latestVersion, 4);
+  assert.equal(dc.spec.template.spec.containers[0].readinessProbe, undefined, 'the template is version 1\'s');
+});
+
 test('the RC, node and namespace views list what the API has', async () => {
   const page = s.page;
   await go('#/rcs');
