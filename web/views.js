@@ -62,6 +62,17 @@ export function dcs(ctx) {
         head: 'Replicas',
         render: (td, dc) => replicasCell(td, dc.status?.readyReplicas ?? 0, dc.spec.replicas ?? 0, dc.status?.replicas ?? 0),
       },
+      {
+        cls: 'conditions',
+        head: 'Conditions',
+        render(td, dc) {
+          const text = (dc.status?.conditions || []).map((c) => `${c.type}=${c.status}`).join(' ');
+          if (td.dataset.text === text) return;
+          td.dataset.text = text;
+          fill(td, (dc.status?.conditions || []).map((c) => h('span', { class: 'cond', 'data-type': c.type, 'data-status': c.status, title: [c.reason, c.message].filter(Boolean).join(': ') }, c.status === 'True' ? c.type : `${c.type}=${c.status}`)));
+          if (!td.firstChild) td.textContent = '-';
+        },
+      },
       { cls: 'trigger', head: 'Trigger', text: (dc) => triggers(dc) + (dc.spec.paused ? ' (paused)' : '') },
       { cls: 'age', head: 'Age', render: (td, dc) => ageCell(td, created(dc)) },
     ],
