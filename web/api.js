@@ -184,9 +184,14 @@ export class Collection {
     if (resp.status === 410) return null;
     if (!resp.ok) throw await failure(resp);
     this.setState('live');
+    this.liveSince = Date.now();
     for await (const line of lines(resp.body, signal)) {
       const ev = JSON.parse(line);
-      if (ev.type === 'ERROR') return null;
+      if (ev.type === 'ERROR') {
+        // 410 Gone: the version is too old to resume from; anything else is a failure.
+        if (ev.object && ev.object.code === 410) return null;
+        throw new ApiError(ev.object?.code || 500, ev.object, 'the watch failed');
+      }
       const o = ev.object;
       if (o && o.metadata && o.metadata.resourceVersion) rv = o.metadata.resourceVersion;
       if (ev.type === 'BOOKMARK') continue;
@@ -207,10 +212,15 @@ export class Collection {
         const started = Date.now();
         rv = await this.watchFrom(rv, signal);
         if (signal.aborted) return;
-        // The stream ended. A stream that lasted a while reconnects at once.
-        if (Date.now() - started > 5000) backoff = 500;
+        // The stream ended (the server's timeout, a proxy): resume from the last version
+        // at once after a long stream; streams that keep ending early back off.
         this.setState('connecting');
-        if (rv !== null) await sleep(Math.min(backoff, 1000), signal);
+        if (Date.now() - started > 5000) {
+          backoff = 500;
+        } else {
+          await sleep(backoff, signal);
+          backoff = Math.min(backoff * 2, 15000);
+        }
       } catch (e) {
         if (signal.aborted) return;
         if (e instanceof ApiError && e.code === 401) {
@@ -225,6 +235,9 @@ export class Collection {
           this.setState('offline');
         }
         rv = null;
+        // A stream that had been working a while starts over with a short wait.
+        if (this.liveSince && Date.now() - this.liveSince > 5000) backoff = 500;
+        this.liveSince = 0;
         await sleep(backoff, signal);
         backoff = Math.min(backoff * 2, 15000);
         if (!signal.aborted) this.setState('connecting');

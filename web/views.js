@@ -62,6 +62,17 @@ export function dcs(ctx) {
         head: 'Replicas',
         render: (td, dc) => replicasCell(td, dc.status?.readyReplicas ?? 0, dc.spec.replicas ?? 0, dc.status?.replicas ?? 0),
       },
+      {
+        cls: 'conditions',
+        head: 'Conditions',
+        render(td, dc) {
+          const text = (dc.status?.conditions || []).map((c) => `${c.type}=${c.status}`).join(' ');
+          if (td.dataset.text === text) return;
+          td.dataset.text = text;
+          fill(td, (dc.status?.conditions || []).map((c) => h('span', { class: 'cond', 'data-type': c.type, 'data-status': c.status, title: [c.reason, c.message].filter(Boolean).join(': ') }, c.status === 'True' ? c.type : `${c.type}=${c.status}`)));
+          if (!td.firstChild) td.textContent = '-';
+        },
+      },
       { cls: 'trigger', head: 'Trigger', text: (dc) => triggers(dc) + (dc.spec.paused ? ' (paused)' : '') },
       { cls: 'age', head: 'Age', render: (td, dc) => ageCell(td, created(dc)) },
     ],
@@ -123,37 +134,77 @@ export function dcDetail(ctx, name) {
     }
   }
 
-  const notPaused = (what) => {
-    if (dc.spec.paused) throw new Error(`cannot ${what} a paused deployment config; resume it first`);
+  // Waiters for a state of the history to come in by the watch (never by asking again).
+  const waiters = new Set();
+  function until(pred, ms, what) {
+    if (pred()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve };
+      const timer = setTimeout(() => {
+        waiters.delete(w);
+        reject(new Error(what));
+      }, ms);
+      w.resolve = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      waiters.add(w);
+    });
+  }
+
+  // The actions decide on the stored state, like `berth rollout` does: the DC and its
+  // deployments, newest first. A deployment the DC already counts but whose RC the
+  // controller has not written yet is waited for (by the watch).
+  async function stored() {
+    const config = await api.get(dcPath);
+    const v = config.status?.latestVersion ?? 0;
+    if (v > 0) await until(() => history.some((rc) => rcVersion(rc) >= v), 15000, `deployment #${v} has not been created yet`);
+    const list = await api.get(`${api.ns(ctx.namespace)}/replicationcontrollers?labelSelector=${enc(`${CONFIG_LABEL}=${name}`)}`);
+    const rcs = (list.items || []).sort((a, b) => rcVersion(b) - rcVersion(a));
+    return { config, rcs, latest: rcs.find((rc) => rcVersion(rc) === v) };
+  }
+  const latest = () => history.find((rc) => rcVersion(rc) === (dc?.status?.latestVersion ?? 0));
+  const notPaused = (config, what) => {
+    if (config.spec.paused) throw new Error(`cannot ${what} a paused deployment config; resume it first`);
   };
-  const latest = () => history.find((rc) => rcVersion(rc) === (dc.status?.latestVersion ?? 0));
 
   const actions = h(
     'div',
     { class: 'actions' },
     button('deploy', 'Deploy latest', async () => {
-      notPaused('deploy');
-      const rc = latest();
-      if (rc && !terminal(rcPhase(rc))) throw new Error(`#${rcVersion(rc)} is already in progress (${rcPhase(rc)}).`);
+      const config = await api.get(dcPath);
+      notPaused(config, 'deploy');
+      const v = config.status?.latestVersion ?? 0;
+      if (v > 0) {
+        let rc = null;
+        try {
+          rc = await api.get(`${api.ns(ctx.namespace)}/replicationcontrollers/${enc(`${name}-${v}`)}`);
+        } catch (e) {
+          if (e.code !== 404) throw e;
+        }
+        if (rc && !terminal(rcPhase(rc))) throw new Error(`#${v} is already in progress (${rcPhase(rc)}).`);
+      }
       const body = { kind: 'DeploymentRequest', apiVersion: 'apps.openshift.io/v1', name, latest: true, force: true };
       const out = await api.post(`${dcPath}/instantiate`, body);
       return `rolled out #${out?.status?.latestVersion ?? ''}`;
     }),
     button('cancel', 'Cancel', async () => {
-      notPaused('cancel');
-      const running = history.filter((rc) => !terminal(rcPhase(rc)));
-      if (!running.length) throw new Error('No rollout is in progress.');
+      const { config, rcs } = await stored();
+      notPaused(config, 'cancel');
+      if (!rcs.length) throw new Error(`there have been no replication controllers for ${ctx.namespace}/${name}`);
+      const running = rcs.filter((rc) => !terminal(rcPhase(rc)));
+      if (!running.length) throw new Error(`No rollout is in progress (latest rollout #${rcVersion(rcs[0])} ${rcPhase(rcs[0]).toLowerCase()}).`);
       for (const rc of running) {
         if (ann(rc, CANCELLED_ANN) === 'true') continue;
         await api.mergePatch(`${api.ns(ctx.namespace)}/replicationcontrollers/${enc(rc.metadata.name)}`, {
           metadata: { annotations: { [CANCELLED_ANN]: 'true', [REASON_ANN]: 'cancelled by the user' } },
         });
       }
-      return 'cancelling';
+      return `cancelling #${running.map(rcVersion).join(', #')}`;
     }),
     button('retry', 'Retry', async () => {
-      notPaused('retry');
-      const rc = latest();
+      const { config, latest: rc } = await stored();
+      notPaused(config, 'retry');
       if (!rc) throw new Error(`no rollouts found for "${name}"`);
       const phase = rcPhase(rc);
       if (phase !== 'Failed') throw new Error(`rollout #${rcVersion(rc)} is ${phase.toLowerCase()}; only failed deployments can be retried.`);
@@ -162,7 +213,7 @@ export function dcDetail(ctx, name) {
         try {
           await api.del(`${api.ns(ctx.namespace)}/pods/${enc(pod.metadata.name)}`, { kind: 'DeleteOptions', apiVersion: 'v1', gracePeriodSeconds: 0 });
         } catch (e) {
-          if (e.code !== 404) throw e;
+          if (e.code !== 404) throw new Error(`failed to delete deployer pod ${pod.metadata.name} for deployment #${rcVersion(rc)}: ${e.message}`);
         }
       }
       await api.mergePatch(`${api.ns(ctx.namespace)}/replicationcontrollers/${enc(rc.metadata.name)}`, {
@@ -171,7 +222,7 @@ export function dcDetail(ctx, name) {
       return `retried rollout #${rcVersion(rc)}`;
     }),
     h('span', { class: 'undo' }, button('undo', 'Undo', async () => {
-      notPaused('roll back');
+      notPaused(await api.get(dcPath), 'roll back');
       const revision = Number(undoSelect.value || 0);
       const body = {
         kind: 'DeploymentConfigRollback',
@@ -191,12 +242,12 @@ export function dcDetail(ctx, name) {
       }
     }), h('label', { for: 'undo-revision', class: 'visually-hidden' }, 'to revision'), undoSelect),
     button('pause', 'Pause', async () => {
-      if (dc.spec.paused) throw new Error(`deploymentconfig "${name}" is already paused`);
+      if ((await api.get(dcPath)).spec.paused) throw new Error(`deploymentconfig "${name}" is already paused`);
       await api.mergePatch(dcPath, { spec: { paused: true } });
       return 'paused';
     }),
     button('resume', 'Resume', async () => {
-      if (!dc.spec.paused) throw new Error(`deploymentconfig "${name}" is not paused`);
+      if (!(await api.get(dcPath)).spec.paused) throw new Error(`deploymentconfig "${name}" is not paused`);
       await api.mergePatch(dcPath, { spec: { paused: false } });
       return 'resumed';
     }),
@@ -296,9 +347,10 @@ export function dcDetail(ctx, name) {
   }
   ctx.onLeave(() => stopLog && stopLog());
 
+  let dcWatch = null;
   function render() {
     if (!dc) {
-      setText(status, `Waiting for deploymentconfig "${name}" in ${ctx.namespace}…`);
+      setText(status, dcWatch && dcWatch.ready ? `deploymentconfig "${name}" not found in ${ctx.namespace}` : 'Loading…');
       return;
     }
     const s = dc.status || {};
@@ -315,6 +367,12 @@ export function dcDetail(ctx, name) {
     if (!(s.conditions || []).length) conditions.append(h('li', null, 'No conditions yet.'));
     const sorted = [...history].sort((a, b) => rcVersion(b) - rcVersion(a));
     hist.update(sorted, (rc) => String(rcVersion(rc)), 'No rollouts yet.');
+    for (const w of [...waiters]) {
+      if (w.pred()) {
+        waiters.delete(w);
+        w.resolve();
+      }
+    }
     const chosen = undoSelect.value;
     fill(
       undoSelect,
@@ -326,7 +384,7 @@ export function dcDetail(ctx, name) {
     followLog();
   }
 
-  ctx.watch(`${api.apps(ctx.namespace)}/deploymentconfigs?fieldSelector=${enc(`metadata.name=${name}`)}`, (items) => {
+  dcWatch = ctx.watch(`${api.apps(ctx.namespace)}/deploymentconfigs?fieldSelector=${enc(`metadata.name=${name}`)}`, (items) => {
     dc = items.find((o) => o.metadata.name === name) || null;
     render();
   });

@@ -165,6 +165,51 @@ mod tests {
         assert!(find("nope.js").is_none());
     }
 
+    /// The console runs offline and under the CSP: nothing fetched from elsewhere, no inline
+    /// scripts or styles, no browser dialogs (tests cannot answer them).
+    #[test]
+    fn the_assets_fetch_nothing_from_elsewhere_and_inline_nothing() {
+        for a in ASSETS {
+            let text = std::str::from_utf8(a.bytes).expect("text assets");
+            // The SVG namespace is a name, not a fetch.
+            let text = text.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+            for bad in [
+                "http://",
+                "https://",
+                "//cdn",
+                "@import",
+                "innerHTML",
+                "eval(",
+            ] {
+                assert!(!text.contains(bad), "{} contains {bad:?}", a.name);
+            }
+            for dialog in ["confirm(", "prompt(", "alert("] {
+                assert!(
+                    !text.contains(&format!("window.{dialog}"))
+                        && !text.contains(&format!(" {dialog}")),
+                    "{} opens a browser dialog ({dialog})",
+                    a.name
+                );
+            }
+            if a.name.ends_with(".html") {
+                assert!(!text.contains(" style="), "{}: inline style", a.name);
+                assert!(!text.contains("<style"), "{}: inline style", a.name);
+                for (i, _) in text.match_indices(" on") {
+                    let attr: String = text[i + 1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic())
+                        .collect();
+                    let handler = text[i + 1 + attr.len()..].starts_with('=');
+                    assert!(!handler, "{}: inline handler {attr}", a.name);
+                }
+                for (i, _) in text.match_indices("<script") {
+                    let tag = &text[i..i + text[i..].find('>').expect("tag end")];
+                    assert!(tag.contains(" src="), "{}: inline script {tag}", a.name);
+                }
+            }
+        }
+    }
+
     #[test]
     fn html_is_recognised_in_accept() {
         let mut h = HeaderMap::new();
