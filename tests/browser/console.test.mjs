@@ -118,7 +118,7 @@ async function waitReady(timeoutMs) {
   const plain = () => s.log.replace(/\x1b\[[0-9;]*m/g, '');
   const deadline = Date.now() + timeoutMs;
   while (!/berth::app: ready\b/.test(plain())) {
-    if (s.berth.exitCode !== null || s.berth.signalCode !== null) {
+    if (!running()) {
       throw new Error(`berth exited before it was ready:\n${plain()}`);
     }
     if (Date.now() > deadline) {
@@ -143,8 +143,10 @@ function readKubeconfig(dataDir) {
   };
 }
 
+const running = () => Boolean(s.berth) && s.berth.exitCode === null && s.berth.signalCode === null;
+
 async function stopBerth() {
-  if (!s.berth || s.berth.exitCode !== null || s.berth.signalCode !== null) return;
+  if (!running()) return;
   s.berth.kill('SIGTERM');
   const timer = setTimeout(() => s.berth.kill('SIGKILL'), 30_000);
   await s.exited;
@@ -265,14 +267,14 @@ before(async () => {
 after(async () => {
   // Containers outlive berth: remove the DC and every pod while berth still runs them.
   try {
-    if (s.berth && s.berth.exitCode === null && s.token) {
+    if (running() && s.token) {
       await api('DELETE', `${DCS}/${DC}`, { body: { propagationPolicy: 'Foreground' } });
       try {
         await eventually('the DC, its RCs and pods to be gone', 120_000, async () => {
           const pods = await api('GET', PODS);
           const rcs = await api('GET', RCS);
-          const left = (pods.json?.items ?? []).length + (rcs.json?.items ?? []).length;
-          return left === 0;
+          if (pods.status !== 200 || rcs.status !== 200) return false;
+          return pods.json.items.length + rcs.json.items.length === 0;
         });
       } catch (e) {
         // Whatever is left goes now, pods one by one.
@@ -282,7 +284,7 @@ after(async () => {
         }
         await eventually('the pods to be gone', 60_000, async () => {
           const left = await api('GET', PODS);
-          return (left.json?.items ?? []).length === 0;
+          return left.status === 200 && left.json.items.length === 0;
         }).catch((e2) => process.stderr.write(`cleanup: ${e2.message}\n`));
         process.stderr.write(`cleanup: ${e.message}\n`);
       }
