@@ -26,7 +26,7 @@ use crate::types::{fields, labels, names};
 
 pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
-pub use patch::Patch;
+pub use patch::{Patch, merge_key, merges_primitives};
 pub use schema::FieldValidation;
 pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};
 pub use watch::{Watch, WatchEvent, WatchOptions};
