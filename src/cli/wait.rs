@@ -473,14 +473,16 @@ pub async fn run(conn: &Conn, args: WaitArgs) -> Result<i32, CliError> {
         return Err(CliError::msg("no matching resources found"));
     }
 
-    // Objects that must exist to be waited on.
-    if cond != Condition::Delete {
-        for it in &items {
-            if let Err(e) = conn.client.get(it.res, it.ns.as_deref(), &it.name).await {
-                return Err(conn.error(e));
-            }
+    // Objects must exist to be waited on; those already gone are deleted, silently.
+    let mut present = Vec::new();
+    for it in items {
+        match conn.client.get(it.res, it.ns.as_deref(), &it.name).await {
+            Ok(_) => present.push(it),
+            Err(e) if e.is_not_found() && cond == Condition::Delete => {}
+            Err(e) => return Err(conn.error(e)),
         }
     }
+    let items = present;
 
     let cond = &cond;
     let waits = items.iter().map(|it| async move {

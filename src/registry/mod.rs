@@ -627,6 +627,14 @@ impl Registry {
                 warnings: warnings.clone(),
             };
             if opts.dry_run {
+                // A dry run answers as the write would, name clashes included.
+                if given.is_some() && self.store.get(&res.key(ns, &name)).is_some() {
+                    return Err(Error::AlreadyExists {
+                        group: res.group,
+                        resource: res.qualified_plural(),
+                        name,
+                    });
+                }
                 return Ok(done(to_bytes(&obj)));
             }
             match self

@@ -4,6 +4,7 @@
 mod accounts;
 mod api;
 mod cli;
+mod cli_manifests;
 mod cli_rollout;
 mod client;
 mod deployer;
