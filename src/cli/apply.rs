@@ -377,15 +377,24 @@ where
             errors.push(e);
         }
     }
-    match errors.pop() {
-        None => Ok(0),
-        Some(last) => {
-            for e in errors {
-                eprintln!("{}", e.text());
-            }
-            Err(last)
+    report(errors)
+}
+
+/// The end of a verb that carried on past failures: one failure is the verb's error;
+/// several are printed one a line as kubectl prints them (server refusals with their
+/// reason, other errors without the `error: ` prefix), exit code 1.
+pub fn report(mut errors: Vec<CliError>) -> Result<i32, CliError> {
+    if errors.len() <= 1 {
+        return errors.pop().map_or(Ok(0), Err);
+    }
+    for e in &errors {
+        if e.reason.is_some() {
+            eprintln!("{}", e.text());
+        } else {
+            eprintln!("{}", e.message);
         }
     }
+    Ok(1)
 }
 
 /// A server refusal of a write, named after the file as kubectl names it.

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use crate::client::{Client, ListParams, RawRequest};
 use crate::registry::Resource;
 
-use super::apply::{DryRun, FileArgs, read_manifests, resolve};
+use super::apply::{DryRun, FileArgs, read_manifests, report, resolve};
 use super::resource::{object_ref, targets};
 use super::wait::{Outcome, follow, parse_duration, timed_out};
 use super::{CliError, Conn, out};
@@ -301,15 +301,7 @@ pub async fn run(conn: &Conn, args: DeleteArgs) -> Result<i32, CliError> {
         }
     }
 
-    match errors.pop() {
-        None => Ok(0),
-        Some(last) => {
-            for e in errors {
-                eprintln!("{}", e.text());
-            }
-            Err(last)
-        }
-    }
+    report(errors)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::client::{Error as ClientError, Event, ListParams, WatchParams};
 use crate::registry::Resource;
 
-use super::apply::{FileArgs, read_manifests, resolve};
+use super::apply::{FileArgs, read_manifests, report, resolve};
 use super::resource::{object_ref, targets};
 use super::{CliError, Conn, out};
 
@@ -19,7 +19,8 @@ pub struct WaitArgs {
     pub resources: Vec<String>,
     #[command(flatten)]
     pub files: FileArgs,
-    /// What to wait for: `delete`, `condition=Ready[=true]` or `jsonpath={.status.phase}=Running`.
+    /// What to wait for: `delete`, `create`, `condition=Ready[=true]` or
+    /// `jsonpath={.status.phase}=Running`.
     #[arg(long = "for")]
     pub for_: Option<String>,
     /// Wait for the objects matching this label selector.
@@ -40,6 +41,8 @@ pub struct WaitArgs {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Condition {
     Delete,
+    /// The object exists.
+    Create,
     /// A `status.conditions` entry of this type with this status (case-insensitive).
     Status {
         name: String,
@@ -73,6 +76,9 @@ impl Condition {
         if s.eq_ignore_ascii_case("delete") {
             return Ok(Condition::Delete);
         }
+        if s.eq_ignore_ascii_case("create") {
+            return Ok(Condition::Create);
+        }
         if let Some(rest) = s.strip_prefix("condition=") {
             let (name, value) = match rest.split_once('=') {
                 Some((n, v)) => (n, v),
@@ -102,7 +108,7 @@ impl Condition {
     /// Whether an object (None: gone) is in the state asked for.
     pub fn met(&self, obj: Option<&Value>) -> bool {
         match (self, obj) {
-            (Condition::Delete, None) => true,
+            (Condition::Delete, None) | (Condition::Create, Some(_)) => true,
             (_, None) | (Condition::Delete, Some(_)) => false,
             (Condition::Status { name, value }, Some(o)) => {
                 let generation = o.pointer("/metadata/generation").and_then(Value::as_i64);
@@ -408,10 +414,7 @@ struct Item {
 
 /// `wait ...`
 pub async fn run(conn: &Conn, args: WaitArgs) -> Result<i32, CliError> {
-    let Some(for_) = args.for_.as_deref() else {
-        return Err(CliError::msg("--for must be specified"));
-    };
-    let cond = Condition::parse(for_)?;
+    let cond = Condition::parse(args.for_.as_deref().unwrap_or(""))?;
     let (negative, timeout) = parse_duration(&args.timeout)?;
     let once = !negative && timeout.is_zero();
     let deadline = (!negative && !once).then(|| Instant::now() + timeout);
@@ -479,6 +482,7 @@ pub async fn run(conn: &Conn, args: WaitArgs) -> Result<i32, CliError> {
         match conn.client.get(it.res, it.ns.as_deref(), &it.name).await {
             Ok(_) => present.push(it),
             Err(e) if e.is_not_found() && cond == Condition::Delete => {}
+            Err(e) if e.is_not_found() && cond == Condition::Create => present.push(it),
             Err(e) => return Err(conn.error(e)),
         }
     }
@@ -505,16 +509,8 @@ pub async fn run(conn: &Conn, args: WaitArgs) -> Result<i32, CliError> {
         }
     });
     let results = futures_util::future::join_all(waits).await;
-    let mut errors: Vec<CliError> = results.into_iter().filter_map(Result::err).collect();
-    match errors.pop() {
-        None => Ok(0),
-        Some(last) => {
-            for e in errors {
-                eprintln!("{}", e.text());
-            }
-            Err(last)
-        }
-    }
+    let errors: Vec<CliError> = results.into_iter().filter_map(Result::err).collect();
+    report(errors)
 }
 
 #[cfg(test)]
@@ -548,6 +544,11 @@ mod tests {
             [Step::Field("status".into()), Step::Field("phase".into())]
         );
         assert_eq!(value.as_deref(), Some("Running"));
+        assert_eq!(Condition::parse("Create").unwrap(), Condition::Create);
+        assert_eq!(
+            Condition::parse("").unwrap_err().text(),
+            "error: unrecognized condition: \"\""
+        );
         assert_eq!(
             Condition::parse("foo").unwrap_err().text(),
             "error: unrecognized condition: \"foo\""
@@ -573,6 +574,8 @@ mod tests {
         );
         assert!(!Condition::parse("condition=Ready").unwrap().met(None));
         assert!(Condition::Delete.met(None));
+        assert!(Condition::Create.met(Some(&pod)));
+        assert!(!Condition::Create.met(None));
         assert!(!Condition::Delete.met(Some(&pod)));
         assert!(
             Condition::parse("jsonpath={.status.phase}=Running")

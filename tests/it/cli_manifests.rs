@@ -547,6 +547,109 @@ async fn delete_by_name_file_and_selector_with_kubectls_texts() {
         "namespace \"gone\" deleted\n",
     );
 
+    // Several failures are printed one a line, without a prefix each, like kubectl's.
+    for name in ["w1", "w2"] {
+        assert_eq!(
+            s.post(CMS, json!({"metadata": {"name": name}})).await.0,
+            201
+        );
+    }
+    fails(
+        &berth_in(
+            &s,
+            d,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "cm/w1",
+                "cm/w2",
+                "--timeout=1s",
+            ],
+            None,
+        )
+        .await,
+        "",
+        "timed out waiting for the condition on configmaps/w1\n\
+         timed out waiting for the condition on configmaps/w2\n",
+    );
+    fails(
+        &berth_in(&s, d, &["wait", "cm/w1"], None).await,
+        "",
+        "error: unrecognized condition: \"\"\n",
+    );
+    // Waiting for an object to appear, and for a jsonpath value to change.
+    let waiter = berth_in(
+        &s,
+        d,
+        &["wait", "--for=create", "cm/late", "--timeout=30s"],
+        None,
+    );
+    let changer = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(
+            s.post(CMS, json!({"metadata": {"name": "late"}})).await.0,
+            201
+        );
+    };
+    let (waited, ()) = tokio::join!(waiter, changer);
+    ok(&waited, "configmap/late condition met\n");
+    for name in ["c5", "c6"] {
+        let (code, _) = s
+            .post(
+                CMS,
+                json!({"metadata": {"name": name, "labels": {"tier": "a"}}, "data": {"k": "1"}}),
+            )
+            .await;
+        assert_eq!(code, 201);
+    }
+    let waiter = berth_in(
+        &s,
+        d,
+        &[
+            "wait",
+            "--for=jsonpath={.data.k}=2",
+            "cm",
+            "-l",
+            "tier=a",
+            "--timeout=30s",
+        ],
+        None,
+    );
+    let changer = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        for name in ["c5", "c6"] {
+            s.patch(
+                &format!("{CMS}/{name}"),
+                "application/merge-patch+json",
+                json!({"data": {"k": "2"}}),
+            )
+            .await;
+        }
+    };
+    let (waited, ()) = tokio::join!(waiter, changer);
+    let mut lines: Vec<&str> = waited.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        (waited.code, lines, waited.stderr.as_str()),
+        (
+            0,
+            vec!["configmap/c5 condition met", "configmap/c6 condition met"],
+            ""
+        ),
+        "{waited:?}"
+    );
+    fails(
+        &berth_in(
+            &s,
+            d,
+            &["wait", "--for=delete", "cm", "-l", "tier=none"],
+            None,
+        )
+        .await,
+        "",
+        "error: no matching resources found\n",
+    );
+
     // Argument mistakes.
     fails(
         &berth_in(&s, d, &["delete", "cm"], None).await,
