@@ -45,6 +45,31 @@ pub struct CreateArgs {
     /// Print the created objects' names (`name`) instead of a message.
     #[arg(short = 'o', long)]
     pub output: Option<String>,
+    #[command(flatten)]
+    pub validate: ValidateArg,
+}
+
+/// `--validate`: how the server treats unknown or duplicate fields.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ValidateArg {
+    /// `strict` (or `true`): refuse unknown fields; `warn`: accept them with a warning;
+    /// `ignore` (or `false`): drop them.
+    #[arg(long = "validate", default_value = "strict", num_args = 0..=1, default_missing_value = "strict")]
+    pub value: String,
+}
+
+impl ValidateArg {
+    /// The `fieldValidation` query value.
+    pub fn field_validation(&self) -> Result<&'static str, CliError> {
+        match self.value.to_ascii_lowercase().as_str() {
+            "strict" | "true" => Ok("Strict"),
+            "warn" => Ok("Warn"),
+            "ignore" | "false" => Ok("Ignore"),
+            other => Err(CliError::msg(format!(
+                "invalid - validate option \"{other}\"; must be one of: strict (or true), warn, ignore (or false)"
+            ))),
+        }
+    }
 }
 
 /// `apply -f`.
@@ -67,6 +92,8 @@ pub struct ApplyArgs {
     /// Print the applied objects' names (`name`) instead of a message.
     #[arg(short = 'o', long)]
     pub output: Option<String>,
+    #[command(flatten)]
+    pub validate: ValidateArg,
 }
 
 /// The dry-run strategy of a write.
@@ -406,11 +433,17 @@ fn when(conn: &Conn, e: crate::client::Error, what: &str, source: &str) -> CliEr
     err
 }
 
-async fn post(conn: &Conn, r: &Resolved, manager: &str, dry: DryRun) -> Result<Value, CliError> {
+async fn post(
+    conn: &Conn,
+    r: &Resolved,
+    manager: &str,
+    dry: DryRun,
+    validation: &str,
+) -> Result<Value, CliError> {
     let path = Client::collection_path(r.res, r.ns.as_deref());
     let mut q = vec![
         ("fieldManager", manager.to_string()),
-        ("fieldValidation", "Strict".to_string()),
+        ("fieldValidation", validation.to_string()),
     ];
     dry.query(&mut q);
     let mut req = RawRequest::new(Method::POST, &path);
@@ -436,6 +469,7 @@ pub async fn create(conn: &Conn, args: CreateArgs) -> Result<i32, CliError> {
     let dry = DryRun::parse(&args.dry_run)?;
     let names_only = check_output(&args.output)?;
     let save_config = args.save_config;
+    let validation = args.validate.field_validation()?;
     for_each(conn, &args.files, "create", |mut r| async move {
         if save_config {
             set_last_applied(&mut r.obj);
@@ -443,7 +477,7 @@ pub async fn create(conn: &Conn, args: CreateArgs) -> Result<i32, CliError> {
         let name = if dry == DryRun::Client {
             r.name().to_string()
         } else {
-            let created = post(conn, &r, "kubectl-create", dry).await?;
+            let created = post(conn, &r, "kubectl-create", dry, validation).await?;
             created_name(&created, &r)
         };
         let reference = object_ref(r.res, &name);
@@ -489,6 +523,7 @@ fn set_last_applied(obj: &mut Value) {
 pub async fn apply(conn: &Conn, args: ApplyArgs) -> Result<i32, CliError> {
     let dry = DryRun::parse(&args.dry_run)?;
     let names_only = check_output(&args.output)?;
+    let validation = args.validate.field_validation()?;
     if args.server_side && dry == DryRun::Client {
         return Err(CliError::msg(
             "--dry-run=client doesn't work with --server-side (did you mean --dry-run=server instead?)",
@@ -509,9 +544,9 @@ pub async fn apply(conn: &Conn, args: ApplyArgs) -> Result<i32, CliError> {
             )));
         }
         let done = if args.server_side {
-            server_side(conn, &r, args, dry).await?
+            server_side(conn, &r, args, dry, validation).await?
         } else {
-            client_side(conn, &r, dry).await?
+            client_side(conn, &r, dry, validation).await?
         };
         let reference = object_ref(r.res, r.name());
         if names_only {
@@ -529,11 +564,12 @@ async fn server_side(
     r: &Resolved,
     args: &ApplyArgs,
     dry: DryRun,
+    validation: &str,
 ) -> Result<&'static str, CliError> {
     let path = r.object_path();
     let mut q = vec![
         ("fieldManager", args.field_manager.clone()),
-        ("fieldValidation", "Strict".to_string()),
+        ("fieldValidation", validation.to_string()),
         ("force", args.force_conflicts.to_string()),
     ];
     dry.query(&mut q);
@@ -548,7 +584,12 @@ async fn server_side(
     Ok("serverside-applied")
 }
 
-async fn client_side(conn: &Conn, r: &Resolved, dry: DryRun) -> Result<&'static str, CliError> {
+async fn client_side(
+    conn: &Conn,
+    r: &Resolved,
+    dry: DryRun,
+    validation: &str,
+) -> Result<&'static str, CliError> {
     let mut modified = r.obj.clone();
     set_last_applied(&mut modified);
     let live = match conn.client.get(r.res, r.ns.as_deref(), r.name()).await {
@@ -561,7 +602,7 @@ async fn client_side(conn: &Conn, r: &Resolved, dry: DryRun) -> Result<&'static 
                     ns: r.ns.clone(),
                     source: r.source.clone(),
                 };
-                post(conn, &create, "kubectl-client-side-apply", dry).await?;
+                post(conn, &create, "kubectl-client-side-apply", dry, validation).await?;
             }
             return Ok("created");
         }
@@ -615,7 +656,7 @@ async fn client_side(conn: &Conn, r: &Resolved, dry: DryRun) -> Result<&'static 
     let path = r.object_path();
     let mut q = vec![
         ("fieldManager", "kubectl-client-side-apply".to_string()),
-        ("fieldValidation", "Strict".to_string()),
+        ("fieldValidation", validation.to_string()),
     ];
     dry.query(&mut q);
     let mut req = RawRequest::new(Method::PATCH, &path);

@@ -73,7 +73,7 @@ fn propagation(cascade: &str) -> Result<&'static str, CliError> {
         "foreground" => Ok("Foreground"),
         "orphan" | "false" => Ok("Orphan"),
         other => Err(CliError::msg(format!(
-            "invalid cascade value ({other}). Must be \"background\", \"foreground\", or \"orphan\"."
+            "invalid cascade value ({other}). Must be \"background\", \"foreground\", or \"orphan\""
         ))),
     }
 }
@@ -318,7 +318,7 @@ mod tests {
         assert_eq!(propagation("false").unwrap(), "Orphan");
         assert_eq!(
             propagation("x").unwrap_err().text(),
-            "error: invalid cascade value (x). Must be \"background\", \"foreground\", or \"orphan\"."
+            "error: invalid cascade value (x). Must be \"background\", \"foreground\", or \"orphan\""
         );
     }
 

@@ -278,13 +278,14 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// Parses a Go duration (`30s`, `1m30s`, `500ms`, `0`, `-1s`).
+/// Parses a Go duration (`30s`, `1m30s`, `500ms`, `0`, `-1s`); the flag's name is for errors.
 pub fn parse_duration(s: &str) -> Result<(bool, Duration), CliError> {
-    let bad = || {
+    let fail = |why: String| {
         CliError::msg(format!(
-            "invalid argument {s:?} for \"--timeout\" flag: time: invalid duration {s:?}"
+            "invalid argument {s:?} for \"--timeout\" flag: time: {why}"
         ))
     };
+    let invalid = || fail(format!("invalid duration {s:?}"));
     let (negative, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
@@ -293,27 +294,28 @@ pub fn parse_duration(s: &str) -> Result<(bool, Duration), CliError> {
         return Ok((false, Duration::ZERO));
     }
     if body.is_empty() {
-        return Err(bad());
+        return Err(invalid());
     }
     let mut total = 0f64;
     let mut rest = body;
     while !rest.is_empty() {
         let end = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let n: f64 = rest[..end].parse().map_err(|_| bad())?;
+            .unwrap_or(rest.len());
+        let n: f64 = rest[..end].parse().map_err(|_| invalid())?;
         rest = &rest[end..];
         let unit_end = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
         let scale = match &rest[..unit_end] {
+            "" => return Err(fail(format!("missing unit in duration {s:?}"))),
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
             "ms" => 1e-3,
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => return Err(bad()),
+            unit => return Err(fail(format!("unknown unit {unit:?} in duration {s:?}"))),
         };
         total += n * scale;
         rest = &rest[unit_end..];
@@ -625,7 +627,14 @@ mod tests {
         );
         assert_eq!(parse_duration("0").unwrap(), (false, Duration::ZERO));
         assert!(parse_duration("-1s").unwrap().0);
-        assert!(parse_duration("30").is_err());
-        assert!(parse_duration("3x").is_err());
+        assert_eq!(
+            parse_duration("30").unwrap_err().text(),
+            "error: invalid argument \"30\" for \"--timeout\" flag: time: missing unit in duration \"30\""
+        );
+        assert_eq!(
+            parse_duration("3x").unwrap_err().text(),
+            "error: invalid argument \"3x\" for \"--timeout\" flag: time: unknown unit \"x\" in duration \"3x\""
+        );
+        assert!(parse_duration("x").is_err());
     }
 }

@@ -274,6 +274,31 @@ async fn manifest_errors_name_the_file() {
             && run.stderr.contains("bogusField"),
         "{run:?}"
     );
+    // --validate=false asks the server to drop unknown fields.
+    ok(
+        &berth_in(
+            &s,
+            d,
+            &["apply", "-f", "typo.yaml", "--validate=false"],
+            None,
+        )
+        .await,
+        "configmap/t created\n",
+    );
+    let (_, t) = s.get(&format!("{CMS}/t")).await;
+    assert!(t["metadata"]["bogusField"].is_null(), "{t}");
+    fails(
+        &berth_in(
+            &s,
+            d,
+            &["create", "-f", "typo.yaml", "--validate=maybe"],
+            None,
+        )
+        .await,
+        "",
+        "error: invalid - validate option \"maybe\"; must be one of: strict (or true), warn, \
+         ignore (or false)\n",
+    );
     s.stop().await;
 }
 
@@ -667,7 +692,7 @@ async fn delete_by_name_file_and_selector_with_kubectls_texts() {
         &berth_in(&s, d, &["delete", "cm", "x", "--cascade=sideways"], None).await,
         "",
         "error: invalid cascade value (sideways). Must be \"background\", \"foreground\", or \
-         \"orphan\".\n",
+         \"orphan\"\n",
     );
     s.stop().await;
 }
