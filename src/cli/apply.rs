@@ -424,6 +424,15 @@ pub fn report(mut errors: Vec<CliError>) -> Result<i32, CliError> {
     Ok(1)
 }
 
+/// Sends a write; the server's warnings go to standard error as kubectl prints them.
+pub async fn send(conn: &Conn, req: &RawRequest<'_>) -> Result<Value, crate::client::Error> {
+    let (v, warnings) = conn.client.raw_json_warned(req).await?;
+    for w in warnings {
+        eprintln!("Warning: {w}");
+    }
+    Ok(v)
+}
+
 /// A server refusal of a write, named after the file as kubectl names it.
 fn when(conn: &Conn, e: crate::client::Error, what: &str, source: &str) -> CliError {
     let mut err = conn.error(e);
@@ -449,8 +458,7 @@ async fn post(
     let mut req = RawRequest::new(Method::POST, &path);
     req.query = &q;
     req.body = Some(&r.obj);
-    conn.client
-        .raw_json(&req)
+    send(conn, &req)
         .await
         .map_err(|e| when(conn, e, "creating", &r.source))
 }
@@ -577,8 +585,7 @@ async fn server_side(
     req.query = &q;
     req.body = Some(&r.obj);
     req.content_type = Some("application/apply-patch+yaml");
-    conn.client
-        .raw_json(&req)
+    send(conn, &req)
         .await
         .map_err(|e| when(conn, e, "patching", &r.source))?;
     Ok("serverside-applied")
@@ -663,7 +670,7 @@ async fn client_side(
     req.query = &q;
     req.body = Some(&patch);
     req.content_type = Some("application/strategic-merge-patch+json");
-    if let Err(e) = conn.client.raw_json(&req).await {
+    if let Err(e) = send(conn, &req).await {
         let mut err = conn.error(e);
         if err.reason.is_some() {
             err.message = format!(

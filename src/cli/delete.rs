@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use crate::client::{Client, ListParams, RawRequest};
 use crate::registry::Resource;
 
-use super::apply::{DryRun, FileArgs, read_manifests, report, resolve};
+use super::apply::{DryRun, FileArgs, read_manifests, report, resolve, send};
 use super::resource::{object_ref, targets};
 use super::wait::{Outcome, follow, parse_duration, timed_out};
 use super::{CliError, Conn, out};
@@ -238,7 +238,7 @@ pub async fn run(conn: &Conn, args: DeleteArgs) -> Result<i32, CliError> {
             let mut req = RawRequest::new(Method::DELETE, &path);
             req.query = &q;
             req.body = Some(&body);
-            conn.client.raw_json(&req).await
+            send(conn, &req).await
         };
         let answer = match answer {
             Ok(a) => a,

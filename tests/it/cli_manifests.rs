@@ -274,6 +274,29 @@ async fn manifest_errors_name_the_file() {
             && run.stderr.contains("bogusField"),
         "{run:?}"
     );
+    // --validate=warn accepts them, with the server's warning on standard error.
+    let run = berth_in(
+        &s,
+        d,
+        &[
+            "create",
+            "-f",
+            "typo.yaml",
+            "--validate=warn",
+            "--dry-run=server",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            0,
+            "configmap/t created (server dry run)\n",
+            "Warning: unknown field \"metadata.bogusField\"\n"
+        ),
+        "{run:?}"
+    );
     // --validate=false asks the server to drop unknown fields.
     ok(
         &berth_in(
