@@ -375,8 +375,7 @@ pub fn resolve(conn: &Conn, m: &Manifest) -> Result<Resolved, CliError> {
 }
 
 /// Runs `each` on every manifest, carrying on after failures like kubectl: successes are
-/// printed as they happen, the failures at the end (all but the last here, the last
-/// returned).
+/// printed as they happen, the failures at the end (see [`report`]).
 async fn for_each<F, Fut>(
     conn: &Conn,
     files: &FileArgs,
