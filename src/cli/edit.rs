@@ -156,14 +156,22 @@ pub enum MetaMap {
     Annotations,
 }
 
+/// The arguments of `label` and `annotate`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MetaArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Change keys that already have a value.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Print the labels (or annotations).
+    #[arg(long)]
+    pub list: bool,
+}
+
 /// `label`/`annotate TYPE NAME k=v k2- [--overwrite] [--list]`.
-pub async fn set_meta(
-    conn: &Conn,
-    which: MetaMap,
-    sel: &Selection,
-    overwrite: bool,
-    list: bool,
-) -> Result<i32, CliError> {
+pub async fn set_meta(conn: &Conn, which: MetaMap, args: &MetaArgs) -> Result<i32, CliError> {
+    let (sel, overwrite, list) = (&args.sel, args.overwrite, args.list);
     let field = match which {
         MetaMap::Labels => "labels",
         MetaMap::Annotations => "annotations",

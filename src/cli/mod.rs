@@ -147,26 +147,14 @@ pub enum Verb {
     /// Add, change or remove labels: `TYPE NAME key=value key2-`.
     Label {
         #[command(flatten)]
-        sel: edit::Selection,
-        /// Change labels that already have a value.
-        #[arg(long)]
-        overwrite: bool,
-        /// Print the labels.
-        #[arg(long)]
-        list: bool,
+        args: edit::MetaArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
     /// Add, change or remove annotations: `TYPE NAME key=value key2-`.
     Annotate {
         #[command(flatten)]
-        sel: edit::Selection,
-        /// Change annotations that already have a value.
-        #[arg(long)]
-        overwrite: bool,
-        /// Print the annotations.
-        #[arg(long)]
-        list: bool,
+        args: edit::MetaArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -292,23 +280,11 @@ pub fn run(verb: Verb) -> i32 {
                 current_replicas,
                 conn,
             } => edit::scale(&Conn::open(&conn)?, &sel, replicas, current_replicas).await,
-            Verb::Label {
-                sel,
-                overwrite,
-                list,
-                conn,
-            } => {
-                let conn = Conn::open(&conn)?;
-                edit::set_meta(&conn, edit::MetaMap::Labels, &sel, overwrite, list).await
+            Verb::Label { args, conn } => {
+                edit::set_meta(&Conn::open(&conn)?, edit::MetaMap::Labels, &args).await
             }
-            Verb::Annotate {
-                sel,
-                overwrite,
-                list,
-                conn,
-            } => {
-                let conn = Conn::open(&conn)?;
-                edit::set_meta(&conn, edit::MetaMap::Annotations, &sel, overwrite, list).await
+            Verb::Annotate { args, conn } => {
+                edit::set_meta(&Conn::open(&conn)?, edit::MetaMap::Annotations, &args).await
             }
             Verb::Patch {
                 sel,

@@ -4,20 +4,10 @@
 use serde_json::json;
 
 use crate::node::{PODS, delete_pod, pod, run_pod, server};
-use crate::support::{CliRun, TestServer, eventually};
+use crate::support::{TestServer, eventually, fails, ok};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
-
-#[track_caller]
-fn ok(run: &CliRun, stdout: &str) {
-    assert_eq!((run.code, run.stdout.as_str()), (0, stdout), "{run:?}");
-}
-
-#[track_caller]
-fn fails(run: &CliRun, stderr: &str) {
-    assert_eq!((run.code, run.stderr.as_str()), (1, stderr), "{run:?}");
-}
 
 #[tokio::test]
 async fn version_and_api_resources_come_from_the_server() {
