@@ -5,11 +5,11 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::client::{Client, ListParams, RawRequest};
+use crate::client::{Client, RawRequest};
 use crate::registry::Resource;
 
 use super::apply::{DryRun, FileArgs, read_manifests, report, resolve, send};
-use super::resource::{object_ref, targets};
+use super::resource::{Picked, Picking, object_ref, targets};
 use super::wait::{Outcome, follow, parse_duration, timed_out};
 use super::{CliError, Conn, out};
 
@@ -61,11 +61,7 @@ pub struct DeleteArgs {
 }
 
 /// One object to delete.
-struct Item {
-    res: &'static Resource,
-    ns: Option<String>,
-    name: String,
-}
+type Item = Picked;
 
 fn propagation(cascade: &str) -> Result<&'static str, CliError> {
     match cascade {
@@ -116,51 +112,13 @@ async fn items(conn: &Conn, args: &DeleteArgs) -> Result<(Vec<Item>, bool), CliE
     if args.resources.is_empty() {
         return Err(CliError::msg(NO_RESOURCES));
     }
-    for t in targets(&args.resources)? {
-        let ns = t.res.namespaced.then(|| conn.namespace.clone());
-        if !t.names.is_empty() {
-            if selecting {
-                return Err(CliError::msg(
-                    "name cannot be provided when a selector is specified",
-                ));
-            }
-            out.extend(t.names.into_iter().map(|name| Item {
-                res: t.res,
-                ns: ns.clone(),
-                name,
-            }));
-            continue;
-        }
-        if !selecting {
-            return Err(CliError::msg(
-                "resource(s) were provided, but no name was specified",
-            ));
-        }
-        let params = ListParams {
-            label_selector: args.selector.clone(),
-            field_selector: args.field_selector.clone(),
-        };
-        let scope = if args.all_namespaces {
-            None
-        } else {
-            ns.as_deref()
-        };
-        let list = conn
-            .client
-            .list(t.res, scope, &params)
-            .await
-            .map_err(|e| conn.error(e))?;
-        for o in list.items {
-            out.push(Item {
-                res: t.res,
-                ns: o
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                name: o["metadata"]["name"].as_str().unwrap_or("").to_string(),
-            });
-        }
-    }
+    let how = Picking {
+        selector: args.selector.as_deref(),
+        field_selector: args.field_selector.as_deref(),
+        all: args.all,
+        all_namespaces: args.all_namespaces,
+    };
+    out.extend(conn.pick(targets(&args.resources)?, &how).await?);
     Ok((out, selecting))
 }
 

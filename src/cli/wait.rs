@@ -10,7 +10,7 @@ use crate::client::{Error as ClientError, Event, ListParams, WatchParams};
 use crate::registry::Resource;
 
 use super::apply::{FileArgs, read_manifests, report, resolve};
-use super::resource::{object_ref, targets};
+use super::resource::{Picked, Picking, object_ref, targets};
 use super::{CliError, Conn, out};
 
 #[derive(Debug, clap::Args)]
@@ -408,11 +408,7 @@ pub fn timed_out(res: &Resource, name: &str) -> CliError {
 }
 
 /// One object to wait for.
-struct Item {
-    res: &'static Resource,
-    ns: Option<String>,
-    name: String,
-}
+type Item = Picked;
 
 /// `wait ...`
 pub async fn run(conn: &Conn, args: WaitArgs) -> Result<i32, CliError> {
@@ -431,44 +427,13 @@ pub async fn run(conn: &Conn, args: WaitArgs) -> Result<i32, CliError> {
         });
     }
     if !args.resources.is_empty() {
-        let selecting = args.all || args.selector.is_some() || args.field_selector.is_some();
-        for t in targets(&args.resources)? {
-            let ns = t.res.namespaced.then(|| conn.namespace.clone());
-            if !t.names.is_empty() {
-                for name in t.names {
-                    items.push(Item {
-                        res: t.res,
-                        ns: ns.clone(),
-                        name,
-                    });
-                }
-                continue;
-            }
-            if !selecting {
-                return Err(CliError::msg(
-                    "resource(s) were provided, but no name was specified",
-                ));
-            }
-            let params = ListParams {
-                label_selector: args.selector.clone(),
-                field_selector: args.field_selector.clone(),
-            };
-            let list = conn
-                .client
-                .list(t.res, ns.as_deref(), &params)
-                .await
-                .map_err(|e| conn.error(e))?;
-            for o in list.items {
-                items.push(Item {
-                    res: t.res,
-                    ns: o
-                        .pointer("/metadata/namespace")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    name: o["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                });
-            }
-        }
+        let how = Picking {
+            selector: args.selector.as_deref(),
+            field_selector: args.field_selector.as_deref(),
+            all: args.all,
+            all_namespaces: false,
+        };
+        items.extend(conn.pick(targets(&args.resources)?, &how).await?);
     } else if args.files.filenames.is_empty() {
         return Err(CliError::msg(
             "resource name must be specified as TYPE/NAME or as TYPE NAME, or with -f",
