@@ -1533,17 +1533,22 @@ pub fn pod_template(template: &Value, clock: &Clock) -> String {
     out.finish(Layout::DESCRIBE)
 }
 
+/// The `Name:` and `Namespace:` lines most describers open with.
+fn name_and_namespace(out: &mut Out, obj: &Value) {
+    out.w(0, &format!("Name:\t{}\n", text(obj, "/metadata/name")));
+    out.w(
+        0,
+        &format!("Namespace:\t{}\n", text(obj, "/metadata/namespace")),
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Pods
 
 /// `kubectl describe pod`. `events` is `None` with `--show-events=false`.
 pub fn pod(pod: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(pod, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(pod, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, pod);
     if let Some(priority) = int(pod, "/spec/priority") {
         out.w(0, &format!("Priority:\t{priority}\n"));
     }
@@ -1739,11 +1744,7 @@ pub fn replication_controller(
 ) -> String {
     let mut out = Out::default();
     let selector = map_at(rc, "/spec/selector");
-    out.w(0, &format!("Name:\t{}\n", text(rc, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(rc, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, rc);
     out.w(0, &format!("Selector:\t{}\n", format_labels(&selector)));
     labels_multiline_simple(&mut out, "Labels", &map_at(rc, "/metadata/labels"));
     annotations_multiline(
@@ -2550,11 +2551,7 @@ fn describe_limit_ranges(out: &mut Out, ranges: &[Value]) {
 /// the binary entries.
 pub fn config_map(cm: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(cm, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(cm, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, cm);
     labels_multiline_simple(&mut out, "Labels", &map_at(cm, "/metadata/labels"));
     annotations_multiline(
         &mut out,
@@ -2592,11 +2589,7 @@ const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
 /// `kubectl describe secret`: the sizes of the entries, a service account token in clear.
 pub fn secret(secret: &Value) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(secret, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(secret, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, secret);
     labels_multiline_simple(&mut out, "Labels", &map_at(secret, "/metadata/labels"));
     annotations_multiline(
         &mut out,
@@ -2706,11 +2699,7 @@ pub fn service_account(
 /// `Smart Label:` lines, nested by indentation.
 pub fn generic(obj: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(obj, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(obj, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, obj);
     labels_multiline_simple(&mut out, "Labels", &map_at(obj, "/metadata/labels"));
     annotations_multiline(
         &mut out,
