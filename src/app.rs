@@ -538,6 +538,11 @@ pub async fn serve(
     tracing::info!(url = %cluster.url, "serving the Kubernetes API");
     tracing::info!(kubeconfig = %cluster.kubeconfig.display(), "kubeconfig written (export KUBECONFIG=... to use it)");
     tracing::info!(
+        "console: {}/console/#token={}",
+        cluster.url,
+        cluster.admin_token
+    );
+    tracing::info!(
         elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
         data_dir = %config.data_dir().display(),
         "ready"

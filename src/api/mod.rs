@@ -4,6 +4,7 @@
 
 pub mod agent;
 mod coalesce;
+mod console;
 mod dclog;
 pub mod discovery;
 pub mod error;
@@ -83,6 +84,10 @@ pub fn router(state: AppState) -> Router {
         .route("/livez", get(ok))
         .route("/readyz", get(ok))
         .route("/version", get(|| async { discovery::version() }))
+        .route("/", get(console::root))
+        .route("/console", get(console::bare))
+        .route("/console/", get(console::index))
+        .route("/console/{file}", get(console::file))
         .merge(protected)
         .fallback(|| async { Error::NoRoute })
         .with_state(state)

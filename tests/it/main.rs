@@ -10,6 +10,7 @@ mod cli_manifests;
 mod cli_rollout;
 mod cli_verbs;
 mod client;
+mod console;
 mod deployer;
 mod deploymentconfigs;
 mod exec;
