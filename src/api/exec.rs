@@ -476,29 +476,33 @@ impl Input {
             let _ = conn.write_all(&shim::frame(RESIZE, data)).await;
             return;
         }
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "PascalCase")]
-        struct Size {
-            width: u16,
-            height: u16,
-        }
         let Input::Tty { master, .. } = self else {
             return;
         };
-        match serde_json::from_slice::<Size>(data) {
-            Ok(s) => {
-                if let Err(e) = pty::set_size(master.fd(), s.width, s.height) {
-                    tracing::debug!(error = %e, "resize the terminal");
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, "a resize message that is not a size"),
+        if let Some((width, height)) = parse_size(data)
+            && let Err(e) = pty::set_size(master.fd(), width, height)
+        {
+            tracing::debug!(error = %e, "resize the terminal");
         }
     }
 }
 
 /// Reads the client's frames into `input` until the client goes away.
-async fn read_input(mut incoming: SplitStream<WebSocket>, protocol: Protocol, mut input: Input) {
-    while let Some(Ok(msg)) = incoming.next().await {
+async fn read_input(
+    mut incoming: SplitStream<WebSocket>,
+    pending: Option<Message>,
+    protocol: Protocol,
+    mut input: Input,
+) {
+    let mut pending = pending;
+    loop {
+        let msg = match pending.take() {
+            Some(m) => m,
+            None => match incoming.next().await {
+                Some(Ok(m)) => m,
+                _ => return,
+            },
+        };
         if let Message::Close(_) = msg {
             return;
         }
@@ -589,7 +593,7 @@ struct Running {
     waiter: tokio::task::JoinHandle<()>,
 }
 
-fn start(session: &Session) -> std::io::Result<Running> {
+fn start(session: &Session, size: Option<(u16, u16)>) -> std::io::Result<Running> {
     let (program, args) = session
         .argv
         .split_first()
@@ -609,6 +613,9 @@ fn start(session: &Session) -> std::io::Result<Running> {
     let piped = std::process::Stdio::piped;
     let (mut child, input) = if session.tty {
         let pty = pty::open()?;
+        if let Some((width, height)) = size {
+            pty::set_size(&pty.master, width, height)?;
+        }
         pty::run_on(cmd.as_std_mut(), &pty.slave)?;
         let child = cmd.spawn()?;
         drop(pty.slave);
@@ -701,10 +708,51 @@ async fn connect(attach: &Attach) -> std::io::Result<Running> {
     })
 }
 
+/// How long a terminal session waits for the client's first size before its command
+/// starts: kubectl sends it right after the upgrade, and a command that reads its size at
+/// once (`stty size`, a full-screen program) should find it there.
+const FIRST_SIZE_WAIT: Duration = Duration::from_millis(200);
+
+/// The client's first message when it is a terminal size (applied before the command
+/// starts); any other first message is handed back to be read as input.
+async fn first_size(
+    incoming: &mut SplitStream<WebSocket>,
+    protocol: Protocol,
+) -> (Option<(u16, u16)>, Option<Message>) {
+    let Ok(Some(Ok(msg))) = tokio::time::timeout(FIRST_SIZE_WAIT, incoming.next()).await else {
+        return (None, None);
+    };
+    match protocol.decode(&msg) {
+        Some((RESIZE, data)) => (parse_size(&data), None),
+        _ => (None, Some(msg)),
+    }
+}
+
+/// A `{"Width":w,"Height":h}` resize message.
+fn parse_size(data: &[u8]) -> Option<(u16, u16)> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Size {
+        width: u16,
+        height: u16,
+    }
+    match serde_json::from_slice::<Size>(data) {
+        Ok(s) => Some((s.width, s.height)),
+        Err(e) => {
+            tracing::debug!(error = %e, "a resize message that is not a size");
+            None
+        }
+    }
+}
+
 async fn run(socket: WebSocket, protocol: Protocol, job: Job) {
-    let (mut sink, incoming) = socket.split();
+    let (mut sink, mut incoming) = socket.split();
+    let (size, pending) = match &job {
+        Job::Exec(session) if session.tty => first_size(&mut incoming, protocol).await,
+        _ => (None, None),
+    };
     let started = match &job {
-        Job::Exec(session) => start(session).map_err(|e| {
+        Job::Exec(session) => start(session, size).map_err(|e| {
             let program = session.argv.first().map(String::as_str).unwrap_or("");
             format!(
                 "Internal error occurred: error executing command in container: exec {program:?}: {e}"
@@ -736,7 +784,7 @@ async fn run(socket: WebSocket, protocol: Protocol, job: Job) {
     };
     let _ = sink.send(protocol.frame(first, &[])).await;
     let input = std::mem::replace(&mut running.input, Input::Ignored);
-    let mut client = tokio::spawn(read_input(incoming, protocol, input));
+    let mut client = tokio::spawn(read_input(incoming, pending, protocol, input));
     let code = relay(&mut sink, protocol, &mut running, &mut client).await;
     client.abort();
     let Some(code) = code else {

@@ -981,12 +981,13 @@ fn resource_field_value(container: &Value, field: &Value) -> String {
     }
 }
 
-/// `DescribeProbe`: `exec [true] delay=0s timeout=1s period=10s #success=1 #failure=3`.
+/// `DescribeProbe`, as kubectl 1.37 prints it:
+/// `exec [true] delay=0s timeout=1s period=10s successThreshold=1 failureThreshold=3`.
 /// Like every field here, unset numbers print as Go's zero values: the server defaults
 /// them.
 fn describe_probe(probe: &Value) -> String {
     let attrs = format!(
-        "delay={}s timeout={}s period={}s #success={} #failure={}",
+        "delay={}s timeout={}s period={}s successThreshold={} failureThreshold={}",
         int(probe, "/initialDelaySeconds").unwrap_or(0),
         int(probe, "/timeoutSeconds").unwrap_or(0),
         int(probe, "/periodSeconds").unwrap_or(0),
@@ -1532,17 +1533,22 @@ pub fn pod_template(template: &Value, clock: &Clock) -> String {
     out.finish(Layout::DESCRIBE)
 }
 
+/// The `Name:` and `Namespace:` lines most describers open with.
+fn name_and_namespace(out: &mut Out, obj: &Value) {
+    out.w(0, &format!("Name:\t{}\n", text(obj, "/metadata/name")));
+    out.w(
+        0,
+        &format!("Namespace:\t{}\n", text(obj, "/metadata/namespace")),
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Pods
 
 /// `kubectl describe pod`. `events` is `None` with `--show-events=false`.
 pub fn pod(pod: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(pod, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(pod, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, pod);
     if let Some(priority) = int(pod, "/spec/priority") {
         out.w(0, &format!("Priority:\t{priority}\n"));
     }
@@ -1738,11 +1744,7 @@ pub fn replication_controller(
 ) -> String {
     let mut out = Out::default();
     let selector = map_at(rc, "/spec/selector");
-    out.w(0, &format!("Name:\t{}\n", text(rc, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(rc, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, rc);
     out.w(0, &format!("Selector:\t{}\n", format_labels(&selector)));
     labels_multiline_simple(&mut out, "Labels", &map_at(rc, "/metadata/labels"));
     annotations_multiline(
@@ -2261,6 +2263,10 @@ pub fn node(
         ("kubeProxyVersion", "Kube-Proxy Version"),
     ] {
         let value = text(node, &format!("/status/nodeInfo/{field}"));
+        // kubectl 1.37 leaves out the deprecated kube-proxy version when it is empty.
+        if field == "kubeProxyVersion" && value.is_empty() {
+            continue;
+        }
         out.w(0, &format!("  {title}:\t{value}\n"));
     }
     let cidr = text(node, "/spec/podCIDR");
@@ -2545,11 +2551,7 @@ fn describe_limit_ranges(out: &mut Out, ranges: &[Value]) {
 /// the binary entries.
 pub fn config_map(cm: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(cm, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(cm, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, cm);
     labels_multiline_simple(&mut out, "Labels", &map_at(cm, "/metadata/labels"));
     annotations_multiline(
         &mut out,
@@ -2587,11 +2589,7 @@ const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
 /// `kubectl describe secret`: the sizes of the entries, a service account token in clear.
 pub fn secret(secret: &Value) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(secret, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(secret, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, secret);
     labels_multiline_simple(&mut out, "Labels", &map_at(secret, "/metadata/labels"));
     annotations_multiline(
         &mut out,
@@ -2701,11 +2699,7 @@ pub fn service_account(
 /// `Smart Label:` lines, nested by indentation.
 pub fn generic(obj: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    out.w(0, &format!("Name:\t{}\n", text(obj, "/metadata/name")));
-    out.w(
-        0,
-        &format!("Namespace:\t{}\n", text(obj, "/metadata/namespace")),
-    );
+    name_and_namespace(&mut out, obj);
     labels_multiline_simple(&mut out, "Labels", &map_at(obj, "/metadata/labels"));
     annotations_multiline(
         &mut out,
@@ -3321,7 +3315,7 @@ mod tests {
             "    Requests:",
             "      cpu:      100m",
             "      memory:   64Mi",
-            "    Readiness:  exec [true] delay=0s timeout=1s period=10s #success=1 #failure=3",
+            "    Readiness:  exec [true] delay=0s timeout=1s period=10s successThreshold=1 failureThreshold=3",
             "    Environment:",
             "      MODE:  fast",
             "      POD:   web-1 (v1:metadata.name)",
@@ -3386,7 +3380,7 @@ mod tests {
             "    Command:",
             "      sleep",
             "      infinity",
-            "    Readiness:\texec [true] delay=0s timeout=1s period=10s #success=1 #failure=3",
+            "    Readiness:\texec [true] delay=0s timeout=1s period=10s successThreshold=1 failureThreshold=3",
             "    Environment:",
             "      TRY:\t\tONCE",
             "    Mounts:\t\t<none>",
@@ -3648,7 +3642,6 @@ mod tests {
             "  Architecture:               amd64",
             "  Container Runtime Version:  berth://0.1.0",
             "  Kubelet Version:            v1.31.0",
-            "  Kube-Proxy Version:         ",
             "PodCIDR:                      10.88.0.0/16",
             "PodCIDRs:                     10.88.0.0/16",
             "Non-terminated Pods:          (1 in total)",
@@ -3732,12 +3725,12 @@ mod tests {
             "successThreshold": 1, "failureThreshold": 4});
         assert_eq!(
             describe_probe(&http),
-            "http-get http://:8080/healthz delay=5s timeout=2s period=3s #success=1 #failure=4"
+            "http-get http://:8080/healthz delay=5s timeout=2s period=3s successThreshold=1 failureThreshold=4"
         );
         let tcp = json!({"tcpSocket": {"port": "web"}});
         assert_eq!(
             describe_probe(&tcp),
-            "tcp-socket :web delay=0s timeout=0s period=0s #success=0 #failure=0"
+            "tcp-socket :web delay=0s timeout=0s period=0s successThreshold=0 failureThreshold=0"
         );
         let exec = json!({"exec": {"command": ["/bin/sh", "-c", "true"]}});
         assert!(describe_probe(&exec).starts_with("exec [/bin/sh -c true] delay=0s"));

@@ -4,11 +4,21 @@
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use crate::client::{ListParams, Patch, RawRequest};
-use crate::registry::Resource;
+use crate::client::{Patch, RawRequest};
 
-use super::resource::{Target, object_ref, targets};
+use super::resource::{Picking, object_ref, targets};
 use super::{CliError, Conn, out};
+
+impl Selection {
+    /// How [`Conn::pick`] selects for these arguments.
+    pub fn picking(&self) -> Picking<'_> {
+        Picking {
+            selector: self.selector.as_deref(),
+            all: self.all,
+            ..Default::default()
+        }
+    }
+}
 
 /// Which objects a verb acts on: named ones, or those a selector (or `--all`) picks.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -21,66 +31,6 @@ pub struct Selection {
     /// Act on all objects of the type in the namespace.
     #[arg(long)]
     pub all: bool,
-}
-
-/// One object to act on.
-pub struct Picked {
-    pub res: &'static Resource,
-    pub ns: Option<String>,
-    pub name: String,
-}
-
-impl Conn {
-    /// The namespace for `res`: none for cluster-scoped types.
-    pub fn ns_for(&self, res: &Resource) -> Option<&str> {
-        res.namespaced.then_some(self.namespace.as_str())
-    }
-
-    /// The objects `targets` name, or that the selector picks among them.
-    pub async fn pick(
-        &self,
-        targets: &[Target],
-        selector: Option<&str>,
-        all: bool,
-    ) -> Result<Vec<Picked>, CliError> {
-        let mut picked = Vec::new();
-        for t in targets {
-            let ns = self.ns_for(t.res).map(str::to_string);
-            if !t.names.is_empty() {
-                if selector.is_some() || all {
-                    return Err(CliError::msg(
-                        "name cannot be provided when a selector is specified",
-                    ));
-                }
-                picked.extend(t.names.iter().map(|n| Picked {
-                    res: t.res,
-                    ns: ns.clone(),
-                    name: n.clone(),
-                }));
-                continue;
-            }
-            if selector.is_none() && !all {
-                return Err(CliError::msg(
-                    "resource(s) were provided, but no name was specified",
-                ));
-            }
-            let params = ListParams {
-                label_selector: selector.map(str::to_string),
-                field_selector: None,
-            };
-            let list = self
-                .client
-                .list(t.res, ns.as_deref(), &params)
-                .await
-                .map_err(|e| self.error(e))?;
-            picked.extend(list.items.iter().map(|o| Picked {
-                res: t.res,
-                ns: ns.clone(),
-                name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
-            }));
-        }
-        Ok(picked)
-    }
 }
 
 /// `scale --replicas=N [--current-replicas=M] TYPE NAME`.
@@ -96,9 +46,7 @@ pub async fn scale(
         ));
     }
     let targets = targets(&sel.args)?;
-    let picked = conn
-        .pick(&targets, sel.selector.as_deref(), sel.all)
-        .await?;
+    let picked = conn.pick(targets, &sel.picking()).await?;
     for p in picked {
         if !p.res.scale {
             return Err(CliError::msg(format!(
@@ -156,14 +104,22 @@ pub enum MetaMap {
     Annotations,
 }
 
+/// The arguments of `label` and `annotate`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MetaArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Change keys that already have a value.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Print the labels (or annotations).
+    #[arg(long)]
+    pub list: bool,
+}
+
 /// `label`/`annotate TYPE NAME k=v k2- [--overwrite] [--list]`.
-pub async fn set_meta(
-    conn: &Conn,
-    which: MetaMap,
-    sel: &Selection,
-    overwrite: bool,
-    list: bool,
-) -> Result<i32, CliError> {
+pub async fn set_meta(conn: &Conn, which: MetaMap, args: &MetaArgs) -> Result<i32, CliError> {
+    let (sel, overwrite, list) = (&args.sel, args.overwrite, args.list);
     let field = match which {
         MetaMap::Labels => "labels",
         MetaMap::Annotations => "annotations",
@@ -203,9 +159,7 @@ pub async fn set_meta(
         }
     }
     let targets = targets(objects)?;
-    let picked = conn
-        .pick(&targets, sel.selector.as_deref(), sel.all)
-        .await?;
+    let picked = conn.pick(targets, &sel.picking()).await?;
     for p in picked {
         let obj = conn
             .client
@@ -302,9 +256,7 @@ pub async fn patch(
         }
     };
     let targets = targets(&sel.args)?;
-    let picked = conn
-        .pick(&targets, sel.selector.as_deref(), sel.all)
-        .await?;
+    let picked = conn.pick(targets, &sel.picking()).await?;
     for p in picked {
         let before = conn
             .client

@@ -5,7 +5,9 @@
 //! prints; failures are [`CliError`]s, printed the way kubectl and oc print them
 //! (`Error from server (NotFound): ...` or `error: ...`) with a non-zero exit code.
 
+pub mod apply;
 pub mod conn;
+pub mod delete;
 pub mod deploy;
 pub mod describe;
 pub mod edit;
@@ -18,6 +20,7 @@ pub mod print;
 pub mod resource;
 pub mod rollout;
 pub mod tabwriter;
+pub mod wait;
 
 use std::io::Write;
 
@@ -144,26 +147,14 @@ pub enum Verb {
     /// Add, change or remove labels: `TYPE NAME key=value key2-`.
     Label {
         #[command(flatten)]
-        sel: edit::Selection,
-        /// Change labels that already have a value.
-        #[arg(long)]
-        overwrite: bool,
-        /// Print the labels.
-        #[arg(long)]
-        list: bool,
+        args: edit::MetaArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
     /// Add, change or remove annotations: `TYPE NAME key=value key2-`.
     Annotate {
         #[command(flatten)]
-        sel: edit::Selection,
-        /// Change annotations that already have a value.
-        #[arg(long)]
-        overwrite: bool,
-        /// Print the annotations.
-        #[arg(long)]
-        list: bool,
+        args: edit::MetaArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -239,6 +230,34 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Create objects from manifest files (`-f FILE|DIR|-`).
+    Create {
+        #[command(flatten)]
+        args: apply::CreateArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Create or update objects from manifest files, keeping what was applied.
+    Apply {
+        #[command(flatten)]
+        args: apply::ApplyArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Delete objects by type and name, by manifest file, or by label selector.
+    Delete {
+        #[command(flatten)]
+        args: delete::DeleteArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Wait until objects meet a condition or are deleted.
+    Wait {
+        #[command(flatten)]
+        args: wait::WaitArgs,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
 }
 
 /// Runs a client verb; returns the process exit code.
@@ -251,29 +270,21 @@ pub fn run(verb: Verb) -> i32 {
                 rollout::run(&conn, command).await
             }
             Verb::Rollback { args, conn } => deploy::rollback(&Conn::open(&conn)?, &args).await,
+            Verb::Create { args, conn } => apply::create(&Conn::open(&conn)?, args).await,
+            Verb::Apply { args, conn } => apply::apply(&Conn::open(&conn)?, args).await,
+            Verb::Delete { args, conn } => delete::run(&Conn::open(&conn)?, args).await,
+            Verb::Wait { args, conn } => wait::run(&Conn::open(&conn)?, args).await,
             Verb::Scale {
                 sel,
                 replicas,
                 current_replicas,
                 conn,
             } => edit::scale(&Conn::open(&conn)?, &sel, replicas, current_replicas).await,
-            Verb::Label {
-                sel,
-                overwrite,
-                list,
-                conn,
-            } => {
-                let conn = Conn::open(&conn)?;
-                edit::set_meta(&conn, edit::MetaMap::Labels, &sel, overwrite, list).await
+            Verb::Label { args, conn } => {
+                edit::set_meta(&Conn::open(&conn)?, edit::MetaMap::Labels, &args).await
             }
-            Verb::Annotate {
-                sel,
-                overwrite,
-                list,
-                conn,
-            } => {
-                let conn = Conn::open(&conn)?;
-                edit::set_meta(&conn, edit::MetaMap::Annotations, &sel, overwrite, list).await
+            Verb::Annotate { args, conn } => {
+                edit::set_meta(&Conn::open(&conn)?, edit::MetaMap::Annotations, &args).await
             }
             Verb::Patch {
                 sel,

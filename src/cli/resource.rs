@@ -2,9 +2,10 @@
 //! singular, short name, kind, group-qualified, categories such as `all`) and the
 //! `TYPE NAME...`, `TYPE/NAME`, `TYPE1,TYPE2` argument forms.
 
+use crate::client::ListParams;
 use crate::registry::{Resource, catalog};
 
-use super::CliError;
+use super::{CliError, Conn};
 
 /// Finds the resource type `spelling` names (case-insensitive).
 pub fn resolve(spelling: &str) -> Result<&'static Resource, CliError> {
@@ -108,6 +109,91 @@ pub fn targets(args: &[String]) -> Result<Vec<Target>, CliError> {
         }
     }
     Ok(out)
+}
+
+/// How a verb picks objects among those of its types when no names are given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Picking<'a> {
+    /// `-l`.
+    pub selector: Option<&'a str>,
+    /// `--field-selector`.
+    pub field_selector: Option<&'a str>,
+    /// `--all`: every object of the type.
+    pub all: bool,
+    /// `-A`: in every namespace.
+    pub all_namespaces: bool,
+}
+
+impl Picking<'_> {
+    fn selecting(&self) -> bool {
+        self.all || self.selector.is_some() || self.field_selector.is_some()
+    }
+}
+
+/// One object to act on.
+#[derive(Debug, Clone)]
+pub struct Picked {
+    pub res: &'static Resource,
+    pub ns: Option<String>,
+    pub name: String,
+}
+
+impl Conn {
+    /// The namespace for `res`: none for cluster-scoped types.
+    pub fn ns_for(&self, res: &Resource) -> Option<&str> {
+        res.namespaced.then_some(self.namespace.as_str())
+    }
+
+    /// The objects `targets` name, or those the selection picks among their types, with
+    /// kubectl's refusals of names beside a selector and of types without either.
+    pub async fn pick(
+        &self,
+        targets: Vec<Target>,
+        how: &Picking<'_>,
+    ) -> Result<Vec<Picked>, CliError> {
+        let mut picked = Vec::new();
+        for t in targets {
+            let ns = self.ns_for(t.res).map(str::to_string);
+            if !t.names.is_empty() {
+                if how.selecting() {
+                    return Err(CliError::msg(
+                        "name cannot be provided when a selector is specified",
+                    ));
+                }
+                picked.extend(t.names.into_iter().map(|name| Picked {
+                    res: t.res,
+                    ns: ns.clone(),
+                    name,
+                }));
+                continue;
+            }
+            if !how.selecting() {
+                return Err(CliError::msg(
+                    "resource(s) were provided, but no name was specified",
+                ));
+            }
+            let params = ListParams {
+                label_selector: how.selector.map(str::to_string),
+                field_selector: how.field_selector.map(str::to_string),
+            };
+            let scope = if how.all_namespaces {
+                None
+            } else {
+                ns.as_deref()
+            };
+            let list = self
+                .client
+                .list(t.res, scope, &params)
+                .await
+                .map_err(|e| self.error(e))?;
+            picked.extend(list.items.iter().map(|o| Picked {
+                res: t.res,
+                ns: o["metadata"]["namespace"].as_str().map(str::to_string),
+                name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
+            }));
+        }
+        Ok(picked)
+    }
 }
 
 /// How kubectl names an object in messages: `pod/x`, `deploymentconfig.apps.openshift.io/x`.

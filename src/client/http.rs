@@ -381,6 +381,14 @@ impl Http {
     /// Any request by path: `body` goes as JSON (or as `content_type` when given),
     /// `accept` replaces `application/json`. The answer's body when it succeeded.
     pub(super) async fn raw(&self, req: &super::RawRequest<'_>) -> Result<Bytes> {
+        self.raw_warned(req).await.map(|(body, _)| body)
+    }
+
+    /// [`Http::raw`], with the texts of the answer's `Warning` headers.
+    pub(super) async fn raw_warned(
+        &self,
+        req: &super::RawRequest<'_>,
+    ) -> Result<(Bytes, Vec<String>)> {
         let accept = req.accept.unwrap_or("application/json");
         let mut r = self
             .request_accepting(req.method.clone(), req.path, accept)
@@ -395,11 +403,18 @@ impl Http {
         }
         let resp = self.connect_and_send(r).await?;
         let code = resp.status();
+        let warnings = resp
+            .headers()
+            .get_all(reqwest::header::WARNING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(warning_text)
+            .collect();
         let body = resp.bytes().await.map_err(transport)?;
         if !code.is_success() {
             return Err(status_error(code, &body));
         }
-        Ok(body)
+        Ok((body, warnings))
     }
 
     /// A GET by path whose answer streams (logs, watches).
@@ -506,6 +521,28 @@ impl Events {
     }
 }
 
+/// The text of a `Warning` header (`299 - "text"`, RFC 7234): the quoted text unescaped,
+/// or the header as it is when it has another form.
+fn warning_text(header: &str) -> String {
+    let Some(quoted) = header
+        .splitn(3, ' ')
+        .nth(2)
+        .and_then(|rest| rest.strip_prefix('"'))
+    else {
+        return header.to_string();
+    };
+    let mut out = String::with_capacity(quoted.len());
+    let mut chars = quoted.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            '"' => return out,
+            c => out.push(c),
+        }
+    }
+    header.to_string()
+}
+
 fn parse_event(line: &[u8]) -> Result<Event> {
     let mut v: Value = serde_json::from_slice(line)
         .map_err(|e| Error::Transport(format!("a watch event is not JSON: {e}")))?;
@@ -532,5 +569,23 @@ fn parse_event(line: &[u8]) -> Result<Event> {
         other => Err(Error::Transport(format!(
             "unknown watch event type {other:?}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::warning_text;
+
+    #[test]
+    fn warning_headers_give_their_quoted_text() {
+        assert_eq!(
+            warning_text(r#"299 - "unknown field \"metadata.bogusField\"""#),
+            r#"unknown field "metadata.bogusField""#
+        );
+        assert_eq!(
+            warning_text(r#"299 - "deprecated" "Mon, 01 Jan 2024 00:00:00 GMT""#),
+            "deprecated"
+        );
+        assert_eq!(warning_text("odd"), "odd");
     }
 }

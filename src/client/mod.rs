@@ -413,6 +413,25 @@ impl Client {
         }
     }
 
+    /// [`Client::raw`], the answer read as JSON, with the texts of the server's `Warning`
+    /// headers (unknown fields under `fieldValidation=Warn`, deprecations).
+    pub async fn raw_json_warned(&self, req: &RawRequest<'_>) -> Result<(Value, Vec<String>)> {
+        let (body, warnings) = match &self.transport {
+            Transport::Local(_) => {
+                return Err(Error::BadRequest(
+                    "requests by path are served over HTTP only".into(),
+                ));
+            }
+            Transport::Http(h) => h.raw_warned(req).await?,
+        };
+        if body.is_empty() {
+            return Ok((Value::Null, warnings));
+        }
+        let v = serde_json::from_slice(&body)
+            .map_err(|e| Error::Transport(format!("the server's answer is not JSON: {e}")))?;
+        Ok((v, warnings))
+    }
+
     /// [`Client::raw`], the answer read as JSON.
     pub async fn raw_json(&self, req: &RawRequest<'_>) -> Result<Value> {
         let body = self.raw(req).await?;

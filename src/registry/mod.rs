@@ -26,7 +26,7 @@ use crate::types::{fields, labels, names};
 
 pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
-pub use patch::Patch;
+pub use patch::{Patch, merge_key, merges_primitives};
 pub use schema::FieldValidation;
 pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};
 pub use watch::{Watch, WatchEvent, WatchOptions};
@@ -627,6 +627,14 @@ impl Registry {
                 warnings: warnings.clone(),
             };
             if opts.dry_run {
+                // A dry run answers as the write would, name clashes included.
+                if given.is_some() && self.store.get(&res.key(ns, &name)).is_some() {
+                    return Err(Error::AlreadyExists {
+                        group: res.group,
+                        resource: res.qualified_plural(),
+                        name,
+                    });
+                }
                 return Ok(done(to_bytes(&obj)));
             }
             match self

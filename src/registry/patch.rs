@@ -51,7 +51,7 @@ impl Patch {
 
 /// The key that identifies elements of a list field in the core types, or `None` when
 /// the list is replaced as a whole.
-pub(super) fn merge_key(field: &str) -> Option<&'static str> {
+pub fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "containers"
         | "initContainers"
@@ -73,7 +73,7 @@ pub(super) fn merge_key(field: &str) -> Option<&'static str> {
 }
 
 /// Lists of plain values whose patches are unions rather than replacements.
-fn merges_primitives(field: &str) -> bool {
+pub fn merges_primitives(field: &str) -> bool {
     field == "finalizers"
 }
 

@@ -134,7 +134,7 @@ async fn describe_pod_prints_kubectls_layout_with_the_pods_own_events() {
     assert!(out.contains(&"Status:           Pending"), "{}", run.stdout);
     assert!(
         out.contains(
-            &"    Readiness:    exec [true] delay=0s timeout=1s period=10s #success=1 #failure=3"
+            &"    Readiness:    exec [true] delay=0s timeout=1s period=10s successThreshold=1 failureThreshold=3"
         ),
         "{}",
         run.stdout

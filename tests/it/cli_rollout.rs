@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::node::server;
-use crate::support::{CliRun, TestServer, eventually};
+use crate::support::{TestServer, eventually, fails, ok};
 
 const DCS: &str = "/apis/apps.openshift.io/v1/namespaces/default/deploymentconfigs";
 const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
@@ -57,16 +57,6 @@ async fn reaches(s: &TestServer, rc: &str, want: &str) {
         (p == want).then_some(()).ok_or(p)
     })
     .await;
-}
-
-#[track_caller]
-fn ok(run: &CliRun, stdout: &str) {
-    assert_eq!((run.code, run.stdout.as_str()), (0, stdout), "{run:?}");
-}
-
-#[track_caller]
-fn fails(run: &CliRun, stderr: &str) {
-    assert_eq!((run.code, run.stderr.as_str()), (1, stderr), "{run:?}");
 }
 
 /// Deletes the DC and waits until its pods are gone, so no process outlives the test.

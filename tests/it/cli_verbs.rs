@@ -4,20 +4,10 @@
 use serde_json::json;
 
 use crate::node::{PODS, delete_pod, pod, run_pod, server};
-use crate::support::{CliRun, TestServer, eventually};
+use crate::support::{TestServer, eventually, fails, ok};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const RCS: &str = "/api/v1/namespaces/default/replicationcontrollers";
-
-#[track_caller]
-fn ok(run: &CliRun, stdout: &str) {
-    assert_eq!((run.code, run.stdout.as_str()), (0, stdout), "{run:?}");
-}
-
-#[track_caller]
-fn fails(run: &CliRun, stderr: &str) {
-    assert_eq!((run.code, run.stderr.as_str()), (1, stderr), "{run:?}");
-}
 
 #[tokio::test]
 async fn version_and_api_resources_come_from_the_server() {
@@ -264,6 +254,26 @@ async fn logs_reads_pods_and_the_pods_of_replication_controllers() {
         &s.berth(&["exec", "nope", "--", "true"]).await,
         "Error from server (NotFound): pods \"nope\" not found\n",
     );
+    // On a terminal (a pseudo-terminal made by util-linux's `script`), `-it` puts it in
+    // raw mode and the command gets the terminal's size.
+    let line = format!(
+        "stty rows 40 cols 100; {} exec -it talker -- sh -c 'stty size; exit 4'",
+        env!("CARGO_BIN_EXE_berth")
+    );
+    let o = tokio::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("KUBECONFIG", s.kubeconfig())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let o = crate::support::within(30, o).await.unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("40 100\r\n"), "{text}");
+    assert!(
+        text.contains("command terminated with exit code 4"),
+        "{text}"
+    );
+
     // Standard input reaches the command, and its end ends the command's input.
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
         .args([

@@ -203,6 +203,17 @@ async fn a_terminal_has_the_size_asked_for_follows_resizes_and_takes_input() {
         c.err.is_empty(),
         "stderr is merged into stdout on a terminal"
     );
+    // A command that reads its size at once finds the client's first size there.
+    let mut c = Client::connect(
+        &s,
+        &format!("{PODS}/term/exec?command=stty&command=size&stdout=true&tty=true"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    c.resize(90, 30).await;
+    let status = c.finish().await;
+    assert!(String::from_utf8_lossy(&status).contains("Success"));
+    assert_eq!(c.out(), "30 90\r\n");
     delete(&s, "term", "7321").await;
 }
 

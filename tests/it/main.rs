@@ -6,6 +6,7 @@ mod api;
 mod cli;
 mod cli_describe;
 mod cli_get;
+mod cli_manifests;
 mod cli_rollout;
 mod cli_verbs;
 mod client;

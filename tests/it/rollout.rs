@@ -61,6 +61,19 @@ pub(crate) fn condition<'a>(dc: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
+/// Waits until the Progressing condition of DC `name` has `reason`; returns the DC.
+pub(crate) async fn progressing(s: &TestServer, name: &str, reason: &str) -> Value {
+    eventually(60, &format!("{name} Progressing {reason}"), || async {
+        let d = dc(s, name).await;
+        if condition(&d, "Progressing")["reason"] == reason {
+            Ok(d)
+        } else {
+            Err(d["status"].to_string())
+        }
+    })
+    .await
+}
+
 /// Waits until deployment `name` reaches `want` (Complete or Failed).
 pub(crate) async fn deployment_ends(s: &TestServer, name: &str, want: &str) -> Value {
     eventually(90, &format!("{name} is {want}"), || async {
@@ -283,15 +296,7 @@ async fn a_failing_abort_hook_fails_the_rollout_and_deleting_the_dc_removes_ever
     let (code, out) = s.post(DCS, d).await;
     assert_eq!(code, 201, "{out}");
     deployment_ends(&s, "brokendeployment-1", "Failed").await;
-    let d = eventually(30, "the DC says it failed", || async {
-        let d = dc(&s, "brokendeployment").await;
-        if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
-            Ok(d)
-        } else {
-            Err(d["status"].to_string())
-        }
-    })
-    .await;
+    let d = progressing(&s, "brokendeployment", "ProgressDeadlineExceeded").await;
     assert_eq!(condition(&d, "Progressing")["status"], "False");
     for pod in ["brokendeployment-1-deploy", "brokendeployment-1-hook-pre"] {
         let (code, p) = s.get(&format!("{PODS}/{pod}")).await;
@@ -587,15 +592,7 @@ async fn pods_that_never_become_ready_fail_the_rollout_and_lose_their_replicas()
     let (code, out) = s.post(DCS, d).await;
     assert_eq!(code, 201, "{out}");
     deployment_ends(&s, "readiness-1", "Failed").await;
-    let d = eventually(30, "the DC says it failed", || async {
-        let d = dc(&s, "readiness").await;
-        if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
-            Ok(d)
-        } else {
-            Err(d["status"].to_string())
-        }
-    })
-    .await;
+    let d = progressing(&s, "readiness", "ProgressDeadlineExceeded").await;
     assert_eq!(
         condition(&d, "Progressing")["message"],
         "replication controller \"readiness-1\" has failed progressing"

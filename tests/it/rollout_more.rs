@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::node::{node_settings, processes_with, server};
 use crate::rollout::{
     DCS, PODS, RCS, check_invariants, condition, dc, delete_dc, deployer_log, deployment_ends,
-    phase, rc, simple,
+    phase, progressing, rc, simple,
 };
 use crate::support::{TestServer, eventually};
 
@@ -508,15 +508,7 @@ async fn a_config_change_during_a_rollout_cancels_it() {
         )
         .await;
         deployment_ends(&s, "superseded-2", "Complete").await;
-        let d = eventually(30, "the DC reports version 2", || async {
-            let d = dc(&s, "superseded").await;
-            if condition(&d, "Progressing")["reason"] == "NewReplicationControllerAvailable" {
-                Ok(d)
-            } else {
-                Err(d["status"].to_string())
-            }
-        })
-        .await;
+        let d = progressing(&s, "superseded", "NewReplicationControllerAvailable").await;
         assert_eq!(
             condition(&d, "Progressing")["message"],
             "replication controller \"superseded-2\" successfully rolled out"
@@ -962,15 +954,7 @@ async fn a_deleted_deployer_pod_fails_the_rollout_and_the_previous_one_comes_bac
             "deploymentconfig-controller",
         )
         .await;
-        let d = eventually(30, "the DC says it failed", || async {
-            let d = dc(&s, "lost").await;
-            if condition(&d, "Progressing")["reason"] == "ProgressDeadlineExceeded" {
-                Ok(d)
-            } else {
-                Err(d["status"].to_string())
-            }
-        })
-        .await;
+        let d = progressing(&s, "lost", "ProgressDeadlineExceeded").await;
         assert_eq!(
             condition(&d, "Progressing")["message"],
             "replication controller \"lost-2\" has failed progressing"

@@ -250,6 +250,18 @@ pub struct CliRun {
     pub stderr: String,
 }
 
+/// Checks that a run of `berth` succeeded and printed `stdout`.
+#[track_caller]
+pub fn ok(run: &CliRun, stdout: &str) {
+    assert_eq!((run.code, run.stdout.as_str()), (0, stdout), "{run:?}");
+}
+
+/// Checks that a run of `berth` failed with exit code 1 and printed `stderr`.
+#[track_caller]
+pub fn fails(run: &CliRun, stderr: &str) {
+    assert_eq!((run.code, run.stderr.as_str()), (1, stderr), "{run:?}");
+}
+
 impl TestServer {
     /// The kubeconfig `berth serve` wrote for this server.
     pub fn kubeconfig(&self) -> std::path::PathBuf {

@@ -281,6 +281,88 @@ check "the drained pods are gone" "^rc=0$" rc k wait --for=delete pod/p --timeou
 check "uncordon" "node/n1 uncordoned" k uncordon n1
 k delete ns n --timeout=30s >/dev/null 2>&1
 
+# berth's own client prints what kubectl prints, byte for byte. Ages are computed when
+# each answers, so a pair that straddles a second is asked again.
+same() { # same NAME ARGS...
+  local name=$1
+  shift
+  local a b
+  for _ in 1 2 3; do
+    a=$(k "$@" 2>&1)
+    b=$("$berth" "$@" 2>&1)
+    [ "$a" = "$b" ] && break
+    sleep 1
+  done
+  if [ "$a" = "$b" ]; then
+    passed=$((passed + 1))
+    echo "ok   berth $name"
+  else
+    failed=$((failed + 1))
+    echo "FAIL berth $name differs from kubectl (- kubectl, + berth):"
+    diff <(echo "$a") <(echo "$b") | sed 's/^/     /'
+  fi
+}
+cat >"$work/cmp.yaml" <<'YAML'
+apiVersion: v1
+kind: ReplicationController
+metadata:
+  name: cmp
+spec:
+  replicas: 2
+  selector: {app: cmp}
+  template:
+    metadata:
+      labels: {app: cmp}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: main
+        image: registry.example/cmp:1
+        command: [sh, -c, "exec sleep 3601"]
+        ports: [{containerPort: 8080}]
+        readinessProbe: {exec: {command: ["true"]}, periodSeconds: 1}
+---
+apiVersion: apps.openshift.io/v1
+kind: DeploymentConfig
+metadata:
+  name: cmpdc
+spec:
+  replicas: 1
+  selector: {app: cmpdc}
+  template:
+    metadata:
+      labels: {app: cmpdc}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: main
+        image: registry.example/cmp:1
+        command: [sh, -c, "exec sleep 3602"]
+YAML
+check "berth create -f" "replicationcontroller/cmp created" "$berth" create -f "$work/cmp.yaml"
+check "berth waits for the RC's pods" "condition met" "$berth" wait --for=condition=Ready pod -l app=cmp --timeout=60s
+check "berth rollout status" 'replication controller "cmpdc-1" successfully rolled out' "$berth" rollout status dc/cmpdc --timeout=60s
+pod=$(k get pods -l app=cmp -o jsonpath='{.items[0].metadata.name}')
+same "get pods" get pods -l app=cmp
+same "get pods -o wide" get pods -o wide -l app=cmp
+same "get pods --show-labels" get pods --show-labels -l app=cmp
+same "get rc" get rc cmp
+same "get dc" get dc cmpdc
+same "get rc,dc" get rc/cmp dc/cmpdc
+same "get -o name" get pods -l app=cmp -o name
+same "get -o json" get pod "$pod" -o json
+same "get -o yaml" get rc cmp -o yaml
+same "get -o jsonpath" get pods -l app=cmp -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.status.phase}{"\n"}{end}'
+same "get -o custom-columns" get pods -l app=cmp -o custom-columns=NAME:.metadata.name,IMAGE:.spec.containers[0].image
+same "get nodes" get nodes
+same "get a missing pod" get pod nope
+same "describe rc" describe rc cmp
+same "describe node" describe node n1
+same "describe namespace" describe namespace default
+check "berth rollout history" "1[[:space:]]+Complete[[:space:]]+config change" "$berth" rollout history dc/cmpdc
+check "berth delete" 'replicationcontroller "cmp" deleted' "$berth" delete -f "$work/cmp.yaml"
+check "berth get after delete" "No resources found" "$berth" get rc,dc
+
 # A static pod: run from a manifest file, mirrored into the API.
 cat >"$work/manifests/static.yaml" <<'YAML'
 apiVersion: v1
