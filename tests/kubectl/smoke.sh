@@ -195,9 +195,11 @@ if command -v script >/dev/null; then
     echo "rc=$?"
   }
   exec_tty >"$work/tty.out" 2>&1
-  check "exec -it runs on a terminal" "^in-42" tr -d '\r' <"$work/tty.out"
-  check "exec -it: the command sees a terminal" "^/dev/pts/[0-9]+" tr -d '\r' <"$work/tty.out"
-  check "exec -it: of kubectl's size" "^33 101$" tr -d '\r' <"$work/tty.out"
+  # What is typed may reach the terminal before the shell runs: the terminal echoes it and
+  # the output follows the shell's prompt, so the lines are matched after any prompt.
+  check "exec -it runs on a terminal" "^([#$] )?in-42$" tr -d '\r' <"$work/tty.out"
+  check "exec -it: the command sees a terminal" "^([#$] )?/dev/pts/[0-9]+" tr -d '\r' <"$work/tty.out"
+  check "exec -it: of kubectl's size" "^([#$] )?33 101$" tr -d '\r' <"$work/tty.out"
   check "exec -it passes the exit code" "^rc=5$" tr -d '\r' <"$work/tty.out"
   printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: shell\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: main, image: registry.example/sh:1, command: [sh], stdin: true, tty: true}\n' >"$work/shell.yaml"
   k apply -f "$work/shell.yaml" >/dev/null
@@ -205,7 +207,7 @@ if command -v script >/dev/null; then
   (printf 'echo main-$((6 * 7)); tty; exit 6\n'; sleep 5) |
     script -qec "$kubectl_bin --cache-dir $work/cache attach -it shell" /dev/null >"$work/attach.out" 2>&1
   check "attach -it types into the main process's terminal" "^main-42" tr -d '\r' <"$work/attach.out"
-  check "attach -it: the main process runs on a terminal" "^/dev/pts/[0-9]+" tr -d '\r' <"$work/attach.out"
+  check "attach -it: the main process runs on a terminal" "^([#$] )?/dev/pts/[0-9]+" tr -d '\r' <"$work/attach.out"
   check "the attached container ended with its code" "condition met" k wait --for=jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}'=6 pod/shell --timeout=20s
   k delete pod shell --timeout=20s >/dev/null
 else
