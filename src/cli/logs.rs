@@ -40,16 +40,14 @@ pub struct LogArgs {
     pub version: Option<i64>,
 }
 
+/// `--since`: a Go duration (`10s`, `5m`, `1h30m`), in whole seconds.
 fn since_seconds(s: &str) -> Result<i64, CliError> {
-    let bad = || CliError::msg(format!("invalid argument {s:?} for \"--since\" flag"));
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    Ok(match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(bad()),
-    })
+    match super::wait::parse_flag_duration(s, "--since")? {
+        (false, d) => Ok(d.as_secs() as i64),
+        (true, _) => Err(CliError::msg(format!(
+            "invalid argument {s:?} for \"--since\" flag: must be positive"
+        ))),
+    }
 }
 
 /// The container kubectl picks when none is named, saying so when there was a choice.

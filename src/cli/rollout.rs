@@ -206,21 +206,14 @@ pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
     }
 }
 
+/// `--timeout`: a Go duration, or a bare number of seconds; zero or negative waits
+/// forever.
 fn parse_timeout(s: &str) -> Result<Option<std::time::Duration>, CliError> {
-    let bad = || {
-        CliError::msg(format!(
-            "invalid --timeout {s:?}: use a duration like 30s or 5m"
-        ))
+    let (negative, d) = match s.parse::<u64>() {
+        Ok(secs) => (false, std::time::Duration::from_secs(secs)),
+        Err(_) => super::wait::parse_duration(s)?,
     };
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(bad()),
-    };
-    Ok((secs > 0).then(|| std::time::Duration::from_secs(secs)))
+    Ok((!negative && !d.is_zero()).then_some(d))
 }
 
 /// Starts a new deployment (POST `instantiate` with `force`); returns the DC.

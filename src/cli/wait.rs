@@ -278,11 +278,17 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// Parses a Go duration (`30s`, `1m30s`, `500ms`, `0`, `-1s`); the flag's name is for errors.
+/// Parses the Go duration of `--timeout` (`30s`, `1m30s`, `500ms`, `0`, `-1s`).
 pub fn parse_duration(s: &str) -> Result<(bool, Duration), CliError> {
+    parse_flag_duration(s, "--timeout")
+}
+
+/// Parses a Go duration given to `flag` (named in errors); whether it is negative, and its
+/// length.
+pub fn parse_flag_duration(s: &str, flag: &str) -> Result<(bool, Duration), CliError> {
     let fail = |why: String| {
         CliError::msg(format!(
-            "invalid argument {s:?} for \"--timeout\" flag: time: {why}"
+            "invalid argument {s:?} for \"{flag}\" flag: time: {why}"
         ))
     };
     let invalid = || fail(format!("invalid duration {s:?}"));
