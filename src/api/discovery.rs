@@ -210,22 +210,5 @@ pub fn resources(group: &str, version: &str) -> Option<Response> {
 
 /// `GET /version`
 pub fn version() -> Response {
-    json_response(
-        "application/json",
-        &json!({
-            "major": "1",
-            "minor": "37",
-            "gitVersion": format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION")),
-            "gitCommit": "",
-            "gitTreeState": "clean",
-            "buildDate": "",
-            "goVersion": "",
-            "compiler": "rustc",
-            "platform": format!("{}/{}", std::env::consts::OS, match std::env::consts::ARCH {
-                "x86_64" => "amd64",
-                "aarch64" => "arm64",
-                other => other,
-            }),
-        }),
-    )
+    json_response("application/json", &crate::types::version_info())
 }

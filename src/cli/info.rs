@@ -8,15 +8,6 @@ use crate::client::RawRequest;
 use super::tabwriter::{Layout, align};
 use super::{CliError, Conn, out};
 
-/// The client's version in the shape of the server's `/version`.
-fn client_version() -> Value {
-    json!({
-        "major": "1", "minor": "37",
-        "gitVersion": format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION")),
-        "goVersion": "", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    })
-}
-
 /// `version [--client] [-o json|yaml]`.
 pub async fn version(conn: Option<&Conn>, output: Option<&str>) -> Result<i32, CliError> {
     let server = match conn {
@@ -28,7 +19,7 @@ pub async fn version(conn: Option<&Conn>, output: Option<&str>) -> Result<i32, C
         ),
         None => None,
     };
-    let client = client_version();
+    let client = crate::types::version_info();
     match output {
         None => {
             out(&format!(

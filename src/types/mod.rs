@@ -65,6 +65,25 @@ pub fn set_condition(obj: &mut serde_json::Value, mut cond: serde_json::Value) -
     }
 }
 
+/// What `/version` answers, and what the client reports as its own version.
+pub fn version_info() -> serde_json::Value {
+    serde_json::json!({
+        "major": "1",
+        "minor": "37",
+        "gitVersion": format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        }),
+    })
+}
+
 /// Seconds since an API timestamp, if it parses.
 pub fn age_seconds(timestamp: &str) -> Option<i64> {
     let t: jiff::Timestamp = timestamp.parse().ok()?;
