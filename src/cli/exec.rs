@@ -147,18 +147,7 @@ async fn connect(conn: &Conn, path_and_query: &str) -> Result<(Socket, bool), Cl
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
             // The server refused with a Status: print it as any refusal.
             let body = resp.body().clone().unwrap_or_default();
-            let status: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let message = status["message"]
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-            let err = match resp.status().as_u16() {
-                404 => crate::client::Error::NotFound(message),
-                400 => crate::client::Error::BadRequest(message),
-                401 => crate::client::Error::Unauthorized(message),
-                403 => crate::client::Error::Forbidden(message),
-                code => crate::client::Error::Server { code, message },
-            };
+            let err = crate::client::status_error(resp.status().as_u16(), &body);
             return Err(conn.error(err));
         }
         Err(e) => return Err(fail("open an exec stream with", &e)),

@@ -51,7 +51,7 @@ pub(crate) fn tls_config(ca_pem: &str) -> Result<rustls::ClientConfig> {
 }
 
 /// The error a non-success answer stands for, from its `Status` body.
-fn status_error(code: StatusCode, body: &[u8]) -> Error {
+pub(crate) fn status_error(code: StatusCode, body: &[u8]) -> Error {
     let status: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let message = status["message"]
         .as_str()

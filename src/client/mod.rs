@@ -115,6 +115,13 @@ pub struct DeleteParams {
     pub grace_period_seconds: Option<i64>,
 }
 
+/// The error a non-success answer stands for, from its `Status` body (for answers the
+/// client did not receive itself, such as a refused WebSocket upgrade).
+pub fn status_error(code: u16, body: &[u8]) -> Error {
+    let code = reqwest::StatusCode::from_u16(code).unwrap_or(reqwest::StatusCode::BAD_GATEWAY);
+    http::status_error(code, body)
+}
+
 /// A TLS client configuration that trusts the CA certificates in `ca_pem` (for
 /// connections the client does not make itself, such as WebSocket streams).
 pub fn tls_config(ca_pem: &str) -> Result<rustls::ClientConfig> {
