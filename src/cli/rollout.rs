@@ -4,7 +4,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::client::{DeleteParams, Event, ListParams, Patch, RawRequest, WatchParams};
+use crate::client::watcher::{Event as WatchEvent, Watcher};
+use crate::client::{DeleteParams, ListParams, Patch, RawRequest};
 use crate::registry::{Kind, Resource, catalog};
 use crate::types::openshift::{
     DEPLOYER_POD_FOR_LABEL, DEPLOYMENT_CANCELLED_ANNOTATION, DEPLOYMENT_CONFIG_LABEL,
@@ -664,58 +665,35 @@ async fn status(
     if let Some(end) = show(&dc) {
         return end;
     }
-    let mut rv = dc["metadata"]["resourceVersion"]
+    // The client's watcher resumes after the state just read, re-watches when a watch
+    // ends and lists again when the history is gone.
+    let gone = || {
+        CliError::msg(format!(
+            "deploymentconfigs.apps.openshift.io \"{name}\" was deleted"
+        ))
+    };
+    let selection = ListParams {
+        label_selector: None,
+        field_selector: Some(format!("metadata.name={name}")),
+    };
+    let rv = dc["metadata"]["resourceVersion"]
         .as_str()
-        .unwrap_or_default()
-        .to_string();
+        .unwrap_or_default();
+    let mut watcher = Watcher::from_revision(
+        conn.client.clone(),
+        dcs(),
+        Some(&conn.namespace),
+        selection,
+        rv,
+    );
     loop {
-        let params = WatchParams {
-            selection: ListParams {
-                label_selector: None,
-                field_selector: Some(format!("metadata.name={name}")),
-            },
-            resource_version: rv.clone(),
-            bookmarks: true,
-            timeout: None,
+        let dc = match watcher.next().await {
+            WatchEvent::Applied(dc) => dc,
+            WatchEvent::Restarted(list) => list.into_iter().next().ok_or_else(gone)?,
+            WatchEvent::Deleted(_) => return Err(gone()),
         };
-        let mut events = match conn
-            .client
-            .watch(dcs(), Some(&conn.namespace), &params)
-            .await
-        {
-            Ok(w) => w,
-            Err(crate::client::Error::Gone(_)) => {
-                // The history moved on: start again from the current state.
-                let dc = conn.dc(name).await?;
-                if let Some(end) = show(&dc) {
-                    return end;
-                }
-                rv = dc["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                continue;
-            }
-            Err(e) => return Err(conn.error(e)),
-        };
-        while let Some(event) = events.next().await {
-            match event.map_err(|e| conn.error(e))? {
-                Event::Added(dc) | Event::Modified(dc) => {
-                    rv = dc["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string();
-                    if let Some(end) = show(&dc) {
-                        return end;
-                    }
-                }
-                Event::Deleted(_) => {
-                    return Err(CliError::msg(format!(
-                        "deploymentconfigs.apps.openshift.io \"{name}\" was deleted"
-                    )));
-                }
-                Event::Bookmark(v) => rv = v,
-            }
+        if let Some(end) = show(&dc) {
+            return end;
         }
     }
 }
