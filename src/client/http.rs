@@ -116,6 +116,10 @@ impl Http {
     /// request never reached it, so any request may be sent again) and the reconnect
     /// budget lasts.
     async fn connect_and_send(&self, mut req: RequestBuilder) -> Result<reqwest::Response> {
+        if self.reconnect.is_zero() {
+            // Most clients fail at once: no copy of the request is kept.
+            return req.send().await.map_err(transport);
+        }
         let deadline = tokio::time::Instant::now() + self.reconnect;
         let mut pause = RECONNECT_PAUSE;
         loop {
