@@ -96,11 +96,12 @@ const s = {
 // ---------------------------------------------------------------------------------
 // The server
 
-function startBerth() {
-  s.work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-browser-'));
+function startBerth(listen = '127.0.0.1:0') {
+  s.work ??= fs.mkdtempSync(path.join(os.tmpdir(), 'berth-browser-'));
   const dataDir = path.join(s.work, 'data');
   assert.ok(fs.existsSync(berthBin), `no berth binary at ${berthBin} (build it or set BERTH_BIN)`);
-  s.berth = spawn(berthBin, ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0'], {
+  s.log = '';
+  s.berth = spawn(berthBin, ['serve', '--data-dir', dataDir, '--listen', listen], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NO_COLOR: '1' },
   });
@@ -544,6 +545,31 @@ test('the RC, node and namespace views list what the API has', async () => {
   } finally {
     await api('DELETE', '/api/v1/namespaces/console-picker');
   }
+});
+
+test('a restart of berth shows offline, then live again, and later changes arrive', async () => {
+  const page = s.page;
+  await go('#/dcs');
+  const conn = page.locator('#connection');
+  const state = () => conn.getAttribute('data-state');
+  await eventually('#connection live before the restart', UI, async () => (await state()) === 'live');
+  await stopBerth();
+  await eventually('#connection not live while berth is down', UI, async () => (await state()) !== 'live');
+  // The same data directory and address: the page's URL and token stay valid.
+  startBerth(new URL(s.server).host);
+  await waitReady(60_000);
+  await eventually('#connection live after the restart', 120_000, async () => (await state()) === 'live');
+  // The watches were started again: an object made now shows up without a reload.
+  const made = await api('POST', '/api/v1/namespaces', {
+    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'after-restart' } },
+  });
+  assert.equal(made.status, 201, made.text);
+  try {
+    await page.locator('select#namespace option[value="after-restart"]').waitFor({ state: 'attached' });
+  } finally {
+    await api('DELETE', '/api/v1/namespaces/after-restart');
+  }
+  await page.locator(`table#dcs tr[data-dc="${DC}"]`).waitFor();
 });
 
 test('at 360 px wide the DC table fits the page', async () => {
