@@ -237,8 +237,7 @@ impl Watch {
         }
         loop {
             match self.inner.next().await {
-                None | Some(store::WatchEvent::TooSlow) => {
-                    // The client re-watches from the last resourceVersion it saw.
+                None => {
                     self.done = true;
                     return None;
                 }

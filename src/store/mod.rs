@@ -82,9 +82,8 @@ pub struct Config {
     pub retain_for: Duration,
     /// How often the retention above is enforced.
     pub compact_every: Duration,
-    /// Events a watcher may fall behind before it is ended with [`WatchEvent::TooSlow`].
-    pub watch_buffer: usize,
-    /// Recent events kept in memory to resume watches without reading the disk.
+    /// Recent events kept in memory: live watches read them from there, and resumed ones
+    /// without reading the disk. A watch that falls further behind reads the disk.
     pub history: usize,
     /// Most writes committed by one flush.
     pub max_batch: usize,
@@ -98,7 +97,6 @@ impl Config {
             retain_events: 100_000,
             retain_for: Duration::from_secs(3600),
             compact_every: Duration::from_secs(60),
-            watch_buffer: 8192,
             history: 8192,
             max_batch: 1024,
         }
@@ -245,7 +243,7 @@ impl Store {
         let shared = Arc::new(Shared {
             backend,
             cache: Cache::new(objects, meta.revision),
-            hub: Hub::new(meta.revision, config.history, config.watch_buffer),
+            hub: Hub::new(meta.revision, config.history),
             compacted: AtomicU64::new(meta.compacted),
             metrics: Metrics::new(),
         });

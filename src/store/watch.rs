@@ -2,15 +2,19 @@
 //! events from a revision that replays history (memory first, then the on-disk log) and
 //! then follows live commits.
 //!
-//! Live events go through one bounded broadcast ring: publishing costs the committer the
-//! same whatever the number of watchers, and a watcher that falls a whole ring behind is
-//! ended with [`WatchEvent::TooSlow`] instead of holding anything up.
+//! Live watchers wait in the hub by key prefix. A publish wakes only the watchers whose
+//! prefix one of its events falls under, so a thousand open watches on other namespaces or
+//! kinds cost an event nothing. Each prefix remembers the last revision that touched it:
+//! a woken watcher reads just its own events from memory and skips the rest at once, and a
+//! watcher that was never woken knows that nothing it missed was for it. A watcher that
+//! falls behind what memory holds reads the on-disk log instead; it never holds up writers.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
+use futures_util::task::AtomicWaker;
 use tokio::time::Instant;
 
 use super::backend::Event;
@@ -21,53 +25,176 @@ const REPLAY_CHUNK: usize = 512;
 
 pub(super) struct Hub {
     state: Mutex<HubState>,
+    /// Revision of the last published event.
+    last: AtomicU64,
 }
 
 struct HubState {
     /// The most recent events, oldest first, contiguous in revision.
     history: VecDeque<Arc<Event>>,
     history_cap: usize,
-    /// `None` once the store is closed.
-    tx: Option<broadcast::Sender<Arc<Event>>>,
-    /// Revision of the last published event.
-    last: u64,
+    closed: bool,
+    /// Live watchers by the key prefix they watch.
+    waiting: HashMap<Arc<str>, Waiting>,
+}
+
+/// Revisions remembered per watched prefix.
+const TOUCHED_CAP: usize = 4096;
+
+/// The live watchers of one prefix.
+struct Waiting {
+    /// The latest revisions published under the prefix, oldest first ...
+    touched: VecDeque<u64>,
+    /// ... which are all of them after this revision.
+    complete_since: u64,
+    waiters: Vec<Arc<AtomicWaker>>,
+}
+
+impl Waiting {
+    fn latest(&self) -> u64 {
+        self.touched.back().copied().unwrap_or(self.complete_since)
+    }
+}
+
+/// What a live watcher finds in memory.
+enum Live {
+    /// Nothing more for it up to this revision.
+    CaughtUp(u64),
+    /// Its events up to this revision are queued.
+    Filled(u64),
+    /// Nothing for it up to this revision, but memory no longer holds what comes next:
+    /// read the log from there.
+    Behind(u64),
 }
 
 impl Hub {
-    pub(super) fn new(revision: u64, history_cap: usize, buffer: usize) -> Self {
-        let (tx, _) = broadcast::channel(buffer.max(1));
+    pub(super) fn new(revision: u64, history_cap: usize) -> Self {
         Self {
             state: Mutex::new(HubState {
                 history: VecDeque::with_capacity(history_cap.min(4096)),
                 history_cap,
-                tx: Some(tx),
-                last: revision,
+                closed: false,
+                waiting: HashMap::new(),
             }),
+            last: AtomicU64::new(revision),
         }
     }
 
-    /// Hands committed events to every watcher, in revision order.
+    /// Records committed events (in revision order) and wakes the watchers they are for.
     pub(super) fn publish(&self, events: &[Arc<Event>]) {
-        let mut s = self.state.lock().expect("hub lock");
-        for e in events {
-            if s.history.len() == s.history_cap {
-                s.history.pop_front();
-            }
-            if s.history_cap > 0 {
+        let Some(newest) = events.last() else {
+            return;
+        };
+        let mut wake = Vec::new();
+        {
+            let mut s = self.state.lock().expect("hub lock");
+            for e in events {
+                if s.history_cap == 0 {
+                    break;
+                }
+                if s.history.len() == s.history_cap {
+                    s.history.pop_front();
+                }
                 s.history.push_back(e.clone());
             }
-            s.last = e.revision;
-            if let Some(tx) = &s.tx {
-                // An error only means nobody is watching right now.
-                let _ = tx.send(e.clone());
+            self.last.store(newest.revision, Ordering::Release);
+            for (prefix, w) in s.waiting.iter_mut() {
+                let mut hit = false;
+                for e in events.iter().filter(|e| e.key.starts_with(&**prefix)) {
+                    if w.touched.len() == TOUCHED_CAP {
+                        w.complete_since = w.touched.pop_front().expect("full");
+                    }
+                    w.touched.push_back(e.revision);
+                    hit = true;
+                }
+                if hit {
+                    wake.extend(w.waiters.iter().filter_map(|waker| waker.take()));
+                }
+            }
+        }
+        for waker in wake {
+            waker.wake();
+        }
+    }
+
+    /// Registers a live watcher of `prefix`; returns the revision it goes live after.
+    fn join(&self, prefix: &Arc<str>, waker: &Arc<AtomicWaker>) -> Option<u64> {
+        let mut s = self.state.lock().expect("hub lock");
+        if s.closed {
+            return None;
+        }
+        let last = self.last.load(Ordering::Acquire);
+        s.waiting
+            .entry(prefix.clone())
+            .or_insert_with(|| Waiting {
+                touched: VecDeque::new(),
+                complete_since: last,
+                waiters: Vec::new(),
+            })
+            .waiters
+            .push(waker.clone());
+        Some(last)
+    }
+
+    fn leave(&self, prefix: &str, waker: &Arc<AtomicWaker>) {
+        let mut s = self.state.lock().expect("hub lock");
+        if let Some(w) = s.waiting.get_mut(prefix) {
+            w.waiters.retain(|x| !Arc::ptr_eq(x, waker));
+            if w.waiters.is_empty() {
+                s.waiting.remove(prefix);
             }
         }
     }
 
-    /// A receiver of every event after the returned revision.
-    fn subscribe(&self) -> Option<(broadcast::Receiver<Arc<Event>>, u64)> {
+    /// Queues a live watcher's next events after `seen` into `into`.
+    fn live(&self, prefix: &str, seen: u64, into: &mut VecDeque<Arc<Event>>) -> Live {
         let s = self.state.lock().expect("hub lock");
-        s.tx.as_ref().map(|tx| (tx.subscribe(), s.last))
+        let last = self.last.load(Ordering::Acquire);
+        let Some(w) = s.waiting.get(prefix) else {
+            return Live::Behind(seen);
+        };
+        let latest = w.latest();
+        if latest <= seen {
+            // Nothing after `seen` is under the prefix.
+            return Live::CaughtUp(last.max(seen));
+        }
+        if seen < w.complete_since {
+            return Live::Behind(seen);
+        }
+        // The first revision after `seen` under the prefix; none before it is.
+        let next = w.touched[w.touched.partition_point(|r| *r <= seen)];
+        let Some(first) = s.history.front().map(|e| e.revision) else {
+            return Live::Behind(next - 1);
+        };
+        if first > next {
+            return Live::Behind(next - 1);
+        }
+        let skip = usize::try_from(next - first).unwrap_or(usize::MAX);
+        let mut upto = next - 1;
+        for e in s.history.iter().skip(skip).take(REPLAY_CHUNK) {
+            if e.revision > latest {
+                break;
+            }
+            upto = e.revision;
+            if e.key.starts_with(prefix) {
+                into.push_back(e.clone());
+            }
+        }
+        if upto == latest {
+            // The rest is for others.
+            upto = last;
+        }
+        Live::Filled(upto)
+    }
+
+    /// Whether a live watcher past `seen` has anything to look at.
+    fn news(&self, prefix: &str, seen: u64) -> bool {
+        let s = self.state.lock().expect("hub lock");
+        s.closed || s.waiting.get(prefix).is_none_or(|w| w.latest() > seen)
+    }
+
+    fn closed(&self) -> bool {
+        self.state.lock().expect("hub lock").closed
     }
 
     /// Up to `limit` events after `after`, if memory still holds the one right after it.
@@ -83,7 +210,17 @@ impl Hub {
 
     /// Ends every watch once it has drained what was published.
     pub(super) fn close(&self) {
-        self.state.lock().expect("hub lock").tx = None;
+        let mut wake = Vec::new();
+        {
+            let mut s = self.state.lock().expect("hub lock");
+            s.closed = true;
+            for w in s.waiting.values() {
+                wake.extend(w.waiters.iter().filter_map(|waker| waker.take()));
+            }
+        }
+        for waker in wake {
+            waker.wake();
+        }
     }
 }
 
@@ -98,8 +235,6 @@ pub enum WatchEvent {
     Compacted {
         compacted: u64,
     },
-    /// The watcher fell too far behind the writers; the watch has ended. Re-list.
-    TooSlow,
 }
 
 /// How to watch.
@@ -117,38 +252,49 @@ pub struct WatchOptions {
 pub struct Watch {
     watchers: prometheus_client::metrics::gauge::Gauge,
     shared: Weak<Shared>,
-    rx: broadcast::Receiver<Arc<Event>>,
-    prefix: String,
+    prefix: Arc<str>,
+    /// What the hub wakes when an event under the prefix is published.
+    waker: Arc<AtomicWaker>,
     /// Every event at or below this revision has been looked at.
     seen: u64,
-    /// Events above this revision arrive through `rx`; those up to it come from history.
+    /// Events above this revision are live: the hub tells this watch of them. Those up
+    /// to it are replayed from history.
     live_from: u64,
+    /// Events to deliver, in revision order.
     pending: VecDeque<Arc<Event>>,
     progress_every: Option<Duration>,
     quiet_since: Instant,
+    /// The progress interval has passed: report progress once caught up.
+    progress_due: bool,
     done: bool,
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
         self.watchers.dec();
+        if let Some(shared) = self.shared.upgrade() {
+            shared.hub.leave(&self.prefix, &self.waker);
+        }
     }
 }
 
 impl Watch {
     pub(super) fn start(shared: &Arc<Shared>, opts: WatchOptions) -> Result<Self> {
-        let (rx, last) = shared.hub.subscribe().ok_or(Error::Closed)?;
+        let prefix: Arc<str> = opts.prefix.into();
+        let waker = Arc::new(AtomicWaker::new());
+        let last = shared.hub.join(&prefix, &waker).ok_or(Error::Closed)?;
         shared.metrics.watchers.inc();
         Ok(Self {
             watchers: shared.metrics.watchers.clone(),
             shared: Arc::downgrade(shared),
-            rx,
-            prefix: opts.prefix,
+            prefix,
+            waker,
             seen: opts.after.unwrap_or(last),
             live_from: last,
             pending: VecDeque::new(),
             progress_every: opts.progress_every,
             quiet_since: Instant::now(),
+            progress_due: false,
             done: false,
         })
     }
@@ -165,56 +311,85 @@ impl Watch {
         }
         loop {
             if let Some(e) = self.pending.pop_front() {
-                self.seen = e.revision;
-                if e.key.starts_with(&self.prefix) {
+                // A live read has already moved `seen` past what it queued.
+                self.seen = self.seen.max(e.revision);
+                if e.key.starts_with(&*self.prefix) {
                     return Some(self.emit(e));
                 }
                 continue;
             }
-            if self.seen < self.live_from {
-                match self.replay().await {
-                    Ok(()) => continue,
-                    Err(end) => {
-                        self.done = true;
-                        return end;
-                    }
+            let Some(shared) = self.shared.upgrade() else {
+                self.done = true;
+                return None;
+            };
+            let live = if self.seen < self.live_from {
+                None
+            } else {
+                Some(shared.hub.live(&self.prefix, self.seen, &mut self.pending))
+            };
+            drop(shared);
+            match live {
+                Some(Live::Filled(upto)) => {
+                    self.seen = upto;
+                    continue;
                 }
-            }
-            let received = match self.progress_every {
-                None => self.rx.recv().await,
-                Some(every) => {
-                    match tokio::time::timeout_at(self.quiet_since + every, self.rx.recv()).await {
-                        Ok(r) => r,
-                        Err(_) => {
-                            self.quiet_since = Instant::now();
-                            return Some(WatchEvent::Progress(self.seen));
+                Some(Live::CaughtUp(upto)) => self.seen = upto,
+                None | Some(Live::Behind(_)) => {
+                    if let Some(Live::Behind(skip_to)) = live {
+                        self.seen = skip_to;
+                    }
+                    match self.replay().await {
+                        Ok(()) => continue,
+                        Err(end) => {
+                            self.done = true;
+                            return end;
                         }
                     }
                 }
-            };
-            match received {
-                Ok(e) if e.revision <= self.seen => continue,
-                Ok(e) => {
-                    debug_assert_eq!(e.revision, self.seen + 1, "live events are contiguous");
-                    self.seen = e.revision;
-                    if e.key.starts_with(&self.prefix) {
-                        return Some(self.emit(e));
+            }
+            // Caught up.
+            if self.progress_due {
+                self.progress_due = false;
+                self.quiet_since = Instant::now();
+                return Some(WatchEvent::Progress(self.seen));
+            }
+            if self.shared.upgrade().is_none_or(|s| s.hub.closed()) {
+                self.done = true;
+                return None;
+            }
+            match self.progress_every {
+                None => self.wait().await,
+                Some(every) => {
+                    if tokio::time::timeout_at(self.quiet_since + every, self.wait())
+                        .await
+                        .is_err()
+                    {
+                        self.progress_due = true;
                     }
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    self.done = true;
-                    return Some(WatchEvent::TooSlow);
-                }
-                Err(broadcast::error::RecvError::Closed) => {
-                    self.done = true;
-                    return None;
                 }
             }
         }
     }
 
+    /// Until the hub has something under this watch's prefix past what it has seen.
+    async fn wait(&self) {
+        std::future::poll_fn(|cx| {
+            self.waker.register(cx.waker());
+            match self.shared.upgrade() {
+                Some(shared) if !shared.hub.news(&self.prefix, self.seen) => {
+                    std::task::Poll::Pending
+                }
+                _ => std::task::Poll::Ready(()),
+            }
+        })
+        .await
+    }
+
     fn emit(&mut self, e: Arc<Event>) -> WatchEvent {
-        self.quiet_since = Instant::now();
+        if self.progress_every.is_some() {
+            self.quiet_since = Instant::now();
+            self.progress_due = false;
+        }
         WatchEvent::Event(e)
     }
 
