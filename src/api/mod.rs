@@ -15,6 +15,7 @@ pub mod openapi;
 mod protobuf;
 mod protobuf_schema;
 mod resources;
+mod streams;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -453,7 +454,8 @@ pub async fn serve(
                 });
             // HTTP/2 when the client offers it (many watches share one connection),
             // HTTP/1.1 otherwise and for upgrades.
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let (exec, streams) = streams::pair();
+            let mut builder = hyper_util::server::conn::auto::Builder::new(exec);
             // As kube-apiserver: room for many watches on one connection.
             builder.http2().max_concurrent_streams(1000);
             // A burst of HTTP/2 frames (one event to many watches) leaves in a few records.
@@ -464,13 +466,22 @@ pub async fn serve(
             let stop_requested = async {
                 let _ = stopping.wait_for(|s| *s).await;
             };
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                () = stop_requested => {
-                    // Finish the request in flight, then close.
-                    conn.as_mut().graceful_shutdown();
-                    conn.as_mut().await
+            let drive = async {
+                tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = stop_requested => {
+                        // Finish the request in flight, then close.
+                        conn.as_mut().graceful_shutdown();
+                        conn.as_mut().await
+                    }
                 }
+            };
+            // The connection's streams run in this task too; they end with it.
+            // Streams first, so that what they send in one turn leaves in one write.
+            let result = tokio::select! {
+                biased;
+                () = tokio::task::coop::unconstrained(streams) => unreachable!("the streams' runner never ends"),
+                r = drive => r,
             };
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
