@@ -2,7 +2,14 @@
 //! target (resource, namespace, name, subresource) and dispatched to the registry by verb.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -741,6 +748,89 @@ fn event_line(type_name: &str, object: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// The last event line made and the object it was made from. The watches of one
+/// resource all send the same line for an event, so it is made once: a line is reused only
+/// for the very same object bytes (held here, so their address cannot be reused).
+static LAST_LINE: Mutex<Option<(&'static str, Bytes, Bytes)>> = Mutex::new(None);
+
+fn shared_event_line(type_name: &'static str, object: &Bytes) -> Bytes {
+    if let Some((t, o, line)) = &*LAST_LINE.lock().expect("line lock") {
+        if *t == type_name && o.as_ptr() == object.as_ptr() && o.len() == object.len() {
+            return line.clone();
+        }
+    }
+    let line = event_line(type_name, object);
+    *LAST_LINE.lock().expect("line lock") = Some((type_name, object.clone(), line.clone()));
+    line
+}
+
+/// A watch response's body: the event lines, until the watch ends, its timeout passes or
+/// the server stops. The end is only polled when it has woken the body, not for every
+/// line: a thousand watches share one server-stop signal.
+struct WatchBody {
+    lines: Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>,
+    end: Pin<Box<dyn Future<Output = ()> + Send>>,
+    end_wake: Arc<EndWake>,
+    done: bool,
+}
+
+/// The waker the end of a watch is polled with: notes that it woke, then wakes the body.
+struct EndWake {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for EndWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+impl http_body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        this.end_wake.task.register(cx.waker());
+        if this.end_wake.woken.swap(false, Ordering::AcqRel) {
+            let waker = Waker::from(this.end_wake.clone());
+            if this
+                .end
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready()
+            {
+                this.done = true;
+                return Poll::Ready(None);
+            }
+        }
+        match this.lines.as_mut().poll_next(cx) {
+            Poll::Ready(Some(line)) => Poll::Ready(Some(Ok(http_body::Frame::data(line)))),
+            Poll::Ready(None) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
 /// A watch: a chunked stream of `{"type","object"}` lines.
 fn watch(
     state: AppState,
@@ -820,15 +910,22 @@ fn watch(
                                 &table::table(res, std::slice::from_ref(o), rv, None, include),
                             )
                         }
-                        None => event_line(ev.type_name(), o),
+                        None => shared_event_line(ev.type_name(), o),
                     };
                     (line, false)
                 }
             };
-            Some((Ok::<_, std::convert::Infallible>(line), (w, last, open)))
+            Some((line, (w, last, open)))
         });
-    let stream = futures_util::StreamExt::take_until(stream, Box::pin(end));
-    let mut r = Response::new(Body::from_stream(stream));
+    let mut r = Response::new(Body::new(WatchBody {
+        lines: Box::pin(stream),
+        end: Box::pin(end),
+        end_wake: Arc::new(EndWake {
+            woken: AtomicBool::new(true),
+            task: AtomicWaker::new(),
+        }),
+        done: false,
+    }));
     let content_type = if as_table.is_some() {
         TABLE_TYPE
     } else {
@@ -866,6 +963,24 @@ fn clone_expired(e: &registry::Error) -> registry::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_line_is_made_once_per_object_and_type() {
+        let a = Bytes::from(br#"{"metadata":{"name":"a"}}"#.to_vec());
+        let first = shared_event_line("ADDED", &a);
+        assert_eq!(
+            &first[..],
+            b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"
+        );
+        // The same object again: the very same line.
+        let again = shared_event_line("ADDED", &a.clone());
+        assert_eq!(again.as_ptr(), first.as_ptr());
+        // Another type, or equal bytes elsewhere, make lines of their own.
+        let modified = shared_event_line("MODIFIED", &a);
+        assert!(modified.starts_with(b"{\"type\":\"MODIFIED\""));
+        let b = Bytes::from(br#"{"metadata":{"name":"b"}}"#.to_vec());
+        assert!(shared_event_line("MODIFIED", &b).ends_with(b"\"b\"}}}\n"));
+    }
 
     #[test]
     fn paths_resolve_to_targets() {

@@ -1530,20 +1530,67 @@ async fn http2_clients_share_one_connection_for_requests_and_watches() {
         assert_eq!(r.version(), reqwest::Version::HTTP_2);
         watches.push(crate::support::WatchReader::new(r));
     }
+    // On the same connection: watches that end at their timeout, and a watch of another
+    // namespace.
+    let mut short = Vec::new();
+    for _ in 0..5 {
+        let r = h2
+            .get(format!("{}{CMS}?watch=true&timeoutSeconds=1", s.url))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .unwrap();
+        short.push(crate::support::WatchReader::new(r));
+    }
     let r = h2
-        .post(format!("{}{CMS}", s.url))
+        .get(format!(
+            "{}/api/v1/namespaces/kube-system/configmaps?watch=true&resourceVersion=0",
+            s.url
+        ))
         .bearer_auth(&s.token)
-        .json(&cm("h2", json!({})))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    for w in &mut watches {
+    let mut elsewhere = crate::support::WatchReader::new(r);
+    let create = |ns: &str, name: &str| {
+        h2.post(format!("{}/api/v1/namespaces/{ns}/configmaps", s.url))
+            .bearer_auth(&s.token)
+            .json(&cm(name, json!({})))
+            .send()
+    };
+    assert_eq!(
+        create("default", "h2").await.unwrap().status().as_u16(),
+        201
+    );
+    for w in watches.iter_mut().chain(&mut short) {
         let e = w.next_change().await;
         assert_eq!(
             (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
             (Some("ADDED"), Some("h2"))
         );
     }
+    for w in &mut short {
+        assert!(w.next().await.is_none(), "the watch ends at its timeout");
+    }
+    // The others carry on, each seeing only its own namespace.
+    assert_eq!(
+        create("kube-system", "there")
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        201
+    );
+    assert_eq!(
+        create("default", "h2-2").await.unwrap().status().as_u16(),
+        201
+    );
+    for w in &mut watches {
+        assert_eq!(w.next_change().await["object"]["metadata"]["name"], "h2-2");
+    }
+    assert_eq!(
+        elsewhere.next_change().await["object"]["metadata"]["name"],
+        "there"
+    );
     s.stop().await;
 }
