@@ -4,9 +4,10 @@
 //! - cold start to `/readyz`, then idle RSS and CPU;
 //! - durable creates/s with 1, 32 and 64 connections;
 //! - create, GET and LIST (1,000 objects) latency p50/p99;
-//! - watch latency (create call → event at each watcher) with 1,000 open watches, over
-//!   HTTP/2 (one connection, as Go clients and informers in one process do) and over
-//!   HTTP/1.1 (a connection per watch);
+//! - watch latency (create call → event at each watcher) with 1,000 open watches of
+//!   ConfigMaps: every watch sees every event, over HTTP/2 (one connection, as Go clients
+//!   and informers in one process do) and over HTTP/1.1 (a connection per watch); and
+//!   the watches spread over 100 namespaces, 10 seeing each event (`watch_http2_spread`);
 //! - for reference, etcd's own durable put rate through its HTTP gateway at 32
 //!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
 //!
@@ -146,21 +147,33 @@ async fn latencies(s: &Server) -> Value {
     })
 }
 
-async fn watch_latency(s: &Server, watchers: usize, h2: bool) -> Value {
+/// Create → event latency at each watcher of `watchers` open watches on one resource,
+/// spread evenly over `namespaces` namespaces; each write goes to one namespace, so
+/// `watchers / namespaces` watches see each event. One namespace measures fan-out to every
+/// watch; many measure how the open watches weigh on the ones an event is for.
+async fn watch_latency(s: &Server, watchers: usize, h2: bool, namespaces: usize) -> Value {
     let c = client_with(&s.ca, h2);
-    let ns = if h2 { "watch-h2" } else { "watch" };
-    ensure_namespace(s, &c, ns).await;
-    let writes = if quick() { 20 } else { 100 };
+    let run = format!("watch-{}-{namespaces}", if h2 { "h2" } else { "h1" });
+    let ns = |i: usize| format!("{run}-{}", i % namespaces);
+    for i in 0..namespaces {
+        ensure_namespace(s, &c, &ns(i)).await;
+    }
+    // Every watch sees `per_watch` events.
+    let per_watch = (if quick() { 20 } else { 100 } / namespaces).max(5);
+    let writes = per_watch * namespaces;
     let base = Instant::now();
     let sent: Arc<Vec<AtomicU64>> = Arc::new((0..writes).map(|_| AtomicU64::new(0)).collect());
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(watchers);
     let mut tasks = Vec::new();
-    for _ in 0..watchers {
+    for i in 0..watchers {
         let r = s
             .req(
                 &c,
                 reqwest::Method::GET,
-                &format!("/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion=0"),
+                &format!(
+                    "/api/v1/namespaces/{}/configmaps?watch=true&resourceVersion=0",
+                    ns(i)
+                ),
             )
             .send();
         let sent = sent.clone();
@@ -172,8 +185,8 @@ async fn watch_latency(s: &Server, watchers: usize, h2: bool) -> Value {
             // Bytes of a line that began in an earlier chunk; usually empty, as a chunk
             // usually holds whole events.
             let mut partial = Vec::new();
-            let mut lat = Vec::with_capacity(writes);
-            while lat.len() < writes {
+            let mut lat = Vec::with_capacity(per_watch);
+            while lat.len() < per_watch {
                 let chunk = stream.next().await.unwrap().unwrap();
                 let now = base.elapsed();
                 let mut rest: &[u8] = &chunk;
@@ -214,26 +227,33 @@ async fn watch_latency(s: &Server, watchers: usize, h2: bool) -> Value {
             .req(
                 &c,
                 reqwest::Method::POST,
-                &format!("/api/v1/namespaces/{ns}/configmaps"),
+                &format!("/api/v1/namespaces/{}/configmaps", ns(seq)),
             )
             .json(&cm(&format!("w{seq}")))
             .send()
             .await
             .unwrap();
         let _ = r.bytes().await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Let each event reach its watches before the next.
+        tokio::time::sleep(Duration::from_millis(
+            20 * watchers as u64 / namespaces as u64 / 1000 + 2,
+        ))
+        .await;
     }
     let mut all = Vec::new();
     for t in tasks {
         all.extend(t.await.unwrap());
     }
     let (_, cpu_after) = s.usage();
-    let deliveries = (watchers * writes) as f64;
+    let deliveries = (watchers * per_watch) as f64;
     json!({
         "watchers": watchers,
+        "namespaces": namespaces,
+        "watchers_per_event": watchers / namespaces,
         "transport": if h2 { "HTTP/2, one connection" } else { "HTTP/1.1, a connection each" },
         "latency": percentiles(all),
         "server_cpu_us_per_delivery": (cpu_after - cpu_before) * 1e6 / deliveries,
+        "server_cpu_us_per_write": (cpu_after - cpu_before) * 1e6 / writes as f64,
         "server_cpu_share_of_a_core": (cpu_after - cpu_before) / wall.elapsed().as_secs_f64(),
     })
 }
@@ -372,9 +392,13 @@ fn main() {
                 .ok()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(if quick() { 100 } else { 1000 });
-            out.insert("watch_http2".into(), watch_latency(&s, n, true).await);
+            out.insert("watch_http2".into(), watch_latency(&s, n, true, 1).await);
+            out.insert(
+                "watch_http2_spread".into(),
+                watch_latency(&s, n, true, 100).await,
+            );
             if std::env::var_os("BERTH_BENCH_SKIP_H1").is_none() {
-                out.insert("watch_http1".into(), watch_latency(&s, n, false).await);
+                out.insert("watch_http1".into(), watch_latency(&s, n, false, 1).await);
             }
         }
         out.insert("rss_after_load_mib".into(), json!(s.usage().0));
