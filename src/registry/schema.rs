@@ -109,31 +109,67 @@ fn closed(schema: &Value) -> Value {
     }
 }
 
-fn validators() -> &'static HashMap<Kind, jsonschema::Validator> {
-    static VALIDATORS: OnceLock<HashMap<Kind, jsonschema::Validator>> = OnceLock::new();
-    VALIDATORS.get_or_init(|| {
-        let defs = closed(&Value::Object(definitions().clone()));
-        RESOURCES
-            .iter()
-            .map(|r| {
-                let root = json!({
-                    "$ref": format!("#/components/schemas/{}", schema_name(r.kind)),
-                    "components": {"schemas": defs},
-                });
-                let v = jsonschema::options()
-                    .with_draft(jsonschema::Draft::Draft7)
-                    .should_validate_formats(false)
-                    .build(&root)
-                    .expect("generated schemas compile");
-                (r.kind, v)
-            })
-            .collect()
-    })
+const REF_PREFIX: &str = "#/components/schemas/";
+
+/// The schemas of `defs` that `name`'s refers to, itself included, directly or not.
+fn reachable(defs: &Map<String, Value>, name: &str) -> Map<String, Value> {
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("$ref", Value::String(r)) => {
+                            out.extend(r.strip_prefix(REF_PREFIX));
+                        }
+                        _ => refs(v, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Map::new();
+    let mut todo = vec![name];
+    while let Some(name) = todo.pop() {
+        if out.contains_key(name) {
+            continue;
+        }
+        if let Some(schema) = defs.get(name) {
+            refs(schema, &mut todo);
+            out.insert(name.to_string(), schema.clone());
+        }
+    }
+    out
 }
 
-/// Compiles every validator now (the first request would otherwise pay for it).
-pub fn warm_up() {
-    let _ = validators();
+/// The validator of `kind`'s schema, compiled at its first use: a kind nobody writes
+/// costs no memory.
+fn validator(kind: Kind) -> &'static jsonschema::Validator {
+    static VALIDATORS: OnceLock<HashMap<Kind, OnceLock<jsonschema::Validator>>> = OnceLock::new();
+    let cells = VALIDATORS.get_or_init(|| {
+        RESOURCES
+            .iter()
+            .map(|r| (r.kind, OnceLock::new()))
+            .collect()
+    });
+    cells[&kind].get_or_init(|| {
+        // Only the schemas the kind refers to: each validator keeps its own copy.
+        let name = schema_name(kind);
+        let root = json!({
+            "$ref": format!("{REF_PREFIX}{name}"),
+            "components": {"schemas": closed(&Value::Object(reachable(definitions(), &name)))},
+        });
+        let v = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft7)
+            .should_validate_formats(false)
+            .build(&root)
+            .expect("generated schemas compile");
+        drop(root);
+        // Compiling leaves much freed memory behind.
+        crate::release_freed_memory();
+        v
+    })
 }
 
 /// `spec.containers[0].image` from a JSON pointer location.
@@ -202,7 +238,7 @@ pub fn admit(
     causes: &mut Vec<Cause>,
 ) -> Result<Vec<String>, Error> {
     drop_nulls(obj);
-    let validator = &validators()[&res.kind];
+    let validator = validator(res.kind);
     let mut unknown: Vec<(jsonschema::paths::Location, String)> = Vec::new();
     for e in validator.iter_errors(obj) {
         let at = field_path(e.instance_path());
