@@ -20,7 +20,7 @@ use futures_util::task::AtomicWaker;
 type Stream = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Stream polls per poll of the connection's task, at most; then it lets others run.
-const POLLS_PER_TURN: usize = 4096;
+const POLLS_PER_TURN: usize = 256;
 
 struct Shared {
     /// Streams handed over since the runner last looked.
