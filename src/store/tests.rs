@@ -373,6 +373,83 @@ async fn a_watch_skips_other_prefixes_without_the_log() {
 }
 
 #[tokio::test]
+async fn live_watches_of_many_prefixes_see_exactly_their_events() {
+    use futures_util::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    // Little memory, so that idle watches fall behind it.
+    c.history = 4;
+    let s = Store::open(c).await.unwrap();
+    let prefixes = ["/a/", "/b/", "/c/", "/a/x/", ""];
+    let keys = ["/a/1", "/a/2", "/b/1", "/c/1", "/a/x/1", "/d/1"];
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut roll = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    /// (revision, key) of an event.
+    type Seen = Vec<(u64, String)>;
+    // (prefix, revision it started after, the watch, what it delivered)
+    let mut watches: Vec<(&str, u64, Watch, Seen)> = Vec::new();
+    let mut log: Seen = Vec::new();
+    let mut n = 0;
+    for _ in 0..600 {
+        match roll(10) {
+            0 => {
+                let prefix = prefixes[roll(prefixes.len() as u64) as usize];
+                let from = s.revision();
+                let w = s
+                    .watch(WatchOptions {
+                        prefix: prefix.into(),
+                        ..Default::default()
+                    })
+                    .unwrap();
+                watches.push((prefix, from, w, Vec::new()));
+            }
+            1 | 2 if !watches.is_empty() => {
+                // Take what a watch has ready, without waiting.
+                let i = roll(watches.len() as u64) as usize;
+                let (_, _, w, got) = &mut watches[i];
+                while let Some(ev) = w.next().now_or_never() {
+                    let Some(WatchEvent::Event(e)) = ev else {
+                        panic!("unexpected {ev:?}")
+                    };
+                    got.push((e.revision, e.key.to_string()));
+                }
+            }
+            _ => {
+                let key = keys[roll(keys.len() as u64) as usize];
+                n += 1;
+                let out = s.create(&format!("{key}-{n}"), obj("o", n)).await.unwrap();
+                let Outcome::Written(r) = out else {
+                    panic!("{out:?}")
+                };
+                log.push((r.revision, format!("{key}-{n}")));
+            }
+        }
+    }
+    assert!(watches.len() > 20, "a fair test has many watches");
+    for (prefix, from, w, got) in &mut watches {
+        let want: Seen = log
+            .iter()
+            .filter(|(r, k)| *r > *from && k.starts_with(*prefix))
+            .cloned()
+            .collect();
+        while got.len() < want.len() {
+            let WatchEvent::Event(e) = next(w).await else {
+                panic!("watch of {prefix:?}: not an event")
+            };
+            got.push((e.revision, e.key.to_string()));
+        }
+        assert_eq!(*got, want, "watch of {prefix:?} from {from}");
+        assert!(w.next().now_or_never().is_none(), "more than its events");
+    }
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_quiet_watch_reports_progress() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path()).await;
