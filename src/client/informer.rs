@@ -4,6 +4,7 @@
 //! controllers.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::Value;
@@ -39,6 +40,9 @@ struct Inner {
     cache: RwLock<BTreeMap<String, Arc<Value>>>,
     handlers: Mutex<Vec<Handler>>,
     synced: tokio::sync::watch::Sender<bool>,
+    /// Whether anyone needs more of an object than its metadata; if not, the cache keeps
+    /// only `apiVersion`, `kind` and `metadata` (as Kubernetes' metadata informers do).
+    full: AtomicBool,
 }
 
 /// One resource's cache; cheap to clone.
@@ -61,6 +65,7 @@ impl Informer {
                 cache: RwLock::new(BTreeMap::new()),
                 handlers: Mutex::new(Vec::new()),
                 synced: tokio::sync::watch::channel(false).0,
+                full: AtomicBool::new(true),
             }),
         }
     }
@@ -138,13 +143,33 @@ impl Informer {
         }
     }
 
+    /// An object as this informer keeps it.
+    fn kept(&self, o: Value) -> Value {
+        if self.inner.full.load(Ordering::Relaxed) {
+            return o;
+        }
+        let Value::Object(mut m) = o else {
+            return o;
+        };
+        let mut out = serde_json::Map::new();
+        for field in ["apiVersion", "kind", "metadata"] {
+            if let Some(v) = m.remove(field) {
+                out.insert(field.to_string(), v);
+            }
+        }
+        if let Some(Value::Object(meta)) = out.get_mut("metadata") {
+            meta.remove("managedFields");
+        }
+        Value::Object(out)
+    }
+
     /// Applies one watcher event to the cache and tells the handlers.
     fn apply(&self, ev: Event) {
         match ev {
             Event::Restarted(items) => {
                 let fresh: BTreeMap<String, Arc<Value>> = items
                     .into_iter()
-                    .map(|o| (key_of(&o), Arc::new(o)))
+                    .map(|o| (key_of(&o), Arc::new(self.kept(o))))
                     .collect();
                 let old = std::mem::replace(
                     &mut *self.inner.cache.write().expect("cache lock"),
@@ -170,7 +195,7 @@ impl Informer {
                 self.inner.synced.send_replace(true);
             }
             Event::Applied(o) => {
-                let new = Arc::new(o);
+                let new = Arc::new(self.kept(o));
                 let old = self
                     .inner
                     .cache
@@ -186,6 +211,7 @@ impl Informer {
                 }
             }
             Event::Deleted(o) => {
+                let o = self.kept(o);
                 let gone = self
                     .inner
                     .cache
@@ -217,14 +243,27 @@ pub struct Informers {
 }
 
 impl Informers {
-    /// The informer of `res`, made on first use.
+    /// The informer of `res`, made on first use, with whole objects.
     pub fn get(&self, res: &'static Resource) -> Informer {
+        let informer = self.metadata(res);
+        informer.inner.full.store(true, Ordering::Relaxed);
+        informer
+    }
+
+    /// The informer of `res` for a controller that reads only objects' metadata (the
+    /// garbage collector, say): unless another controller asks for whole objects, its
+    /// cache keeps only their metadata. Informers are asked for before they run.
+    pub fn metadata(&self, res: &'static Resource) -> Informer {
         let key = (res.group, res.plural);
         self.all
             .lock()
             .expect("informers lock")
             .entry(key)
-            .or_insert_with(|| Informer::new(res))
+            .or_insert_with(|| {
+                let informer = Informer::new(res);
+                informer.inner.full.store(false, Ordering::Relaxed);
+                informer
+            })
             .clone()
     }
 
@@ -247,6 +286,45 @@ mod tests {
 
     fn cm(name: &str, rv: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
+    }
+
+    #[test]
+    fn a_metadata_informer_keeps_only_metadata_unless_someone_wants_more() {
+        let informers = Informers::default();
+        let cms = catalog::of(Kind::ConfigMap);
+        let secrets = catalog::of(Kind::Secret);
+        let meta_only = informers.metadata(cms);
+        // Asked for whole objects after (or before) the metadata: whole objects.
+        let whole = informers.metadata(secrets);
+        assert!(Arc::ptr_eq(&informers.get(secrets).inner, &whole.inner));
+        assert!(Arc::ptr_eq(
+            &informers.metadata(secrets).inner,
+            &whole.inner
+        ));
+        let obj = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "ns", "uid": "u",
+                                "managedFields": [{"manager": "m"}]},
+                   "data": {"big": "x".repeat(1000)}})
+        };
+        meta_only.apply(Event::Restarted(vec![obj("a")]));
+        meta_only.apply(Event::Applied(obj("b")));
+        whole.apply(Event::Applied(obj("c")));
+        for name in ["a", "b"] {
+            let kept = meta_only.get(&format!("ns/{name}")).unwrap();
+            assert_eq!(
+                *kept,
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": "ns", "uid": "u"}})
+            );
+        }
+        assert_eq!(
+            whole.get("ns/c").unwrap()["data"]["big"]
+                .as_str()
+                .unwrap()
+                .len(),
+            1000
+        );
     }
 
     #[test]

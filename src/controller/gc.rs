@@ -55,7 +55,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let graph = Arc::new(Mutex::new(Graph::default()));
     let mut informers: Vec<Informer> = Vec::new();
     for res in collected_kinds() {
-        let informer = ctx.informers.get(res);
+        let informer = ctx.informers.metadata(res);
         let (graph, queue) = (graph.clone(), queue.clone());
         informer.on_change(move |change| {
             let wake = {

@@ -66,7 +66,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     });
     let mut informers: Vec<Informer> = vec![namespaces.clone()];
     for res in contents() {
-        let informer = ctx.informers.get(res);
+        let informer = ctx.informers.metadata(res);
         let (q, namespaces) = (queue.clone(), namespaces.clone());
         informer.on_change(move |change| {
             let Change::Deleted(obj) = change else {
