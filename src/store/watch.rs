@@ -65,6 +65,8 @@ enum Live {
     /// Nothing for it up to this revision, but memory no longer holds what comes next:
     /// read the log from there.
     Behind(u64),
+    /// Caught up, and the store has closed.
+    Closed,
 }
 
 impl Hub {
@@ -88,14 +90,13 @@ impl Hub {
         let mut wake = Vec::new();
         {
             let mut s = self.state.lock().expect("hub lock");
-            for e in events {
-                if s.history_cap == 0 {
-                    break;
+            if s.history_cap > 0 {
+                for e in events {
+                    if s.history.len() == s.history_cap {
+                        s.history.pop_front();
+                    }
+                    s.history.push_back(e.clone());
                 }
-                if s.history.len() == s.history_cap {
-                    s.history.pop_front();
-                }
-                s.history.push_back(e.clone());
             }
             self.last.store(newest.revision, Ordering::Release);
             for (prefix, w) in s.waiting.iter_mut() {
@@ -156,7 +157,11 @@ impl Hub {
         let latest = w.latest();
         if latest <= seen {
             // Nothing after `seen` is under the prefix.
-            return Live::CaughtUp(last.max(seen));
+            return if s.closed {
+                Live::Closed
+            } else {
+                Live::CaughtUp(last.max(seen))
+            };
         }
         if seen < w.complete_since {
             return Live::Behind(seen);
@@ -191,10 +196,6 @@ impl Hub {
     fn news(&self, prefix: &str, seen: u64) -> bool {
         let s = self.state.lock().expect("hub lock");
         s.closed || s.waiting.get(prefix).is_none_or(|w| w.latest() > seen)
-    }
-
-    fn closed(&self) -> bool {
-        self.state.lock().expect("hub lock").closed
     }
 
     /// Up to `limit` events after `after`, if memory still holds the one right after it.
@@ -318,26 +319,21 @@ impl Watch {
                 }
                 continue;
             }
-            let Some(shared) = self.shared.upgrade() else {
-                self.done = true;
-                return None;
-            };
             let live = if self.seen < self.live_from {
-                None
+                Live::Behind(self.seen)
             } else {
-                Some(shared.hub.live(&self.prefix, self.seen, &mut self.pending))
+                match self.shared.upgrade() {
+                    Some(shared) => shared.hub.live(&self.prefix, self.seen, &mut self.pending),
+                    None => Live::Closed,
+                }
             };
-            drop(shared);
             match live {
-                Some(Live::Filled(upto)) => {
+                Live::Filled(upto) => {
                     self.seen = upto;
                     continue;
                 }
-                Some(Live::CaughtUp(upto)) => self.seen = upto,
-                None | Some(Live::Behind(_)) => {
-                    if let Some(Live::Behind(skip_to)) = live {
-                        self.seen = skip_to;
-                    }
+                Live::Behind(from) => {
+                    self.seen = from;
                     match self.replay().await {
                         Ok(()) => continue,
                         Err(end) => {
@@ -346,16 +342,16 @@ impl Watch {
                         }
                     }
                 }
+                Live::Closed => {
+                    self.done = true;
+                    return None;
+                }
+                Live::CaughtUp(upto) => self.seen = upto,
             }
-            // Caught up.
             if self.progress_due {
                 self.progress_due = false;
                 self.quiet_since = Instant::now();
                 return Some(WatchEvent::Progress(self.seen));
-            }
-            if self.shared.upgrade().is_none_or(|s| s.hub.closed()) {
-                self.done = true;
-                return None;
             }
             match self.progress_every {
                 None => self.wait().await,
