@@ -102,12 +102,8 @@ fn list_params() -> Vec<Value> {
     .collect()
 }
 
-fn schema_ref(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
 fn ok_response(schema_name: &str) -> Value {
-    json!({"200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(schema_name)}}}})
+    json!({"200": {"description": "OK", "content": {"application/json": {"schema": schema::reference(schema_name)}}}})
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -165,7 +161,7 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
         if r.group.is_empty() { "CoreV1" } else { "V1" },
         r.kind_name
     );
-    let json_body = json!({"application/json": {"schema": schema_ref(&name)}});
+    let json_body = json!({"application/json": {"schema": schema::reference(&name)}});
     let patch_body: Map<String, Value> = PATCH_TYPES
         .iter()
         .map(|t| (t.to_string(), json!({"schema": {"type": "object"}})))
@@ -187,7 +183,7 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
             "get": operation(r, "get", &format!("read{id}{suffix}"), schema_name, gvk.clone(), scope_params(true), None),
             "put": operation(r, "put", &format!("replace{id}{suffix}"), schema_name, gvk.clone(),
                 with(scope_params(true), write_params()),
-                Some(json!({"application/json": {"schema": schema_ref(schema_name)}}))),
+                Some(json!({"application/json": {"schema": schema::reference(schema_name)}}))),
             "patch": operation(r, "patch", &format!("patch{id}{suffix}"), schema_name, gvk.clone(),
                 with(with(scope_params(true), write_params()), vec![param("force", "query", "Force is going to \"force\" Apply requests.")]),
                 Some(Value::Object(patch_body.clone()))),

@@ -111,24 +111,29 @@ fn closed(schema: &Value) -> Value {
 
 const REF_PREFIX: &str = "#/components/schemas/";
 
-/// The schemas of `defs` that `name`'s refers to, itself included, directly or not.
-fn reachable(defs: &Map<String, Value>, name: &str) -> Map<String, Value> {
-    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-        match v {
-            Value::Object(m) => {
-                for (k, v) in m {
-                    match (k.as_str(), v) {
-                        ("$ref", Value::String(r)) => {
-                            out.extend(r.strip_prefix(REF_PREFIX));
-                        }
-                        _ => refs(v, out),
-                    }
+/// A reference to the schema `name` among the definitions.
+pub fn reference(name: &str) -> Value {
+    json!({"$ref": format!("{REF_PREFIX}{name}")})
+}
+
+/// The names of the schemas that `v` refers to, in order, repeats included.
+pub(crate) fn references<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("$ref", Value::String(r)) => out.extend(r.strip_prefix(REF_PREFIX)),
+                    _ => references(v, out),
                 }
             }
-            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
-            _ => {}
         }
+        Value::Array(a) => a.iter().for_each(|v| references(v, out)),
+        _ => {}
     }
+}
+
+/// The schemas of `defs` that `name`'s refers to, itself included, directly or not.
+fn reachable(defs: &Map<String, Value>, name: &str) -> Map<String, Value> {
     let mut out = Map::new();
     let mut todo = vec![name];
     while let Some(name) = todo.pop() {
@@ -136,7 +141,7 @@ fn reachable(defs: &Map<String, Value>, name: &str) -> Map<String, Value> {
             continue;
         }
         if let Some(schema) = defs.get(name) {
-            refs(schema, &mut todo);
+            references(schema, &mut todo);
             out.insert(name.to_string(), schema.clone());
         }
     }
@@ -156,10 +161,9 @@ fn validator(kind: Kind) -> &'static jsonschema::Validator {
     cells[&kind].get_or_init(|| {
         // Only the schemas the kind refers to: each validator keeps its own copy.
         let name = schema_name(kind);
-        let root = json!({
-            "$ref": format!("{REF_PREFIX}{name}"),
-            "components": {"schemas": closed(&Value::Object(reachable(definitions(), &name)))},
-        });
+        let mut root = reference(&name);
+        root["components"] =
+            json!({"schemas": closed(&Value::Object(reachable(definitions(), &name)))});
         let v = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft7)
             .should_validate_formats(false)

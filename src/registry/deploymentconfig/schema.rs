@@ -18,7 +18,7 @@ fn r(name: &str) -> Value {
     } else {
         format!("{PREFIX}{name}")
     };
-    json!({"$ref": format!("#/components/schemas/{full}")})
+    crate::registry::schema::reference(&full)
 }
 
 fn string(description: &str) -> Value {
@@ -285,22 +285,11 @@ mod tests {
         add_referenced(&mut generator);
         let mut all = generator.take_definitions(true);
         all.extend(definitions());
-        fn refs(v: &Value, out: &mut Vec<String>) {
-            match v {
-                Value::Object(m) => {
-                    if let Some(Value::String(r)) = m.get("$ref") {
-                        out.push(r.trim_start_matches("#/components/schemas/").to_string());
-                    }
-                    m.values().for_each(|v| refs(v, out));
-                }
-                Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
-                _ => {}
-            }
-        }
+        let defs = Value::Object(definitions());
         let mut out = Vec::new();
-        refs(&Value::Object(definitions()), &mut out);
+        crate::registry::schema::references(&defs, &mut out);
         for r in out {
-            assert!(all.contains_key(&r), "{r} is not defined");
+            assert!(all.contains_key(r), "{r} is not defined");
         }
     }
 }
