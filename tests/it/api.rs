@@ -1519,39 +1519,28 @@ async fn http2_clients_share_one_connection_for_requests_and_watches() {
         .unwrap();
     assert_eq!(r.version(), reqwest::Version::HTTP_2);
     assert_eq!(r.status().as_u16(), 200);
+    // Every watch shares the connection.
+    let watch = |path: String| {
+        let req = h2.get(format!("{}{path}", s.url)).bearer_auth(&s.token);
+        async move {
+            let r = req.send().await.unwrap();
+            assert_eq!(r.version(), reqwest::Version::HTTP_2);
+            crate::support::WatchReader::new(r)
+        }
+    };
     let mut watches = Vec::new();
     for _ in 0..20 {
-        let r = h2
-            .get(format!("{}{CMS}?watch=true&resourceVersion=0", s.url))
-            .bearer_auth(&s.token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.version(), reqwest::Version::HTTP_2);
-        watches.push(crate::support::WatchReader::new(r));
+        watches.push(watch(format!("{CMS}?watch=true&resourceVersion=0")).await);
     }
     // On the same connection: watches that end at their timeout, and a watch of another
     // namespace.
     let mut short = Vec::new();
     for _ in 0..5 {
-        let r = h2
-            .get(format!("{}{CMS}?watch=true&timeoutSeconds=1", s.url))
-            .bearer_auth(&s.token)
-            .send()
-            .await
-            .unwrap();
-        short.push(crate::support::WatchReader::new(r));
+        short.push(watch(format!("{CMS}?watch=true&timeoutSeconds=1")).await);
     }
-    let r = h2
-        .get(format!(
-            "{}/api/v1/namespaces/kube-system/configmaps?watch=true&resourceVersion=0",
-            s.url
-        ))
-        .bearer_auth(&s.token)
-        .send()
-        .await
-        .unwrap();
-    let mut elsewhere = crate::support::WatchReader::new(r);
+    let mut elsewhere =
+        watch("/api/v1/namespaces/kube-system/configmaps?watch=true&resourceVersion=0".into())
+            .await;
     let create = |ns: &str, name: &str| {
         h2.post(format!("{}/api/v1/namespaces/{ns}/configmaps", s.url))
             .bearer_auth(&s.token)
