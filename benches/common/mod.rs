@@ -74,15 +74,17 @@ pub async fn start() -> Server {
 pub async fn start_with(extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .args(extra)
-        .env("NO_COLOR", "1")
-        .env("BERTH_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Command::new(
+        std::env::var_os("BERTH_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into()),
+    )
+    .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+    .arg(dir.path())
+    .args(extra)
+    .env("NO_COLOR", "1")
+    .env("BERTH_LOG", "info")
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -9,8 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use futures_util::task::AtomicWaker;
-
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -771,13 +769,15 @@ struct WatchBody {
     lines: Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>,
     end: Pin<Box<dyn Future<Output = ()> + Send>>,
     end_wake: Arc<EndWake>,
+    /// The task waker last handed to `end_wake`; it stays there until replaced.
+    registered: Option<Waker>,
     done: bool,
 }
 
 /// The waker the end of a watch is polled with: notes that it woke, then wakes the body.
 struct EndWake {
     woken: AtomicBool,
-    task: AtomicWaker,
+    task: std::sync::Mutex<Option<Waker>>,
 }
 
 impl Wake for EndWake {
@@ -787,7 +787,9 @@ impl Wake for EndWake {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::Release);
-        self.task.wake();
+        if let Some(task) = &*self.task.lock().expect("watch end waker") {
+            task.wake_by_ref();
+        }
     }
 }
 
@@ -803,8 +805,19 @@ impl http_body::Body for WatchBody {
         if this.done {
             return Poll::Ready(None);
         }
-        this.end_wake.task.register(cx.waker());
-        if this.end_wake.woken.swap(false, Ordering::AcqRel) {
+        // The body's task rarely changes; hand its waker over only when it does.
+        if !this
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            let task = cx.waker().clone();
+            *this.end_wake.task.lock().expect("watch end waker") = Some(task.clone());
+            this.registered = Some(task);
+        }
+        if this.end_wake.woken.load(Ordering::Acquire)
+            && this.end_wake.woken.swap(false, Ordering::AcqRel)
+        {
             let waker = Waker::from(this.end_wake.clone());
             if this
                 .end
@@ -922,8 +935,9 @@ fn watch(
         end: Box::pin(end),
         end_wake: Arc::new(EndWake {
             woken: AtomicBool::new(true),
-            task: AtomicWaker::new(),
+            task: std::sync::Mutex::new(None),
         }),
+        registered: None,
         done: false,
     }));
     let content_type = if as_table.is_some() {

@@ -187,7 +187,7 @@ impl Metrics {
 struct Shared {
     backend: Arc<dyn Backend>,
     cache: Cache,
-    hub: Hub,
+    hub: Arc<Hub>,
     compacted: AtomicU64,
     metrics: Metrics,
 }
@@ -243,7 +243,7 @@ impl Store {
         let shared = Arc::new(Shared {
             backend,
             cache: Cache::new(objects, meta.revision),
-            hub: Hub::new(meta.revision, config.history),
+            hub: Arc::new(Hub::new(meta.revision, config.history)),
             compacted: AtomicU64::new(meta.compacted),
             metrics: Metrics::new(),
         });

@@ -449,6 +449,96 @@ async fn live_watches_of_many_prefixes_see_exactly_their_events() {
     s.close().await.unwrap();
 }
 
+/// Watches read the hub without its lock while the committer publishes on another thread:
+/// each must still deliver exactly its events, and a progress report must never claim a
+/// revision whose events it has not delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn watches_racing_concurrent_writers_miss_nothing() {
+    #[derive(Debug)]
+    enum Seen {
+        Event(u64, String),
+        Progress(u64),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let prefixes = ["/a/", "/b/", "/a/x/", ""];
+    let from = s.revision();
+    let mut watchers = Vec::new();
+    for prefix in prefixes.iter().cycle().take(12) {
+        let mut w = s
+            .watch(WatchOptions {
+                prefix: (*prefix).into(),
+                after: Some(from),
+                progress_every: Some(Duration::from_millis(1)),
+            })
+            .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(ev) = w.next().await {
+                let seen = match ev {
+                    WatchEvent::Event(e) => Seen::Event(e.revision, e.key.to_string()),
+                    WatchEvent::Progress(r) => Seen::Progress(r),
+                    other => panic!("unexpected {other:?}"),
+                };
+                if tx.send(seen).is_err() {
+                    return;
+                }
+            }
+        });
+        watchers.push((*prefix, rx));
+    }
+    let keys = ["/a/", "/a/x/", "/b/", "/c/"];
+    let mut writers = Vec::new();
+    for t in 0..4u64 {
+        let s = s.clone();
+        writers.push(tokio::spawn(async move {
+            let mut log = Vec::new();
+            for i in 0..150u64 {
+                let key = format!("{}{t}-{i}", keys[((t + i) % 4) as usize]);
+                let out = s.create(&key, obj("o", i)).await.unwrap();
+                log.push((written(out).revision, key));
+                if i % 16 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            log
+        }));
+    }
+    let mut log = Vec::new();
+    for w in writers {
+        log.extend(w.await.unwrap());
+    }
+    log.sort();
+    for (prefix, rx) in &mut watchers {
+        let want: Vec<(u64, String)> = log
+            .iter()
+            .filter(|(_, k)| k.starts_with(*prefix))
+            .cloned()
+            .collect();
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            let seen = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("the watch's events in time")
+                .expect("the watch still open");
+            match seen {
+                Seen::Event(r, k) => got.push((r, k)),
+                Seen::Progress(r) => {
+                    let due = want.iter().take_while(|(w, _)| *w <= r).count();
+                    assert!(
+                        got.len() >= due,
+                        "watch of {prefix:?} reported progress to {r} with {} of its {due} events up to there",
+                        got.len()
+                    );
+                }
+            }
+        }
+        assert_eq!(got, want, "watch of {prefix:?}");
+    }
+    drop(watchers);
+    s.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_quiet_watch_reports_progress() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,7 @@
 //! falls behind what memory holds reads the on-disk log instead; it never holds up writers.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -25,15 +25,17 @@ const REPLAY_CHUNK: usize = 512;
 
 pub(super) struct Hub {
     state: Mutex<HubState>,
-    /// Revision of the last published event.
+    /// Revision of the last published event. Stored after the prefixes' `latest`, so that
+    /// a watcher that reads it first and then its prefix's `latest` misses nothing.
     last: AtomicU64,
+    /// Set (under the lock) once the store has closed.
+    closed: AtomicBool,
 }
 
 struct HubState {
     /// The most recent events, oldest first, contiguous in revision.
     history: VecDeque<Arc<Event>>,
     history_cap: usize,
-    closed: bool,
     /// Live watchers by the key prefix they watch.
     waiting: HashMap<Arc<str>, Waiting>,
 }
@@ -47,6 +49,8 @@ struct Waiting {
     touched: VecDeque<u64>,
     /// ... which are all of them after this revision.
     complete_since: u64,
+    /// The last of them, for the watchers to read without the lock.
+    latest: Arc<AtomicU64>,
     waiters: Vec<Arc<AtomicWaker>>,
 }
 
@@ -75,10 +79,10 @@ impl Hub {
             state: Mutex::new(HubState {
                 history: VecDeque::with_capacity(history_cap.min(4096)),
                 history_cap,
-                closed: false,
                 waiting: HashMap::new(),
             }),
             last: AtomicU64::new(revision),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -98,7 +102,6 @@ impl Hub {
                     s.history.push_back(e.clone());
                 }
             }
-            self.last.store(newest.revision, Ordering::Release);
             for (prefix, w) in s.waiting.iter_mut() {
                 let mut hit = false;
                 for e in events.iter().filter(|e| e.key.starts_with(&**prefix)) {
@@ -109,32 +112,50 @@ impl Hub {
                     hit = true;
                 }
                 if hit {
+                    w.latest.store(w.latest(), Ordering::Release);
                     wake.extend(w.waiters.iter().filter_map(|waker| waker.take()));
                 }
             }
+            self.last.store(newest.revision, Ordering::Release);
         }
         for waker in wake {
             waker.wake();
         }
     }
 
-    /// Registers a live watcher of `prefix`; returns the revision it goes live after.
-    fn join(&self, prefix: &Arc<str>, waker: &Arc<AtomicWaker>) -> Option<u64> {
+    /// Registers a live watcher of `prefix`; returns the revision it goes live after and
+    /// the prefix's latest revision, which the hub keeps current while the watcher is in.
+    fn join(&self, prefix: &Arc<str>, waker: &Arc<AtomicWaker>) -> Option<(u64, Arc<AtomicU64>)> {
         let mut s = self.state.lock().expect("hub lock");
-        if s.closed {
+        if self.closed.load(Ordering::Acquire) {
             return None;
         }
         let last = self.last.load(Ordering::Acquire);
-        s.waiting
-            .entry(prefix.clone())
-            .or_insert_with(|| Waiting {
-                touched: VecDeque::new(),
-                complete_since: last,
-                waiters: Vec::new(),
-            })
-            .waiters
-            .push(waker.clone());
-        Some(last)
+        let w = s.waiting.entry(prefix.clone()).or_insert_with(|| Waiting {
+            touched: VecDeque::new(),
+            complete_since: last,
+            latest: Arc::new(AtomicU64::new(last)),
+            waiters: Vec::new(),
+        });
+        w.waiters.push(waker.clone());
+        Some((last, w.latest.clone()))
+    }
+
+    /// Without the lock: `CaughtUp` or `Closed` when nothing under the prefix (whose latest
+    /// revision is `latest`) is past `seen`; `None` when there is something to read.
+    fn caught_up(&self, latest: &AtomicU64, seen: u64) -> Option<Live> {
+        // In this order: a publish stores the prefixes' latest before `last`, and the
+        // close flag after every publish.
+        let closed = self.closed.load(Ordering::Acquire);
+        let last = self.last.load(Ordering::Acquire);
+        if latest.load(Ordering::Acquire) > seen {
+            return None;
+        }
+        Some(if closed {
+            Live::Closed
+        } else {
+            Live::CaughtUp(last.max(seen))
+        })
     }
 
     fn leave(&self, prefix: &str, waker: &Arc<AtomicWaker>) {
@@ -157,7 +178,7 @@ impl Hub {
         let latest = w.latest();
         if latest <= seen {
             // Nothing after `seen` is under the prefix.
-            return if s.closed {
+            return if self.closed.load(Ordering::Acquire) {
                 Live::Closed
             } else {
                 Live::CaughtUp(last.max(seen))
@@ -192,12 +213,6 @@ impl Hub {
         Live::Filled(upto)
     }
 
-    /// Whether a live watcher past `seen` has anything to look at.
-    fn news(&self, prefix: &str, seen: u64) -> bool {
-        let s = self.state.lock().expect("hub lock");
-        s.closed || s.waiting.get(prefix).is_none_or(|w| w.latest() > seen)
-    }
-
     /// Up to `limit` events after `after`, if memory still holds the one right after it.
     fn recent(&self, after: u64, limit: usize) -> Option<Vec<Arc<Event>>> {
         let s = self.state.lock().expect("hub lock");
@@ -213,8 +228,8 @@ impl Hub {
     pub(super) fn close(&self) {
         let mut wake = Vec::new();
         {
-            let mut s = self.state.lock().expect("hub lock");
-            s.closed = true;
+            let s = self.state.lock().expect("hub lock");
+            self.closed.store(true, Ordering::Release);
             for w in s.waiting.values() {
                 wake.extend(w.waiters.iter().filter_map(|waker| waker.take()));
             }
@@ -253,9 +268,12 @@ pub struct WatchOptions {
 pub struct Watch {
     watchers: prometheus_client::metrics::gauge::Gauge,
     shared: Weak<Shared>,
+    hub: Arc<Hub>,
     prefix: Arc<str>,
     /// What the hub wakes when an event under the prefix is published.
     waker: Arc<AtomicWaker>,
+    /// The latest revision published under the prefix, kept by the hub.
+    latest: Arc<AtomicU64>,
     /// Every event at or below this revision has been looked at.
     seen: u64,
     /// Events above this revision are live: the hub tells this watch of them. Those up
@@ -273,9 +291,7 @@ pub struct Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         self.watchers.dec();
-        if let Some(shared) = self.shared.upgrade() {
-            shared.hub.leave(&self.prefix, &self.waker);
-        }
+        self.hub.leave(&self.prefix, &self.waker);
     }
 }
 
@@ -283,13 +299,15 @@ impl Watch {
     pub(super) fn start(shared: &Arc<Shared>, opts: WatchOptions) -> Result<Self> {
         let prefix: Arc<str> = opts.prefix.into();
         let waker = Arc::new(AtomicWaker::new());
-        let last = shared.hub.join(&prefix, &waker).ok_or(Error::Closed)?;
+        let (last, latest) = shared.hub.join(&prefix, &waker).ok_or(Error::Closed)?;
         shared.metrics.watchers.inc();
         Ok(Self {
             watchers: shared.metrics.watchers.clone(),
             shared: Arc::downgrade(shared),
+            hub: shared.hub.clone(),
             prefix,
             waker,
+            latest,
             seen: opts.after.unwrap_or(last),
             live_from: last,
             pending: VecDeque::new(),
@@ -322,9 +340,9 @@ impl Watch {
             let live = if self.seen < self.live_from {
                 Live::Behind(self.seen)
             } else {
-                match self.shared.upgrade() {
-                    Some(shared) => shared.hub.live(&self.prefix, self.seen, &mut self.pending),
-                    None => Live::Closed,
+                match self.hub.caught_up(&self.latest, self.seen) {
+                    Some(live) => live,
+                    None => self.hub.live(&self.prefix, self.seen, &mut self.pending),
                 }
             };
             match live {
@@ -371,10 +389,8 @@ impl Watch {
     async fn wait(&self) {
         std::future::poll_fn(|cx| {
             self.waker.register(cx.waker());
-            match self.shared.upgrade() {
-                Some(shared) if !shared.hub.news(&self.prefix, self.seen) => {
-                    std::task::Poll::Pending
-                }
+            match self.hub.caught_up(&self.latest, self.seen) {
+                Some(Live::CaughtUp(_)) => std::task::Poll::Pending,
                 _ => std::task::Poll::Ready(()),
             }
         })
