@@ -12,7 +12,8 @@
 //!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
 //!
 //! `BERTH_BENCH_QUICK=1` shrinks every phase; `BERTH_BENCH_ONLY=watch` (or `idle`,
-//! `creates`, `latency`, `etcd`, comma-separated) runs only those phases.
+//! `creates`, `latency`, `etcd`, comma-separated) runs only those phases;
+//! `BERTH_BENCH_BIN=path/to/berth` measures another build of the server (to compare two).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
