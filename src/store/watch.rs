@@ -25,8 +25,9 @@ const REPLAY_CHUNK: usize = 512;
 
 pub(super) struct Hub {
     state: Mutex<HubState>,
-    /// Revision of the last published event. Stored after the prefixes' `latest`, so that
-    /// a watcher that reads it first and then its prefix's `latest` misses nothing.
+    /// Revision of the last published event. Stored after the prefixes' `shared_latest`, so
+    /// that a watcher that reads it first and then its prefix's `shared_latest` misses
+    /// nothing.
     last: AtomicU64,
     /// Set (under the lock) once the store has closed.
     closed: AtomicBool,
@@ -49,8 +50,8 @@ struct Waiting {
     touched: VecDeque<u64>,
     /// ... which are all of them after this revision.
     complete_since: u64,
-    /// The last of them, for the watchers to read without the lock.
-    latest: Arc<AtomicU64>,
+    /// `latest()`, for the watchers to read without the lock.
+    shared_latest: Arc<AtomicU64>,
     waiters: Vec<Arc<AtomicWaker>>,
 }
 
@@ -71,6 +72,16 @@ enum Live {
     Behind(u64),
     /// Caught up, and the store has closed.
     Closed,
+}
+
+/// What a watcher that has seen everything under its prefix up to `seen` learns: the
+/// hub's last revision, as far as it has looked, or that the store has closed.
+fn quiet(closed: bool, last: u64, seen: u64) -> Live {
+    if closed {
+        Live::Closed
+    } else {
+        Live::CaughtUp(last.max(seen))
+    }
 }
 
 impl Hub {
@@ -112,7 +123,7 @@ impl Hub {
                     hit = true;
                 }
                 if hit {
-                    w.latest.store(w.latest(), Ordering::Release);
+                    w.shared_latest.store(w.latest(), Ordering::Release);
                     wake.extend(w.waiters.iter().filter_map(|waker| waker.take()));
                 }
             }
@@ -134,28 +145,21 @@ impl Hub {
         let w = s.waiting.entry(prefix.clone()).or_insert_with(|| Waiting {
             touched: VecDeque::new(),
             complete_since: last,
-            latest: Arc::new(AtomicU64::new(last)),
+            shared_latest: Arc::new(AtomicU64::new(last)),
             waiters: Vec::new(),
         });
         w.waiters.push(waker.clone());
-        Some((last, w.latest.clone()))
+        Some((last, w.shared_latest.clone()))
     }
 
     /// Without the lock: `CaughtUp` or `Closed` when nothing under the prefix (whose latest
     /// revision is `latest`) is past `seen`; `None` when there is something to read.
     fn caught_up(&self, latest: &AtomicU64, seen: u64) -> Option<Live> {
-        // In this order: a publish stores the prefixes' latest before `last`, and the
+        // In this order: a publish stores the prefixes' shared latest before `last`, and the
         // close flag after every publish.
         let closed = self.closed.load(Ordering::Acquire);
         let last = self.last.load(Ordering::Acquire);
-        if latest.load(Ordering::Acquire) > seen {
-            return None;
-        }
-        Some(if closed {
-            Live::Closed
-        } else {
-            Live::CaughtUp(last.max(seen))
-        })
+        (latest.load(Ordering::Acquire) <= seen).then(|| quiet(closed, last, seen))
     }
 
     fn leave(&self, prefix: &str, waker: &Arc<AtomicWaker>) {
@@ -178,11 +182,7 @@ impl Hub {
         let latest = w.latest();
         if latest <= seen {
             // Nothing after `seen` is under the prefix.
-            return if self.closed.load(Ordering::Acquire) {
-                Live::Closed
-            } else {
-                Live::CaughtUp(last.max(seen))
-            };
+            return quiet(self.closed.load(Ordering::Acquire), last, seen);
         }
         if seen < w.complete_since {
             return Live::Behind(seen);
