@@ -141,10 +141,15 @@ impl Server {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
             .unwrap();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let after_name = stat.rsplit_once(')').unwrap().1;
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-        (rss_kb / 1024.0, ticks / 100.0)
+        (rss_kb / 1024.0, cpu_seconds(&pid.to_string()))
     }
+}
+
+/// CPU seconds (user and system) that process `pid` (or `self`) has used so far.
+pub fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = stat.rsplit_once(')').unwrap().1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }
