@@ -82,6 +82,7 @@ impl Error {
                     }),
                 ),
                 R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest", json!(null)),
+                R::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", json!(null)),
                 R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
                 R::Expired(_) => (StatusCode::GONE, "Expired", json!(null)),
                 R::MethodNotAllowed(_) => (
@@ -95,6 +96,18 @@ impl Error {
                     json!(null),
                 ),
                 R::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "Timeout", json!(null)),
+                // Told as client-go's `IsTooLargeResourceVersion` recognises it.
+                R::TooLargeResourceVersion(_) => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "Timeout",
+                    json!({
+                        "causes": [{
+                            "reason": "ResourceVersionTooLarge",
+                            "message": "Too large resource version",
+                        }],
+                        "retryAfterSeconds": 1,
+                    }),
+                ),
                 R::Internal(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalError",
@@ -131,7 +144,7 @@ impl Error {
     /// The Status object for this error.
     pub fn status(&self) -> (StatusCode, Value) {
         let (code, reason, details) = self.parts();
-        let message = if code.is_server_error() {
+        let message = if code.is_server_error() && code != StatusCode::GATEWAY_TIMEOUT {
             tracing::error!(error = %self, "internal error answering a request");
             "Internal error occurred: see the berth server log for details".to_string()
         } else {

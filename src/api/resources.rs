@@ -471,7 +471,20 @@ pub async fn handle(
             }));
         }
     }
+    let not_allowed = || {
+        Err(Error::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource: {method}"
+        )))
+    };
     match (&method, t.name.as_deref()) {
+        // A namespaced kind is created and deleted in a namespace only; namespaces are
+        // never deleted by the collection.
+        (&Method::POST | &Method::DELETE, None)
+            if (res.namespaced && ns.is_none())
+                || (method == Method::DELETE && res.kind == registry::Kind::Namespace) =>
+        {
+            not_allowed()
+        }
         (&Method::GET, None) if flag(&query, "watch") => {
             let as_table = table_request(&headers, &query)?;
             watch(state.clone(), res, ns, &query, as_table)
@@ -614,13 +627,14 @@ pub async fn handle(
             Ok(written(StatusCode::OK, out))
         }
         (&Method::PATCH, Some(name))
-            if t.sub.is_none()
+            if matches!(t.sub.as_deref(), None | Some("status"))
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml") =>
         {
             let config = registry::parse_config(&body).map_err(Error::BadRequest)?;
             let apply = registry::ApplyOptions {
                 manager: query.get("fieldManager").cloned().unwrap_or_default(),
                 force: flag(&query, "force"),
+                status: t.sub.is_some(),
             };
             let (out, created) = reg
                 .apply(res, ns, name, config, &write_options(&query)?, &apply)
@@ -633,7 +647,14 @@ pub async fn handle(
             Ok(written(code, out))
         }
         (&Method::PATCH, Some(name)) => {
-            let patch = patch_body(&headers, &body)?;
+            let patch = if t.sub.as_deref() == Some("scale")
+                && media_type(&headers).as_deref() == Some("application/apply-patch+yaml")
+            {
+                // A Scale has one field a client sets: applied, it merges.
+                Patch::Merge(registry::parse_config(&body).map_err(Error::BadRequest)?)
+            } else {
+                patch_body(&headers, &body)?
+            };
             let opts = write_options(&query)?;
             let out = match t.sub.as_deref() {
                 Some("scale") => {
@@ -647,7 +668,9 @@ pub async fn handle(
                     if let Some(meta) = scale["metadata"].as_object_mut() {
                         meta.remove("resourceVersion");
                     }
-                    let patched = patch.apply(res, &scale).map_err(Error::BadRequest)?;
+                    let patched = patch
+                        .apply(res, &scale)
+                        .map_err(|e| Error::Registry(e.into()))?;
                     let replicas = scale_replicas(&patched)?;
                     let mut p = json!({"spec": {"replicas": replicas}});
                     if let Some(rv) = patched

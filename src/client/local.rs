@@ -23,13 +23,13 @@ impl From<registry::Error> for Error {
             R::NotFound { .. } => Error::NotFound(message),
             R::AlreadyExists { .. } => Error::AlreadyExists(message),
             R::Conflict { .. } => Error::Conflict(message),
-            R::Invalid { .. } => Error::Invalid(message),
+            R::Invalid { .. } | R::Unprocessable(_) => Error::Invalid(message),
             R::BadRequest(_) | R::UnsupportedMediaType(_) | R::MethodNotAllowed(_) => {
                 Error::BadRequest(message)
             }
             R::Forbidden(_) => Error::Forbidden(message),
             R::Expired(_) => Error::Gone(message),
-            R::Timeout(_) => Error::Server { code: 504, message },
+            R::Timeout(_) | R::TooLargeResourceVersion(_) => Error::Server { code: 504, message },
             R::Internal(_) => Error::Server { code: 500, message },
         }
     }

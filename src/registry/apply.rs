@@ -19,6 +19,9 @@ use super::{Error, Part, Registry, Resource, Result, WriteOptions, Written, meta
 pub struct ApplyOptions {
     pub manager: String,
     pub force: bool,
+    /// An apply to the status subresource: only the configuration's status is applied,
+    /// and the manager's entry is its own, marked `subresource: status`.
+    pub status: bool,
 }
 
 /// One step of a field path: a member, or a list element identified by its merge key.
@@ -32,10 +35,10 @@ enum Seg {
 type Path = Vec<Seg>;
 
 /// Paths that belong to the server, never to a field manager.
-fn ignored(path: &[String]) -> bool {
+fn ignored(path: &[String], status: bool) -> bool {
     matches!(
         path,
-        [a] if a == "apiVersion" || a == "kind" || a == "status"
+        [a] if a == "apiVersion" || a == "kind" || (a == "status" && !status)
     ) || matches!(
         path,
         [m, f] if m == "metadata" && matches!(f.as_str(),
@@ -45,10 +48,10 @@ fn ignored(path: &[String]) -> bool {
     )
 }
 
-/// The leaf fields a configuration sets.
-fn leaves(v: &Value) -> BTreeSet<Path> {
+/// The leaf fields a configuration sets (its status only for the status subresource).
+fn leaves(v: &Value, status: bool) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
-    walk(v, &mut Vec::new(), &mut Vec::new(), None, &mut out);
+    walk(v, &mut Vec::new(), &mut Vec::new(), None, status, &mut out);
     out
 }
 
@@ -57,15 +60,16 @@ fn walk(
     path: &mut Path,
     names: &mut Vec<String>,
     field: Option<&str>,
+    status: bool,
     out: &mut BTreeSet<Path>,
 ) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
                 names.push(k.clone());
-                if !ignored(names) {
+                if !ignored(names, status) {
                     path.push(Seg::Field(k.clone()));
-                    walk(child, path, names, Some(k), out);
+                    walk(child, path, names, Some(k), status, out);
                     path.pop();
                 }
                 names.pop();
@@ -76,7 +80,7 @@ fn walk(
                 for item in items {
                     let id = json!({key: item[key]}).to_string();
                     path.push(Seg::Key(id));
-                    walk(item, path, names, None, out);
+                    walk(item, path, names, None, status, out);
                     path.pop();
                 }
             }
@@ -219,20 +223,31 @@ fn render(path: &[Seg]) -> String {
 }
 
 /// One managedFields entry.
-fn entry(manager: &str, api_version: &str, fields: &BTreeSet<Path>) -> Value {
-    json!({
-        "manager": manager,
+fn entry(opts: &ApplyOptions, api_version: &str, fields: &BTreeSet<Path>) -> Value {
+    let mut e = json!({
+        "manager": opts.manager,
         "operation": "Apply",
         "apiVersion": api_version,
         "time": crate::types::now(),
         "fieldsType": "FieldsV1",
         "fieldsV1": to_fields_v1(fields),
-    })
+    });
+    if opts.status {
+        e["subresource"] = json!("status");
+    }
+    e
+}
+
+/// Whether managedFields entry `e` is the one `opts` applies as.
+fn is_own(e: &Value, opts: &ApplyOptions) -> bool {
+    e["manager"] == opts.manager
+        && e["operation"] == "Apply"
+        && (e["subresource"] == "status") == opts.status
 }
 
 /// The object after `config` is applied by `opts.manager` to `live`.
 fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -> Result<Value> {
-    let applied = leaves(config);
+    let applied = leaves(config, opts.status);
     let entries: Vec<Value> = meta(live)
         .and_then(|m| m.get("managedFields"))
         .and_then(Value::as_array)
@@ -240,11 +255,13 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
         .unwrap_or_default();
     let mut others: Vec<(Value, BTreeSet<Path>)> = Vec::new();
     let mut previous = BTreeSet::new();
+    // The manager's own entry, and how many entries came before it.
+    let mut own: Option<(usize, Value)> = None;
     for e in entries {
         let fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
-        let mine = e["manager"] == opts.manager && e["operation"] == "Apply";
-        if mine {
+        if is_own(&e, opts) {
             previous = fields;
+            own = Some((others.len(), e));
         } else {
             others.push((e, fields));
         }
@@ -307,11 +324,33 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
             e
         })
         .collect();
-    managed.push(entry(&opts.manager, &api_version, &applied));
+    let fresh = entry(opts, &api_version, &applied);
+    match own {
+        // An apply that changes nothing, neither the object nor who owns what, leaves
+        // the entry (and its time) where it was: the write is then no write at all.
+        Some((at, own))
+            if at <= managed.len()
+                && own["apiVersion"] == fresh["apiVersion"]
+                && own["fieldsV1"] == fresh["fieldsV1"]
+                && without_managed(&out) == without_managed(live) =>
+        {
+            managed.insert(at, own);
+        }
+        _ => managed.push(fresh),
+    }
     if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("managedFields".into(), Value::Array(managed));
     }
     Ok(out)
+}
+
+/// `v` without its `metadata.managedFields`.
+fn without_managed(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    v
 }
 
 impl Registry {
@@ -333,24 +372,47 @@ impl Registry {
             .await;
         }
         if apply.manager.is_empty() {
-            return Err(Error::BadRequest(
-                "fieldManager: Required value: is required for apply patch".into(),
-            ));
+            let mut cause = super::Cause::required("fieldManager");
+            cause.message.push_str(": is required for apply patch");
+            return Err(Error::Invalid {
+                group: "meta.k8s.io",
+                kind: "PatchOptions",
+                name: String::new(),
+                causes: vec![cause],
+            });
         }
         let ns = Self::scope(res, namespace)?;
         Self::check_type(res, &mut config)?;
         if let Some(m) = config.get("metadata").and_then(Value::as_object) {
             super::check_identity(m, ns, Some(name))?;
         }
+        let part = if apply.status {
+            // The status subresource takes the status alone (and the identity that
+            // names the object).
+            if let Some(c) = config.as_object_mut() {
+                c.retain(|k, _| {
+                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                });
+                if let Some(m) = c.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.retain(|k, _| matches!(k.as_str(), "name" | "namespace"));
+                }
+            }
+            Part::Status
+        } else {
+            Part::Main
+        };
         let key = res.key(ns, name);
         for _ in 0..super::UPDATE_RETRIES {
             if self.store.get(&key).is_none() {
+                if apply.status {
+                    return Err(Self::not_found(res, name));
+                }
                 let mut obj = config.clone();
                 super::meta_mut(&mut obj)?.insert("name".into(), json!(name));
-                let fields = leaves(&config);
+                let fields = leaves(&config, false);
                 super::meta_mut(&mut obj)?.insert(
                     "managedFields".into(),
-                    json!([entry(&apply.manager, &res.api_version(), &fields)]),
+                    json!([entry(apply, &res.api_version(), &fields)]),
                 );
                 match self.create(res, ns, obj, opts).await {
                     Ok(w) => return Ok((w, true)),
@@ -367,7 +429,7 @@ impl Registry {
                     None,
                     opts,
                     |live| apply_to(res, live, &config, apply),
-                    Part::Main,
+                    part,
                 )
                 .await;
             match result {
@@ -398,6 +460,7 @@ mod tests {
         ApplyOptions {
             manager: m.into(),
             force,
+            status: false,
         }
     }
 
@@ -405,7 +468,7 @@ mod tests {
     fn fields_v1_round_trips_with_keyed_lists() {
         let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
             "spec": {"containers": [{"name": "main", "image": "x"}]}});
-        let set = leaves(&cfg);
+        let set = leaves(&cfg, false);
         let f = to_fields_v1(&set);
         assert_eq!(f["f:metadata"]["f:labels"]["f:a"], json!({}));
         assert!(f["f:metadata"].get("f:name").is_none());
@@ -443,6 +506,31 @@ mod tests {
         // a stops applying y: it goes; x (now b's) stays.
         let live = apply_to(res, &live, &json!({"data": {}}), &opts("a", false)).unwrap();
         assert_eq!(live["data"], json!({"x": "2"}));
+    }
+
+    #[test]
+    fn an_apply_that_changes_nothing_leaves_the_object_as_it_was() {
+        let res = catalog::of(Kind::ConfigMap);
+        let live = json!({"metadata": {"name": "c"}, "data": {"z": "0"}});
+        let cfg = json!({"metadata": {"name": "c"}, "data": {"x": "1"}});
+        let live = apply_to(res, &live, &cfg, &opts("a", false)).unwrap();
+        let live = apply_to(res, &live, &json!({"data": {"y": "1"}}), &opts("b", false)).unwrap();
+        // The manager's entry is the first of two; applying the same again keeps all.
+        let mut stamped = live.clone();
+        stamped["metadata"]["managedFields"][0]["time"] = json!("2000-01-01T00:00:00Z");
+        let again = apply_to(res, &stamped, &cfg, &opts("a", false)).unwrap();
+        assert_eq!(again, stamped);
+        // A changed value, or a changed set of fields, is a new entry with a new time.
+        for cfg in [
+            json!({"data": {"x": "2"}}),
+            json!({"data": {"x": "1", "w": "1"}}),
+        ] {
+            let changed = apply_to(res, &stamped, &cfg, &opts("a", false)).unwrap();
+            let entries = changed["metadata"]["managedFields"].as_array().unwrap();
+            assert_eq!(entries.len(), 2);
+            assert_eq!(entries[1]["manager"], "a");
+            assert_ne!(entries[1]["time"], "2000-01-01T00:00:00Z");
+        }
     }
 
     #[test]

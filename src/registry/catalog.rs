@@ -92,6 +92,12 @@ impl Resource {
     }
 
     pub fn verbs(&self) -> &'static [&'static str] {
+        if self.kind == Kind::Namespace {
+            // As Kubernetes: namespaces go one at a time.
+            return &[
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ];
+        }
         &[
             "create",
             "delete",

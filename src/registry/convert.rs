@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::catalog::Kind;
 use super::catalog::{self, Resource};
 use super::{
-    ApplyOptions, Cause, DeleteOptions, Error, List, ListOptions, Part, Patch, Registry, Result,
+    ApplyOptions, Cause, DeleteOptions, List, ListOptions, Part, Patch, Registry, Result,
     WriteOptions, Written, schema,
 };
 use crate::types::fields;
@@ -254,7 +254,7 @@ impl Registry {
                 opts,
                 |old| {
                     let served = from_stored_value(res.kind, old);
-                    let patched = patch.apply(res, &served).map_err(Error::BadRequest)?;
+                    let patched = patch.apply(res, &served)?;
                     Self::served_to_stored(res, patched, opts).map(|(v, _)| v)
                 },
                 part,

@@ -110,6 +110,10 @@ pub enum Error {
     },
     #[error("{0}")]
     BadRequest(String),
+    /// A well-formed request that cannot be carried out on this object, such as a JSON
+    /// patch whose `test` fails (HTTP 422, reason Invalid, without causes).
+    #[error("the server rejected our request due to an error in our request: {0}")]
+    Unprocessable(String),
     #[error("{0}")]
     Forbidden(String),
     /// The requested history is gone (HTTP 410, reason Expired).
@@ -122,6 +126,9 @@ pub enum Error {
     /// The request asked for a state the server does not have yet (HTTP 504).
     #[error("{0}")]
     Timeout(String),
+    /// A read asked for a resourceVersion the store has not reached in time (HTTP 504).
+    #[error("{0}")]
+    TooLargeResourceVersion(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -210,6 +217,9 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     pub dry_run: bool,
 }
+
+/// The namespaces that are never deleted, as Kubernetes keeps them.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -800,7 +810,7 @@ impl Registry {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
         while self.store.revision() < revision {
             if tokio::time::Instant::now() >= deadline {
-                return Err(Error::Timeout(format!(
+                return Err(Error::TooLargeResourceVersion(format!(
                     "Too large resource version: {revision}, current: {}",
                     self.store.revision()
                 )));
@@ -941,7 +951,7 @@ impl Registry {
             name,
             None,
             opts,
-            |old| patch.apply(res, old).map_err(Error::BadRequest),
+            |old| Ok(patch.apply(res, old)?),
             part,
         )
         .await
@@ -981,7 +991,8 @@ impl Registry {
             let old = parse(&cur.value)?;
             let mut new = change(&old)?;
             Self::check_type(res, &mut new)?;
-            meta_mut(&mut new)?;
+            // A patch may not rename the object either.
+            check_identity(meta_mut(&mut new)?, None, Some(name))?;
             let mut schema_causes = Vec::new();
             let warnings = schema::admit(res, &mut new, opts.field_validation, &mut schema_causes)?;
             let done = |object| Written {
@@ -1062,6 +1073,13 @@ impl Registry {
                 let mut m = old.clone();
                 if let (Some(dst), Some(status)) = (m.as_object_mut(), new.get("status")) {
                     dst.insert("status".into(), status.clone());
+                }
+                // Who owns which status fields is recorded as for the main resource.
+                if let (Some(dst), Some(managed)) = (
+                    m.get_mut("metadata").and_then(Value::as_object_mut),
+                    new.pointer("/metadata/managedFields"),
+                ) {
+                    dst.insert("managedFields".into(), managed.clone());
                 }
                 m
             }
@@ -1182,6 +1200,11 @@ impl Registry {
             return Box::pin(self.converted_delete(res, stored, namespace, name, opts)).await;
         }
         let ns = Self::scope(res, namespace)?;
+        if res.kind == Kind::Namespace && IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(Error::Forbidden(format!(
+                "namespaces {name:?} is forbidden: this namespace may not be deleted"
+            )));
+        }
         let key = res.key(ns, name);
         let expect_rv = opts.resource_version.as_deref().map(parse_rv).transpose()?;
         for _ in 0..UPDATE_RETRIES {

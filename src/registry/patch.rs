@@ -17,13 +17,40 @@ pub enum Patch {
     Strategic(Value),
 }
 
+/// Why a patch could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchError {
+    /// The patch itself is malformed (HTTP 400).
+    Malformed(String),
+    /// A well-formed JSON patch fails on this object: a `test` that does not hold, a
+    /// path that is not there (HTTP 422, as Kubernetes answers).
+    Failed(String),
+}
+
+impl From<String> for PatchError {
+    fn from(message: String) -> Self {
+        PatchError::Malformed(message)
+    }
+}
+
+impl From<PatchError> for super::Error {
+    fn from(e: PatchError) -> Self {
+        match e {
+            PatchError::Malformed(m) => super::Error::BadRequest(m),
+            PatchError::Failed(m) => super::Error::Unprocessable(m),
+        }
+    }
+}
+
 impl Patch {
-    /// The patched object; errors are messages for a 400 answer.
-    pub fn apply(&self, _res: &Resource, current: &Value) -> Result<Value, String> {
+    /// The patched object.
+    pub fn apply(&self, _res: &Resource, current: &Value) -> Result<Value, PatchError> {
         match self {
             Patch::Merge(p) => {
                 if !p.is_object() {
-                    return Err("a merge patch must be a JSON object".into());
+                    return Err(PatchError::Malformed(
+                        "a merge patch must be a JSON object".into(),
+                    ));
                 }
                 let mut out = current.clone();
                 merge(&mut out, p);
@@ -33,13 +60,16 @@ impl Patch {
                 let ops: json_patch::Patch = serde_json::from_value(p.clone())
                     .map_err(|e| format!("invalid JSON patch: {e}"))?;
                 let mut out = current.clone();
-                json_patch::patch(&mut out, &ops)
-                    .map_err(|e| format!("the JSON patch could not be applied: {e}"))?;
+                json_patch::patch(&mut out, &ops).map_err(|e| {
+                    PatchError::Failed(format!("the JSON patch could not be applied: {e}"))
+                })?;
                 Ok(out)
             }
             Patch::Strategic(p) => {
                 if !p.is_object() {
-                    return Err("a strategic merge patch must be a JSON object".into());
+                    return Err(PatchError::Malformed(
+                        "a strategic merge patch must be a JSON object".into(),
+                    ));
                 }
                 let mut out = current.clone();
                 strategic_merge(&mut out, p)?;
@@ -290,10 +320,19 @@ mod tests {
             json!([{"op":"add","path":"/data/b","value":"2"},{"op":"remove","path":"/data/a"}]),
         );
         assert_eq!(p.apply(res, &cur).unwrap(), json!({"data": {"b": "2"}}));
-        let bad = Patch::Json(json!([{"op":"test","path":"/data/a","value":"9"}]));
-        assert!(bad.apply(res, &cur).is_err());
-        assert!(Patch::Json(json!({"op":"x"})).apply(res, &cur).is_err());
-        assert!(Patch::Merge(json!([1])).apply(res, &cur).is_err());
+        // A patch that does not hold for this object is unprocessable (422)…
+        for failing in [
+            json!([{"op":"test","path":"/data/a","value":"9"}]),
+            json!([{"op":"remove","path":"/data/nope"}]),
+        ] {
+            let err = Patch::Json(failing).apply(res, &cur).unwrap_err();
+            assert!(matches!(err, PatchError::Failed(_)), "{err:?}");
+        }
+        // …one that is not a patch at all is a bad request (400).
+        for malformed in [Patch::Json(json!({"op":"x"})), Patch::Merge(json!([1]))] {
+            let err = malformed.apply(res, &cur).unwrap_err();
+            assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
+        }
     }
 
     fn smp(target: Value, patch: Value) -> Value {

@@ -27,15 +27,46 @@ pub fn default(kind: Kind, obj: &mut Value) {
         Kind::Secret => {
             if let Some(m) = obj.as_object_mut() {
                 m.entry("type").or_insert_with(|| json!("Opaque"));
+                string_data_into_data(m);
+            }
+        }
+        Kind::Node => {
+            // As the API server defaults it: `spec` is there, if empty, so that field
+            // selectors such as `spec.unschedulable=false` see the node.
+            if obj.get("spec").is_none_or(Value::is_null) {
+                if let Some(m) = obj.as_object_mut() {
+                    m.insert("spec".into(), json!({}));
+                }
             }
         }
         Kind::DeploymentConfig => super::deploymentconfig::rules::default(obj),
         Kind::Event
-        | Kind::Node
         | Kind::ConfigMap
         | Kind::ServiceAccount
         | Kind::Lease
         | Kind::EventsV1Event => {}
+    }
+}
+
+/// A Secret's `stringData` is write-only: its values go into `data`, base64-encoded,
+/// replacing those of the same keys, and it is never stored.
+fn string_data_into_data(secret: &mut serde_json::Map<String, Value>) {
+    use base64::Engine;
+    let Some(Value::Object(strings)) = secret.remove("stringData") else {
+        return;
+    };
+    let data = secret.entry("data").or_insert_with(|| json!({}));
+    if data.is_null() {
+        *data = json!({});
+    }
+    let Some(data) = data.as_object_mut() else {
+        return;
+    };
+    for (k, v) in strings {
+        if let Some(text) = v.as_str() {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(k, json!(encoded));
+        }
     }
 }
 
@@ -426,6 +457,24 @@ pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_string_data_goes_into_data_and_nodes_get_a_spec() {
+        let mut s = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="},
+            "stringData": {"b": "new", "c": "ü"}});
+        default(Kind::Secret, &mut s);
+        assert_eq!(
+            s,
+            json!({"metadata": {"name": "s"}, "type": "Opaque",
+                "data": {"a": "eA==", "b": "bmV3", "c": "w7w="}})
+        );
+        let mut only = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
+        default(Kind::Secret, &mut only);
+        assert_eq!(only["data"], json!({"k": "dg=="}));
+        let mut node = json!({"metadata": {"name": "n"}, "spec": null});
+        default(Kind::Node, &mut node);
+        assert_eq!(node["spec"], json!({}));
+    }
 
     #[test]
     fn pods_get_their_defaults_and_image_pull_policy() {

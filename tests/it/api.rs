@@ -493,7 +493,8 @@ async fn patches_merge_json_and_reject_what_they_cannot_apply() {
             json!([{"op": "remove", "path": "/data/none"}]),
         )
         .await;
-    assert_eq!((code, v["reason"].as_str()), (400, Some("BadRequest")));
+    // As Kubernetes: a well-formed patch that cannot apply is unprocessable.
+    assert_eq!((code, v["reason"].as_str()), (422, Some("Invalid")));
     // A patch carrying a stale resourceVersion is a precondition.
     let (code, v) = s
         .patch(
@@ -1166,7 +1167,9 @@ async fn server_side_apply_creates_merges_and_reports_conflicts() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["data"], json!({"a": "x"}), "{v}");
     let r = apply("", false, "data: {}\n").await.unwrap();
-    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(r.status().as_u16(), 422);
+    let st: Value = r.json().await.unwrap();
+    assert_eq!(st["details"]["causes"][0]["field"], "fieldManager", "{st}");
     let r = apply("alice", false, "data: [unclosed\n").await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
     s.stop().await;
@@ -1580,6 +1583,205 @@ async fn http2_clients_share_one_connection_for_requests_and_watches() {
     assert_eq!(
         elsewhere.next_change().await["object"]["metadata"]["name"],
         "there"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn apply_changes_nothing_twice_and_reaches_status_and_scale() {
+    let s = bare().await;
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let apply = |path: String, body: String| {
+        s.req(Method::PATCH, &path)
+            .header("Content-Type", "application/apply-patch+yaml")
+            .body(body)
+            .send()
+    };
+    let manifest = serde_json::to_string(&rc("ap", 1)).unwrap();
+    let r = apply(format!("{rcs}/ap?fieldManager=ctl"), manifest.clone())
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let first: Value = r.json().await.unwrap();
+    // The same configuration again: no write, no new resourceVersion, no event.
+    let mut w = s
+        .watch(&format!("{rcs}?watch=true&resourceVersion={}", rv(&first)))
+        .await;
+    let r = apply(format!("{rcs}/ap?fieldManager=ctl"), manifest)
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let again: Value = r.json().await.unwrap();
+    assert_eq!(rv(&again), rv(&first));
+    assert_eq!(
+        again["metadata"]["managedFields"],
+        first["metadata"]["managedFields"]
+    );
+
+    // A controller applies the status it owns; the spec stays as it is.
+    let status = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "ap"}, "spec": {"replicas": 9},
+        "status": {"replicas": 1, "readyReplicas": 1}});
+    let r = apply(
+        format!("{rcs}/ap/status?fieldManager=rc-controller&force=true"),
+        status.to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["status"]["readyReplicas"], 1, "{v}");
+    assert_eq!(v["spec"]["replicas"], 1);
+    let managed = v["metadata"]["managedFields"].as_array().unwrap();
+    let own = managed
+        .iter()
+        .find(|e| e["manager"] == "rc-controller")
+        .expect("the status manager's entry");
+    assert_eq!(own["subresource"], "status");
+    assert_eq!(own["fieldsV1"]["f:status"]["f:readyReplicas"], json!({}));
+    assert!(own["fieldsV1"].get("f:spec").is_none(), "{own}");
+    // The first event the watch sees is this status write, not the idle apply.
+    let e = w.next_change().await;
+    assert_eq!(e["object"]["status"]["readyReplicas"], 1, "{e}");
+    // The status of an object that is not there is not created.
+    let mut missing = status.clone();
+    missing["metadata"]["name"] = json!("nope");
+    let r = apply(
+        format!("{rcs}/nope/status?fieldManager=rc-controller"),
+        missing.to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+
+    // The scale subresource takes an applied Scale.
+    let r = apply(
+        format!("{rcs}/ap/scale?fieldManager=hpa"),
+        "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: ap\nspec:\n  replicas: 3\n"
+            .into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["spec"]["replicas"].as_i64()),
+        (Some("Scale"), Some(3))
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
+    let s = bare().await;
+    // stringData is written into data and never stored.
+    let (code, v) = s
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "sd"}, "data": {"a": "eA=="},
+                "stringData": {"b": "hello"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["data"], json!({"a": "eA==", "b": "aGVsbG8="}));
+    assert!(v.get("stringData").is_none(), "{v}");
+
+    // A JSON patch that does not hold is 422; one that is not a patch is 400.
+    s.post(CMS, cm("jp", json!({}))).await;
+    let (code, st) = s
+        .patch(
+            &format!("{CMS}/jp"),
+            "application/json-patch+json",
+            json!([{"op": "test", "path": "/data/k", "value": "other"}]),
+        )
+        .await;
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{st}"
+    );
+    let (code, _) = s
+        .patch(
+            &format!("{CMS}/jp"),
+            "application/json-patch+json",
+            json!({"op": "nonsense"}),
+        )
+        .await;
+    assert_eq!(code, 400);
+    // Nor may a patch rename the object.
+    let (code, st) = s
+        .patch(
+            &format!("{CMS}/jp"),
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]),
+        )
+        .await;
+    assert_eq!(code, 400, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains("does not match"),
+        "{st}"
+    );
+
+    // The namespaces Kubernetes keeps cannot be deleted, not even in a dry run.
+    for ns in ["default", "kube-system", "kube-public"] {
+        for query in ["", "?dryRun=All"] {
+            let (code, st) = s.delete(&format!("/api/v1/namespaces/{ns}{query}")).await;
+            assert_eq!(code, 403, "{ns}{query}: {st}");
+            assert!(
+                st["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("may not be deleted")
+            );
+        }
+    }
+    // Collections of a namespaced kind are written in a namespace; namespaces are
+    // deleted one by one.
+    for (method, path) in [
+        (Method::DELETE, "/api/v1/configmaps"),
+        (Method::POST, "/api/v1/configmaps"),
+        (Method::DELETE, "/api/v1/namespaces"),
+    ] {
+        let r = s
+            .req(method.clone(), path)
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&cm("x", json!({}))).unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 405, "{method} {path}");
+    }
+    assert_eq!(s.get(CMS).await.1["items"].as_array().unwrap().len(), 1);
+    let (_, disc) = s.get("/api/v1").await;
+    let namespaces = disc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "namespaces")
+        .unwrap();
+    assert!(
+        !namespaces["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deletecollection"))
+    );
+
+    // A resourceVersion the store has not reached is "too large", as clients check it.
+    let (code, st) = s
+        .get(&format!(
+            "{CMS}?resourceVersion=999999&resourceVersionMatch=NotOlderThan"
+        ))
+        .await;
+    assert_eq!(code, 504, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Too large resource version")
+    );
+    assert_eq!(
+        st["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
     );
     s.stop().await;
 }
