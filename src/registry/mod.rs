@@ -715,20 +715,22 @@ impl Registry {
         // A field selector on the namespace narrows a cluster-wide list to one namespace.
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
         let prefix = res.scope_prefix(if res.namespaced { namespace } else { None });
-        if let Some(rv) = opts
-            .resource_version
-            .as_deref()
-            .filter(|rv| !rv.is_empty() && *rv != "0")
-        {
+        const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+        let given_rv = opts.resource_version.as_deref().filter(|rv| !rv.is_empty());
+        Self::check_version_match(given_rv, opts.resource_version_match.as_deref())?;
+        // The revision an older snapshot is read at: a later page of a list, or an
+        // exact resourceVersion.
+        let mut at = None;
+        if let Some(rv) = given_rv.filter(|rv| *rv != "0") {
+            if opts.continue_token.is_some() {
+                return Err(Error::BadRequest(
+                    "specifying resource version is not allowed when using continue".into(),
+                ));
+            }
             let rv = parse_rv(rv)?;
             self.wait_for_revision(rv).await?;
-            if opts.resource_version_match.as_deref() == Some("Exact")
-                && rv != self.store.revision()
-            {
-                return Err(Error::Expired(format!(
-                    "too old resource version: {rv} ({})",
-                    self.store.revision()
-                )));
+            if opts.resource_version_match.as_deref() == Some("Exact") {
+                at = Some(rv);
             }
         }
         let start = match &opts.continue_token {
@@ -739,14 +741,10 @@ impl Registry {
                     .ok()
                     .and_then(|b| serde_json::from_slice::<ContinueToken>(&b).ok())
                     .ok_or_else(|| Error::BadRequest("invalid continue token".into()))?;
-                if raw.rv < self.store.compacted() {
-                    return Err(Error::Expired(
-                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
-                    ));
-                }
-                if !raw.start.starts_with(&prefix) {
+                if !raw.start.starts_with(&prefix) || raw.rv > self.store.revision() {
                     return Err(Error::BadRequest("invalid continue token".into()));
                 }
+                at = Some(raw.rv);
                 Some(raw.start)
             }
         };
@@ -755,16 +753,33 @@ impl Registry {
         let mut items = Vec::new();
         let mut last_key = None;
         let mut more = false;
-        let (page, revision) = if filter.is_trivial() {
-            // Without selectors a page is exactly `limit` entries; ask for one more to
-            // know whether to hand out a continue token.
-            self.store.list_page(
-                &prefix,
-                start.as_deref(),
-                limit.map_or(usize::MAX, |l| l + 1),
-            )
+        // Without selectors a page is exactly `limit` entries; ask for one more to know
+        // whether to hand out a continue token.
+        let want = if filter.is_trivial() {
+            limit.map_or(usize::MAX, |l| l + 1)
         } else {
-            self.store.list_page(&prefix, start.as_deref(), usize::MAX)
+            usize::MAX
+        };
+        let (page, revision) = match at {
+            Some(rv) if rv < self.store.revision() => {
+                match self
+                    .store
+                    .list_page_at(&prefix, start.as_deref(), want, rv)
+                    .await?
+                {
+                    Some(page) => (page, rv),
+                    None if opts.continue_token.is_some() => {
+                        return Err(Error::Expired(CONTINUE_EXPIRED.into()));
+                    }
+                    None => {
+                        return Err(Error::Expired(format!(
+                            "too old resource version: {rv} ({})",
+                            self.store.compacted() + 1
+                        )));
+                    }
+                }
+            }
+            _ => self.store.list_page(&prefix, start.as_deref(), want),
         };
         for (key, rec) in page {
             if !filter.matches_bytes(&rec.value)? {
@@ -794,6 +809,32 @@ impl Registry {
             revision,
             continue_token,
             remaining: None,
+        })
+    }
+
+    /// A list's `resourceVersionMatch` as Kubernetes validates ListOptions.
+    fn check_version_match(rv: Option<&str>, matching: Option<&str>) -> Result<()> {
+        let field = "resourceVersionMatch";
+        let cause = match (matching.filter(|m| !m.is_empty()), rv) {
+            (None, _) => return Ok(()),
+            (Some(m), _) if m != "Exact" && m != "NotOlderThan" => {
+                Cause::not_supported(field, m, &["Exact", "NotOlderThan"])
+            }
+            (Some(_), None) => Cause::forbidden(
+                field,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ),
+            (Some("Exact"), Some("0")) => Cause::forbidden(
+                field,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ),
+            _ => return Ok(()),
+        };
+        Err(Error::Invalid {
+            group: "meta.k8s.io",
+            kind: "ListOptions",
+            name: String::new(),
+            causes: vec![cause],
         })
     }
 

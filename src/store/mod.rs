@@ -20,6 +20,7 @@ mod stamp;
 mod tests;
 mod watch;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -287,6 +288,52 @@ impl Store {
         limit: usize,
     ) -> (Vec<(Arc<str>, Record)>, u64) {
         self.shared.cache.list(prefix, start_after, limit)
+    }
+
+    /// Up to `limit` objects under `prefix` whose keys sort after `start_after`, as they
+    /// were at `revision`: the objects now, with every later change read back from the
+    /// history and undone. This is how pages of one list all show the same moment.
+    /// `Ok(None)`: the history since `revision` has been compacted away.
+    pub async fn list_page_at(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+        revision: u64,
+    ) -> Result<Option<Vec<(Arc<str>, Record)>>> {
+        let (now, current) = self.shared.cache.list(prefix, start_after, usize::MAX);
+        if revision >= current {
+            return Ok(Some(now.into_iter().take(limit).collect()));
+        }
+        let in_range = |key: &str| key.starts_with(prefix) && start_after.is_none_or(|s| key > s);
+        // What each key changed since `revision` was then: absent if its first later
+        // change created it, else the value that change replaced.
+        let mut then: BTreeMap<Arc<str>, Option<Record>> = BTreeMap::new();
+        let mut seen = revision;
+        while seen < current {
+            let events = match watch::history(self.shared.clone(), seen).await? {
+                watch::History::Events(events) => events,
+                watch::History::Compacted(_) => return Ok(None),
+            };
+            for e in events.iter().take_while(|e| e.revision <= current) {
+                if in_range(&e.key) && !then.contains_key(&e.key) {
+                    let before = match e.kind {
+                        EventKind::Created => None,
+                        EventKind::Updated | EventKind::Deleted => e.prev.clone(),
+                    };
+                    then.insert(e.key.clone(), before);
+                }
+            }
+            seen = events.last().map_or(current, |e| e.revision);
+        }
+        let mut objects: BTreeMap<Arc<str>, Record> = now.into_iter().collect();
+        for (key, before) in then {
+            match before {
+                Some(record) => objects.insert(key, record),
+                None => objects.remove(&key),
+            };
+        }
+        Ok(Some(objects.into_iter().take(limit).collect()))
     }
 
     /// Number of objects under `prefix`.

@@ -197,6 +197,62 @@ async fn list_pages_by_prefix_at_one_revision() {
 }
 
 #[tokio::test]
+async fn a_page_at_an_older_revision_shows_that_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let mut then = BTreeMap::new();
+    for i in 0..5 {
+        let r = written(s.create(&format!("/p/{i}"), obj("x", i)).await.unwrap());
+        then.insert(format!("/p/{i}"), r.value);
+    }
+    let at = s.revision();
+    // Changes after `at`: inside the page's range, before it, and under another prefix.
+    s.update("/p/1", obj("x", 10), Preconditions::default())
+        .await
+        .unwrap();
+    s.delete("/p/2", Preconditions::default()).await.unwrap();
+    s.create("/p/25", obj("x", 25)).await.unwrap();
+    s.update("/p/1", obj("x", 11), Preconditions::default())
+        .await
+        .unwrap();
+    s.delete("/p/0", Preconditions::default()).await.unwrap();
+    s.create("/q/0", obj("y", 0)).await.unwrap();
+    let page = |start: Option<&'static str>, limit| {
+        let s = s.clone();
+        async move {
+            s.list_page_at("/p/", start, limit, at)
+                .await
+                .unwrap()
+                .unwrap()
+                .into_iter()
+                .map(|(k, r)| (k.to_string(), r.value))
+                .collect::<Vec<_>>()
+        }
+    };
+    let want = |keys: &[&str]| {
+        keys.iter()
+            .map(|k| (k.to_string(), then[*k].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        page(Some("/p/0"), 10).await,
+        want(&["/p/1", "/p/2", "/p/3", "/p/4"])
+    );
+    assert_eq!(page(None, 2).await, want(&["/p/0", "/p/1"]));
+    // At the current revision it is the plain page.
+    let now = s
+        .list_page_at("/p/", None, 10, s.revision())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now, s.list_page("/p/", None, 10).0);
+    // Once that history is compacted away, the moment cannot be shown.
+    s.compact(at + 2).await.unwrap();
+    assert!(s.list_page_at("/p/", None, 10, at).await.unwrap().is_none());
+    s.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn watch_replays_history_then_follows_live_writes_with_prev_objects() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path()).await;

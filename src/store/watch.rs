@@ -410,39 +410,56 @@ impl Watch {
         let Some(shared) = self.shared.upgrade() else {
             return Err(None);
         };
-        let compacted = shared.compacted();
-        if self.seen < compacted {
-            return Err(Some(WatchEvent::Compacted { compacted }));
-        }
-        let after = self.seen;
-        let events = match shared.hub.recent(after, REPLAY_CHUNK) {
-            Some(events) => events,
-            None => {
-                let backend = shared.backend.clone();
-                drop(shared);
-                let read = tokio::task::spawn_blocking(move || backend.events(after, REPLAY_CHUNK))
-                    .await
-                    .map_err(|_| None)?;
-                match read {
-                    Ok(events) => events.into_iter().map(Arc::new).collect(),
-                    Err(e) => {
-                        tracing::error!(error = %e, "watch: read event log");
-                        return Err(None);
-                    }
-                }
+        match history(shared, self.seen).await {
+            Ok(History::Events(events)) => {
+                self.pending.extend(events);
+                Ok(())
             }
-        };
-        // History must continue exactly where the watch stands; anything else means it
-        // was compacted away while we read.
-        let contiguous = events
-            .iter()
-            .enumerate()
-            .all(|(i, e)| e.revision == after + 1 + i as u64);
-        if events.is_empty() || !contiguous {
-            let compacted = self.shared.upgrade().map_or(after + 1, |s| s.compacted());
-            return Err(Some(WatchEvent::Compacted { compacted }));
+            Ok(History::Compacted(compacted)) => Err(Some(WatchEvent::Compacted { compacted })),
+            Err(e) => {
+                tracing::error!(error = %e, "watch: read event log");
+                Err(None)
+            }
         }
-        self.pending.extend(events);
-        Ok(())
     }
+}
+
+/// A piece of history, as [`history`] reads it.
+pub(super) enum History {
+    /// The events right after the revision asked for, contiguous; never empty.
+    Events(Vec<Arc<Event>>),
+    /// That history is gone: compacted at and below this revision.
+    Compacted(u64),
+}
+
+/// The next events after revision `after` (up to one chunk), from memory or else the
+/// on-disk log. Asking past the last revision reads as compacted: callers ask only for
+/// history they know exists.
+pub(super) async fn history(shared: Arc<Shared>, after: u64) -> Result<History> {
+    let compacted = shared.compacted();
+    if after < compacted {
+        return Ok(History::Compacted(compacted));
+    }
+    let events = match shared.hub.recent(after, REPLAY_CHUNK) {
+        Some(events) => events,
+        None => {
+            let backend = shared.backend.clone();
+            tokio::task::spawn_blocking(move || backend.events(after, REPLAY_CHUNK))
+                .await
+                .map_err(|_| Error::Closed)??
+                .into_iter()
+                .map(Arc::new)
+                .collect()
+        }
+    };
+    // History must continue exactly where the caller stands; anything else means it was
+    // compacted away while we read.
+    let contiguous = events
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.revision == after + 1 + i as u64);
+    if events.is_empty() || !contiguous {
+        return Ok(History::Compacted(shared.compacted()));
+    }
+    Ok(History::Events(events))
 }

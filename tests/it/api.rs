@@ -1785,3 +1785,60 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_pages_of_a_list_show_one_moment() {
+    let s = bare().await;
+    for i in 0..5 {
+        s.post(CMS, cm(&format!("pg{i}"), json!({}))).await;
+    }
+    let (_, first) = s.get(&format!("{CMS}?limit=2")).await;
+    let at = first["metadata"]["resourceVersion"].clone();
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    // Writes while the client pages: to an object still to come, one removed, one new.
+    s.patch(
+        &format!("{CMS}/pg3"),
+        "application/merge-patch+json",
+        json!({"data": {"k": "changed"}}),
+    )
+    .await;
+    s.delete(&format!("{CMS}/pg2")).await;
+    s.post(CMS, cm("pg25", json!({}))).await;
+    let mut names = Vec::new();
+    let mut token = Some(token);
+    while let Some(t) = token {
+        let (code, page) = s.get(&format!("{CMS}?limit=2&continue={t}")).await;
+        assert_eq!(code, 200, "{page}");
+        assert_eq!(page["metadata"]["resourceVersion"], at);
+        for item in page["items"].as_array().unwrap() {
+            names.push(item["metadata"]["name"].as_str().unwrap().to_string());
+            assert_eq!(item["data"]["k"], "v", "{item}");
+        }
+        token = page["metadata"]["continue"].as_str().map(str::to_string);
+    }
+    assert_eq!(names, ["pg2", "pg3", "pg4"]);
+    // The same moment, asked for exactly.
+    let (code, exact) = s
+        .get(&format!(
+            "{CMS}?resourceVersion={}&resourceVersionMatch=Exact",
+            at.as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(code, 200, "{exact}");
+    assert_eq!(exact["items"].as_array().unwrap().len(), 5);
+    assert_eq!(exact["metadata"]["resourceVersion"], at);
+    // Requests Kubernetes does not take.
+    for query in [
+        format!(
+            "resourceVersion=1&continue={}",
+            first["metadata"]["continue"].as_str().unwrap()
+        ),
+        "resourceVersionMatch=Bogus&resourceVersion=1".into(),
+        "resourceVersionMatch=Exact".into(),
+        "resourceVersionMatch=Exact&resourceVersion=0".into(),
+    ] {
+        let (code, st) = s.get(&format!("{CMS}?{query}")).await;
+        assert!(code == 400 || code == 422, "{query}: {code} {st}");
+    }
+    s.stop().await;
+}
