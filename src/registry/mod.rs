@@ -1064,6 +1064,10 @@ impl Registry {
             if res.kind == Kind::DeploymentConfig {
                 deploymentconfig::rules::validate_update(&old, &merged, &mut schema_causes);
             }
+            // A binding (Part::All) is how a pod's node is set; an update is not.
+            if res.kind == Kind::Pod && part == Part::Main {
+                strategy::validate_pod_update(&old, &merged, &mut schema_causes);
+            }
             Self::validate(res, &merged, &schema_causes)?;
             if same_object(&old, &merged) {
                 return Ok(done(cur.value));

@@ -346,6 +346,76 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause
     }
 }
 
+/// What an update may change of a pod's spec, as Kubernetes allows it: the containers'
+/// images, `activeDeadlineSeconds` (set, or lowered), tolerations (added to),
+/// `terminationGracePeriodSeconds` (from negative to 1) and `schedulingGates` (removed
+/// from). Anything else is refused, so that an edited manifest is not silently run as
+/// a changed pod.
+pub fn validate_pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let (Some(before), Some(after)) = (old.get("spec"), new.get("spec")) else {
+        return;
+    };
+    // `after` with every allowed change taken back: then it must equal `before`.
+    let mut undone = after.clone();
+    for list in ["containers", "initContainers"] {
+        let (Some(b), Some(Value::Array(a))) = (before.get(list), undone.get_mut(list)) else {
+            continue;
+        };
+        let Some(b) = b.as_array().filter(|b| b.len() == a.len()) else {
+            continue;
+        };
+        for (was, now) in b.iter().zip(a.iter_mut()) {
+            if let (Some(image), Some(now)) = (was.get("image"), now.as_object_mut()) {
+                now.insert("image".into(), image.clone());
+            }
+        }
+    }
+    let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
+    let deadline_ok = match (
+        int(before, "activeDeadlineSeconds"),
+        int(after, "activeDeadlineSeconds"),
+    ) {
+        (None, Some(n)) => n > 0,
+        (Some(o), Some(n)) => n > 0 && n <= o,
+        _ => false,
+    };
+    let grace_ok = int(before, "terminationGracePeriodSeconds").is_some_and(|o| o < 0)
+        && int(after, "terminationGracePeriodSeconds") == Some(1);
+    let list = |v: &Value, f: &str| {
+        v.get(f)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let tolerations_ok = list(before, "tolerations")
+        .iter()
+        .all(|t| list(after, "tolerations").contains(t));
+    let gates_ok = list(after, "schedulingGates")
+        .iter()
+        .all(|g| list(before, "schedulingGates").contains(g));
+    if let Some(u) = undone.as_object_mut() {
+        for (field, ok) in [
+            ("activeDeadlineSeconds", deadline_ok),
+            ("terminationGracePeriodSeconds", grace_ok),
+            ("tolerations", tolerations_ok),
+            ("schedulingGates", gates_ok),
+        ] {
+            if ok {
+                match before.get(field) {
+                    Some(v) => u.insert(field.into(), v.clone()),
+                    None => u.remove(field),
+                };
+            }
+        }
+    }
+    if &undone != before {
+        causes.push(Cause::forbidden(
+            "spec",
+            "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+        ));
+    }
+}
+
 fn validate_rc(obj: &Value, causes: &mut Vec<Cause>) {
     let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
         required(causes, "spec");
@@ -457,6 +527,50 @@ pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_update_changes_images_deadlines_and_tolerations_only() {
+        let old = json!({"spec": {"containers": [{"name": "a", "image": "x:1"}],
+            "tolerations": [{"key": "k", "operator": "Exists"}], "restartPolicy": "Always",
+            "schedulingGates": [{"name": "g"}]}});
+        let check = |change: &dyn Fn(&mut Value)| {
+            let mut new = old.clone();
+            change(&mut new);
+            let mut causes = Vec::new();
+            validate_pod_update(&old, &new, &mut causes);
+            causes.iter().map(|c| c.field.clone()).collect::<Vec<_>>()
+        };
+        let allowed: [&dyn Fn(&mut Value); 5] = [
+            &|p| p["spec"]["containers"][0]["image"] = json!("x:2"),
+            &|p| p["spec"]["activeDeadlineSeconds"] = json!(30),
+            &|p| {
+                p["spec"]["tolerations"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"key": "z"}))
+            },
+            &|p| p["spec"]["schedulingGates"] = json!([]),
+            &|p| p["metadata"] = json!({"labels": {"a": "b"}}),
+        ];
+        for change in allowed {
+            assert!(check(change).is_empty());
+        }
+        let refused: [&dyn Fn(&mut Value); 5] = [
+            &|p| p["spec"]["restartPolicy"] = json!("Never"),
+            &|p| p["spec"]["containers"][0]["command"] = json!(["true"]),
+            &|p| {
+                p["spec"]["containers"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "b"}))
+            },
+            &|p| p["spec"]["tolerations"] = json!([]),
+            &|p| p["spec"]["nodeName"] = json!("n"),
+        ];
+        for change in refused {
+            assert_eq!(check(change), ["spec"]);
+        }
+    }
 
     #[test]
     fn secret_string_data_goes_into_data_and_nodes_get_a_spec() {

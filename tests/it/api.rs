@@ -1766,6 +1766,35 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
             .contains(&json!("deletecollection"))
     );
 
+    // A pod's spec is fixed but for its images and a few more.
+    let pods = "/api/v1/namespaces/default/pods";
+    let (code, v) = s
+        .post(
+            pods,
+            json!({"metadata": {"name": "fixed"}, "spec": {"automountServiceAccountToken": false,
+                "containers": [{"name": "main", "image": "x:1", "command": ["sleep", "9"]}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let (code, st) = s
+        .patch(
+            &format!("{pods}/fixed"),
+            "application/merge-patch+json",
+            json!({"spec": {"restartPolicy": "Never"}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "spec");
+    assert!(st["message"].as_str().unwrap().contains("pod updates may not change fields"));
+    let (code, v) = s
+        .patch(
+            &format!("{pods}/fixed"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"containers": [{"name": "main", "image": "x:2"}]}}),
+        )
+        .await;
+    assert_eq!((code, &v["spec"]["containers"][0]["image"]), (200, &json!("x:2")));
+
     // A resourceVersion the store has not reached is "too large", as clients check it.
     let (code, st) = s
         .get(&format!(
