@@ -109,6 +109,7 @@ fn write_options(q: &Query) -> Result<WriteOptions> {
     Ok(WriteOptions {
         dry_run,
         field_validation,
+        duplicates: Vec::new(),
     })
 }
 
@@ -206,16 +207,25 @@ fn protobuf_body(body: &[u8]) -> Result<Value> {
 
 /// The body of a POST or PUT: JSON (also without a Content-Type), YAML or protobuf.
 fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
-    let v: Value = match media_type(headers).as_deref() {
+    Ok(checked_body(headers, body)?.0)
+}
+
+/// A request's object, and the fields its JSON named twice.
+fn checked_body(headers: &HeaderMap, body: &[u8]) -> Result<(Value, Vec<String>)> {
+    let (v, duplicates) = match media_type(headers).as_deref() {
         None | Some("application/json") | Some("") => {
-            serde_json::from_slice(body).map_err(|e| {
+            registry::schema::parse_json(body).map_err(|e| {
                 Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
             })?
         }
-        Some("application/yaml") => serde_yaml_ng::from_slice(body).map_err(|e| {
-            Error::BadRequest(format!("the body of the request is not valid YAML: {e}"))
-        })?,
-        Some("application/vnd.kubernetes.protobuf") => protobuf_body(body)?,
+        // YAML refuses a key given twice as it parses.
+        Some("application/yaml") => (
+            serde_yaml_ng::from_slice(body).map_err(|e| {
+                Error::BadRequest(format!("the body of the request is not valid YAML: {e}"))
+            })?,
+            Vec::new(),
+        ),
+        Some("application/vnd.kubernetes.protobuf") => (protobuf_body(body)?, Vec::new()),
         Some(other) => {
             return Err(Error::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
@@ -227,7 +237,7 @@ fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
             "the body of the request must be a JSON object".into(),
         ));
     }
-    Ok(v)
+    Ok((v, duplicates))
 }
 
 fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<Patch> {
@@ -503,8 +513,12 @@ pub async fn handle(
             }
         }
         (&Method::POST, None) => {
-            let obj = json_body(&headers, &body)?;
-            let created = reg.create(res, ns, obj, &write_options(&query)?).await?;
+            let (obj, duplicates) = checked_body(&headers, &body)?;
+            let opts = WriteOptions {
+                duplicates,
+                ..write_options(&query)?
+            };
+            let created = reg.create(res, ns, obj, &opts).await?;
             Ok(written(StatusCode::CREATED, created))
         }
         (&Method::DELETE, None) => {
@@ -600,8 +614,11 @@ pub async fn handle(
             }
         }
         (&Method::PUT, Some(name)) => {
-            let obj = json_body(&headers, &body)?;
-            let opts = write_options(&query)?;
+            let (obj, duplicates) = checked_body(&headers, &body)?;
+            let opts = WriteOptions {
+                duplicates,
+                ..write_options(&query)?
+            };
             let out = match t.sub.as_deref() {
                 Some("scale") => {
                     let replicas = scale_replicas(&obj)?;

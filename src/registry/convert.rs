@@ -161,7 +161,13 @@ impl Registry {
         Self::check_type(res, &mut obj)?;
         super::meta_mut(&mut obj)?;
         let mut causes: Vec<Cause> = Vec::new();
-        let warnings = schema::admit(res, &mut obj, opts.field_validation, &mut causes)?;
+        let warnings = schema::admit_with(
+            res,
+            &mut obj,
+            opts.field_validation,
+            &opts.duplicates,
+            &mut causes,
+        )?;
         if !causes.is_empty() {
             let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
             return Err(Self::invalid(res, &name, causes));

@@ -189,6 +189,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// What to do about fields the schema does not know.
     pub field_validation: FieldValidation,
+    /// Fields the request's body named twice (refused or warned about as unknown ones).
+    pub duplicates: Vec<String>,
 }
 
 /// A successful create, update or patch.
@@ -571,7 +573,13 @@ impl Registry {
         Self::check_type(res, &mut obj)?;
         meta_mut(&mut obj)?;
         let mut schema_causes = Vec::new();
-        let warnings = schema::admit(res, &mut obj, opts.field_validation, &mut schema_causes)?;
+        let warnings = schema::admit_with(
+            res,
+            &mut obj,
+            opts.field_validation,
+            &opts.duplicates,
+            &mut schema_causes,
+        )?;
         let m = meta_mut(&mut obj)?;
         check_identity(m, ns, None)?;
         match ns {
@@ -1035,7 +1043,13 @@ impl Registry {
             // A patch may not rename the object either.
             check_identity(meta_mut(&mut new)?, None, Some(name))?;
             let mut schema_causes = Vec::new();
-            let warnings = schema::admit(res, &mut new, opts.field_validation, &mut schema_causes)?;
+            let warnings = schema::admit_with(
+                res,
+                &mut new,
+                opts.field_validation,
+                &opts.duplicates,
+                &mut schema_causes,
+            )?;
             let done = |object| Written {
                 object,
                 warnings: warnings.clone(),

@@ -233,12 +233,129 @@ fn remove_at(obj: &mut Value, loc: &jsonschema::paths::Location, name: &str) {
     }
 }
 
+/// Parses a JSON body as [`serde_json::from_slice`] does, and also returns the paths
+/// (`data.a`, `spec.containers[0].name`) of the fields it names twice: JSON keeps the
+/// last, and strict field validation refuses them.
+pub fn parse_json(body: &[u8]) -> serde_json::Result<(Value, Vec<String>)> {
+    use serde::de::DeserializeSeed;
+    let mut duplicates = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let v = Checked {
+        path: &mut String::new(),
+        duplicates: &mut duplicates,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok((v, duplicates))
+}
+
+/// Builds a [`Value`] at `path` (one buffer for the whole walk), noting keys that repeat.
+struct Checked<'a> {
+    path: &'a mut String,
+    duplicates: &'a mut Vec<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Checked<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Checked<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        use std::fmt::Write;
+        let mut items = Vec::new();
+        let len = self.path.len();
+        loop {
+            let _ = write!(self.path, "[{}]", items.len());
+            let seed = Checked {
+                path: &mut *self.path,
+                duplicates: &mut *self.duplicates,
+            };
+            let item = seq.next_element_seed(seed)?;
+            self.path.truncate(len);
+            match item {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        let len = self.path.len();
+        while let Some(key) = map.next_key::<String>()? {
+            if len > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
+            let seed = Checked {
+                path: &mut *self.path,
+                duplicates: &mut *self.duplicates,
+            };
+            let v = map.next_value_seed(seed)?;
+            if out.insert(key, v).is_some() {
+                self.duplicates.push(self.path.clone());
+            }
+            self.path.truncate(len);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// Checks `obj` against the schema of `res`: unknown fields are dropped (and refused or
 /// warned about per `mode`), every other problem becomes a cause. Returns the warnings.
 pub fn admit(
     res: &Resource,
     obj: &mut Value,
     mode: FieldValidation,
+    causes: &mut Vec<Cause>,
+) -> Result<Vec<String>, Error> {
+    admit_with(res, obj, mode, &[], causes)
+}
+
+/// [`admit`], for a body that named the fields at `duplicates` twice.
+pub fn admit_with(
+    res: &Resource,
+    obj: &mut Value,
+    mode: FieldValidation,
+    duplicates: &[String],
     causes: &mut Vec<Cause>,
 ) -> Result<Vec<String>, Error> {
     drop_nulls(obj);
@@ -264,13 +381,11 @@ pub fn admit(
     }
     let names: Vec<String> = unknown
         .iter()
-        .map(|(loc, name)| join(&field_path(loc), name))
+        .map(|(loc, name)| format!("unknown field {:?}", join(&field_path(loc), name)))
+        .chain(duplicates.iter().map(|d| format!("duplicate field {d:?}")))
         .collect();
     if !names.is_empty() && mode == FieldValidation::Strict {
-        let list: Vec<String> = names
-            .iter()
-            .map(|n| format!("unknown field {n:?}"))
-            .collect();
+        let list = &names;
         return Err(Error::BadRequest(format!(
             "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
             list.join(", "),
@@ -282,10 +397,7 @@ pub fn admit(
         remove_at(obj, loc, name);
     }
     Ok(match mode {
-        FieldValidation::Warn => names
-            .iter()
-            .map(|n| format!("unknown field {n:?}"))
-            .collect(),
+        FieldValidation::Warn => names,
         _ => Vec::new(),
     })
 }
@@ -294,6 +406,20 @@ pub fn admit(
 mod tests {
     use super::*;
     use crate::registry::catalog;
+
+    #[test]
+    fn parsing_notes_the_fields_a_body_names_twice() {
+        let body = br#"{"a": 1, "b": {"c": [true, {"d": null, "d": 2.5}], "c": "x"}, "a": "last"}"#;
+        let (v, duplicates) = parse_json(body).unwrap();
+        assert_eq!(v, json!({"a": "last", "b": {"c": "x"}}));
+        assert_eq!(duplicates, ["b.c[1].d", "b.c", "a"]);
+        let plain = br#"{"k": [1, -2, 18446744073709551615, 0.5, "s", null, {}]}"#;
+        let (v, duplicates) = parse_json(plain).unwrap();
+        assert_eq!(v, serde_json::from_slice::<Value>(plain).unwrap());
+        assert!(duplicates.is_empty());
+        assert!(parse_json(b"{} trailing").is_err());
+        assert!(parse_json(b"{\"a\": ").is_err());
+    }
 
     #[test]
     fn kinds_carry_their_group_version_kind() {

@@ -1766,6 +1766,42 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
             .contains(&json!("deletecollection"))
     );
 
+    // A field given twice is refused as strictly as an unknown one, or warned about.
+    let twice = r#"{"metadata": {"name": "dup-MODE"}, "data": {"a": "1", "a": "2"}}"#;
+    for (mode, code, warned) in [
+        ("Strict", 400, false),
+        ("Warn", 201, true),
+        ("Ignore", 201, false),
+    ] {
+        let r = s
+            .req(Method::POST, &format!("{CMS}?fieldValidation={mode}"))
+            .header("Content-Type", "application/json")
+            .body(twice.replace("MODE", &mode.to_lowercase()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), code, "{mode}");
+        let warning = r
+            .headers()
+            .get("warning")
+            .map(|w| w.to_str().unwrap().to_string());
+        assert_eq!(warning.is_some(), warned, "{mode}: {warning:?}");
+        let v: Value = r.json().await.unwrap();
+        let said = if warned {
+            warning.unwrap()
+        } else {
+            v.to_string()
+        };
+        if code == 400 || warned {
+            assert!(
+                said.contains(r#"duplicate field \"data.a\""#),
+                "{mode}: {said}"
+            );
+        } else {
+            assert_eq!(v["data"]["a"], "2");
+        }
+    }
+
     // A pod's spec is fixed but for its images and a few more.
     let pods = "/api/v1/namespaces/default/pods";
     let (code, v) = s
@@ -1785,7 +1821,12 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
         .await;
     assert_eq!(code, 422, "{st}");
     assert_eq!(st["details"]["causes"][0]["field"], "spec");
-    assert!(st["message"].as_str().unwrap().contains("pod updates may not change fields"));
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("pod updates may not change fields")
+    );
     let (code, v) = s
         .patch(
             &format!("{pods}/fixed"),
@@ -1793,7 +1834,10 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
             json!({"spec": {"containers": [{"name": "main", "image": "x:2"}]}}),
         )
         .await;
-    assert_eq!((code, &v["spec"]["containers"][0]["image"]), (200, &json!("x:2")));
+    assert_eq!(
+        (code, &v["spec"]["containers"][0]["image"]),
+        (200, &json!("x:2"))
+    );
 
     // A resourceVersion the store has not reached is "too large", as clients check it.
     let (code, st) = s
