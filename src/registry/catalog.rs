@@ -13,6 +13,9 @@ pub enum Kind {
     ConfigMap,
     Secret,
     ServiceAccount,
+    /// core/v1 Service: stored with an allocated cluster IP and node ports (see
+    /// `registry::service`); no proxy carries its traffic yet.
+    Service,
     Lease,
     /// events.k8s.io/v1 Event: the core Events, seen through the newer API.
     EventsV1Event,
@@ -217,6 +220,19 @@ pub static RESOURCES: &[Resource] = &[
         namespaced: true,
         categories: &[],
         status: false,
+        scale: false,
+    },
+    Resource {
+        kind: Kind::Service,
+        group: "",
+        version: "v1",
+        kind_name: "Service",
+        plural: "services",
+        singular: "service",
+        short_names: &["svc"],
+        namespaced: true,
+        categories: ALL,
+        status: true,
         scale: false,
     },
     Resource {

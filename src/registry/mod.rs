@@ -9,12 +9,14 @@ mod convert;
 pub mod deploymentconfig;
 mod patch;
 pub mod schema;
+mod service;
 pub mod strategy;
 pub mod table;
 mod tokens;
 mod watch;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -238,6 +240,9 @@ pub struct Registry {
     store: Store,
     /// How often an idle watch with bookmarks allowed sends one.
     bookmark_every: Duration,
+    /// Held while a Service's addresses are chosen and written, so that two never get
+    /// the same.
+    services: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// How many times an update is retried when a concurrent writer got there first.
@@ -298,6 +303,7 @@ impl Registry {
         Self {
             store,
             bookmark_every: Duration::from_secs(60),
+            services: Arc::default(),
         }
     }
 
@@ -627,6 +633,11 @@ impl Registry {
         if res.status {
             strategy::initial_status(res.kind, &mut obj);
         }
+        // Held until the Service is written, with the addresses it was given.
+        let _allocating = match res.kind {
+            Kind::Service => Some(self.allocate_service(res, None, &mut obj).await?),
+            _ => None,
+        };
         for attempt in 0.. {
             let name = match (&given, &generate) {
                 (Some(n), _) => n.clone(),
@@ -818,6 +829,29 @@ impl Registry {
             continue_token,
             remaining: None,
         })
+    }
+
+    /// Gives a Service (`key`, when it exists already) the cluster IP and node ports it
+    /// needs, checking those it names against every other Service. The guard returned
+    /// must be held until the Service is written.
+    async fn allocate_service(
+        &self,
+        res: &Resource,
+        key: Option<&str>,
+        svc: &mut Value,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>> {
+        let guard = self.services.lock().await;
+        let mut taken = service::Taken::default();
+        let (all, _) = self.store.list(&res.scope_prefix(None));
+        for (k, rec) in all {
+            if Some(&*k) != key {
+                taken.add(&parse(&rec.value)?);
+            }
+        }
+        service::allocate(svc, &taken).map_err(|cause| {
+            Self::invalid(res, meta_str(svc, "name").unwrap_or(""), vec![cause])
+        })?;
+        Ok(guard)
     }
 
     /// A list's `resourceVersionMatch` as Kubernetes validates ListOptions.
@@ -1074,7 +1108,14 @@ impl Registry {
             if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty() && *u != have) {
                 return Err(Self::uid_mismatch(res, name, uid, have));
             }
-            let merged = Self::merge_update(res, &old, new, part)?;
+            let mut merged = Self::merge_update(res, &old, new, part)?;
+            let _allocating = match (res.kind, part) {
+                (Kind::Service, Part::Main) => {
+                    service::keep_allocated(&old, &mut merged, &mut schema_causes);
+                    Some(self.allocate_service(res, Some(key), &mut merged).await?)
+                }
+                _ => None,
+            };
             if res.kind == Kind::DeploymentConfig {
                 deploymentconfig::rules::validate_update(&old, &merged, &mut schema_causes);
             }

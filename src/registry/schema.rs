@@ -35,6 +35,7 @@ pub fn schema_name(kind: Kind) -> String {
         Kind::ConfigMap => core::ConfigMap::schema_name(),
         Kind::Secret => core::Secret::schema_name(),
         Kind::ServiceAccount => core::ServiceAccount::schema_name(),
+        Kind::Service => core::Service::schema_name(),
         Kind::Lease => coordination::Lease::schema_name(),
         Kind::EventsV1Event => k8s_openapi::api::events::v1::Event::schema_name(),
         Kind::DeploymentConfig => return super::deploymentconfig::schema::name(),
@@ -57,6 +58,7 @@ fn add(generator: &mut schemars::SchemaGenerator, kind: Kind) {
         Kind::ConfigMap => generator.subschema_for::<core::ConfigMap>(),
         Kind::Secret => generator.subschema_for::<core::Secret>(),
         Kind::ServiceAccount => generator.subschema_for::<core::ServiceAccount>(),
+        Kind::Service => generator.subschema_for::<core::Service>(),
         Kind::Lease => generator.subschema_for::<coordination::Lease>(),
         Kind::EventsV1Event => generator.subschema_for::<k8s_openapi::api::events::v1::Event>(),
         // Written out by hand (no Rust type); added to the definitions below.

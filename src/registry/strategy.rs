@@ -39,6 +39,7 @@ pub fn default(kind: Kind, obj: &mut Value) {
                 }
             }
         }
+        Kind::Service => super::service::default(obj),
         Kind::DeploymentConfig => super::deploymentconfig::rules::default(obj),
         Kind::Event
         | Kind::ConfigMap
@@ -87,6 +88,9 @@ pub fn initial_status(kind: Kind, obj: &mut Value) {
             m.insert("status".into(), json!({"phase": "Active"}));
         }
         Kind::DeploymentConfig => super::deploymentconfig::rules::prepare_create(obj),
+        Kind::Service => {
+            m.insert("status".into(), json!({"loadBalancer": {}}));
+        }
         // A node agent registers its Node with the status it observed.
         Kind::Node => {}
         Kind::Event
@@ -290,6 +294,7 @@ pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
             }
         }
         Kind::DeploymentConfig => super::deploymentconfig::rules::validate(obj, causes),
+        Kind::Service => super::service::validate(obj, causes),
         Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::Lease | Kind::EventsV1Event => {
         }
     }
@@ -473,6 +478,7 @@ pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
             "status.nominatedNodeName",
         ],
         Kind::ReplicationController => &["status.replicas"],
+        Kind::Service => &["spec.clusterIP", "spec.type"],
         Kind::Event => &[
             "involvedObject.kind",
             "involvedObject.namespace",

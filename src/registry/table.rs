@@ -115,6 +115,19 @@ fn columns(kind: Kind) -> Vec<Column> {
             age,
         ],
         Kind::ServiceAccount => vec![name, col("Secrets", 0, "Number of secrets."), age],
+        Kind::Service => vec![
+            name,
+            col("Type", 0, "The type of service."),
+            col("Cluster-IP", 0, "The cluster IP of the service."),
+            col("External-IP", 0, "The external IPs of the service."),
+            col("Port(s)", 0, "The ports the service serves."),
+            age,
+            col(
+                "Selector",
+                1,
+                "The label selector of the pods behind the service.",
+            ),
+        ],
         Kind::Lease => vec![name, col("Holder", 0, "The holder of the lease."), age],
         Kind::EventsV1Event => columns(Kind::Event),
         Kind::DeploymentConfig => vec![
@@ -354,6 +367,12 @@ fn cells(kind: Kind, v: &Value) -> Vec<Value> {
             json!(created),
         ],
         Kind::ServiceAccount => vec![name, json!(count(v, "/secrets")), json!(created)],
+        Kind::Service => {
+            let mut row = vec![name];
+            row.extend(super::service::cells(v).into_iter().map(Value::String));
+            row.insert(5, json!(created));
+            row
+        }
         Kind::Lease => vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)],
         Kind::DeploymentConfig => super::deploymentconfig::rules::cells(v),
         Kind::EventsV1Event => cells(Kind::Event, &super::convert::to_stored(kind, v)),

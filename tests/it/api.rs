@@ -1915,3 +1915,107 @@ async fn the_pages_of_a_list_show_one_moment() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn services_are_given_addresses_and_keep_them() {
+    let s = bare().await;
+    let svcs = "/api/v1/namespaces/default/services";
+    let svc = |name: &str, spec: Value| json!({"metadata": {"name": name}, "spec": spec});
+    let (code, web) = s
+        .post(
+            svcs,
+            svc(
+                "web",
+                json!({"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 201, "{web}");
+    let ip = web["spec"]["clusterIP"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("10.96."), "{web}");
+    assert_eq!(web["spec"]["type"], "ClusterIP");
+    assert_eq!(web["spec"]["ports"][0]["protocol"], "TCP");
+    let (code, np) = s
+        .post(
+            svcs,
+            svc(
+                "np",
+                json!({"type": "NodePort", "ports": [{"port": 53, "protocol": "UDP"}]}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 201, "{np}");
+    assert_ne!(np["spec"]["clusterIP"], web["spec"]["clusterIP"]);
+    let node_port = np["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&node_port));
+    // Addresses another Service holds are refused.
+    let (code, st) = s
+        .post(
+            svcs,
+            svc("clash", json!({"clusterIP": ip, "ports": [{"port": 1}]})),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "spec.clusterIP");
+    let (code, _) = s.post(svcs, svc("bad", json!({}))).await;
+    assert_eq!(code, 422);
+    // A replace that does not name the address keeps it; one that moves it is refused.
+    let mut replaced = svc(
+        "web",
+        json!({"selector": {"app": "web2"}, "ports": [{"port": 80}]}),
+    );
+    replaced["metadata"]["resourceVersion"] = web["metadata"]["resourceVersion"].clone();
+    let (code, v) = s.put(&format!("{svcs}/web"), replaced).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["spec"]["clusterIP"], ip.as_str());
+    let (code, st) = s
+        .patch(
+            &format!("{svcs}/web"),
+            "application/merge-patch+json",
+            json!({"spec": {"clusterIP": "10.96.9.9"}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    // kubectl's columns, and what `kubectl cluster-info` asks for.
+    let r = s
+        .req(Method::GET, svcs)
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap();
+    let table: Value = r.json().await.unwrap();
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Type",
+            "Cluster-IP",
+            "External-IP",
+            "Port(s)",
+            "Age",
+            "Selector"
+        ]
+    );
+    let row = &table["rows"][0]["cells"];
+    assert_eq!(row[4], format!("53:{node_port}/UDP"));
+    let (code, list) = s
+        .get("/api/v1/namespaces/kube-system/services?labelSelector=kubernetes.io%2Fcluster-service%3Dtrue")
+        .await;
+    assert_eq!((code, list["items"].as_array().unwrap().len()), (200, 0));
+    // The address is free again once the Service is gone.
+    s.delete(&format!("{svcs}/web")).await;
+    let (code, again) = s
+        .post(
+            svcs,
+            svc("again", json!({"clusterIP": ip, "ports": [{"port": 1}]})),
+        )
+        .await;
+    assert_eq!(code, 201, "{again}");
+    s.stop().await;
+}
