@@ -170,26 +170,97 @@ fn count(v: &Value, ptr: &str) -> usize {
     }
 }
 
+/// The STATUS column, as kubectl's printer makes it: init containers first
+/// (`Init:1/2`, `Init:CrashLoopBackOff`, `Init:ExitCode:1`), then the containers'
+/// waiting or terminated reasons, then the phase.
 fn pod_status(v: &Value) -> String {
-    if v.pointer("/metadata/deletionTimestamp").is_some() {
-        return "Terminating".into();
-    }
+    let phase = s(v, "/status/phase");
     let mut reason = s(v, "/status/reason");
     if reason.is_empty() {
-        reason = s(v, "/status/phase");
+        reason = phase.clone();
     }
-    if let Some(cs) = v
-        .pointer("/status/containerStatuses")
+    let ended = |c: &Value, prefix: &str| {
+        let t = &c["state"]["terminated"];
+        let why = s(t, "/reason");
+        if !why.is_empty() {
+            format!("{prefix}{why}")
+        } else if let Some(signal) = t["signal"].as_i64().filter(|n| *n != 0) {
+            format!("{prefix}Signal:{signal}")
+        } else {
+            format!("{prefix}ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0))
+        }
+    };
+    let inits = v
+        .pointer("/status/initContainerStatuses")
         .and_then(Value::as_array)
-    {
-        for c in cs.iter().rev() {
+        .map_or(&[][..], Vec::as_slice);
+    let init_specs = v
+        .pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let mut initializing = false;
+    for (i, c) in inits.iter().enumerate() {
+        let terminated = c["state"].get("terminated").is_some_and(|t| t.is_object());
+        let sidecar = init_specs
+            .iter()
+            .any(|spec| spec["name"] == c["name"] && spec["restartPolicy"] == "Always");
+        let waiting = s(c, "/state/waiting/reason");
+        if terminated && c["state"]["terminated"]["exitCode"].as_i64() == Some(0) {
+            continue;
+        }
+        if sidecar && c["started"] == true {
+            continue;
+        }
+        reason = if terminated {
+            ended(c, "Init:")
+        } else if !waiting.is_empty() && waiting != "PodInitializing" {
+            format!("Init:{waiting}")
+        } else {
+            format!("Init:{i}/{}", init_specs.len().max(inits.len()))
+        };
+        initializing = true;
+        break;
+    }
+    let initialized = v
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+        });
+    if !initializing || initialized {
+        let mut running = false;
+        let statuses = v
+            .pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for c in statuses.iter().rev() {
             let waiting = s(c, "/state/waiting/reason");
-            let terminated = s(c, "/state/terminated/reason");
             if !waiting.is_empty() {
                 reason = waiting;
-            } else if !terminated.is_empty() {
-                reason = terminated;
+            } else if c["state"].get("terminated").is_some_and(|t| t.is_object()) {
+                reason = ended(c, "");
+            } else if c["ready"] == true && c["state"].get("running").is_some() {
+                running = true;
             }
+        }
+        // A pod with a container still running is not Completed.
+        if reason == "Completed" && running {
+            let ready = v
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
+            reason = if ready { "Running" } else { "NotReady" }.into();
+        }
+    }
+    if v.pointer("/metadata/deletionTimestamp").is_some() {
+        if s(v, "/status/reason") == "NodeLost" {
+            reason = "Unknown".into();
+        } else if phase != "Succeeded" && phase != "Failed" {
+            reason = "Terminating".into();
         }
     }
     reason
@@ -462,6 +533,42 @@ mod tests {
         assert_eq!(cells[6], "n1");
         assert_eq!(t["columnDefinitions"][5]["priority"], 1);
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn pod_status_reads_init_containers_and_exits_as_kubectl_does() {
+        let status = |status: Value| {
+            let pod = json!({"spec": {"initContainers": [{"name": "i1"}, {"name": "i2"}],
+                "containers": [{"name": "a"}]}, "status": status});
+            pod_status(&pod)
+        };
+        let done = json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
+        assert_eq!(
+            status(json!({"phase": "Pending", "initContainerStatuses": [
+                {"name": "i1", "state": done}, {"name": "i2", "state": {"running": {}}}]})),
+            "Init:1/2"
+        );
+        assert_eq!(
+            status(json!({"phase": "Pending", "initContainerStatuses": [
+                {"name": "i1", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})),
+            "Init:CrashLoopBackOff"
+        );
+        assert_eq!(
+            status(json!({"phase": "Failed", "initContainerStatuses": [
+                {"name": "i1", "state": {"terminated": {"exitCode": 3}}}]})),
+            "Init:ExitCode:3"
+        );
+        assert_eq!(
+            status(json!({"phase": "Running", "initContainerStatuses": [
+                {"name": "i1", "state": done}, {"name": "i2", "state": done}],
+                "containerStatuses": [{"name": "a", "state": {"terminated": {"exitCode": 137, "signal": 9}}}]})),
+            "Signal:9"
+        );
+        let mut gone = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Running"}});
+        assert_eq!(pod_status(&gone), "Terminating");
+        gone["status"]["phase"] = json!("Succeeded");
+        assert_eq!(pod_status(&gone), "Succeeded");
     }
 
     #[test]
