@@ -473,11 +473,31 @@ impl Controller {
             .collect()
     }
 
+    /// Creates the deployer pod. One that exists already for this deployment (made by
+    /// an earlier pass the pod informer has not shown yet) is taken as made; one of
+    /// another deployment stays an error, and the next pass fails the deployment.
+    async fn create_deployer(&self, rc: &Value, pod: &Value) -> crate::client::Result<Value> {
+        let pods = catalog::of(Kind::Pod);
+        let ns = str_at(rc, "/metadata/namespace");
+        match self.client.create(pods, Some(ns), pod).await {
+            Err(e) if e.is_already_exists() => {
+                let existing = self
+                    .client
+                    .get(pods, Some(ns), str_at(pod, "/metadata/name"))
+                    .await?;
+                let ours = existing["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION]
+                    == rc["metadata"]["name"];
+                if ours { Ok(existing) } else { Err(e) }
+            }
+            other => other,
+        }
+    }
+
     async fn act(&self, rc: &Value, act: &Act, p: &mut Plan) -> Result<()> {
         let pods = catalog::of(Kind::Pod);
         let ns = str_at(rc, "/metadata/namespace");
         match act {
-            Act::CreateDeployer(pod) => match self.client.create(pods, Some(ns), pod).await {
+            Act::CreateDeployer(pod) => match self.create_deployer(rc, pod).await {
                 Ok(made) => {
                     p.annotations.insert(
                         os::DEPLOYER_POD_ANNOTATION.into(),

@@ -52,15 +52,33 @@ fn mode_of(v: &Value, key: &str, default: u32) -> u32 {
     v[key].as_u64().map_or(default, |m| (m as u32) & 0o7777)
 }
 
+/// Why a pod's volumes could not be set up.
+#[derive(Debug, Clone)]
+pub struct MountError {
+    /// Which volume failed and why, as the kubelet's `FailedMount` event says it.
+    pub message: String,
+    /// All that is missing is the service account's token, which its controller writes
+    /// moments after it makes the account.
+    pub token_pending: bool,
+}
+
+impl From<String> for MountError {
+    fn from(message: String) -> Self {
+        MountError {
+            message,
+            token_pending: false,
+        }
+    }
+}
+
 /// Materializes every volume of `pod` under `dir` (and the service-account volume when
-/// `config` allows mounts); the error says which volume failed and why, as the kubelet's
-/// `FailedMount` event does.
+/// `config` allows mounts).
 pub async fn prepare(
     client: &Client,
     config: &Config,
     pod: &Value,
     dir: &Path,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, MountError> {
     let mut out = Prepared::default();
     let ns = str_at(pod, "/metadata/namespace");
     let fetch = Fetch { client, ns };
@@ -104,7 +122,8 @@ pub async fn prepare(
                     .map_or("(none)", String::as_str);
                 return Err(failed(format!(
                     "volumes of type {kind} are not supported by berth"
-                )));
+                ))
+                .into());
             }
             .map_err(failed)?;
             atomic_writer::write(&path, &payload).map_err(|e| failed(e.to_string()))?;
@@ -127,10 +146,16 @@ pub async fn prepare(
             data,
             mode: DEFAULT_MODE,
         };
-        payload.insert(
-            "token".into(),
-            file(fetch.token(account).await.map_err(failed)?),
-        );
+        let token = fetch.token(account).await.map_err(failed)?;
+        let Some(token) = token else {
+            return Err(MountError {
+                message: failed(format!(
+                    "the token of service account {ns}/{account} is not there yet"
+                )),
+                token_pending: true,
+            });
+        };
+        payload.insert("token".into(), file(token));
         payload.insert("ca.crt".into(), file(config.ca_pem.clone().into_bytes()));
         payload.insert("namespace".into(), file(ns.as_bytes().to_vec()));
         atomic_writer::write(&path, &payload).map_err(|e| failed(e.to_string()))?;
@@ -223,7 +248,12 @@ impl Fetch<'_> {
             } else if let Some(t) = s.get("serviceAccountToken") {
                 let account = str_at(pod, "/spec/serviceAccountName");
                 let path = str_at(t, "/path").to_string();
-                let data = self.token(account).await?;
+                let data = self.token(account).await?.ok_or_else(|| {
+                    format!(
+                        "the token of service account {}/{account} is not there yet",
+                        self.ns
+                    )
+                })?;
                 Payload::from([(path, File { data, mode })])
             } else {
                 // clusterTrustBundle and podCertificate are not served here.
@@ -260,21 +290,16 @@ impl Fetch<'_> {
     }
 
     /// The token of `account`, from the Secret the service-account controller keeps it in
-    /// (it authenticates to the API as `system:serviceaccount:<ns>:<account>`).
-    async fn token(&self, account: &str) -> Result<Vec<u8>, String> {
+    /// (it authenticates to the API as `system:serviceaccount:<ns>:<account>`); `None`
+    /// until the controller has written it.
+    async fn token(&self, account: &str) -> Result<Option<Vec<u8>>, String> {
         let secret_name = crate::controller::serviceaccount::token_secret_name(account);
         let secret = self.get(Kind::Secret, &secret_name).await?;
-        secret
+        Ok(secret
             .as_ref()
             .filter(|s| s["type"] == crate::registry::SERVICE_ACCOUNT_TOKEN)
             .and_then(|s| s.pointer("/data/token").and_then(Value::as_str))
-            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
-            .ok_or_else(|| {
-                format!(
-                    "the token of service account {}/{account} is not there yet",
-                    self.ns
-                )
-            })
+            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok()))
     }
 }
 

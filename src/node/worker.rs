@@ -31,6 +31,19 @@ const POST_START_LIMIT: Duration = Duration::from_secs(120);
 /// doubling up to 8 s: the agent does not watch what volumes project.
 const MOUNT_RETRY_FIRST: Duration = Duration::from_secs(1);
 const MOUNT_RETRY_MAX: Duration = Duration::from_secs(8);
+/// How long a new pod waits quietly for its service account's token, and how often it
+/// looks again meanwhile.
+const TOKEN_GRACE: Duration = Duration::from_secs(10);
+const TOKEN_RETRY: Duration = Duration::from_millis(100);
+
+/// How long ago `pod` was created (zero if that is not known).
+fn pod_age(pod: &Value) -> Duration {
+    str_at(pod, "/metadata/creationTimestamp")
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .and_then(|t| Duration::try_from(jiff::Timestamp::now().duration_since(t)).ok())
+        .unwrap_or_default()
+}
 
 #[derive(Clone, Copy)]
 struct Backoff {
@@ -52,7 +65,7 @@ struct Worker<R> {
     /// The status the agent last computed for the pod: what the API must show.
     reported: Option<Value>,
     /// The pod's volumes as of the last sync, or why they could not be set up.
-    volumes: Result<volume::Prepared, String>,
+    volumes: Result<volume::Prepared, volume::MountError>,
     /// When to try again after volumes failed (doubling up to [`MOUNT_RETRY_MAX`]).
     mount_retry: Duration,
     /// When the volumes were last set up, and for which version of the pod's spec and
@@ -383,7 +396,10 @@ impl<R: Runtime + Clone> Worker<R> {
             reason: "CreateContainerConfigError".into(),
             message,
         };
-        let prepared = self.volumes.as_ref().map_err(|m| config_error(m.clone()))?;
+        let prepared = self
+            .volumes
+            .as_ref()
+            .map_err(|e| config_error(e.message.clone()))?;
         let mounts = volume::mounts(c, prepared, &env).map_err(config_error)?;
         if !mounts.is_empty() && !self.shared.config.mount_namespaces {
             let targets: Vec<String> = mounts
@@ -682,10 +698,13 @@ impl<R: Runtime + Clone> Worker<R> {
                 self.mount_retry = MOUNT_RETRY_FIRST;
                 None
             }
+            // A new pod of a new service account: the token follows in moments, and
+            // is waited for quietly before it is worth a warning.
+            Err(why) if why.token_pending && pod_age(pod) < TOKEN_GRACE => Some(TOKEN_RETRY),
             Err(why) => {
                 self.shared
                     .recorder
-                    .event(pod, EventType::Warning, "FailedMount", why)
+                    .event(pod, EventType::Warning, "FailedMount", &why.message)
                     .await;
                 let after = self.mount_retry;
                 self.mount_retry = (after * 2).min(MOUNT_RETRY_MAX);

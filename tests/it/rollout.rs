@@ -225,6 +225,12 @@ async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
         ))
         .await;
     assert_eq!(pods["items"].as_array().unwrap().len(), 1, "{pods}");
+    // A rollout without trouble warns of nothing (a deployer pod made twice did).
+    let (_, events) = s
+        .get("/api/v1/namespaces/default/events?fieldSelector=type%3DWarning")
+        .await;
+    let warnings: Vec<&Value> = events["items"].as_array().unwrap().iter().collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
 
     // A template change: version 2 rolls out, version 1 ends at 0 replicas.
     let (code, out) = s
