@@ -120,10 +120,9 @@ pub async fn prepare(
                     .as_object()
                     .and_then(|m| m.keys().find(|k| *k != "name"))
                     .map_or("(none)", String::as_str);
-                return Err(failed(format!(
-                    "volumes of type {kind} are not supported by berth"
-                ))
-                .into());
+                return Err(
+                    failed(format!("volumes of type {kind} are not supported by berth")).into(),
+                );
             }
             .map_err(failed)?;
             atomic_writer::write(&path, &payload).map_err(|e| failed(e.to_string()))?;

@@ -237,6 +237,17 @@ pub fn name_errors(kind: Kind, name: &str) -> Vec<String> {
     }
 }
 
+/// The most a ConfigMap's or Secret's data may hold, as Kubernetes limits it.
+const MAX_DATA_BYTES: usize = 1 << 20;
+
+fn too_long(field: &str, max: usize) -> Cause {
+    Cause {
+        reason: "FieldValueTooLong".into(),
+        message: format!("Too long: must have at most {max} bytes"),
+        field: field.into(),
+    }
+}
+
 fn required(causes: &mut Vec<Cause>, field: &str) {
     causes.push(Cause::required(field));
 }
@@ -250,6 +261,29 @@ pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
         },
         Kind::ReplicationController => validate_rc(obj, causes),
         Kind::ConfigMap => {
+            let data = obj.get("data").and_then(Value::as_object);
+            let binary = obj.get("binaryData").and_then(Value::as_object);
+            for k in binary.into_iter().flat_map(|b| b.keys()) {
+                if data.is_some_and(|d| d.contains_key(k)) {
+                    causes.push(Cause::invalid(
+                        &format!("data[{k}]"),
+                        &json!(k),
+                        "duplicate of key present in binaryData",
+                    ));
+                }
+            }
+            let bytes: usize = data
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+                .chain(binary.into_iter().flatten().map(|(k, v)| {
+                    // base64: three bytes in four characters.
+                    k.len() + v.as_str().map_or(0, |b| b.len() / 4 * 3)
+                }))
+                .sum();
+            if bytes > MAX_DATA_BYTES {
+                causes.push(too_long("data", MAX_DATA_BYTES));
+            }
             for field in ["data", "binaryData"] {
                 if let Some(Value::Object(m)) = obj.get(field) {
                     for k in m.keys() {
@@ -265,6 +299,16 @@ pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
             }
         }
         Kind::Secret => {
+            let bytes: usize = obj
+                .get("data")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, |b| b.len() / 4 * 3))
+                .sum();
+            if bytes > MAX_DATA_BYTES {
+                causes.push(too_long("data", MAX_DATA_BYTES));
+            }
             if let Some(Value::Object(m)) = obj.get("data") {
                 for (k, v) in m {
                     if !config_key_ok(k) {
@@ -295,8 +339,21 @@ pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
         }
         Kind::DeploymentConfig => super::deploymentconfig::rules::validate(obj, causes),
         Kind::Service => super::service::validate(obj, causes),
-        Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::Lease | Kind::EventsV1Event => {
+        Kind::Lease => {
+            // Leader election decodes these as times; a Lease it cannot read stops it.
+            for field in ["acquireTime", "renewTime"] {
+                if let Some(t) = obj["spec"].get(field).and_then(Value::as_str) {
+                    if t.parse::<jiff::Timestamp>().is_err() {
+                        causes.push(Cause::invalid(
+                            &format!("spec.{field}"),
+                            &json!(t),
+                            "must be a time such as 2006-01-02T15:04:05.000000Z",
+                        ));
+                    }
+                }
+            }
         }
+        Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::EventsV1Event => {}
     }
 }
 
@@ -308,45 +365,167 @@ fn config_key_ok(k: &str) -> bool {
 }
 
 pub(super) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
-    let containers = spec.get("containers").and_then(Value::as_array);
-    match containers {
-        None => required(causes, &format!("{path}.containers")),
-        Some(cs) if cs.is_empty() => required(causes, &format!("{path}.containers")),
-        Some(cs) => {
-            let mut seen = std::collections::HashSet::new();
-            for (i, c) in cs.iter().enumerate() {
-                let at = format!("{path}.containers[{i}]");
-                match c.get("name").and_then(Value::as_str) {
-                    None | Some("") => required(causes, &format!("{at}.name")),
-                    Some(name) => {
-                        for e in names::dns1123_label(name) {
-                            causes.push(Cause::invalid(&format!("{at}.name"), &json!(name), &e));
-                        }
-                        if !seen.insert(name) {
-                            causes.push(Cause {
-                                reason: "FieldValueDuplicate".into(),
-                                message: format!("Duplicate value: {}", json!(name)),
-                                field: format!("{at}.name"),
-                            });
-                        }
-                    }
+    let list = |f: &str| {
+        spec.get(f)
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+    };
+    let mut volumes = std::collections::HashSet::new();
+    for (i, v) in list("volumes").iter().enumerate() {
+        let at = format!("{path}.volumes[{i}].name");
+        match v.get("name").and_then(Value::as_str) {
+            None | Some("") => required(causes, &at),
+            Some(name) => {
+                for e in names::dns1123_label(name) {
+                    causes.push(Cause::invalid(&at, &json!(name), &e));
                 }
-                if c.get("image")
-                    .and_then(Value::as_str)
-                    .is_none_or(|s| s.trim().is_empty())
-                {
-                    required(causes, &format!("{at}.image"));
+                if !volumes.insert(name) {
+                    causes.push(duplicate(&at, name));
                 }
             }
         }
     }
-    if let Some(p) = spec.get("restartPolicy").and_then(Value::as_str) {
-        if !matches!(p, "Always" | "OnFailure" | "Never") {
-            causes.push(Cause::not_supported(
-                &format!("{path}.restartPolicy"),
-                p,
-                &["Always", "OnFailure", "Never"],
-            ));
+    if list("containers").is_empty() {
+        required(causes, &format!("{path}.containers"));
+    }
+    // Container names are unique across init and regular containers.
+    let mut seen = std::collections::HashSet::new();
+    for field in ["initContainers", "containers"] {
+        for (i, c) in list(field).iter().enumerate() {
+            let at = format!("{path}.{field}[{i}]");
+            match c.get("name").and_then(Value::as_str) {
+                None | Some("") => required(causes, &format!("{at}.name")),
+                Some(name) => {
+                    for e in names::dns1123_label(name) {
+                        causes.push(Cause::invalid(&format!("{at}.name"), &json!(name), &e));
+                    }
+                    if !seen.insert(name) {
+                        causes.push(duplicate(&format!("{at}.name"), name));
+                    }
+                }
+            }
+            if c.get("image")
+                .and_then(Value::as_str)
+                .is_none_or(|s| s.trim().is_empty())
+            {
+                required(causes, &format!("{at}.image"));
+            }
+            validate_container(c, &at, &volumes, causes);
+        }
+    }
+    let one_of = |causes: &mut Vec<Cause>, field: &str, allowed: &[&str]| {
+        if let Some(v) = spec.get(field).and_then(Value::as_str) {
+            if !allowed.contains(&v) {
+                causes.push(Cause::not_supported(&format!("{path}.{field}"), v, allowed));
+            }
+        }
+    };
+    one_of(causes, "restartPolicy", &["Always", "OnFailure", "Never"]);
+    one_of(
+        causes,
+        "dnsPolicy",
+        &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
+    );
+}
+
+fn duplicate(field: &str, value: &str) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate".into(),
+        message: format!("Duplicate value: {}", json!(value)),
+        field: field.into(),
+    }
+}
+
+/// A container's enums, ports, environment and mounts (which must name a volume of the
+/// pod), as the API server checks them.
+fn validate_container(
+    c: &Value,
+    at: &str,
+    volumes: &std::collections::HashSet<&str>,
+    causes: &mut Vec<Cause>,
+) {
+    let one_of = |causes: &mut Vec<Cause>, v: &Value, field: &str, allowed: &[&str]| {
+        if let Some(value) = v.as_str() {
+            if !allowed.contains(&value) {
+                causes.push(Cause::not_supported(field, value, allowed));
+            }
+        }
+    };
+    one_of(
+        causes,
+        &c["imagePullPolicy"],
+        &format!("{at}.imagePullPolicy"),
+        &["Always", "IfNotPresent", "Never"],
+    );
+    one_of(
+        causes,
+        &c["terminationMessagePolicy"],
+        &format!("{at}.terminationMessagePolicy"),
+        &["File", "FallbackToLogsOnError"],
+    );
+    let items = |f: &str| {
+        c.get(f)
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+    };
+    for (i, p) in items("ports").iter().enumerate() {
+        let field = format!("{at}.ports[{i}]");
+        match p.get("containerPort").and_then(Value::as_i64) {
+            Some(1..=65535) => {}
+            None => required(causes, &format!("{field}.containerPort")),
+            Some(_) => causes.push(Cause::invalid(
+                &format!("{field}.containerPort"),
+                &p["containerPort"],
+                "must be between 1 and 65535, inclusive",
+            )),
+        }
+        if let Some(h) = p.get("hostPort").and_then(Value::as_i64) {
+            if !(0..=65535).contains(&h) {
+                causes.push(Cause::invalid(
+                    &format!("{field}.hostPort"),
+                    &p["hostPort"],
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+        }
+        one_of(
+            causes,
+            &p["protocol"],
+            &format!("{field}.protocol"),
+            &["TCP", "UDP", "SCTP"],
+        );
+    }
+    for (i, e) in items("env").iter().enumerate() {
+        let field = format!("{at}.env[{i}].name");
+        match e.get("name").and_then(Value::as_str) {
+            None | Some("") => required(causes, &field),
+            // Any printable ASCII but '=', as Kubernetes takes names now.
+            Some(n) if !n.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'=') => {
+                causes.push(Cause::invalid(
+                    &field,
+                    &json!(n),
+                    "a valid environment variable name must consist only of printable ASCII characters other than '='",
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for (i, m) in items("volumeMounts").iter().enumerate() {
+        let field = format!("{at}.volumeMounts[{i}]");
+        match m.get("name").and_then(Value::as_str) {
+            None | Some("") => required(causes, &format!("{field}.name")),
+            Some(n) if !volumes.contains(n) => causes.push(Cause {
+                reason: "FieldValueNotFound".into(),
+                message: format!("Not found: {}", json!(n)),
+                field: format!("{field}.name"),
+            }),
+            Some(_) => {}
+        }
+        if m.get("mountPath")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            required(causes, &format!("{field}.mountPath"));
         }
     }
 }
@@ -576,6 +755,74 @@ mod tests {
         for change in refused {
             assert_eq!(check(change), ["spec"]);
         }
+    }
+
+    #[test]
+    fn pod_specs_are_checked_as_the_api_server_checks_them() {
+        let fields = |spec: Value| {
+            let mut causes = Vec::new();
+            validate(Kind::Pod, &json!({"spec": spec}), &mut causes);
+            causes.into_iter().map(|c| c.field).collect::<Vec<_>>()
+        };
+        let good = json!({"volumes": [{"name": "data", "emptyDir": {}}],
+            "initContainers": [{"name": "init", "image": "x"}],
+            "containers": [{"name": "main", "image": "x", "imagePullPolicy": "Never",
+                "ports": [{"containerPort": 80, "protocol": "UDP"}],
+                "env": [{"name": "my.var-1", "value": "v"}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]});
+        assert!(fields(good).is_empty());
+        let bad = json!({"volumes": [{"name": "v"}, {"name": "v"}],
+            "initContainers": [{"name": "main", "image": "x"}],
+            "containers": [{"name": "main", "image": "x", "imagePullPolicy": "Sometimes",
+                "ports": [{"containerPort": 70000, "protocol": "XTP"}],
+                "env": [{"name": "1bad=x"}],
+                "volumeMounts": [{"name": "nope", "mountPath": "/x"}]}],
+            "dnsPolicy": "Whatever"});
+        assert_eq!(
+            fields(bad),
+            [
+                "spec.volumes[1].name",
+                "spec.containers[0].name",
+                "spec.containers[0].imagePullPolicy",
+                "spec.containers[0].ports[0].containerPort",
+                "spec.containers[0].ports[0].protocol",
+                "spec.containers[0].env[0].name",
+                "spec.containers[0].volumeMounts[0].name",
+                "spec.dnsPolicy",
+            ]
+        );
+    }
+
+    #[test]
+    fn data_sizes_keys_and_lease_times_are_checked() {
+        let fields = |kind, obj: Value| {
+            let mut causes = Vec::new();
+            validate(kind, &obj, &mut causes);
+            causes.into_iter().map(|c| c.field).collect::<Vec<_>>()
+        };
+        let big = "x".repeat(MAX_DATA_BYTES);
+        assert_eq!(
+            fields(Kind::ConfigMap, json!({"data": {"a": big}})),
+            ["data"]
+        );
+        assert_eq!(
+            fields(
+                Kind::ConfigMap,
+                json!({"data": {"a": "1"}, "binaryData": {"a": "eA=="}})
+            ),
+            ["data[a]"]
+        );
+        assert_eq!(
+            fields(Kind::Lease, json!({"spec": {"renewTime": "not-a-time"}})),
+            ["spec.renewTime"]
+        );
+        assert!(
+            fields(
+                Kind::Lease,
+                json!({"spec": {"renewTime": "2026-12-01T05:00:00.123456Z"}})
+            )
+            .is_empty()
+        );
     }
 
     #[test]
