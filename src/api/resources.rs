@@ -388,6 +388,56 @@ fn table_request(headers: &HeaderMap, q: &Query) -> Result<Option<IncludeObject>
     }))
 }
 
+/// What a read answers with: the objects, a Table of them, or their metadata alone.
+#[derive(Clone, Copy)]
+enum View {
+    Object,
+    Table(IncludeObject),
+    Metadata,
+}
+
+const PARTIAL_TYPE: &str = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
+const PARTIAL_LIST_TYPE: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
+
+/// Whether the client asks for metadata alone (`as=PartialObjectMetadata` or
+/// `as=PartialObjectMetadataList`), as metadata informers do.
+fn metadata_request(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| {
+            a.split(',').any(|part| {
+                let p = part.replace(' ', "");
+                p.starts_with("application/json")
+                    && p.contains("as=PartialObjectMetadata")
+                    && p.contains("g=meta.k8s.io")
+            })
+        })
+}
+
+fn typed_ok(content_type: &'static str, body: Bytes) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// A list as a PartialObjectMetadataList.
+fn partial_list_body(list: &registry::List) -> Bytes {
+    let mut meta = json!({"resourceVersion": list.revision.to_string()});
+    if let Some(c) = &list.continue_token {
+        meta["continue"] = json!(c);
+    }
+    let items: Vec<Value> = list
+        .items
+        .iter()
+        .map(|i| table::partial_metadata(&serde_json::from_slice(i).unwrap_or(Value::Null)))
+        .collect();
+    let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta, "items": items});
+    Bytes::from(serde_json::to_vec(&body).expect("JSON serializes"))
+}
+
 fn table_ok(body: Bytes) -> Response {
     let mut r = (StatusCode::OK, body).into_response();
     r.headers_mut()
@@ -496,8 +546,12 @@ pub async fn handle(
             not_allowed()
         }
         (&Method::GET, None) if flag(&query, "watch") => {
-            let as_table = table_request(&headers, &query)?;
-            watch(state.clone(), res, ns, &query, as_table)
+            let view = match table_request(&headers, &query)? {
+                Some(include) => View::Table(include),
+                None if metadata_request(&headers) => View::Metadata,
+                None => View::Object,
+            };
+            watch(state.clone(), res, ns, &query, view)
         }
         (&Method::GET, None) => {
             let list = reg.list(res, ns, &list_options(&query)?).await?;
@@ -509,6 +563,9 @@ pub async fn handle(
                     list.continue_token.as_deref(),
                     include,
                 ))),
+                None if metadata_request(&headers) => {
+                    Ok(typed_ok(PARTIAL_LIST_TYPE, partial_list_body(&list)))
+                }
                 None => Ok(json_ok(StatusCode::OK, list_body(res, &list))),
             }
         }
@@ -610,6 +667,9 @@ pub async fn handle(
                     None,
                     include,
                 ))),
+                (None, None) if metadata_request(&headers) => {
+                    Ok(typed_ok(PARTIAL_TYPE, table::partial_metadata_bytes(&obj)))
+                }
                 _ => Ok(json_ok(StatusCode::OK, obj)),
             }
         }
@@ -890,7 +950,7 @@ fn watch(
     res: &'static Resource,
     ns: Option<&str>,
     q: &Query,
-    as_table: Option<IncludeObject>,
+    view: View,
 ) -> Result<Response> {
     let lo = list_options(q)?;
     let send_initial_events = match q.get("sendInitialEvents").map(String::as_str) {
@@ -944,11 +1004,21 @@ fn watch(
                         true,
                     )
                 }
-                WatchEvent::Bookmark(o) => (event_line("BOOKMARK", o), false),
+                WatchEvent::Bookmark(o) => match view {
+                    View::Metadata => (
+                        event_line("BOOKMARK", &table::partial_metadata_bytes(o)),
+                        false,
+                    ),
+                    _ => (event_line("BOOKMARK", o), false),
+                },
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                    let line = match as_table {
+                    let line = match view {
+                        View::Object => shared_event_line(ev.type_name(), o),
+                        View::Metadata => {
+                            event_line(ev.type_name(), &table::partial_metadata_bytes(o))
+                        }
                         // One-row tables, at the event's own revision.
-                        Some(include) => {
+                        View::Table(include) => {
                             let rv = serde_json::from_slice::<Value>(o)
                                 .ok()
                                 .and_then(|v| {
@@ -963,7 +1033,6 @@ fn watch(
                                 &table::table(res, std::slice::from_ref(o), rv, None, include),
                             )
                         }
-                        None => shared_event_line(ev.type_name(), o),
                     };
                     (line, false)
                 }
@@ -980,10 +1049,10 @@ fn watch(
         registered: None,
         done: false,
     }));
-    let content_type = if as_table.is_some() {
-        TABLE_TYPE
-    } else {
-        "application/json"
+    let content_type = match view {
+        View::Table(_) => TABLE_TYPE,
+        View::Metadata => PARTIAL_TYPE,
+        View::Object => "application/json",
     };
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -455,16 +455,26 @@ fn row(res: &Resource, obj: &[u8], include: IncludeObject) -> Value {
     let mut row = json!({"cells": cells(res.kind, &v)});
     match include {
         IncludeObject::None => {}
-        IncludeObject::Metadata => {
-            row["object"] = json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": v.get("metadata").cloned().unwrap_or(json!({})),
-            });
-        }
+        IncludeObject::Metadata => row["object"] = partial_metadata(&v),
         IncludeObject::Object => row["object"] = v,
     }
     row
+}
+
+/// An object as a PartialObjectMetadata: its metadata alone, as metadata clients (and
+/// Table rows) ask for it.
+pub fn partial_metadata(v: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": v.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// [`partial_metadata`] of stored object bytes.
+pub fn partial_metadata_bytes(obj: &[u8]) -> Bytes {
+    let v: Value = serde_json::from_slice(obj).unwrap_or(Value::Null);
+    Bytes::from(serde_json::to_vec(&partial_metadata(&v)).expect("JSON serializes"))
 }
 
 /// A Table of `items`.

@@ -126,3 +126,58 @@ async fn the_kube_crate_works_against_berth() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_kube_crate_reads_and_watches_metadata_alone() {
+    let s = TestServer::start().await;
+    let client = client(&s).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // An Api of PartialObjectMeta asks for metadata alone, in lists and watches.
+    let metadata: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(client.clone(), "default");
+    let mut meta = watcher(metadata, watcher::Config::default().labels("app=kube")).boxed();
+    loop {
+        match within(20, meta.next()).await.unwrap().unwrap() {
+            watcher::Event::InitDone => break,
+            watcher::Event::Init => {}
+            other => panic!("nothing exists yet: {other:?}"),
+        }
+    }
+    api.create(&PostParams::default(), &cm("m1")).await.unwrap();
+    // The event carries the metadata, as a PartialObjectMetadata.
+    let seen = loop {
+        if let watcher::Event::Apply(o) = within(20, meta.next()).await.unwrap().unwrap() {
+            break o;
+        }
+    };
+    assert_eq!(seen.metadata.name.as_deref(), Some("m1"));
+    assert_eq!(
+        seen.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    let list = api
+        .list_metadata(&ListParams::default().labels("app=kube"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("m1"));
+    let one = api.get_metadata("m1").await.unwrap();
+    assert_eq!(one.metadata.labels.unwrap()["app"], "kube");
+    // No data comes with it.
+    let raw = s
+        .req(
+            reqwest::Method::GET,
+            "/api/v1/namespaces/default/configmaps/m1",
+        )
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = raw.json().await.unwrap();
+    assert_eq!(v["kind"], "PartialObjectMetadata");
+    assert!(v.get("data").is_none(), "{v}");
+    s.stop().await;
+}
