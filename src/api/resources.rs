@@ -110,7 +110,22 @@ fn write_options(q: &Query) -> Result<WriteOptions> {
         dry_run,
         field_validation,
         duplicates: Vec::new(),
+        manager: None,
     })
+}
+
+/// Who makes a write, as the API server names the manager of the fields it sets:
+/// `fieldManager`, else the client's product name from its User-Agent (`kubectl`,
+/// `curl`).
+fn field_manager(q: &Query, headers: &HeaderMap) -> Option<String> {
+    q.get("fieldManager")
+        .filter(|m| !m.is_empty())
+        .cloned()
+        .or_else(|| {
+            let agent = headers.get(header::USER_AGENT)?.to_str().ok()?;
+            let name = agent.split('/').next()?.trim();
+            (!name.is_empty()).then(|| name.chars().take(128).collect())
+        })
 }
 
 /// A write's answer: the object, with its warnings as `Warning` headers.
@@ -573,6 +588,7 @@ pub async fn handle(
             let (obj, duplicates) = checked_body(&headers, &body)?;
             let opts = WriteOptions {
                 duplicates,
+                manager: field_manager(&query, &headers),
                 ..write_options(&query)?
             };
             let created = reg.create(res, ns, obj, &opts).await?;
@@ -677,6 +693,7 @@ pub async fn handle(
             let (obj, duplicates) = checked_body(&headers, &body)?;
             let opts = WriteOptions {
                 duplicates,
+                manager: field_manager(&query, &headers),
                 ..write_options(&query)?
             };
             let out = match t.sub.as_deref() {
@@ -732,7 +749,10 @@ pub async fn handle(
             } else {
                 patch_body(&headers, &body)?
             };
-            let opts = write_options(&query)?;
+            let opts = WriteOptions {
+                manager: field_manager(&query, &headers),
+                ..write_options(&query)?
+            };
             let out = match t.sub.as_deref() {
                 Some("scale") => {
                     // Patch the Scale view, then write its replicas back. The Scale is

@@ -23,6 +23,9 @@ pub struct GetArgs {
     /// custom-columns=....
     #[arg(short = 'o', long)]
     pub output: Option<String>,
+    /// Keep metadata.managedFields when printing JSON or YAML.
+    #[arg(long)]
+    pub show_managed_fields: bool,
     /// Only objects with these labels (`app=web,tier!=db`).
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
@@ -99,6 +102,12 @@ impl GetArgs {
 
     /// Prints one document in a non-table format.
     fn render(&self, output: &Output, doc: &Value) -> Result<String, CliError> {
+        if matches!(output, Output::Json | Output::Yaml) && !self.show_managed_fields {
+            // As kubectl: who manages which field is noise unless asked for.
+            let mut doc = doc.clone();
+            print::strip_managed_fields(&mut doc);
+            return output.render(&doc, self.no_headers).map_err(CliError::msg);
+        }
         match output {
             Output::JsonPath(jp) => {
                 print::jsonpath(jp, doc, self.allow_missing_template_keys, false)

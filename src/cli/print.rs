@@ -137,6 +137,16 @@ pub fn json(doc: &Value) -> String {
     s
 }
 
+/// Drops `metadata.managedFields` from an object, or from each item of a list.
+pub fn strip_managed_fields(doc: &mut Value) {
+    if let Some(m) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    if let Some(items) = doc.get_mut("items").and_then(Value::as_array_mut) {
+        items.iter_mut().for_each(strip_managed_fields);
+    }
+}
+
 /// `-o yaml`.
 pub fn yaml(doc: &Value) -> String {
     yaml::to_string(doc)

@@ -268,9 +268,6 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
     }
     let mut conflicts = Vec::new();
     for (e, fields) in &mut others {
-        if e["operation"] != "Apply" {
-            continue;
-        }
         let clashing: Vec<Path> = fields
             .intersection(&applied)
             .filter(|p| value_at(live, p) != value_at(config, p))
@@ -318,9 +315,7 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
         .into_iter()
         .filter(|(_, f)| !f.is_empty())
         .map(|(mut e, f)| {
-            if e["operation"] == "Apply" {
-                e["fieldsV1"] = to_fields_v1(&f);
-            }
+            e["fieldsV1"] = to_fields_v1(&f);
             e
         })
         .collect();
@@ -342,6 +337,92 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
         m.insert("managedFields".into(), Value::Array(managed));
     }
     Ok(out)
+}
+
+/// Records a write other than an apply in `new`'s managedFields, as the API server does:
+/// `manager` (operation Update, of the status subresource when `status`) comes to own
+/// every field the write set or changed, which no other manager owns any longer; a field
+/// the write removed leaves every manager. The entries come from `old` (none for a
+/// create), so that a client cannot rewrite them by sending managedFields back.
+pub(super) fn record_update(
+    res: &Resource,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    status: bool,
+) {
+    let scope = |v: &Value| {
+        let mut v = without_managed(v);
+        if status {
+            // A status write is about the status alone.
+            v = json!({"status": v.get("status").cloned().unwrap_or(Value::Null)});
+        }
+        leaves(&v, status)
+    };
+    let now = scope(new);
+    let (set, removed): (BTreeSet<Path>, BTreeSet<Path>) = match old {
+        None => (now, BTreeSet::new()),
+        Some(old) => {
+            let before = scope(old);
+            let set = now
+                .iter()
+                .filter(|p| value_at(old, p) != value_at(new, p))
+                .cloned()
+                .collect();
+            (set, before.difference(&now).cloned().collect())
+        }
+    };
+    if set.is_empty() && removed.is_empty() {
+        return;
+    }
+    let entries: Vec<Value> = old
+        .and_then(meta)
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mine = |e: &Value| {
+        e["manager"] == manager
+            && e["operation"] == "Update"
+            && (e["subresource"] == "status") == status
+    };
+    let mut own: BTreeSet<Path> = BTreeSet::new();
+    let mut managed = Vec::new();
+    for mut e in entries {
+        let mut fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
+        if mine(&e) {
+            own = fields;
+            continue;
+        }
+        fields.retain(|p| !set.contains(p) && !removed.contains(p));
+        if !fields.is_empty() {
+            e["fieldsV1"] = to_fields_v1(&fields);
+            managed.push(e);
+        }
+    }
+    own.extend(set);
+    own.retain(|p| !removed.contains(p));
+    if !own.is_empty() {
+        let mut e = json!({
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": res.api_version(),
+            "time": crate::types::now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": to_fields_v1(&own),
+        });
+        if status {
+            e["subresource"] = json!("status");
+        }
+        managed.push(e);
+    }
+    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if managed.is_empty() {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), Value::Array(managed));
+        }
+    }
 }
 
 /// `v` without its `metadata.managedFields`.
@@ -531,6 +612,74 @@ mod tests {
             assert_eq!(entries[1]["manager"], "a");
             assert_ne!(entries[1]["time"], "2000-01-01T00:00:00Z");
         }
+    }
+
+    #[test]
+    fn writes_other_than_applies_own_what_they_set_and_conflict_with_appliers() {
+        let res = catalog::of(Kind::ConfigMap);
+        let managers = |v: &Value| -> Vec<(String, Value)> {
+            v["metadata"]["managedFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    (
+                        e["manager"].as_str().unwrap().to_string(),
+                        e["fieldsV1"].clone(),
+                    )
+                })
+                .collect()
+        };
+        let mut made = json!({"metadata": {"name": "c", "labels": {"l": "1"}},
+            "data": {"a": "1", "b": "1"}});
+        record_update(res, None, &mut made, "kubectl-create", false);
+        assert_eq!(
+            managers(&made),
+            [(
+                "kubectl-create".to_string(),
+                json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:l": {}}}})
+            )]
+        );
+        // An edit changes a and removes b: a is the editor's, b nobody's.
+        let mut edited = made.clone();
+        edited["data"] = json!({"a": "2"});
+        record_update(res, Some(&made), &mut edited, "kubectl-edit", false);
+        assert_eq!(
+            managers(&edited),
+            [
+                (
+                    "kubectl-create".into(),
+                    json!({"f:metadata": {"f:labels": {"f:l": {}}}})
+                ),
+                ("kubectl-edit".into(), json!({"f:data": {"f:a": {}}})),
+            ]
+        );
+        // An apply of another value for a conflicts with the editor, unless forced.
+        let err = apply_to(
+            res,
+            &edited,
+            &json!({"data": {"a": "3"}}),
+            &opts("ssa", false),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("conflict with \"kubectl-edit\""),
+            "{err}"
+        );
+        let forced = apply_to(
+            res,
+            &edited,
+            &json!({"data": {"a": "3"}}),
+            &opts("ssa", true),
+        )
+        .unwrap();
+        let m = managers(&forced);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(m[1], ("ssa".into(), json!({"f:data": {"f:a": {}}})));
+        // A write that changes nothing records nothing.
+        let mut same = edited.clone();
+        record_update(res, Some(&edited), &mut same, "other", false);
+        assert_eq!(same, edited);
     }
 
     #[test]

@@ -193,6 +193,9 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Fields the request's body named twice (refused or warned about as unknown ones).
     pub duplicates: Vec<String>,
+    /// Who writes (`fieldManager`, else the client's name), for a write other than an
+    /// apply: recorded in managedFields as an Update. `None` records nothing.
+    pub manager: Option<String>,
 }
 
 /// A successful create, update or patch.
@@ -651,6 +654,9 @@ impl Registry {
             Self::validate(res, &obj, &schema_causes)?;
             self.check_namespace_open(res, ns, &name)?;
             self.check_service_account(res, ns, &name, &obj)?;
+            if let Some(manager) = opts.manager.as_deref().filter(|_| attempt == 0) {
+                apply::record_update(res, None, &mut obj, manager, false);
+            }
             let done = |object| Written {
                 object,
                 warnings: warnings.clone(),
@@ -1126,6 +1132,9 @@ impl Registry {
             Self::validate(res, &merged, &schema_causes)?;
             if same_object(&old, &merged) {
                 return Ok(done(cur.value));
+            }
+            if let Some(manager) = &opts.manager {
+                apply::record_update(res, Some(&old), &mut merged, manager, part == Part::Status);
             }
             if opts.dry_run {
                 return Ok(done(to_bytes(&merged)));

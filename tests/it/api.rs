@@ -2019,3 +2019,75 @@ async fn services_are_given_addresses_and_keep_them() {
     assert_eq!(code, 201, "{again}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn imperative_writes_own_their_fields_against_appliers() {
+    let s = bare().await;
+    let r = s
+        .req(Method::POST, &format!("{CMS}?fieldManager=kubectl-create"))
+        .json(&json!({"metadata": {"name": "own"}, "data": {"a": "b"}}))
+        .send()
+        .await
+        .unwrap();
+    let made: Value = r.json().await.unwrap();
+    assert_eq!(
+        made["metadata"]["managedFields"][0]["manager"],
+        "kubectl-create"
+    );
+    assert_eq!(made["metadata"]["managedFields"][0]["operation"], "Update");
+    // A curl patch without fieldManager is named after the client.
+    let r = s
+        .req(Method::PATCH, &format!("{CMS}/own"))
+        .header("Content-Type", "application/merge-patch+json")
+        .header("User-Agent", "curl/8.5.0")
+        .body(r#"{"data": {"x": "1"}}"#)
+        .send()
+        .await
+        .unwrap();
+    let patched: Value = r.json().await.unwrap();
+    let managers: Vec<&str> = patched["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, ["kubectl-create", "curl"]);
+    // An apply of another value for a field someone set is a conflict; forced, it wins.
+    let apply = |force: bool| {
+        s.req(
+            Method::PATCH,
+            &format!(
+                "{CMS}/own?fieldManager=ssa{}",
+                if force { "&force=true" } else { "" }
+            ),
+        )
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: own\ndata:\n  a: c\n")
+        .send()
+    };
+    let r = apply(false).await.unwrap();
+    assert_eq!(r.status().as_u16(), 409);
+    let st: Value = r.json().await.unwrap();
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("conflict with \"kubectl-create\""),
+        "{st}"
+    );
+    let r = apply(true).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["data"], json!({"a": "c", "x": "1"}));
+    // A write that changes nothing changes no managedFields either.
+    let r = s
+        .req(Method::PATCH, &format!("{CMS}/own?fieldManager=again"))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(r#"{"data": {"x": "1"}}"#)
+        .send()
+        .await
+        .unwrap();
+    let same: Value = r.json().await.unwrap();
+    assert_eq!(same["metadata"], v["metadata"]);
+    s.stop().await;
+}
