@@ -287,6 +287,19 @@ pub fn extra_subresources(
             ("log", &["get"], "DeploymentLog"),
             ("rollback", &["create"], "DeploymentConfigRollback"),
         ],
+        // What the node agent and the scheduler serve of a pod.
+        Kind::Pod => &[
+            ("attach", &["create", "get"], "PodAttachOptions"),
+            ("binding", &["create"], "Binding"),
+            ("exec", &["create", "get"], "PodExecOptions"),
+            ("log", &["get"], "Pod"),
+        ],
+        Kind::Namespace => &[("finalize", &["update"], "Namespace")],
+        Kind::Node => &[(
+            "proxy",
+            &["create", "delete", "get", "patch", "update"],
+            "NodeProxyOptions",
+        )],
         _ => &[],
     }
 }

@@ -1156,8 +1156,9 @@ impl Registry {
                 && held(&old);
             let pre = Preconditions::revision(cur.revision);
             let outcome = if finished {
-                // The last finalizer is gone: the deletion completes.
-                self.store.delete(key, pre).await?
+                // The last finalizer is gone: the deletion completes, in one write that
+                // answers (and tells watchers) the object as this write left it.
+                self.store.delete_as(key, to_bytes(&merged), pre).await?
             } else {
                 self.store.update(key, to_bytes(&merged), pre).await?
             };

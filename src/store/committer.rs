@@ -25,6 +25,8 @@ pub(super) enum Op {
     Delete {
         key: Arc<str>,
         pre: Preconditions,
+        /// The state the deletion records, if not the stored one.
+        last: Option<Template>,
     },
 }
 
@@ -210,12 +212,12 @@ fn decide(op: Op, current: Option<Record>, revision: u64, time_ms: u64) -> Decis
                 Some(cur),
             ))
         }
-        (Op::Delete { key, pre }, Some(cur)) => {
+        (Op::Delete { key, pre, last }, Some(cur)) => {
             if !holds(&pre, &cur) {
                 return Decision::Reject(Outcome::Conflict(cur));
             }
             // The deleted object's last state carries the deletion's revision.
-            let last = match stamp::prepare(cur.value.clone()) {
+            let last = match last.map_or_else(|| stamp::prepare(cur.value.clone()), Ok) {
                 Ok(t) => t.stamp(revision),
                 Err(_) => cur.value.clone(),
             };

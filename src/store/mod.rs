@@ -382,6 +382,25 @@ impl Store {
         self.submit(Op::Delete {
             key: Arc::from(key),
             pre,
+            last: None,
+        })
+        .await
+    }
+
+    /// Deletes the object at `key` if it exists and meets `pre`, as one write that leaves
+    /// it as `last`: the deletion's event and answer carry `last` (stamped with the
+    /// deletion's revision) rather than the object as it was stored.
+    pub async fn delete_as(
+        &self,
+        key: &str,
+        last: impl Into<Bytes>,
+        pre: Preconditions,
+    ) -> Result<Outcome> {
+        let template = prepare(key, last.into())?;
+        self.submit(Op::Delete {
+            key: Arc::from(key),
+            pre,
+            last: Some(template),
         })
         .await
     }

@@ -157,6 +157,28 @@ async fn delete_checks_uid_and_returns_the_last_state_at_the_delete_revision() {
         s.delete("/a", Preconditions::default()).await.unwrap(),
         Outcome::NotFound
     );
+    // A deletion may record the state a last change left: the answer and the event
+    // carry it, at the deletion's revision, with the stored object as `prev`.
+    let b = written(s.create("/b", obj("b", 1)).await.unwrap());
+    let mut w = s
+        .watch(WatchOptions {
+            after: Some(b.revision),
+            ..Default::default()
+        })
+        .unwrap();
+    let gone = written(
+        s.delete_as("/b", obj("b", 2), Preconditions::revision(b.revision))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(parse(&gone.value)["data"]["n"], "2");
+    assert_eq!(rv(&gone.value), b.revision + 1);
+    let WatchEvent::Event(e) = next(&mut w).await else {
+        panic!("the deletion")
+    };
+    assert_eq!((e.kind, &e.object), (EventKind::Deleted, &gone.value));
+    assert_eq!(e.prev.as_ref().map(|p| &p.value), Some(&b.value));
+    assert_eq!(s.get("/b"), None);
     s.close().await.unwrap();
 }
 

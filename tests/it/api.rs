@@ -112,6 +112,13 @@ async fn discovery_is_served_aggregated_and_legacy() {
                 .map(|s| s["subresource"].as_str().unwrap())
                 .collect();
             assert_eq!(subs, ["scale", "status"]);
+            let pods: Vec<&str> = pods["subresources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["subresource"].as_str().unwrap())
+                .collect();
+            assert_eq!(pods, ["status", "attach", "binding", "exec", "log"]);
             assert!(v["items"][0]["metadata"].get("name").is_none());
         } else {
             assert_eq!(v["items"][0]["metadata"]["name"], "coordination.k8s.io");
@@ -535,8 +542,13 @@ async fn finalizers_hold_deletion_until_removed() {
         )
         .await;
     assert_eq!((code, st["reason"].as_str()), (422, Some("Invalid")));
-    let _ = v;
-    let (code, _) = s
+    let mut w = s
+        .watch(&format!(
+            "{CMS}?watch=true&resourceVersion={}",
+            v["metadata"]["resourceVersion"].as_str().unwrap()
+        ))
+        .await;
+    let (code, gone) = s
         .patch(
             &format!("{CMS}/f"),
             "application/merge-patch+json",
@@ -544,6 +556,11 @@ async fn finalizers_hold_deletion_until_removed() {
         )
         .await;
     assert_eq!(code, 200);
+    // The answer, and the watch, show the object as the write left it.
+    assert!(gone["metadata"].get("finalizers").is_none(), "{gone}");
+    let e = w.next_change().await;
+    assert_eq!(e["type"], "DELETED");
+    assert!(e["object"]["metadata"].get("finalizers").is_none(), "{e}");
     let (code, _) = s.get(&format!("{CMS}/f")).await;
     assert_eq!(
         code, 404,
