@@ -29,6 +29,13 @@ ROOTS = [
     ("coordination.k8s.io/v1", "Lease", "api.coordination.v1", "Lease"),
     ("events.k8s.io/v1", "Event", "api.events.v1", "Event"),
     ("autoscaling/v1", "Scale", "api.autoscaling.v1", "Scale"),
+    # kubectl auth can-i asks with its typed client.
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        "api.authorization.v1",
+        "SelfSubjectAccessReview",
+    ),
     # Sent under the version of the client's group ("v1" by the core client).
     ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1", "DeleteOptions"),
 ]
@@ -85,7 +92,7 @@ def parse_pb(module):
                 continue
             card = "repeated" if "repeated" in attr else "one"
             if head == "message":
-                inner = re.search(r"(?:Option|Vec)<(.*)>$", ty).group(1)
+                inner = re.search(r"(?:Option|Vec)<(.*)>$", ty).group(1).rstrip(",")
                 fields.append((number, name, None, inner, card))
             else:
                 kind = head.split("=")[0].strip()

@@ -15,6 +15,7 @@ pub mod openapi;
 mod protobuf;
 mod protobuf_schema;
 mod resources;
+mod review;
 mod streams;
 pub mod tls;
 

@@ -28,8 +28,108 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
     ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
     ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        &AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW,
+    ),
     ("*", "DeleteOptions", &META_V1_DELETE_OPTIONS),
 ];
+
+pub static AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES: Message = Message {
+    name: "api.authorization.v1.FieldSelectorAttributes",
+    fields: &[
+        one(1, "rawSelector", Str),
+        rep(
+            2,
+            "requirements",
+            Message(&META_V1_FIELD_SELECTOR_REQUIREMENT),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES: Message = Message {
+    name: "api.authorization.v1.LabelSelectorAttributes",
+    fields: &[
+        one(1, "rawSelector", Str),
+        rep(
+            2,
+            "requirements",
+            Message(&META_V1_LABEL_SELECTOR_REQUIREMENT),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES: Message = Message {
+    name: "api.authorization.v1.NonResourceAttributes",
+    fields: &[one(1, "path", Str), one(2, "verb", Str)],
+};
+
+pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
+    name: "api.authorization.v1.ResourceAttributes",
+    fields: &[
+        one(1, "namespace", Str),
+        one(2, "verb", Str),
+        one(3, "group", Str),
+        one(4, "version", Str),
+        one(5, "resource", Str),
+        one(6, "subresource", Str),
+        one(7, "name", Str),
+        one(
+            8,
+            "fieldSelector",
+            Message(&AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES),
+        ),
+        one(
+            9,
+            "labelSelector",
+            Message(&AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "api.authorization.v1.SelfSubjectAccessReview",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    name: "api.authorization.v1.SelfSubjectAccessReviewSpec",
+    fields: &[
+        one(
+            1,
+            "resourceAttributes",
+            Message(&AUTHORIZATION_V1_RESOURCE_ATTRIBUTES),
+        ),
+        one(
+            2,
+            "nonResourceAttributes",
+            Message(&AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
+    name: "api.authorization.v1.SubjectAccessReviewStatus",
+    fields: &[
+        one(1, "allowed", Bool),
+        one(2, "reason", Str),
+        one(3, "evaluationError", Str),
+        one(4, "denied", Bool),
+    ],
+};
 
 pub static AUTOSCALING_V1_SCALE: Message = Message {
     name: "api.autoscaling.v1.Scale",
@@ -1986,6 +2086,15 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
         one(4, "propagationPolicy", Str),
         rep(5, "dryRun", Str),
         one(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
+    ],
+};
+
+pub static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
+    name: "apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement",
+    fields: &[
+        one(1, "key", Str),
+        one(2, "operator", Str),
+        rep(3, "values", Str),
     ],
 };
 

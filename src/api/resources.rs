@@ -162,7 +162,7 @@ fn list_options(q: &Query) -> Result<ListOptions> {
     })
 }
 
-fn json_ok(code: StatusCode, body: Bytes) -> Response {
+pub(super) fn json_ok(code: StatusCode, body: Bytes) -> Response {
     let mut r = (code, body).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -211,7 +211,7 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
 
 /// A protobuf-encoded object as JSON: malformed bodies are a 400, kinds or encodings the
 /// decoder does not know a 415.
-fn protobuf_body(body: &[u8]) -> Result<Value> {
+pub(super) fn protobuf_body(body: &[u8]) -> Result<Value> {
     protobuf::decode(body).map_err(|e| match e {
         protobuf::DecodeError::Malformed(_) => Error::BadRequest(e.to_string()),
         protobuf::DecodeError::UnknownKind { .. } | protobuf::DecodeError::ContentEncoding(_) => {
@@ -510,6 +510,48 @@ fn authorize(user: &registry::User, t: &Target, method: &Method, q: &Query) -> R
     )))
 }
 
+/// Whether `user` may `verb` the resource `group`/`resource` (its `sub`resource), in
+/// `namespace`, named `name`: what [`authorize`] decides of such a request. For
+/// SelfSubjectAccessReviews.
+pub(super) fn may(
+    user: &registry::User,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    sub: Option<&str>,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> bool {
+    if user.namespace.is_none() {
+        return true;
+    }
+    let Some(res) = catalog::RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.plural == resource)
+    else {
+        return false;
+    };
+    let method = match verb {
+        "get" | "list" | "watch" => Method::GET,
+        "create" => Method::POST,
+        "update" => Method::PUT,
+        "patch" => Method::PATCH,
+        "delete" | "deletecollection" => Method::DELETE,
+        _ => return false,
+    };
+    let mut q = Query::new();
+    if verb == "watch" {
+        q.insert("watch".into(), "true".into());
+    }
+    let t = Target {
+        res,
+        namespace: namespace.map(str::to_string),
+        name: name.map(str::to_string),
+        sub: sub.map(str::to_string),
+    };
+    authorize(user, &t, &method, &q).is_ok()
+}
+
 /// Serves one resource request.
 pub async fn handle(
     state: AppState,
@@ -525,6 +567,9 @@ pub async fn handle(
         headers,
         body,
     } = call;
+    if let Some(answer) = super::review::handle(group, version, rest, &method, &user, &body) {
+        return answer;
+    }
     let t = parse_target(group, version, rest)?;
     authorize(&user, &t, &method, &query)?;
     let reg = &state.registry;

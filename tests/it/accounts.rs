@@ -129,6 +129,55 @@ async fn a_service_account_token_works_in_its_own_namespace_only() {
         matches!(denied, berth::client::Error::Forbidden(_)),
         "{denied:?}"
     );
+    // It can ask who it is and what it may do (kubectl auth whoami, auth can-i).
+    let review = |token: String, path: &'static str, body: Value| {
+        let s = &s;
+        async move {
+            let r = s
+                .client
+                .post(format!("{}{path}", s.url))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (code, me) = review(
+        tok.clone(),
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+    )
+    .await;
+    assert_eq!(code, 201, "{me}");
+    assert_eq!(
+        me["status"]["userInfo"]["username"],
+        "system:serviceaccount:team:default"
+    );
+    let can = |namespace: &'static str, verb: &'static str| {
+        let tok = tok.clone();
+        async move {
+            let (code, r) = review(
+                tok,
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                json!({"spec": {"resourceAttributes": {"namespace": namespace, "verb": verb,
+                    "resource": "pods"}}}),
+            )
+            .await;
+            assert_eq!(code, 201, "{r}");
+            r["status"]["allowed"].as_bool().unwrap()
+        }
+    };
+    assert!(can("team", "create").await);
+    assert!(!can("default", "list").await);
+    let (code, _) = review(
+        tok,
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        json!({"spec": {}}),
+    )
+    .await;
+    assert_eq!(code, 422);
 }
 
 #[tokio::test]

@@ -104,6 +104,8 @@ check "unknown field refused (Strict)" 'strict decoding error: unknown field "me
 check "invalid object shows the server's message" 'The Pod "bad" is invalid: spec.containers: Required value' k create -f "$work/bad.yaml" --validate=false
 check "explain reads the OpenAPI schema" "FIELD: restartPolicy <string>" k explain pods.spec.restartPolicy
 check "cluster-info" "Kubernetes control plane is running at https://" k cluster-info
+check "auth whoami" "Username +admin" k auth whoami
+check "auth can-i" "^yes" k auth can-i create pods
 check "create service (sent in protobuf)" "service/web created" k create service nodeport web --tcp=80:8080
 check "get svc prints kubectl's columns" "web +NodePort +10\.96\.[0-9.]+ +<none> +80:3[0-9]{4}/TCP" k get svc web
 

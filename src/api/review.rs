@@ -1,0 +1,95 @@
+//! The reviews a client asks about itself: `kubectl auth whoami` (authentication.k8s.io/v1
+//! SelfSubjectReview) and `kubectl auth can-i` (authorization.k8s.io/v1
+//! SelfSubjectAccessReview). Nothing is stored: the answer is made from the request.
+
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::error::{Error, Result};
+use super::resources::{json_ok, may, protobuf_body};
+use crate::registry::User;
+
+/// The answer to a review request, or `None` when the path is no review.
+pub(super) fn handle(
+    group: &str,
+    version: &str,
+    rest: &str,
+    method: &Method,
+    user: &User,
+    body: &[u8],
+) -> Option<Result<Response>> {
+    let review = match (group, version, rest.trim_matches('/')) {
+        ("authentication.k8s.io", "v1", "selfsubjectreviews") => who_am_i,
+        ("authorization.k8s.io", "v1", "selfsubjectaccessreviews") => can_i,
+        _ => return None,
+    };
+    if method != Method::POST {
+        return Some(Err(Error::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource: {method}"
+        ))));
+    }
+    Some(review(user, body))
+}
+
+fn who_am_i(user: &User, _body: &[u8]) -> Result<Response> {
+    let out = json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": user.name, "groups": user.groups}},
+    });
+    Ok(json_ok(StatusCode::CREATED, out.to_string().into()))
+}
+
+fn can_i(user: &User, body: &[u8]) -> Result<Response> {
+    // kubectl asks with its typed client, in protobuf.
+    let mut review: Value = if super::protobuf::is_protobuf(body) {
+        protobuf_body(body)?
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
+        })?
+    };
+    let spec = &review["spec"];
+    let text = |v: &Value, f: &str| v[f].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let allowed = if let Some(a) = spec.get("resourceAttributes").filter(|a| a.is_object()) {
+        may(
+            user,
+            &text(a, "verb").unwrap_or_default(),
+            &text(a, "group").unwrap_or_default(),
+            &text(a, "resource").unwrap_or_default(),
+            text(a, "subresource").as_deref(),
+            text(a, "namespace").as_deref(),
+            text(a, "name").as_deref(),
+        )
+    } else if let Some(a) = spec.get("nonResourceAttributes").filter(|a| a.is_object()) {
+        // Health, version, discovery and the OpenAPI are open to every user.
+        let path = text(a, "path").unwrap_or_default();
+        let open = [
+            "/healthz", "/livez", "/readyz", "/version", "/api", "/apis", "/openapi",
+        ]
+        .iter()
+        .any(|p| path == *p || path.starts_with(&format!("{p}/")));
+        user.namespace.is_none() || (open && text(a, "verb").as_deref() == Some("get"))
+    } else {
+        return Err(Error::Registry(crate::registry::Error::Invalid {
+            group: "authorization.k8s.io",
+            kind: "SelfSubjectAccessReview",
+            name: String::new(),
+            causes: vec![crate::registry::Cause::forbidden(
+                "spec.resourceAttributes",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )],
+        }));
+    };
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review["kind"] = json!("SelfSubjectAccessReview");
+    review["metadata"] = json!({"creationTimestamp": null});
+    review["status"] = if allowed {
+        json!({"allowed": true, "reason": "berth: allowed for this user"})
+    } else {
+        json!({"allowed": false, "reason": "berth: a service account may act only in its own namespace"})
+    };
+    Ok(json_ok(StatusCode::CREATED, review.to_string().into()))
+}
