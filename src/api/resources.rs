@@ -454,10 +454,7 @@ fn partial_list_body(list: &registry::List) -> Bytes {
 }
 
 fn table_ok(body: Bytes) -> Response {
-    let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(TABLE_TYPE));
-    r
+    typed_ok(TABLE_TYPE, body)
 }
 
 /// The Kubernetes verb of a request, as authorization names it.
