@@ -172,11 +172,17 @@ pub(super) fn json_ok(code: StatusCode, body: Bytes) -> Response {
 }
 
 /// A list answer, assembled from the stored bytes of its items.
-fn list_body(res: &Resource, list: &registry::List) -> Bytes {
+/// A list's `metadata`: its resourceVersion, and its continue token if there are more.
+fn list_meta(list: &registry::List) -> Value {
     let mut meta = json!({"resourceVersion": list.revision.to_string()});
     if let Some(c) = &list.continue_token {
         meta["continue"] = json!(c);
     }
+    meta
+}
+
+fn list_body(res: &Resource, list: &registry::List) -> Bytes {
+    let meta = list_meta(list);
     let head = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
         json!(res.list_kind()),
@@ -211,7 +217,7 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
 
 /// A protobuf-encoded object as JSON: malformed bodies are a 400, kinds or encodings the
 /// decoder does not know a 415.
-pub(super) fn protobuf_body(body: &[u8]) -> Result<Value> {
+fn protobuf_body(body: &[u8]) -> Result<Value> {
     protobuf::decode(body).map_err(|e| match e {
         protobuf::DecodeError::Malformed(_) => Error::BadRequest(e.to_string()),
         protobuf::DecodeError::UnknownKind { .. } | protobuf::DecodeError::ContentEncoding(_) => {
@@ -221,7 +227,7 @@ pub(super) fn protobuf_body(body: &[u8]) -> Result<Value> {
 }
 
 /// The body of a POST or PUT: JSON (also without a Content-Type), YAML or protobuf.
-fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
+pub(super) fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
     Ok(checked_body(headers, body)?.0)
 }
 
@@ -378,17 +384,23 @@ pub struct Call {
 const TABLE_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 /// Whether the client asked for server-side printing, and with which row objects.
-fn table_request(headers: &HeaderMap, q: &Query) -> Result<Option<IncludeObject>> {
-    let wants = headers
+/// Whether the client's Accept asks for the meta.k8s.io form `as` (`Table`,
+/// `PartialObjectMetadata`, whose prefix also matches `PartialObjectMetadataList`).
+fn accepts_as(headers: &HeaderMap, form: &str) -> bool {
+    let wanted = format!("as={form}");
+    headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| {
             a.split(',').any(|part| {
                 let p = part.replace(' ', "");
-                p.contains("as=Table") && p.contains("g=meta.k8s.io")
+                p.contains(&wanted) && p.contains("g=meta.k8s.io")
             })
-        });
-    if !wants {
+        })
+}
+
+fn table_request(headers: &HeaderMap, q: &Query) -> Result<Option<IncludeObject>> {
+    if !accepts_as(headers, "Table") {
         return Ok(None);
     }
     Ok(Some(match q.get("includeObject").map(String::as_str) {
@@ -417,17 +429,7 @@ const PARTIAL_LIST_TYPE: &str = "application/json;as=PartialObjectMetadataList;v
 /// Whether the client asks for metadata alone (`as=PartialObjectMetadata` or
 /// `as=PartialObjectMetadataList`), as metadata informers do.
 fn metadata_request(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| {
-            a.split(',').any(|part| {
-                let p = part.replace(' ', "");
-                p.starts_with("application/json")
-                    && p.contains("as=PartialObjectMetadata")
-                    && p.contains("g=meta.k8s.io")
-            })
-        })
+    accepts_as(headers, "PartialObjectMetadata")
 }
 
 fn typed_ok(content_type: &'static str, body: Bytes) -> Response {
@@ -439,17 +441,13 @@ fn typed_ok(content_type: &'static str, body: Bytes) -> Response {
 
 /// A list as a PartialObjectMetadataList.
 fn partial_list_body(list: &registry::List) -> Bytes {
-    let mut meta = json!({"resourceVersion": list.revision.to_string()});
-    if let Some(c) = &list.continue_token {
-        meta["continue"] = json!(c);
-    }
     let items: Vec<Value> = list
         .items
         .iter()
         .map(|i| table::partial_metadata(&serde_json::from_slice(i).unwrap_or(Value::Null)))
         .collect();
     let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta, "items": items});
+        "metadata": list_meta(list), "items": items});
     Bytes::from(serde_json::to_vec(&body).expect("JSON serializes"))
 }
 
@@ -564,7 +562,9 @@ pub async fn handle(
         headers,
         body,
     } = call;
-    if let Some(answer) = super::review::handle(group, version, rest, &method, &user, &body) {
+    if let Some(answer) =
+        super::review::handle(group, version, rest, &method, &user, &headers, &body)
+    {
         return answer;
     }
     let t = parse_target(group, version, rest)?;

@@ -2,12 +2,12 @@
 //! SelfSubjectReview) and `kubectl auth can-i` (authorization.k8s.io/v1
 //! SelfSubjectAccessReview). Nothing is stored: the answer is made from the request.
 
-use axum::http::{Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::error::{Error, Result};
-use super::resources::{json_ok, may, protobuf_body};
+use super::resources::{json_body, json_ok, may};
 use crate::registry::User;
 
 /// The answer to a review request, or `None` when the path is no review.
@@ -17,6 +17,7 @@ pub(super) fn handle(
     rest: &str,
     method: &Method,
     user: &User,
+    headers: &HeaderMap,
     body: &[u8],
 ) -> Option<Result<Response>> {
     let review = match (group, version, rest.trim_matches('/')) {
@@ -29,10 +30,10 @@ pub(super) fn handle(
             "the server does not allow this method on the requested resource: {method}"
         ))));
     }
-    Some(review(user, body))
+    Some(review(user, headers, body))
 }
 
-fn who_am_i(user: &User, _body: &[u8]) -> Result<Response> {
+fn who_am_i(user: &User, _headers: &HeaderMap, _body: &[u8]) -> Result<Response> {
     let out = json!({
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
@@ -42,15 +43,9 @@ fn who_am_i(user: &User, _body: &[u8]) -> Result<Response> {
     Ok(json_ok(StatusCode::CREATED, out.to_string().into()))
 }
 
-fn can_i(user: &User, body: &[u8]) -> Result<Response> {
-    // kubectl asks with its typed client, in protobuf.
-    let mut review: Value = if super::protobuf::is_protobuf(body) {
-        protobuf_body(body)?
-    } else {
-        serde_json::from_slice(body).map_err(|e| {
-            Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
-        })?
-    };
+fn can_i(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
+    // kubectl asks with its typed client, in protobuf; others in JSON.
+    let mut review = json_body(headers, body)?;
     let spec = &review["spec"];
     let text = |v: &Value, f: &str| v[f].as_str().filter(|s| !s.is_empty()).map(str::to_string);
     let allowed = if let Some(a) = spec.get("resourceAttributes").filter(|a| a.is_object()) {

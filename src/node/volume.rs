@@ -71,6 +71,10 @@ impl From<String> for MountError {
     }
 }
 
+fn token_pending(ns: &str, account: &str) -> String {
+    format!("the token of service account {ns}/{account} is not there yet")
+}
+
 /// Materializes every volume of `pod` under `dir` (and the service-account volume when
 /// `config` allows mounts).
 pub async fn prepare(
@@ -148,9 +152,7 @@ pub async fn prepare(
         let token = fetch.token(account).await.map_err(failed)?;
         let Some(token) = token else {
             return Err(MountError {
-                message: failed(format!(
-                    "the token of service account {ns}/{account} is not there yet"
-                )),
+                message: failed(token_pending(ns, account)),
                 token_pending: true,
             });
         };
@@ -247,12 +249,10 @@ impl Fetch<'_> {
             } else if let Some(t) = s.get("serviceAccountToken") {
                 let account = str_at(pod, "/spec/serviceAccountName");
                 let path = str_at(t, "/path").to_string();
-                let data = self.token(account).await?.ok_or_else(|| {
-                    format!(
-                        "the token of service account {}/{account} is not there yet",
-                        self.ns
-                    )
-                })?;
+                let data = self
+                    .token(account)
+                    .await?
+                    .ok_or_else(|| token_pending(self.ns, account))?;
                 Payload::from([(path, File { data, mode })])
             } else {
                 // clusterTrustBundle and podCertificate are not served here.

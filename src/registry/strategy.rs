@@ -413,19 +413,27 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause
             validate_container(c, &at, &volumes, causes);
         }
     }
-    let one_of = |causes: &mut Vec<Cause>, field: &str, allowed: &[&str]| {
-        if let Some(v) = spec.get(field).and_then(Value::as_str) {
-            if !allowed.contains(&v) {
-                causes.push(Cause::not_supported(&format!("{path}.{field}"), v, allowed));
-            }
-        }
-    };
-    one_of(causes, "restartPolicy", &["Always", "OnFailure", "Never"]);
     one_of(
         causes,
-        "dnsPolicy",
+        &spec["restartPolicy"],
+        &format!("{path}.restartPolicy"),
+        &["Always", "OnFailure", "Never"],
+    );
+    one_of(
+        causes,
+        &spec["dnsPolicy"],
+        &format!("{path}.dnsPolicy"),
         &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
     );
+}
+
+/// A string field that must be one of `allowed` (when it is given).
+fn one_of(causes: &mut Vec<Cause>, v: &Value, field: &str, allowed: &[&str]) {
+    if let Some(value) = v.as_str() {
+        if !allowed.contains(&value) {
+            causes.push(Cause::not_supported(field, value, allowed));
+        }
+    }
 }
 
 fn duplicate(field: &str, value: &str) -> Cause {
@@ -444,13 +452,6 @@ fn validate_container(
     volumes: &std::collections::HashSet<&str>,
     causes: &mut Vec<Cause>,
 ) {
-    let one_of = |causes: &mut Vec<Cause>, v: &Value, field: &str, allowed: &[&str]| {
-        if let Some(value) = v.as_str() {
-            if !allowed.contains(&value) {
-                causes.push(Cause::not_supported(field, value, allowed));
-            }
-        }
-    };
     one_of(
         causes,
         &c["imagePullPolicy"],
