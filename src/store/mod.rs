@@ -1,6 +1,6 @@
 //! The object store: untyped keys and JSON objects with one global revision, durable
-//! group commit, an in-memory cache for reads, watches from any retained revision,
-//! compaction, migrations and snapshots.
+//! group commit (through a write-ahead journal), an in-memory cache for reads,
+//! watches from any retained revision, compaction, migrations and snapshots.
 //!
 //! Contract (see ARCHITECTURE.md): every committed write gets the next revision, which is
 //! stamped into the object as `metadata.resourceVersion`; a write is acknowledged only once
@@ -12,6 +12,7 @@ mod backend;
 mod cache;
 mod committer;
 mod compact;
+mod journal;
 pub mod migrate;
 mod sled_backend;
 pub mod snapshot;
@@ -88,6 +89,8 @@ pub struct Config {
     pub history: usize,
     /// Most writes committed by one flush.
     pub max_batch: usize,
+    /// Bytes of journal after which the backend is flushed and the journal started anew.
+    pub journal_bytes: u64,
 }
 
 impl Config {
@@ -100,6 +103,7 @@ impl Config {
             compact_every: Duration::from_secs(60),
             history: 8192,
             max_batch: 1024,
+            journal_bytes: 16 << 20,
         }
     }
 
@@ -219,10 +223,10 @@ impl Store {
         let cfg = config.clone();
         let (backend, meta, objects) = tokio::task::spawn_blocking(move || {
             create_private_dir(&cfg.data_dir)?;
-            let backend: Arc<dyn Backend> = Arc::new(sled_backend::SledBackend::open(
-                &cfg.store_dir(),
-                cfg.cache_bytes,
-            )?);
+            let dir = cfg.store_dir();
+            let sled = Arc::new(sled_backend::SledBackend::open(&dir, cfg.cache_bytes)?);
+            let backend: Arc<dyn Backend> =
+                Arc::new(journal::Journaled::open(sled, &dir, cfg.journal_bytes)?);
             migrate::apply_pending(backend.as_ref(), &cfg.data_dir)?;
             let meta = backend.meta()?;
             // Finish a compaction that a crash interrupted.

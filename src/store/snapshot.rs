@@ -34,7 +34,10 @@ fn snap_err(path: &Path, message: impl std::fmt::Display) -> Error {
 
 /// Saves the store of `data_dir` (which no running berth may hold) to `file`.
 pub fn save(data_dir: &Path, file: &Path) -> Result<Info> {
-    let backend = sled_backend::SledBackend::open(&store_dir(data_dir), 16 << 20)?;
+    let dir = store_dir(data_dir);
+    let backend = sled_backend::SledBackend::open(&dir, 16 << 20)?;
+    // What a crash left in the journal belongs in the snapshot.
+    super::journal::recover(&backend, &dir)?;
     let meta = backend.meta()?;
     let entries = write(&backend, file)?;
     Ok(info(entries, meta))

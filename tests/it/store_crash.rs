@@ -20,7 +20,10 @@ fn crash_child_writer() {
     let dir = std::env::var(CHILD_ENV).expect("run by acknowledged_writes_survive_sigkill");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let store = Store::open(Config::new(&dir)).await.unwrap();
+        // A small journal, so that the kill also lands amid checkpoints.
+        let mut config = Config::new(&dir);
+        config.journal_bytes = 64 << 10;
+        let store = Store::open(config).await.unwrap();
         let mut tasks = Vec::new();
         for w in 0..16u64 {
             let store = store.clone();
