@@ -8,6 +8,7 @@
 //!   ConfigMaps: every watch sees every event, over HTTP/2 (one connection, as Go clients
 //!   and informers in one process do) and over HTTP/1.1 (a connection per watch); and
 //!   the watches spread over 100 namespaces, 10 seeing each event (`watch_http2_spread`);
+//!   besides every delivery, per write the first and the last of its deliveries;
 //! - for reference, etcd's own durable put rate through its HTTP gateway at 32
 //!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
 //!
@@ -206,7 +207,7 @@ async fn watch_latency(s: &Server, watchers: usize, h2: bool, namespaces: usize)
                         .take_while(|b| b.is_ascii_digit())
                         .fold(0usize, |n, b| n * 10 + usize::from(b - b'0'));
                     let t0 = sent[seq].load(Ordering::Acquire);
-                    lat.push(now - Duration::from_nanos(t0));
+                    lat.push((seq, now - Duration::from_nanos(t0)));
                     partial.clear();
                     rest = &rest[end + 1..];
                 }
@@ -242,9 +243,16 @@ async fn watch_latency(s: &Server, watchers: usize, h2: bool, namespaces: usize)
         ))
         .await;
     }
+    // Every delivery, and per write the first and the last of its deliveries.
     let mut all = Vec::new();
+    let mut first = vec![Duration::MAX; writes];
+    let mut last = vec![Duration::ZERO; writes];
     for t in tasks {
-        all.extend(t.await.unwrap());
+        for (seq, d) in t.await.unwrap() {
+            first[seq] = first[seq].min(d);
+            last[seq] = last[seq].max(d);
+            all.push(d);
+        }
     }
     let (_, cpu_after) = s.usage();
     let client_cpu = common::cpu_seconds("self") - client_before;
@@ -255,6 +263,10 @@ async fn watch_latency(s: &Server, watchers: usize, h2: bool, namespaces: usize)
         "watchers_per_event": watchers / namespaces,
         "transport": if h2 { "HTTP/2, one connection" } else { "HTTP/1.1, a connection each" },
         "latency": percentiles(all),
+        // How one write spreads over its watches: when the first of them has it, and when
+        // the last has.
+        "first_delivery": percentiles(first),
+        "last_delivery": percentiles(last),
         "server_cpu_us_per_delivery": (cpu_after - cpu_before) * 1e6 / deliveries,
         "server_cpu_us_per_write": (cpu_after - cpu_before) * 1e6 / writes as f64,
         "server_cpu_share_of_a_core": (cpu_after - cpu_before) / wall.elapsed().as_secs_f64(),

@@ -5,9 +5,11 @@
 //! fanned out to a thousand watches on one connection wakes a thousand tasks across the
 //! workers, and they all contend for the connection's one stream table. Here the
 //! connection's task polls its streams itself: waking a stream pushes it onto a ready list,
-//! and the task polls every ready stream before the connection writes, so that one event's
-//! frames to all of them leave together.
+//! and the task polls the ready streams a turn at a time, the connection writing after
+//! each turn, so that one event's frames to all of them leave in a few large writes and
+//! the first of them leave early.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -19,8 +21,11 @@ use futures_util::task::AtomicWaker;
 
 type Stream = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Stream polls per poll of the connection's task, at most; then it lets others run.
-const POLLS_PER_TURN: usize = 256;
+/// Stream polls per poll of the connection's task, at most; then the connection writes
+/// what they made and the task lets others run. Small enough that the first frames of one
+/// event to a thousand watches leave while the rest are still being made; large enough
+/// that they leave in a few large writes (64 frames are about one 64 KiB write).
+const POLLS_PER_TURN: usize = 64;
 
 struct Shared {
     /// Streams handed over since the runner last looked.
@@ -48,8 +53,17 @@ impl Wake for Node {
             return;
         }
         if let Some(shared) = self.shared.upgrade() {
-            shared.ready.lock().expect("ready lock").push(self.slot);
-            shared.waker.wake();
+            let first = {
+                let mut ready = shared.ready.lock().expect("ready lock");
+                ready.push(self.slot);
+                ready.len() == 1
+            };
+            // Only the first of a burst wakes the runner, which takes the whole list: one
+            // event to a thousand watches then costs the waker a thousand pushes and one
+            // wake-up, and the runner finds them together rather than one per turn.
+            if first {
+                shared.waker.wake();
+            }
         }
     }
 }
@@ -74,8 +88,9 @@ pub struct Runner {
     shared: Arc<Shared>,
     slots: Vec<Option<(Stream, Arc<Node>, Waker)>>,
     free: Vec<usize>,
-    /// The ready list taken from `shared`, kept to reuse its allocation.
-    batch: Vec<usize>,
+    /// Streams to poll, in the order they were woken: the ready list taken from `shared`
+    /// and what the last turn left.
+    batch: VecDeque<usize>,
 }
 
 /// A connection's executor and what runs the streams given to it.
@@ -91,7 +106,7 @@ pub fn pair() -> (Exec, Runner) {
             shared,
             slots: Vec::new(),
             free: Vec::new(),
-            batch: Vec::new(),
+            batch: VecDeque::new(),
         },
     )
 }
@@ -112,7 +127,7 @@ impl Runner {
             });
             let waker = Waker::from(node.clone());
             self.slots[slot] = Some((fut, node, waker));
-            self.batch.push(slot);
+            self.batch.push_back(slot);
         }
     }
 }
@@ -127,11 +142,19 @@ impl Future for Runner {
         loop {
             this.admit();
             this.batch
-                .append(&mut this.shared.ready.lock().expect("ready lock"));
+                .extend(this.shared.ready.lock().expect("ready lock").drain(..));
             if this.batch.is_empty() {
                 return Poll::Pending;
             }
-            for slot in std::mem::take(&mut this.batch) {
+            if polls >= POLLS_PER_TURN {
+                // The rest waits for the next turn, after the connection has written.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            while polls < POLLS_PER_TURN {
+                let Some(slot) = this.batch.pop_front() else {
+                    break;
+                };
                 // A slot may have been freed (and even reused) since it was woken; polling
                 // a stream that was not woken is harmless.
                 let Some((fut, node, waker)) = this.slots.get_mut(slot).and_then(Option::as_mut)
@@ -152,10 +175,6 @@ impl Future for Runner {
                     this.slots[slot] = None;
                     this.free.push(slot);
                 }
-            }
-            if polls >= POLLS_PER_TURN {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
             }
         }
     }
@@ -187,6 +206,55 @@ mod tests {
         assert_eq!(rx.recv().await, Some("second"));
         assert!(!run.is_finished(), "the runner went down with the stream");
         run.abort();
+    }
+
+    /// Counts the runner's wake-ups.
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_burst_wakes_the_runner_once_and_is_polled_a_turn_at_a_time() {
+        let (exec, mut runner) = pair();
+        let polled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (go_tx, go_rx) = tokio::sync::watch::channel(false);
+        let n = POLLS_PER_TURN * 2 + 10;
+        for _ in 0..n {
+            let (polled, mut go) = (polled.clone(), go_rx.clone());
+            exec.execute(async move {
+                polled.fetch_add(1, Ordering::SeqCst);
+                let _ = go.wait_for(|go| *go).await;
+                polled.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        let count = Arc::new(Count(0.into()));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut turn = |expect: usize| {
+            assert!(Pin::new(&mut runner).poll(&mut cx).is_pending());
+            assert_eq!(polled.load(Ordering::SeqCst), expect);
+        };
+        // A turn polls at most POLLS_PER_TURN streams, then lets the connection write;
+        // it wakes itself for the rest.
+        turn(POLLS_PER_TURN);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        turn(POLLS_PER_TURN * 2);
+        turn(n);
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        turn(n);
+        // One event for every stream wakes the runner once.
+        go_tx.send(true).unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 3);
+        turn(n + POLLS_PER_TURN);
+        turn(n + POLLS_PER_TURN * 2);
+        turn(2 * n);
     }
 
     #[tokio::test]
