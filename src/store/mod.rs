@@ -103,7 +103,7 @@ impl Config {
             compact_every: Duration::from_secs(60),
             history: 8192,
             max_batch: 1024,
-            journal_bytes: 16 << 20,
+            journal_bytes: 4 << 20,
         }
     }
 
