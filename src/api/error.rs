@@ -25,6 +25,8 @@ pub enum Error {
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{0}")]
+    NotAcceptable(String),
+    #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{0}")]
     Unavailable(String),
@@ -128,6 +130,7 @@ impl Error {
                 "UnsupportedMediaType",
                 json!(null),
             ),
+            Error::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, "NotAcceptable", json!(null)),
             Error::MethodNotAllowed(_) => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",

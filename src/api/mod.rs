@@ -11,6 +11,7 @@ pub mod error;
 pub mod exec;
 pub mod logs;
 pub mod metrics;
+mod negotiate;
 pub mod openapi;
 mod protobuf;
 mod protobuf_schema;
@@ -382,7 +383,15 @@ async fn resource_request(
     let (verb, resource) =
         resources::describe(&route.group, &route.version, &route.rest, &method, &query);
     let metrics = state.metrics.clone();
+    // A pod's log is text, whatever the client takes.
+    let stream = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let answer = if route.rest.ends_with("/log") {
+        Ok(negotiate::Answer::Json)
+    } else {
+        negotiate::negotiate(&headers, stream)
+    };
     let result = async {
+        let answer = answer?;
         let body = read_body(body).await?;
         let call = resources::Call {
             user,
@@ -391,9 +400,19 @@ async fn resource_request(
             headers,
             body,
         };
-        resources::handle(state, &route.group, &route.version, &route.rest, call).await
+        let response =
+            resources::handle(state, &route.group, &route.version, &route.rest, call).await;
+        Ok::<_, Error>((answer, response))
     };
-    let response = result.await.unwrap_or_else(IntoResponse::into_response);
+    let response = match result.await {
+        Ok((negotiate::Answer::Yaml, response)) => {
+            negotiate::to_yaml(response.unwrap_or_else(IntoResponse::into_response)).await
+        }
+        Ok((negotiate::Answer::Json, response)) => {
+            response.unwrap_or_else(IntoResponse::into_response)
+        }
+        Err(e) => e.into_response(),
+    };
     metrics.observe(
         verb,
         &resource,

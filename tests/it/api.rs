@@ -2108,3 +2108,66 @@ async fn imperative_writes_own_their_fields_against_appliers() {
     assert_eq!(same["metadata"], v["metadata"]);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn answers_are_yaml_when_asked_and_406_before_anything_when_nothing_fits() {
+    let s = bare().await;
+    let yaml = |m: Method, path: &str| s.req(m, path).header("Accept", "application/yaml");
+    // A create answered in YAML.
+    let r = yaml(Method::POST, CMS)
+        .json(&cm("y", json!({"a": "b"})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(r.headers()["content-type"], "application/yaml");
+    let created: Value = serde_yaml_ng::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(created["metadata"]["labels"]["a"], "b");
+    // A get and a list, the same objects as in JSON.
+    let r = yaml(Method::GET, &format!("{CMS}/y")).send().await.unwrap();
+    let got: Value = serde_yaml_ng::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(got, s.get(&format!("{CMS}/y")).await.1);
+    let r = yaml(Method::GET, CMS).send().await.unwrap();
+    let text = r.text().await.unwrap();
+    assert!(text.starts_with("apiVersion: v1\n"), "{text}");
+    let list: Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    // Errors too are Status objects in YAML.
+    let r = yaml(Method::GET, &format!("{CMS}/nothing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let st: Value = serde_yaml_ng::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(
+        (st["kind"].as_str(), st["reason"].as_str()),
+        (Some("Status"), Some("NotFound"))
+    );
+
+    // Nothing berth can answer in: 406, and the create never happens.
+    let r = s
+        .req(Method::POST, CMS)
+        .header("Accept", "application/xml")
+        .json(&cm("x", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 406);
+    let st: Value = r.json().await.unwrap();
+    assert_eq!(st["reason"], "NotAcceptable");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("application/json, application/yaml"),
+        "{st}"
+    );
+    assert_eq!(s.get(&format!("{CMS}/x")).await.0, 404);
+    // A watch is JSON lines only.
+    let r = yaml(Method::GET, &format!("{CMS}?watch=true"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 406);
+    s.stop().await;
+}

@@ -1,0 +1,147 @@
+//! Which encoding an answer takes, from the request's Accept header, as kube-apiserver
+//! negotiates it: JSON (also for `*/*` and the `as=Table` forms), YAML for answers that
+//! are not streams, and 406 NotAcceptable, before anything is done, when the client takes
+//! neither. berth never answers protobuf; clients that ask for it also take JSON.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::error::{Error, Result};
+
+/// The encoding of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Json,
+    Yaml,
+}
+
+/// The answer `headers` ask for; `stream`: the answer is a watch, which is JSON only.
+pub fn negotiate(headers: &HeaderMap, stream: bool) -> Result<Answer> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(Answer::Json);
+    };
+    // Media ranges by preference: higher q first, then in the order given.
+    let mut ranges: Vec<(f32, String)> = Vec::new();
+    let mut named = false;
+    for part in accept.split(',') {
+        let mut params = part.split(';');
+        let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = params
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        named |= !media.is_empty();
+        if !media.is_empty() && q > 0.0 {
+            ranges.push((q, media));
+        }
+    }
+    if !named {
+        // `Accept:` with nothing in it.
+        return Ok(Answer::Json);
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (_, media) in &ranges {
+        match media.as_str() {
+            "application/json" | "application/*" | "*/*" => return Ok(Answer::Json),
+            "application/yaml" if !stream => return Ok(Answer::Yaml),
+            _ => {}
+        }
+    }
+    let accepted = if stream {
+        "application/json, application/json;stream=watch"
+    } else {
+        "application/json, application/yaml"
+    };
+    Err(Error::NotAcceptable(format!(
+        "only the following media types are accepted: {accepted}"
+    )))
+}
+
+/// `response` in YAML, if it is JSON.
+pub async fn to_yaml(response: Response) -> Response {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read an answer to encode it as YAML");
+            return Error::Unavailable("the answer could not be read; try again".into())
+                .into_response();
+        }
+    };
+    let yaml = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| serde_yaml_ng::to_string(&v).ok());
+    let Some(yaml) = yaml else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/yaml"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(yaml))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(v: &str, stream: bool) -> Result<Answer> {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+        negotiate(&h, stream)
+    }
+
+    #[test]
+    fn kubectls_accept_lists_are_json_and_yaml_alone_is_yaml() {
+        assert_eq!(negotiate(&HeaderMap::new(), false).unwrap(), Answer::Json);
+        for json in [
+            "application/json",
+            "application/json, */*",
+            "application/vnd.kubernetes.protobuf,application/json",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+            "application/yaml;q=0.5, application/json",
+        ] {
+            assert_eq!(accept(json, false).unwrap(), Answer::Json, "{json}");
+        }
+        assert_eq!(accept("application/yaml", false).unwrap(), Answer::Yaml);
+        assert_eq!(
+            accept("application/json;q=0.1, application/yaml", false).unwrap(),
+            Answer::Yaml
+        );
+    }
+
+    #[test]
+    fn what_berth_cannot_answer_is_not_acceptable() {
+        for v in [
+            "application/xml",
+            "text/plain",
+            "application/vnd.kubernetes.protobuf",
+            "application/json;q=0",
+        ] {
+            let e = accept(v, false).unwrap_err();
+            assert!(matches!(e, Error::NotAcceptable(_)), "{v}");
+            assert!(e.to_string().contains("application/json, application/yaml"));
+        }
+        // A watch is a stream of JSON lines.
+        let e = accept("application/yaml", true).unwrap_err();
+        assert!(
+            e.to_string().contains("application/json;stream=watch"),
+            "{e}"
+        );
+        assert_eq!(
+            accept("application/json;stream=watch", true).unwrap(),
+            Answer::Json
+        );
+    }
+}
