@@ -5,6 +5,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::review::{REVIEWS, Review};
 use crate::registry::catalog::{self, RESOURCES, Resource};
 
 /// The Content-Type that tells clients an answer is aggregated discovery.
@@ -68,6 +69,36 @@ fn aggregated_resource(r: &Resource) -> Value {
     v
 }
 
+/// Every served group with its versions: the stored kinds' groups, then the reviews'.
+fn all_groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out = catalog::groups();
+    for r in REVIEWS {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if versions.contains(&r.version) => {}
+            Some((_, versions)) => versions.push(r.version),
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+/// The reviews of one group version.
+fn reviews<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static Review> + 'a {
+    REVIEWS
+        .iter()
+        .filter(move |r| r.group == group && r.version == version)
+}
+
+fn aggregated_review(r: &Review) -> Value {
+    json!({
+        "resource": r.plural,
+        "singularResource": r.singular,
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "scope": "Cluster",
+        "verbs": ["create"],
+    })
+}
+
 fn aggregated_group(group: &str, versions: &[&str]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
@@ -76,6 +107,7 @@ fn aggregated_group(group: &str, versions: &[&str]) -> Value {
                 .iter()
                 .filter(|r| r.group == group && r.version == *v)
                 .map(aggregated_resource)
+                .chain(reviews(group, v).map(aggregated_review))
                 .collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
@@ -116,7 +148,7 @@ pub fn core(headers: &HeaderMap, server_address: &str) -> Response {
 
 /// `GET /apis`
 pub fn groups(headers: &HeaderMap) -> Response {
-    let groups = catalog::groups();
+    let groups = all_groups();
     if wants_aggregated(headers) {
         let items = groups
             .iter()
@@ -145,7 +177,7 @@ fn legacy_group(group: &str, versions: &[&str]) -> Value {
 
 /// `GET /apis/{group}`
 pub fn group(name: &str) -> Option<Response> {
-    let groups = catalog::groups();
+    let groups = all_groups();
     let (g, vs) = groups.iter().find(|(g, _)| *g == name)?;
     let mut v = legacy_group(g, vs);
     v["kind"] = json!("APIGroup");
@@ -159,10 +191,15 @@ pub fn resources(group: &str, version: &str) -> Option<Response> {
         .iter()
         .filter(|r| r.group == group && r.version == version)
         .collect();
-    if served.is_empty() {
+    if served.is_empty() && reviews(group, version).next().is_none() {
         return None;
     }
-    let mut list = Vec::new();
+    let mut list: Vec<Value> = reviews(group, version)
+        .map(|r| {
+            json!({"name": r.plural, "singularName": r.singular, "namespaced": false,
+                   "kind": r.kind, "verbs": ["create"]})
+        })
+        .collect();
     for r in served {
         let mut v = json!({
             "name": r.plural,

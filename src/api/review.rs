@@ -10,6 +10,33 @@ use super::error::{Error, Result};
 use super::resources::{json_body, json_ok, may};
 use crate::registry::User;
 
+/// A review API as discovery lists it: created, never stored, cluster-wide.
+pub(super) struct Review {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+}
+
+/// The reviews served here.
+pub(super) const REVIEWS: &[Review] = &[
+    Review {
+        group: "authentication.k8s.io",
+        version: "v1",
+        plural: "selfsubjectreviews",
+        singular: "selfsubjectreview",
+        kind: "SelfSubjectReview",
+    },
+    Review {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        kind: "SelfSubjectAccessReview",
+    },
+];
+
 /// The answer to a review request, or `None` when the path is no review.
 pub(super) fn handle(
     group: &str,
@@ -20,10 +47,13 @@ pub(super) fn handle(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Option<Result<Response>> {
-    let review = match (group, version, rest.trim_matches('/')) {
-        ("authentication.k8s.io", "v1", "selfsubjectreviews") => who_am_i,
-        ("authorization.k8s.io", "v1", "selfsubjectaccessreviews") => can_i,
-        _ => return None,
+    let rest = rest.trim_matches('/');
+    let found = REVIEWS
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == rest)?;
+    let review = match found.kind {
+        "SelfSubjectReview" => who_am_i,
+        _ => can_i,
     };
     if method != Method::POST {
         return Some(Err(Error::MethodNotAllowed(format!(

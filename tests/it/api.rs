@@ -147,6 +147,32 @@ async fn discovery_is_served_aggregated_and_legacy() {
     assert_eq!(code, 200);
     let (code, st) = s.get("/apis/nothing.example/v1").await;
     assert_eq!((code, st["reason"].as_str()), (404, Some("NotFound")));
+    // The review APIs that `kubectl auth` posts to are listed too, create-only.
+    let r = s
+        .req(Method::GET, "/apis")
+        .header("Accept", aggregated)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    let authz = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "authorization.k8s.io")
+        .expect("authorization.k8s.io in aggregated discovery");
+    let ssar = &authz["versions"][0]["resources"][0];
+    assert_eq!(
+        (ssar["resource"].as_str(), ssar["scope"].as_str()),
+        (Some("selfsubjectaccessreviews"), Some("Cluster"))
+    );
+    assert_eq!(ssar["verbs"], json!(["create"]));
+    let (code, legacy) = s.get("/apis/authentication.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    assert_eq!(legacy["resources"][0]["name"], "selfsubjectreviews");
+    assert_eq!(legacy["resources"][0]["kind"], "SelfSubjectReview");
+    let (code, group) = s.get("/apis/authentication.k8s.io").await;
+    assert_eq!((code, group["kind"].as_str()), (200, Some("APIGroup")));
     s.stop().await;
 }
 
