@@ -36,6 +36,13 @@ ROOTS = [
         "api.authorization.v1",
         "SelfSubjectAccessReview",
     ),
+    # and kubectl auth can-i --list.
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        "api.authorization.v1",
+        "SelfSubjectRulesReview",
+    ),
     # Sent under the version of the client's group ("v1" by the core client).
     ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1", "DeleteOptions"),
 ]

@@ -33,6 +33,11 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
         "SelfSubjectAccessReview",
         &AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW,
     ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        &AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW,
+    ),
     ("*", "DeleteOptions", &META_V1_DELETE_OPTIONS),
 ];
 
@@ -65,6 +70,11 @@ pub static AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES: Message = Message {
     fields: &[one(1, "path", Str), one(2, "verb", Str)],
 };
 
+pub static AUTHORIZATION_V1_NON_RESOURCE_RULE: Message = Message {
+    name: "api.authorization.v1.NonResourceRule",
+    fields: &[rep(1, "verbs", Str), rep(2, "nonResourceURLs", Str)],
+};
+
 pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
     name: "api.authorization.v1.ResourceAttributes",
     fields: &[
@@ -85,6 +95,16 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             "labelSelector",
             Message(&AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES),
         ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_RESOURCE_RULE: Message = Message {
+    name: "api.authorization.v1.ResourceRule",
+    fields: &[
+        rep(1, "verbs", Str),
+        rep(2, "apiGroups", Str),
+        rep(3, "resources", Str),
+        rep(4, "resourceNames", Str),
     ],
 };
 
@@ -121,6 +141,28 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
     ],
 };
 
+pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
+    name: "api.authorization.v1.SelfSubjectRulesReview",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message {
+    name: "api.authorization.v1.SelfSubjectRulesReviewSpec",
+    fields: &[one(1, "namespace", Str)],
+};
+
 pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
     name: "api.authorization.v1.SubjectAccessReviewStatus",
     fields: &[
@@ -128,6 +170,20 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
         one(2, "reason", Str),
         one(3, "evaluationError", Str),
         one(4, "denied", Bool),
+    ],
+};
+
+pub static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
+    name: "api.authorization.v1.SubjectRulesReviewStatus",
+    fields: &[
+        rep(1, "resourceRules", Message(&AUTHORIZATION_V1_RESOURCE_RULE)),
+        rep(
+            2,
+            "nonResourceRules",
+            Message(&AUTHORIZATION_V1_NON_RESOURCE_RULE),
+        ),
+        one(3, "incomplete", Bool),
+        one(4, "evaluationError", Str),
     ],
 };
 

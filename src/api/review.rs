@@ -1,6 +1,7 @@
 //! The reviews a client asks about itself: `kubectl auth whoami` (authentication.k8s.io/v1
-//! SelfSubjectReview) and `kubectl auth can-i` (authorization.k8s.io/v1
-//! SelfSubjectAccessReview). Nothing is stored: the answer is made from the request.
+//! SelfSubjectReview), `kubectl auth can-i` (authorization.k8s.io/v1
+//! SelfSubjectAccessReview) and `kubectl auth can-i --list` (SelfSubjectRulesReview).
+//! Nothing is stored: the answer is made from the request.
 
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
@@ -35,6 +36,13 @@ pub(super) const REVIEWS: &[Review] = &[
         singular: "selfsubjectaccessreview",
         kind: "SelfSubjectAccessReview",
     },
+    Review {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectrulesreviews",
+        singular: "selfsubjectrulesreview",
+        kind: "SelfSubjectRulesReview",
+    },
 ];
 
 /// The answer to a review request, or `None` when the path is no review.
@@ -53,6 +61,7 @@ pub(super) fn handle(
         .find(|r| r.group == group && r.version == version && r.plural == rest)?;
     let review = match found.kind {
         "SelfSubjectReview" => who_am_i,
+        "SelfSubjectRulesReview" => rules,
         _ => can_i,
     };
     if method != Method::POST {
@@ -73,6 +82,60 @@ fn who_am_i(user: &User, _headers: &HeaderMap, _body: &[u8]) -> Result<Response>
     Ok(json_ok(StatusCode::CREATED, out.to_string().into()))
 }
 
+/// Paths every user may GET: health, version, discovery and the OpenAPI.
+const OPEN_PATHS: [&str; 7] = [
+    "/healthz", "/livez", "/readyz", "/version", "/api", "/apis", "/openapi",
+];
+
+/// `kubectl auth can-i --list`: what the user may do in the namespace asked about, as
+/// rules. The same decisions as [`can_i`]: the admin may do anything; a service account
+/// anything in its own namespace, `get` that namespace, and GET the open paths. Anyone
+/// may ask these reviews.
+fn rules(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
+    let mut review = json_body(headers, body)?;
+    let namespace = review["spec"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let all = json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]});
+    let (resource_rules, non_resource_rules) = match user.namespace.as_deref() {
+        None => (
+            vec![all],
+            vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+        ),
+        Some(own) => {
+            let mut rules = vec![
+                json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                       "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
+                json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"],
+                       "resources": ["selfsubjectreviews"]}),
+                json!({"verbs": ["get"], "apiGroups": [""], "resources": ["namespaces"],
+                       "resourceNames": [own]}),
+            ];
+            if namespace == own {
+                rules.insert(0, all);
+            }
+            let urls: Vec<String> = OPEN_PATHS
+                .iter()
+                .flat_map(|p| [p.to_string(), format!("{p}/*")])
+                .collect();
+            (
+                rules,
+                vec![json!({"verbs": ["get"], "nonResourceURLs": urls})],
+            )
+        }
+    };
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review["kind"] = json!("SelfSubjectRulesReview");
+    review["metadata"] = json!({"creationTimestamp": null});
+    review["status"] = json!({
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": false,
+    });
+    Ok(json_ok(StatusCode::CREATED, review.to_string().into()))
+}
+
 fn can_i(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
     // kubectl asks with its typed client, in protobuf; others in JSON.
     let mut review = json_body(headers, body)?;
@@ -89,13 +152,10 @@ fn can_i(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
             text(a, "name").as_deref(),
         )
     } else if let Some(a) = spec.get("nonResourceAttributes").filter(|a| a.is_object()) {
-        // Health, version, discovery and the OpenAPI are open to every user.
         let path = text(a, "path").unwrap_or_default();
-        let open = [
-            "/healthz", "/livez", "/readyz", "/version", "/api", "/apis", "/openapi",
-        ]
-        .iter()
-        .any(|p| path == *p || path.starts_with(&format!("{p}/")));
+        let open = OPEN_PATHS
+            .iter()
+            .any(|p| path == *p || path.starts_with(&format!("{p}/")));
         user.namespace.is_none() || (open && text(a, "verb").as_deref() == Some("get"))
     } else {
         return Err(Error::Registry(crate::registry::Error::Invalid {

@@ -171,6 +171,50 @@ async fn a_service_account_token_works_in_its_own_namespace_only() {
     };
     assert!(can("team", "create").await);
     assert!(!can("default", "list").await);
+    // And the rules behind those answers (kubectl auth can-i --list).
+    let rules = |token: String, namespace: &'static str| {
+        let review = &review;
+        async move {
+            let (code, r) = review(
+                token,
+                "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+                       "spec": {"namespace": namespace}}),
+            )
+            .await;
+            assert_eq!(code, 201, "{r}");
+            assert_eq!(r["status"]["incomplete"], false);
+            r["status"].clone()
+        }
+    };
+    let everything = json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]});
+    let own = rules(tok.clone(), "team").await;
+    assert_eq!(own["resourceRules"][0], everything, "{own}");
+    let elsewhere = rules(tok.clone(), "default").await;
+    let granted: Vec<&Value> = elsewhere["resourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert!(!granted.contains(&&everything), "{elsewhere}");
+    assert!(
+        granted.contains(&&json!({"verbs": ["get"], "apiGroups": [""],
+            "resources": ["namespaces"], "resourceNames": ["team"]})),
+        "{elsewhere}"
+    );
+    assert!(
+        elsewhere["nonResourceRules"][0]["nonResourceURLs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/healthz")),
+        "{elsewhere}"
+    );
+    let admin = rules(s.token.clone(), "default").await;
+    assert_eq!(admin["resourceRules"], json!([everything]));
+    assert_eq!(
+        admin["nonResourceRules"],
+        json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}])
+    );
     let (code, _) = review(
         tok,
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",

@@ -106,6 +106,7 @@ check "explain reads the OpenAPI schema" "FIELD: restartPolicy <string>" k expla
 check "cluster-info" "Kubernetes control plane is running at https://" k cluster-info
 check "auth whoami" "Username +admin" k auth whoami
 check "auth can-i" "^yes" k auth can-i create pods
+check "auth can-i --list" "^\*\.\* +\[\] +\[\] +\[\*\]" k auth can-i --list
 check "create service (sent in protobuf)" "service/web created" k create service nodeport web --tcp=80:8080
 check "get svc prints kubectl's columns" "web +NodePort +10\.96\.[0-9.]+ +<none> +80:3[0-9]{4}/TCP" k get svc web
 
