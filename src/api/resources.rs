@@ -178,6 +178,9 @@ fn list_meta(list: &registry::List) -> Value {
     if let Some(c) = &list.continue_token {
         meta["continue"] = json!(c);
     }
+    if let Some(n) = list.remaining {
+        meta["remainingItemCount"] = json!(n);
+    }
     meta
 }
 

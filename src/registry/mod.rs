@@ -181,6 +181,8 @@ pub struct List {
     pub items: Vec<Bytes>,
     pub revision: u64,
     pub continue_token: Option<String>,
+    /// Objects after this page (`remainingItemCount`): counted for pages of lists without
+    /// selectors read at the current revision.
     pub remaining: Option<u64>,
 }
 
@@ -778,6 +780,8 @@ impl Registry {
         let mut items = Vec::new();
         let mut last_key = None;
         let mut more = false;
+        // Objects after the ones read, when counted.
+        let mut after = None;
         // Without selectors a page is exactly `limit` entries; ask for one more to know
         // whether to hand out a continue token.
         let want = if filter.is_trivial() {
@@ -804,6 +808,14 @@ impl Registry {
                     }
                 }
             }
+            // A page of a list without selectors tells how many objects follow it.
+            _ if limit.is_some() && filter.is_trivial() => {
+                let (page, revision, rest) =
+                    self.store
+                        .list_page_counted(&prefix, start.as_deref(), want);
+                after = Some(rest);
+                (page, revision)
+            }
             _ => self.store.list_page(&prefix, start.as_deref(), want),
         };
         for (key, rec) in page {
@@ -829,11 +841,13 @@ impl Registry {
             ),
             _ => None,
         };
+        // The one read beyond the page is not in it either.
+        let remaining = after.filter(|_| more).map(|rest| (rest + 1) as u64);
         Ok(List {
             items,
             revision,
             continue_token,
-            remaining: None,
+            remaining,
         })
     }
 

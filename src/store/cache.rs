@@ -45,19 +45,35 @@ impl Cache {
         start_after: Option<&str>,
         limit: usize,
     ) -> (Vec<(Arc<str>, Record)>, u64) {
+        let (items, revision, _) = self.list_counting(prefix, start_after, limit, false);
+        (items, revision)
+    }
+
+    /// [`Cache::list`], and when `count_rest`, how many entries under `prefix` follow the
+    /// page (else 0), at the same revision.
+    pub(super) fn list_counting(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+        count_rest: bool,
+    ) -> (Vec<(Arc<str>, Record)>, u64, usize) {
         let inner = self.inner.read().expect("cache lock");
         let start = match start_after {
             Some(k) if k >= prefix => Bound::Excluded(k),
             _ => Bound::Included(prefix),
         };
-        let items = inner
+        let mut range = inner
             .objects
             .range::<str, _>((start, Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix))
+            .take_while(|(k, _)| k.starts_with(prefix));
+        let items = range
+            .by_ref()
             .take(limit)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        (items, inner.revision)
+        let rest = if count_rest { range.count() } else { 0 };
+        (items, inner.revision, rest)
     }
 
     pub(super) fn count(&self, prefix: &str) -> usize {

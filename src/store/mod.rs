@@ -294,6 +294,18 @@ impl Store {
         self.shared.cache.list(prefix, start_after, limit)
     }
 
+    /// [`Store::list_page`], and how many objects under `prefix` follow the page.
+    pub fn list_page_counted(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<(Arc<str>, Record)>, u64, usize) {
+        self.shared
+            .cache
+            .list_counting(prefix, start_after, limit, true)
+    }
+
     /// Up to `limit` objects under `prefix` whose keys sort after `start_after`, as they
     /// were at `revision`: the objects now, with every later change read back from the
     /// history and undone. This is how pages of one list all show the same moment.

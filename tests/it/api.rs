@@ -310,6 +310,27 @@ async fn lists_select_by_label_and_field_and_page_with_continue() {
         }
     }
     assert_eq!(seen, ["cm-0", "cm-1", "cm-3"]);
+    // Without a selector each page tells how many objects follow it.
+    let mut remaining = Vec::new();
+    let mut path = format!("{CMS}?limit=2");
+    loop {
+        let (_, page) = s.get(&path).await;
+        remaining.push(page["metadata"]["remainingItemCount"].as_u64());
+        match page["metadata"]["continue"].as_str() {
+            Some(c) => path = format!("{CMS}?limit=2&continue={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(remaining, [Some(3), Some(1), None]);
+    // With a selector that number is unknown, as Kubernetes leaves it.
+    let (_, page) = s
+        .get(&format!("{CMS}?labelSelector=app%3Dweb&limit=1"))
+        .await;
+    assert!(page["metadata"]["continue"].is_string());
+    assert!(
+        page["metadata"].get("remainingItemCount").is_none(),
+        "{page}"
+    );
     let (code, _) = s.get(&format!("{CMS}?limit=2&continue=garbage")).await;
     assert_eq!(code, 400);
 
