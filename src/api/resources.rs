@@ -264,15 +264,19 @@ fn checked_body(headers: &HeaderMap, body: &[u8]) -> Result<(Value, Vec<String>)
     Ok((v, duplicates))
 }
 
-fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<Patch> {
+/// A patch, and the fields its JSON named twice (reported as in a create's body).
+fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<(Patch, Vec<String>)> {
     let parse = || {
-        serde_json::from_slice::<Value>(body)
+        registry::schema::parse_json(body)
             .map_err(|e| Error::BadRequest(format!("the patch is not valid JSON: {e}")))
     };
     match media_type(headers).as_deref() {
-        Some("application/merge-patch+json") => Ok(Patch::Merge(parse()?)),
-        Some("application/json-patch+json") => Ok(Patch::Json(parse()?)),
-        Some("application/strategic-merge-patch+json") => Ok(Patch::Strategic(parse()?)),
+        Some("application/merge-patch+json") => parse().map(|(v, d)| (Patch::Merge(v), d)),
+        // Its operations are no fields of the object.
+        Some("application/json-patch+json") => parse().map(|(v, _)| (Patch::Json(v), Vec::new())),
+        Some("application/strategic-merge-patch+json") => {
+            parse().map(|(v, d)| (Patch::Strategic(v), d))
+        }
         other => Err(Error::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {})",
             other.unwrap_or("no Content-Type")
@@ -786,16 +790,18 @@ pub async fn handle(
             Ok(written(code, out))
         }
         (&Method::PATCH, Some(name)) => {
-            let patch = if t.sub.as_deref() == Some("scale")
+            let (patch, duplicates) = if t.sub.as_deref() == Some("scale")
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml")
             {
                 // A Scale has one field a client sets: applied, it merges.
-                Patch::Merge(registry::parse_config(&body).map_err(Error::BadRequest)?)
+                let config = registry::parse_config(&body).map_err(Error::BadRequest)?;
+                (Patch::Merge(config), Vec::new())
             } else {
                 patch_body(&headers, &body)?
             };
             let opts = WriteOptions {
                 manager: field_manager(&query, &headers),
+                duplicates,
                 ..write_options(&query)?
             };
             let out = match t.sub.as_deref() {

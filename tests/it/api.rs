@@ -1865,6 +1865,37 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
             assert_eq!(v["data"]["a"], "2");
         }
     }
+    // So is one in a merge or strategic patch; the Strict one changes nothing.
+    for (kind, mode, code, warned) in [
+        ("merge", "Strict", 400, false),
+        ("strategic-merge", "Strict", 400, false),
+        ("merge", "Warn", 200, true),
+    ] {
+        let r = s
+            .req(
+                Method::PATCH,
+                &format!("{CMS}/dup-ignore?fieldValidation={mode}"),
+            )
+            .header("Content-Type", format!("application/{kind}-patch+json"))
+            .body(r#"{"data": {"b": "1", "b": "2"}}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), code, "{kind} {mode}");
+        let warning = r.headers().get("warning").cloned();
+        let v: Value = r.json().await.unwrap();
+        let said = match &warning {
+            Some(w) => w.to_str().unwrap().to_string(),
+            None => v.to_string(),
+        };
+        assert_eq!(warning.is_some(), warned, "{kind} {mode}: {said}");
+        assert!(
+            said.contains(r#"duplicate field \"data.b\""#),
+            "{kind} {mode}: {said}"
+        );
+    }
+    let (_, v) = s.get(&format!("{CMS}/dup-ignore")).await;
+    assert_eq!(v["data"]["b"], "2", "only the warned patch was made: {v}");
 
     // A pod's spec is fixed but for its images and a few more.
     let pods = "/api/v1/namespaces/default/pods";
