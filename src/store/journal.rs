@@ -270,8 +270,14 @@ pub(super) fn recover(backend: &dyn Backend, dir: &Path) -> Result<u64> {
         let bytes = std::fs::read(path).map_err(io(format!("read {}", path.display())))?;
         let (entries, torn) = records(path, &bytes)?;
         for Entry { first, events } in entries {
-            let last = first + events.len() as u64 - 1;
-            if events.is_empty() || last <= revision {
+            let Some(last) = first
+                .checked_add(events.len() as u64)
+                .and_then(|end| end.checked_sub(1))
+                .filter(|_| !events.is_empty())
+            else {
+                continue;
+            };
+            if last <= revision {
                 continue;
             }
             if first != revision + 1 {

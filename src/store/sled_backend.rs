@@ -1,6 +1,7 @@
 //! The sled backend: the only file in berth that names sled.
 //!
-//! One tree holds everything, so that a group commit is a single atomic `apply_batch`:
+//! One tree holds everything, so that a group commit can be a single atomic `apply_batch`
+//! (or, behind the journal, a run of writes that ends with the revision):
 //!
 //! | key                     | value                                         |
 //! |-------------------------|-----------------------------------------------|
@@ -96,9 +97,7 @@ impl SledBackend {
             )),
         }
     }
-}
 
-impl SledBackend {
     /// Writes a commit's changes one by one, its revision last, with `segment` (its events
     /// as [`encode_segment`] gives them) as the log entry. A crash may keep part of the
     /// commit but never its revision without all of it, so this is only for a writer that
