@@ -384,7 +384,8 @@ async fn resource_request(
         resources::describe(&route.group, &route.version, &route.rest, &method, &query);
     let metrics = state.metrics.clone();
     // A pod's log is text, whatever the client takes.
-    let stream = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let stream = matches!(query.get("watch").map(String::as_str), Some("true" | "1"))
+        || route.rest.starts_with("watch/");
     let answer = if route.rest.ends_with("/log") {
         Ok(negotiate::Answer::Json)
     } else {

@@ -1,6 +1,7 @@
 //! Resource requests: `/api/v1/...` and `/apis/{group}/{version}/...` parsed into a
 //! target (resource, namespace, name, subresource) and dispatched to the registry by verb.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +36,41 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     sub: Option<String>,
+}
+
+/// The target of a request's path. A legacy watch path also makes `query` a watch's.
+fn request_target(
+    group: &str,
+    version: &str,
+    rest: &str,
+    method: &Method,
+    query: &mut Cow<'_, Query>,
+) -> Result<Target> {
+    match rest.strip_prefix("watch/") {
+        Some(watched) if *method == Method::GET => {
+            legacy_watch(group, version, watched, query.to_mut())
+        }
+        _ => parse_target(group, version, rest),
+    }
+}
+
+/// The target of a legacy watch path (`/api/v1/watch/namespaces/NS/pods[/NAME]`, which
+/// kube-apiserver still serves): a watch of the collection, of the one object if named.
+fn legacy_watch(group: &str, version: &str, rest: &str, query: &mut Query) -> Result<Target> {
+    let mut t = parse_target(group, version, rest)?;
+    if t.sub.is_some() {
+        return Err(Error::NoRoute);
+    }
+    if let Some(name) = t.name.take() {
+        let by_name = format!("metadata.name={name}");
+        let field = match query.remove("fieldSelector").filter(|f| !f.is_empty()) {
+            Some(f) => format!("{f},{by_name}"),
+            None => by_name,
+        };
+        query.insert("fieldSelector".into(), field);
+    }
+    query.insert("watch".into(), "true".into());
+    Ok(t)
 }
 
 fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
@@ -356,10 +392,11 @@ pub fn describe(
     method: &Method,
     q: &Query,
 ) -> (&'static str, String) {
-    let Ok(t) = parse_target(group, version, rest) else {
+    let mut q = Cow::Borrowed(q);
+    let Ok(t) = request_target(group, version, rest, method, &mut q) else {
         return ("unknown", String::new());
     };
-    let verb = match verb(&t, method, q) {
+    let verb = match verb(&t, method, &q) {
         "watch" => "WATCH",
         "list" => "LIST",
         "get" => "GET",
@@ -574,7 +611,8 @@ pub async fn handle(
     {
         return answer;
     }
-    let t = parse_target(group, version, rest)?;
+    let mut query = Cow::Owned(query);
+    let t = request_target(group, version, rest, &method, &mut query)?;
     authorize(&user, &t, &method, &query)?;
     let reg = &state.registry;
     let ns = t.namespace.as_deref();

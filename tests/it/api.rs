@@ -2249,3 +2249,58 @@ async fn answers_are_yaml_when_asked_and_406_before_anything_when_nothing_fits()
     assert_eq!(r.status().as_u16(), 406);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_legacy_watch_paths_watch_a_collection_or_one_object() {
+    let s = bare().await;
+    s.post(CMS, cm("a", json!({}))).await;
+    s.post(CMS, cm("b", json!({}))).await;
+    let name = |e: &Value| {
+        e["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The collection, from the start: both.
+    let mut all = s
+        .watch("/api/v1/watch/namespaces/default/configmaps?resourceVersion=0")
+        .await;
+    let mut seen = vec![
+        name(&all.next_change().await),
+        name(&all.next_change().await),
+    ];
+    seen.sort();
+    assert_eq!(seen, ["a", "b"]);
+    // One object: only its own events, also with a selector of the caller's.
+    let mut one = s
+        .watch("/api/v1/watch/namespaces/default/configmaps/b?fieldSelector=metadata.namespace%3Ddefault")
+        .await;
+    s.post(CMS, cm("c", json!({}))).await;
+    let (code, _) = s
+        .patch(
+            &format!("{CMS}/b"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "w"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    // Without a resourceVersion the watch begins with the object as it is.
+    for want in ["ADDED", "MODIFIED"] {
+        let e = one.next_change().await;
+        assert_eq!((e["type"].as_str(), name(&e)), (Some(want), "b".into()));
+    }
+    assert_eq!(name(&all.next_change().await), "c");
+    // Not for writes, and not for subresources.
+    let (code, _) = s
+        .post(
+            "/api/v1/watch/namespaces/default/configmaps",
+            cm("d", json!({})),
+        )
+        .await;
+    assert_eq!(code, 404);
+    let (code, _) = s
+        .get("/api/v1/watch/namespaces/default/pods/x/status")
+        .await;
+    assert_eq!(code, 404);
+    s.stop().await;
+}
