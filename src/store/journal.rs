@@ -514,4 +514,30 @@ mod tests {
         );
         assert_eq!(sled.meta().unwrap().revision, 3);
     }
+
+    #[test]
+    fn an_offline_snapshot_holds_what_only_the_journal_held() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = crate::store::store_dir(data.path());
+        {
+            let sled = SledBackend::open(&dir, 1 << 20).unwrap();
+            let first = [created(1, "a")];
+            sled.commit(&CommitBatch {
+                revision: 1,
+                events: &first,
+                schema: None,
+            })
+            .unwrap();
+        }
+        // As a crash leaves it: the last commits in the journal only.
+        std::fs::write(
+            file_path(&dir, 0),
+            record(&[created(2, "b"), created(3, "c")]),
+        )
+        .unwrap();
+        let file = data.path().join("out.snap");
+        let info = crate::store::snapshot::save(data.path(), &file).unwrap();
+        assert_eq!((info.revision, info.entries > 3), (3, true));
+        assert!(files(&dir).unwrap().is_empty());
+    }
 }
