@@ -29,7 +29,13 @@ ROOTS = [
     ("coordination.k8s.io/v1", "Lease", "api.coordination.v1", "Lease"),
     ("events.k8s.io/v1", "Event", "api.events.v1", "Event"),
     ("autoscaling/v1", "Scale", "api.autoscaling.v1", "Scale"),
-    # kubectl auth can-i asks with its typed client.
+    # kubectl auth whoami and can-i ask with their typed clients.
+    (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        "api.authentication.v1",
+        "SelfSubjectReview",
+    ),
     (
         "authorization.k8s.io/v1",
         "SelfSubjectAccessReview",

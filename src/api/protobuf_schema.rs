@@ -29,6 +29,11 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
     ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
     (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        &AUTHENTICATION_V1_SELF_SUBJECT_REVIEW,
+    ),
+    (
         "authorization.k8s.io/v1",
         "SelfSubjectAccessReview",
         &AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW,
@@ -40,6 +45,38 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
     ),
     ("*", "DeleteOptions", &META_V1_DELETE_OPTIONS),
 ];
+
+pub static AUTHENTICATION_V1_EXTRA_VALUE: Message = Message {
+    name: "api.authentication.v1.ExtraValue",
+    fields: &[rep(1, "items", Str)],
+};
+
+pub static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW: Message = Message {
+    name: "api.authentication.v1.SelfSubjectReview",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "status",
+            Message(&AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS),
+        ),
+    ],
+};
+
+pub static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS: Message = Message {
+    name: "api.authentication.v1.SelfSubjectReviewStatus",
+    fields: &[one(1, "userInfo", Message(&AUTHENTICATION_V1_USER_INFO))],
+};
+
+pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
+    name: "api.authentication.v1.UserInfo",
+    fields: &[
+        one(1, "username", Str),
+        one(2, "uid", Str),
+        rep(3, "groups", Str),
+        map(4, "extra", Message(&AUTHENTICATION_V1_EXTRA_VALUE)),
+    ],
+};
 
 pub static AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES: Message = Message {
     name: "api.authorization.v1.FieldSelectorAttributes",

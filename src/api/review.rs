@@ -11,13 +11,16 @@ use super::error::{Error, Result};
 use super::resources::{json_body, json_ok, may};
 use crate::registry::User;
 
-/// A review API as discovery lists it: created, never stored, cluster-wide.
+/// A review API as discovery lists it (created, never stored, cluster-wide), and what
+/// answers it.
 pub(super) struct Review {
     pub group: &'static str,
     pub version: &'static str,
     pub plural: &'static str,
     pub singular: &'static str,
     pub kind: &'static str,
+    /// The review's status for this user and request body (the review as sent).
+    status: fn(&User, &Value) -> Result<Value>,
 }
 
 /// The reviews served here.
@@ -28,6 +31,7 @@ pub(super) const REVIEWS: &[Review] = &[
         plural: "selfsubjectreviews",
         singular: "selfsubjectreview",
         kind: "SelfSubjectReview",
+        status: who_am_i,
     },
     Review {
         group: "authorization.k8s.io",
@@ -35,6 +39,7 @@ pub(super) const REVIEWS: &[Review] = &[
         plural: "selfsubjectaccessreviews",
         singular: "selfsubjectaccessreview",
         kind: "SelfSubjectAccessReview",
+        status: can_i,
     },
     Review {
         group: "authorization.k8s.io",
@@ -42,6 +47,7 @@ pub(super) const REVIEWS: &[Review] = &[
         plural: "selfsubjectrulesreviews",
         singular: "selfsubjectrulesreview",
         kind: "SelfSubjectRulesReview",
+        status: rules,
     },
 ];
 
@@ -56,30 +62,34 @@ pub(super) fn handle(
     body: &[u8],
 ) -> Option<Result<Response>> {
     let rest = rest.trim_matches('/');
-    let found = REVIEWS
+    let review = REVIEWS
         .iter()
         .find(|r| r.group == group && r.version == version && r.plural == rest)?;
-    let review = match found.kind {
-        "SelfSubjectReview" => who_am_i,
-        "SelfSubjectRulesReview" => rules,
-        _ => can_i,
-    };
     if method != Method::POST {
         return Some(Err(Error::MethodNotAllowed(format!(
             "the server does not allow this method on the requested resource: {method}"
         ))));
     }
-    Some(review(user, headers, body))
+    Some(answer(review, user, headers, body))
 }
 
-fn who_am_i(user: &User, _headers: &HeaderMap, _body: &[u8]) -> Result<Response> {
-    let out = json!({
-        "kind": "SelfSubjectReview",
-        "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"creationTimestamp": null},
-        "status": {"userInfo": {"username": user.name, "groups": user.groups}},
-    });
+/// The review as sent (kubectl sends it in protobuf with its typed client; others in JSON
+/// or YAML), with the status made for `user`.
+fn answer(review: &Review, user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
+    let mut out = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        json_body(headers, body)?
+    };
+    out["status"] = (review.status)(user, &out)?;
+    out["apiVersion"] = json!(format!("{}/{}", review.group, review.version));
+    out["kind"] = json!(review.kind);
+    out["metadata"] = json!({"creationTimestamp": null});
     Ok(json_ok(StatusCode::CREATED, out.to_string().into()))
+}
+
+fn who_am_i(user: &User, _review: &Value) -> Result<Value> {
+    Ok(json!({"userInfo": {"username": user.name, "groups": user.groups}}))
 }
 
 /// Paths every user may GET: health, version, discovery and the OpenAPI.
@@ -91,12 +101,8 @@ const OPEN_PATHS: [&str; 7] = [
 /// rules. The same decisions as [`can_i`]: the admin may do anything; a service account
 /// anything in its own namespace, `get` that namespace, and GET the open paths. Anyone
 /// may ask these reviews.
-fn rules(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
-    let mut review = json_body(headers, body)?;
-    let namespace = review["spec"]["namespace"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+fn rules(user: &User, review: &Value) -> Result<Value> {
+    let namespace = review["spec"]["namespace"].as_str().unwrap_or("");
     let all = json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]});
     let (resource_rules, non_resource_rules) = match user.namespace.as_deref() {
         None => (
@@ -125,20 +131,14 @@ fn rules(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
             )
         }
     };
-    review["apiVersion"] = json!("authorization.k8s.io/v1");
-    review["kind"] = json!("SelfSubjectRulesReview");
-    review["metadata"] = json!({"creationTimestamp": null});
-    review["status"] = json!({
+    Ok(json!({
         "resourceRules": resource_rules,
         "nonResourceRules": non_resource_rules,
         "incomplete": false,
-    });
-    Ok(json_ok(StatusCode::CREATED, review.to_string().into()))
+    }))
 }
 
-fn can_i(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
-    // kubectl asks with its typed client, in protobuf; others in JSON.
-    let mut review = json_body(headers, body)?;
+fn can_i(user: &User, review: &Value) -> Result<Value> {
     let spec = &review["spec"];
     let text = |v: &Value, f: &str| v[f].as_str().filter(|s| !s.is_empty()).map(str::to_string);
     let allowed = if let Some(a) = spec.get("resourceAttributes").filter(|a| a.is_object()) {
@@ -168,13 +168,9 @@ fn can_i(user: &User, headers: &HeaderMap, body: &[u8]) -> Result<Response> {
             )],
         }));
     };
-    review["apiVersion"] = json!("authorization.k8s.io/v1");
-    review["kind"] = json!("SelfSubjectAccessReview");
-    review["metadata"] = json!({"creationTimestamp": null});
-    review["status"] = if allowed {
+    Ok(if allowed {
         json!({"allowed": true, "reason": "berth: allowed for this user"})
     } else {
         json!({"allowed": false, "reason": "berth: a service account may act only in its own namespace"})
-    };
-    Ok(json_ok(StatusCode::CREATED, review.to_string().into()))
+    })
 }
