@@ -383,36 +383,35 @@ async fn resource_request(
     let (verb, resource) =
         resources::describe(&route.group, &route.version, &route.rest, &method, &query);
     let metrics = state.metrics.clone();
-    // A pod's log is text, whatever the client takes.
     let stream = matches!(query.get("watch").map(String::as_str), Some("true" | "1"))
         || route.rest.starts_with("watch/");
+    // A pod's log is text, whatever the client takes.
     let answer = if route.rest.ends_with("/log") {
         Ok(negotiate::Answer::Json)
     } else {
         negotiate::negotiate(&headers, stream)
     };
-    let result = async {
-        let answer = answer?;
-        let body = read_body(body).await?;
-        let call = resources::Call {
-            user,
-            method,
-            query,
-            headers,
-            body,
-        };
-        let response =
-            resources::handle(state, &route.group, &route.version, &route.rest, call).await;
-        Ok::<_, Error>((answer, response))
-    };
-    let response = match result.await {
-        Ok((negotiate::Answer::Yaml, response)) => {
-            negotiate::to_yaml(response.unwrap_or_else(IntoResponse::into_response)).await
-        }
-        Ok((negotiate::Answer::Json, response)) => {
-            response.unwrap_or_else(IntoResponse::into_response)
-        }
+    let response = match answer {
+        // Refused before anything is done.
         Err(e) => e.into_response(),
+        Ok(answer) => {
+            let result = async {
+                let body = read_body(body).await?;
+                let call = resources::Call {
+                    user,
+                    method,
+                    query,
+                    headers,
+                    body,
+                };
+                resources::handle(state, &route.group, &route.version, &route.rest, call).await
+            };
+            let response = result.await.unwrap_or_else(IntoResponse::into_response);
+            match answer {
+                negotiate::Answer::Yaml => negotiate::to_yaml(response).await,
+                negotiate::Answer::Json => response,
+            }
+        }
     };
     metrics.observe(
         verb,

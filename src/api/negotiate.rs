@@ -22,32 +22,38 @@ pub fn negotiate(headers: &HeaderMap, stream: bool) -> Result<Answer> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(Answer::Json);
     };
-    // Media ranges by preference: higher q first, then in the order given.
-    let mut ranges: Vec<(f32, String)> = Vec::new();
+    // The acceptable range of the highest q; of equal ones, the first given.
+    let mut best: Option<(f32, Answer)> = None;
     let mut named = false;
-    for part in accept.split(',') {
-        let mut params = part.split(';');
-        let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+    for range in accept.split(',') {
+        let mut params = range.split(';');
+        let media = params.next().unwrap_or("").trim();
+        if media.is_empty() {
+            continue;
+        }
+        named = true;
         let q = params
             .filter_map(|p| p.trim().strip_prefix("q="))
             .find_map(|q| q.trim().parse::<f32>().ok())
             .unwrap_or(1.0);
-        named |= !media.is_empty();
-        if !media.is_empty() && q > 0.0 {
-            ranges.push((q, media));
+        let is = |m: &str| media.eq_ignore_ascii_case(m);
+        let answer = if is("application/json") || is("application/*") || is("*/*") {
+            Answer::Json
+        } else if is("application/yaml") && !stream {
+            Answer::Yaml
+        } else {
+            continue;
+        };
+        if q > 0.0 && best.is_none_or(|(b, _)| q > b) {
+            best = Some((q, answer));
         }
+    }
+    if let Some((_, answer)) = best {
+        return Ok(answer);
     }
     if !named {
         // `Accept:` with nothing in it.
         return Ok(Answer::Json);
-    }
-    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
-    for (_, media) in &ranges {
-        match media.as_str() {
-            "application/json" | "application/*" | "*/*" => return Ok(Answer::Json),
-            "application/yaml" if !stream => return Ok(Answer::Yaml),
-            _ => {}
-        }
     }
     let accepted = if stream {
         "application/json, application/json;stream=watch"

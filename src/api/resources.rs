@@ -207,8 +207,8 @@ pub(super) fn json_ok(code: StatusCode, body: Bytes) -> Response {
     r
 }
 
-/// A list answer, assembled from the stored bytes of its items.
-/// A list's `metadata`: its resourceVersion, and its continue token if there are more.
+/// A list's `metadata`: its resourceVersion, and its continue token and the number of
+/// objects after it if there are more.
 fn list_meta(list: &registry::List) -> Value {
     let mut meta = json!({"resourceVersion": list.revision.to_string()});
     if let Some(c) = &list.continue_token {
@@ -220,6 +220,7 @@ fn list_meta(list: &registry::List) -> Value {
     meta
 }
 
+/// A list answer, assembled from the stored bytes of its items.
 fn list_body(res: &Resource, list: &registry::List) -> Bytes {
     let meta = list_meta(list);
     let head = format!(
@@ -427,22 +428,27 @@ pub struct Call {
 /// The Content-Type of Table answers.
 const TABLE_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
-/// Whether the client asked for server-side printing, and with which row objects.
 /// Whether the client's Accept asks for the meta.k8s.io form `as` (`Table`,
 /// `PartialObjectMetadata`, whose prefix also matches `PartialObjectMetadataList`).
 fn accepts_as(headers: &HeaderMap, form: &str) -> bool {
-    let wanted = format!("as={form}");
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| {
-            a.split(',').any(|part| {
-                let p = part.replace(' ', "");
-                p.contains(&wanted) && p.contains("g=meta.k8s.io")
+            a.split(',').any(|range| {
+                let (mut is_form, mut is_meta) = (false, false);
+                for param in range.split(';').map(str::trim) {
+                    is_form |= param
+                        .strip_prefix("as=")
+                        .is_some_and(|v| v.starts_with(form));
+                    is_meta |= param == "g=meta.k8s.io";
+                }
+                is_form && is_meta
             })
         })
 }
 
+/// Whether the client asked for server-side printing, and with which row objects.
 fn table_request(headers: &HeaderMap, q: &Query) -> Result<Option<IncludeObject>> {
     if !accepts_as(headers, "Table") {
         return Ok(None);
