@@ -456,6 +456,18 @@ mod tests {
         (revs, torn)
     }
 
+    /// A backend in `dir` that holds revision 1 (object `a`) durably.
+    fn at_revision_one(dir: &Path) -> SledBackend {
+        let sled = SledBackend::open(dir, 1 << 20).unwrap();
+        sled.commit(&CommitBatch {
+            revision: 1,
+            events: &[created(1, "a")],
+            schema: None,
+        })
+        .unwrap();
+        sled
+    }
+
     #[test]
     fn a_record_cut_short_or_damaged_ends_the_journal() {
         let mut whole = record(&[created(1, "a"), created(2, "b")]);
@@ -480,16 +492,9 @@ mod tests {
     #[test]
     fn recovery_replays_what_the_backend_lacks_and_refuses_a_gap() {
         let dir = tempfile::tempdir().unwrap();
-        let sled = SledBackend::open(dir.path(), 1 << 20).unwrap();
-        let first = [created(1, "a")];
-        sled.commit(&CommitBatch {
-            revision: 1,
-            events: &first,
-            schema: None,
-        })
-        .unwrap();
+        let sled = at_revision_one(dir.path());
         // The journal holds revision 1 (already in the backend), then 2 and 3.
-        let mut bytes = record(&first);
+        let mut bytes = record(&[created(1, "a")]);
         bytes.extend(record(&[created(2, "b"), created(3, "c")]));
         std::fs::write(file_path(dir.path(), 4), &bytes).unwrap();
         assert_eq!(recover(&sled, dir.path()).unwrap(), 5);
@@ -519,16 +524,7 @@ mod tests {
     fn an_offline_snapshot_holds_what_only_the_journal_held() {
         let data = tempfile::tempdir().unwrap();
         let dir = crate::store::store_dir(data.path());
-        {
-            let sled = SledBackend::open(&dir, 1 << 20).unwrap();
-            let first = [created(1, "a")];
-            sled.commit(&CommitBatch {
-                revision: 1,
-                events: &first,
-                schema: None,
-            })
-            .unwrap();
-        }
+        drop(at_revision_one(&dir));
         // As a crash leaves it: the last commits in the journal only.
         std::fs::write(
             file_path(&dir, 0),
