@@ -207,6 +207,7 @@ impl Shared {
 #[derive(Clone)]
 pub struct Store {
     shared: Arc<Shared>,
+    write_path: Arc<committer::WritePath>,
     tx: mpsc::Sender<Request>,
     tasks: Arc<std::sync::Mutex<Tasks>>,
 }
@@ -253,12 +254,13 @@ impl Store {
             metrics: Metrics::new(),
         });
         let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 4);
-        let committer =
-            committer::spawn(shared.clone(), rx, config.max_batch.max(1), meta.revision)?;
+        let write_path = Arc::new(committer::WritePath::new(shared.clone(), meta.revision));
+        let committer = committer::spawn(write_path.clone(), rx, config.max_batch.max(1))?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let compactor = tokio::spawn(compact::run(Arc::downgrade(&shared), config, stop_rx));
         Ok(Self {
             shared,
+            write_path,
             tx,
             tasks: Arc::new(std::sync::Mutex::new(Tasks {
                 committer: Some(committer),
@@ -422,6 +424,15 @@ impl Store {
     }
 
     async fn submit(&self, op: Op) -> Result<Outcome> {
+        let tx = &self.tx;
+        let op = match self
+            .write_path
+            .commit_if_quiet(op, || tx.capacity() < tx.max_capacity())
+            .await
+        {
+            Ok(result) => return result,
+            Err(op) => op,
+        };
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Request::Write { op, reply })
