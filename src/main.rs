@@ -34,8 +34,10 @@ enum Command {
         /// The private key (PEM) of --tls-cert.
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
-        /// Page cache of the object store, in MiB.
-        #[arg(long, default_value_t = 64)]
+        /// Page cache of the object store's database, in MiB. API reads come from the
+        /// store's own in-memory copy of every object; this cache only serves writes,
+        /// watches resumed from disk and start-up.
+        #[arg(long, default_value_t = 16)]
         store_cache_mib: u64,
         /// Keep at least this many of the latest events for watches to resume from ...
         #[arg(long, default_value_t = 100_000)]

@@ -97,7 +97,7 @@ impl Config {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
-            cache_bytes: 64 << 20,
+            cache_bytes: 16 << 20,
             retain_events: 100_000,
             retain_for: Duration::from_secs(3600),
             compact_every: Duration::from_secs(60),
