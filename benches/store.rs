@@ -2,7 +2,8 @@
 //!
 //! - the disk's raw fsync rate (small write + fsync in a loop), the physical reference;
 //! - durable writes/s with 1, 8 and 64 concurrent writers (1 KiB values);
-//! - get and list latency (p50/p99) at 10,000 and 100,000 objects;
+//! - get and list latency (p50/p99) at 10,000 and 100,000 objects, and of a 500-object
+//!   page as the objects were before 100 later writes;
 //! - watch delivery latency (create call → event at each watcher) with 1,000 watchers;
 //! - start-up time with 100,000 stored objects.
 //!
@@ -18,7 +19,7 @@ mod common;
 
 use common::{Unit, phase, quick};
 
-use berth::store::{Config, Outcome, Store, WatchEvent, WatchOptions};
+use berth::store::{Config, Outcome, Preconditions, Store, WatchEvent, WatchOptions};
 use serde_json::{Value, json};
 
 /// A ~1 KiB object.
@@ -144,6 +145,37 @@ fn read_latencies(store: &Store, n: usize) -> Value {
     })
 }
 
+/// Latency of a 500-object page of all `n` objects as they were before 100 later
+/// writes (a paged list that writes overtook, as kubectl's chunked lists meet).
+async fn older_pages(store: &Store, n: usize) -> Value {
+    let at = store.revision();
+    for i in 0..100 {
+        let key = format!("/registry/configmaps/ns-{}/cm-{:06}", i % 10, i * 37 % 1000);
+        let _ = store
+            .update(&key, value(&key), Preconditions::default())
+            .await
+            .unwrap();
+    }
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut pages = Vec::new();
+    for _ in 0..if quick() { 20 } else { 200 } {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let i = rng as usize % n;
+        let start = format!("/registry/configmaps/ns-{}/cm-{i:06}", i / 1000);
+        let t = Instant::now();
+        let page = store
+            .list_page_at("/registry/configmaps/", Some(&start), 500, at)
+            .await
+            .unwrap()
+            .expect("history since the page's revision");
+        pages.push(t.elapsed());
+        assert!(!page.is_empty());
+    }
+    percentiles(pages)
+}
+
 /// Create-call-to-event latency seen by each of `watchers` watchers.
 async fn watch_latency(watchers: usize) -> Value {
     let dir = tempfile::tempdir().unwrap();
@@ -223,7 +255,9 @@ fn main() {
                 let dir = dir.path().join(n.to_string());
                 let store = open(&dir).await;
                 fill(&store, n).await;
-                reads.insert(format!("objects_{n}"), read_latencies(&store, n));
+                let mut at_n = read_latencies(&store, n);
+                at_n["page_500_at_older_revision"] = older_pages(&store, n).await;
+                reads.insert(format!("objects_{n}"), at_n);
                 store.close().await.unwrap();
                 drop(store);
                 if n == *sizes.last().unwrap() {

@@ -312,6 +312,10 @@ impl Store {
     /// were at `revision`: the objects now, with every later change read back from the
     /// history and undone. This is how pages of one list all show the same moment.
     /// `Ok(None)`: the history since `revision` has been compacted away.
+    ///
+    /// It costs the page and the changes since `revision`, not the objects in the range:
+    /// of the first `limit + d` objects now, where `d` keys in the range changed since,
+    /// at least `limit` are as they were then, so no later object can be in the page.
     pub async fn list_page_at(
         &self,
         prefix: &str,
@@ -319,39 +323,37 @@ impl Store {
         limit: usize,
         revision: u64,
     ) -> Result<Option<Vec<(Arc<str>, Record)>>> {
-        let (now, current) = self.shared.cache.list(prefix, start_after, usize::MAX);
-        if revision >= current {
-            return Ok(Some(now.into_iter().take(limit).collect()));
+        let mut changes = Changes {
+            prefix,
+            start_after,
+            seen: revision,
+            then: BTreeMap::new(),
+        };
+        // The changes so far first, so that the fetch below allows for them.
+        if !changes.read(&self.shared, self.revision()).await? {
+            return Ok(None);
         }
-        let in_range = |key: &str| key.starts_with(prefix) && start_after.is_none_or(|s| key > s);
-        // What each key changed since `revision` was then: absent if its first later
-        // change created it, else the value that change replaced.
-        let mut then: BTreeMap<Arc<str>, Option<Record>> = BTreeMap::new();
-        let mut seen = revision;
-        while seen < current {
-            let events = match watch::history(self.shared.clone(), seen).await? {
-                watch::History::Events(events) => events,
-                watch::History::Compacted(_) => return Ok(None),
+        // Writes that land meanwhile can change more keys than a fetch allowed for; then
+        // it fetches again. Past a few rounds it takes the whole range.
+        for round in 0.. {
+            let allowed = changes.then.len();
+            let want = if round < 4 {
+                limit.saturating_add(allowed)
+            } else {
+                usize::MAX
             };
-            for e in events.iter().take_while(|e| e.revision <= current) {
-                if in_range(&e.key) && !then.contains_key(&e.key) {
-                    let before = match e.kind {
-                        EventKind::Created => None,
-                        EventKind::Updated | EventKind::Deleted => e.prev.clone(),
-                    };
-                    then.insert(e.key.clone(), before);
-                }
+            let (now, current) = self.shared.cache.list(prefix, start_after, want);
+            if revision >= current {
+                return Ok(Some(now.into_iter().take(limit).collect()));
             }
-            seen = events.last().map_or(current, |e| e.revision);
+            if !changes.read(&self.shared, current).await? {
+                return Ok(None);
+            }
+            if let Some(page) = undo(now, want, allowed, &changes.then, limit) {
+                return Ok(Some(page));
+            }
         }
-        let mut objects: BTreeMap<Arc<str>, Record> = now.into_iter().collect();
-        for (key, before) in then {
-            match before {
-                Some(record) => objects.insert(key, record),
-                None => objects.remove(&key),
-            };
-        }
-        Ok(Some(objects.into_iter().take(limit).collect()))
+        unreachable!("the rounds end by taking the whole range")
     }
 
     /// Number of objects under `prefix`.
@@ -480,6 +482,64 @@ impl Store {
         }
         self.shared.hub.close();
         self.shared.backend.flush()
+    }
+}
+
+/// The first `limit` objects of a range as they were before the changes in `then`, from
+/// `now`, the first `want` objects of the range now; `None` if `now` may be too short:
+/// more keys changed than the `allowed` it was fetched with, and it filled the fetch.
+fn undo(
+    now: Vec<(Arc<str>, Record)>,
+    want: usize,
+    allowed: usize,
+    then: &BTreeMap<Arc<str>, Option<Record>>,
+    limit: usize,
+) -> Option<Vec<(Arc<str>, Record)>> {
+    if then.len() > allowed && now.len() == want {
+        return None;
+    }
+    let mut objects: BTreeMap<Arc<str>, Record> = now.into_iter().collect();
+    for (key, before) in then {
+        match before {
+            Some(record) => objects.insert(key.clone(), record.clone()),
+            None => objects.remove(key),
+        };
+    }
+    Some(objects.into_iter().take(limit).collect())
+}
+
+/// The keys of a range that changed after a revision, and what each was then.
+struct Changes<'a> {
+    prefix: &'a str,
+    start_after: Option<&'a str>,
+    /// Every change up to this revision has been read.
+    seen: u64,
+    /// Per key, the value its first later change replaced; `None` if that change made it.
+    then: BTreeMap<Arc<str>, Option<Record>>,
+}
+
+impl Changes<'_> {
+    /// Reads the changes up to revision `upto`; false if history no longer holds them.
+    async fn read(&mut self, shared: &Arc<Shared>, upto: u64) -> Result<bool> {
+        while self.seen < upto {
+            let events = match watch::history(shared.clone(), self.seen).await? {
+                watch::History::Events(events) => events,
+                watch::History::Compacted(_) => return Ok(false),
+            };
+            for e in events.iter().take_while(|e| e.revision <= upto) {
+                let in_range =
+                    e.key.starts_with(self.prefix) && self.start_after.is_none_or(|s| &*e.key > s);
+                if in_range && !self.then.contains_key(&e.key) {
+                    let before = match e.kind {
+                        EventKind::Created => None,
+                        EventKind::Updated | EventKind::Deleted => e.prev.clone(),
+                    };
+                    self.then.insert(e.key.clone(), before);
+                }
+            }
+            self.seen = events.last().map_or(upto, |e| e.revision).min(upto);
+        }
+        Ok(true)
     }
 }
 

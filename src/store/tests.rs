@@ -313,6 +313,80 @@ async fn a_page_at_an_older_revision_shows_that_moment() {
     s.close().await.unwrap();
 }
 
+#[test]
+fn a_page_is_undone_only_from_a_fetch_that_made_room_for_every_change() {
+    let rec = |n: u64| Record {
+        revision: n,
+        value: Bytes::from(obj("x", n)),
+    };
+    let entry = |k: &str, n: u64| (Arc::<str>::from(k), rec(n));
+    // Now: a, b, c, d (b and c changed since: b was made after, c replaced).
+    let now = vec![entry("a", 1), entry("b", 9), entry("c", 8), entry("d", 2)];
+    let mut then: BTreeMap<Arc<str>, Option<Record>> = BTreeMap::new();
+    then.insert("b".into(), None);
+    then.insert("c".into(), Some(rec(3)));
+    let keys = |page: Vec<(Arc<str>, Record)>| {
+        page.into_iter()
+            .map(|(k, r)| format!("{k}{}", r.revision))
+            .collect::<Vec<_>>()
+    };
+    // Fetched with room for both changes (limit 2 + 2): a1 c3.
+    let page = undo(now.clone(), 4, 2, &then, 2).unwrap();
+    assert_eq!(keys(page), ["a1", "c3"]);
+    // Fetched with room for one, and full: a later key might belong; fetch again.
+    assert!(undo(now[..3].to_vec(), 3, 1, &then, 2).is_none());
+    // ... unless the fetch took the rest of the range.
+    let page = undo(now.clone(), 5, 1, &then, 3).unwrap();
+    assert_eq!(keys(page), ["a1", "c3", "d2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_at_one_revision_hold_while_writers_change_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    for i in 0..200 {
+        s.create(&format!("/p/{i:03}"), obj("x", i)).await.unwrap();
+    }
+    let (then, at) = s.list("/p/");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (s, stop) = (s.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let k = format!("/p/{:03}", n * 7 % 200);
+                match n % 3 {
+                    0 => drop(s.update(&k, obj("y", n), Preconditions::default()).await),
+                    1 => drop(s.delete(&k, Preconditions::default()).await),
+                    _ => drop(s.create(&format!("{k}-new"), obj("z", n)).await),
+                }
+                n += 1;
+            }
+            n
+        })
+    };
+    for _ in 0..5 {
+        let mut pages = Vec::new();
+        let mut start: Option<Arc<str>> = None;
+        loop {
+            let page = s
+                .list_page_at("/p/", start.as_deref(), 7, at)
+                .await
+                .unwrap()
+                .expect("history since the first page");
+            if page.is_empty() {
+                break;
+            }
+            start = page.last().map(|(k, _)| k.clone());
+            pages.extend(page);
+        }
+        assert_eq!(pages, then);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(writer.await.unwrap() > 0);
+    s.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn watch_replays_history_then_follows_live_writes_with_prev_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -850,12 +924,30 @@ mod model {
     #[derive(Debug, Clone)]
     pub enum Step {
         Create(u8),
-        Update { key: u8, stale: bool },
-        Delete { key: u8, stale: bool },
+        Update {
+            key: u8,
+            stale: bool,
+        },
+        Delete {
+            key: u8,
+            stale: bool,
+        },
         Get(u8),
         List(u8),
-        Watch { back: u8, prefix: u8 },
-        Compact { back: u8 },
+        Watch {
+            back: u8,
+            prefix: u8,
+        },
+        /// A page of the objects as they were `back` revisions ago.
+        PageAt {
+            back: u8,
+            prefix: u8,
+            start: Option<u8>,
+            limit: u8,
+        },
+        Compact {
+            back: u8,
+        },
         Reopen,
     }
 
@@ -867,6 +959,9 @@ mod model {
             1 => (0u8..6).prop_map(Step::Get),
             1 => (0u8..3).prop_map(Step::List),
             2 => (0u8..12, 0u8..3).prop_map(|(back, prefix)| Step::Watch { back, prefix }),
+            2 => (0u8..12, 1u8..3, proptest::option::of(0u8..6), 1u8..5).prop_map(
+                |(back, prefix, start, limit)| Step::PageAt { back, prefix, start, limit }
+            ),
             1 => (0u8..12).prop_map(|back| Step::Compact { back }),
             1 => Just(Step::Reopen),
         ]
@@ -889,6 +984,8 @@ mod model {
         /// (revision, key, kind)
         events: Vec<(u64, String, EventKind)>,
         payload: u64,
+        /// `objects` after each revision that changed them.
+        past: BTreeMap<u64, BTreeMap<String, (u64, u64)>>,
     }
 
     async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
@@ -898,6 +995,7 @@ mod model {
             revision: bootstrap_revision(),
             ..Default::default()
         };
+        m.past.insert(0, BTreeMap::new());
         for (i, ns) in ["default", "kube-system", "kube-public", "kube-node-lease"]
             .iter()
             .enumerate()
@@ -923,6 +1021,7 @@ mod model {
                             prop_assert_eq!(r.revision, m.revision);
                             m.objects.insert(key(k), (m.revision, m.payload));
                             m.events.push((m.revision, key(k), EventKind::Created));
+                            m.past.insert(m.revision, m.objects.clone());
                         }
                     }
                 }
@@ -956,6 +1055,7 @@ mod model {
                                 EventKind::Deleted
                             };
                             m.events.push((m.revision, key(k), kind));
+                            m.past.insert(m.revision, m.objects.clone());
                         }
                     }
                 }
@@ -1035,6 +1135,45 @@ mod model {
                             };
                             prop_assert_eq!(e.revision, m.revision - 1);
                         }
+                    }
+                }
+                Step::PageAt {
+                    back,
+                    prefix: p,
+                    start,
+                    limit,
+                } => {
+                    let at = m.revision.saturating_sub(back as u64);
+                    let start = start.map(key);
+                    let got = s
+                        .list_page_at(prefix(p), start.as_deref(), limit.into(), at)
+                        .await
+                        .unwrap();
+                    if at < m.compacted {
+                        prop_assert!(got.is_none(), "a page from compacted history");
+                    } else {
+                        let got: Vec<(String, u64, u64)> = got
+                            .expect("history since the page's revision")
+                            .iter()
+                            .map(|(k, r)| {
+                                let n = parse(&r.value)["data"]["n"]
+                                    .as_str()
+                                    .unwrap()
+                                    .parse()
+                                    .unwrap();
+                                (k.to_string(), r.revision, n)
+                            })
+                            .collect();
+                        let then = m.past.range(..=at).next_back().map(|(_, o)| o).unwrap();
+                        let want: Vec<(String, u64, u64)> = then
+                            .iter()
+                            .filter(|(k, _)| {
+                                k.starts_with(prefix(p)) && start.as_ref().is_none_or(|s| *k > s)
+                            })
+                            .take(limit.into())
+                            .map(|(k, &(r, n))| (k.clone(), r, n))
+                            .collect();
+                        prop_assert_eq!(got, want);
                     }
                 }
                 Step::Compact { back } => {
