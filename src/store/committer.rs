@@ -141,7 +141,10 @@ impl WritePath {
             return Err(op);
         }
         tokio::task::yield_now().await;
-        if self.submitted.load(Ordering::Acquire) != ticket || queued() {
+        if self.submitted.load(Ordering::Acquire) != ticket
+            || queued()
+            || !self.quiet.load(Ordering::Acquire)
+        {
             return Err(op);
         }
         let mut committer = match self.committer.try_lock() {
