@@ -41,9 +41,25 @@ struct Inner {
     handlers: Mutex<Vec<Handler>>,
     synced: tokio::sync::watch::Sender<bool>,
     /// Whether anyone needs more of an object than its metadata; if not, the cache keeps
-    /// only `apiVersion`, `kind` and `metadata` (as Kubernetes' metadata informers do).
+    /// only `apiVersion`, `kind` and the [`KEPT_METADATA`] fields.
     full: AtomicBool,
 }
+
+/// The metadata fields a metadata informer keeps: who an object is, who owns it and where
+/// it is in its life; what garbage collection and namespace deletion read. Labels,
+/// annotations (kubectl's last-applied copy of the object among them) and managed fields
+/// are left out: they can weigh more than all the rest, for every object of a kind.
+pub const KEPT_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "ownerReferences",
+    "finalizers",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
 
 /// One resource's cache; cheap to clone.
 #[derive(Clone)]
@@ -158,7 +174,7 @@ impl Informer {
             }
         }
         if let Some(Value::Object(meta)) = out.get_mut("metadata") {
-            meta.remove("managedFields");
+            meta.retain(|field, _| KEPT_METADATA.contains(&field.as_str()));
         }
         Value::Object(out)
     }
@@ -250,9 +266,10 @@ impl Informers {
         informer
     }
 
-    /// The informer of `res` for a controller that reads only objects' metadata (the
-    /// garbage collector, say): unless another controller asks for whole objects, its
-    /// cache keeps only their metadata. Informers are asked for before they run.
+    /// The informer of `res` for a controller that reads only objects' identity,
+    /// ownership and lifecycle (the garbage collector, say): unless another controller
+    /// asks for whole objects, its cache keeps only `apiVersion`, `kind` and the
+    /// [`KEPT_METADATA`] fields. Informers are asked for before they run.
     pub fn metadata(&self, res: &'static Resource) -> Informer {
         let key = (res.group, res.plural);
         self.all
@@ -304,6 +321,14 @@ mod tests {
         let obj = |name: &str| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": name, "namespace": "ns", "uid": "u",
+                                "resourceVersion": "7", "generation": 2,
+                                "ownerReferences": [{"uid": "o"}], "finalizers": ["f"],
+                                "deletionTimestamp": "2026-12-01T00:00:00Z",
+                                "deletionGracePeriodSeconds": 0,
+                                "creationTimestamp": "2026-11-30T00:00:00Z",
+                                "labels": {"app": "a"},
+                                "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
+                                                "x".repeat(1000)},
                                 "managedFields": [{"manager": "m"}]},
                    "data": {"big": "x".repeat(1000)}})
         };
@@ -315,7 +340,11 @@ mod tests {
             assert_eq!(
                 *kept,
                 json!({"apiVersion": "v1", "kind": "ConfigMap",
-                       "metadata": {"name": name, "namespace": "ns", "uid": "u"}})
+                       "metadata": {"name": name, "namespace": "ns", "uid": "u",
+                                    "resourceVersion": "7", "generation": 2,
+                                    "ownerReferences": [{"uid": "o"}], "finalizers": ["f"],
+                                    "deletionTimestamp": "2026-12-01T00:00:00Z",
+                                    "deletionGracePeriodSeconds": 0}})
             );
         }
         assert_eq!(
