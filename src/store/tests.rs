@@ -988,6 +988,15 @@ mod model {
         past: BTreeMap<u64, BTreeMap<String, (u64, u64)>>,
     }
 
+    /// The payload number of an object written by [`obj`].
+    fn payload(r: &Record) -> u64 {
+        parse(&r.value)["data"]["n"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
     async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Some(open(dir.path()).await);
@@ -1060,14 +1069,7 @@ mod model {
                     }
                 }
                 Step::Get(k) => {
-                    let got = s.get(&key(k)).map(|r| {
-                        let n: u64 = parse(&r.value)["data"]["n"]
-                            .as_str()
-                            .unwrap()
-                            .parse()
-                            .unwrap();
-                        (r.revision, n)
-                    });
+                    let got = s.get(&key(k)).map(|r| (r.revision, payload(&r)));
                     prop_assert_eq!(got, m.objects.get(&key(k)).copied());
                 }
                 Step::List(p) => {
@@ -1155,14 +1157,7 @@ mod model {
                         let got: Vec<(String, u64, u64)> = got
                             .expect("history since the page's revision")
                             .iter()
-                            .map(|(k, r)| {
-                                let n = parse(&r.value)["data"]["n"]
-                                    .as_str()
-                                    .unwrap()
-                                    .parse()
-                                    .unwrap();
-                                (k.to_string(), r.revision, n)
-                            })
+                            .map(|(k, r)| (k.to_string(), r.revision, payload(r)))
                             .collect();
                         let then = m.past.range(..=at).next_back().map(|(_, o)| o).unwrap();
                         let want: Vec<(String, u64, u64)> = then
