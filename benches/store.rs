@@ -150,11 +150,13 @@ fn read_latencies(store: &Store, n: usize) -> Value {
 async fn older_pages(store: &Store, n: usize) -> Value {
     let at = store.revision();
     for i in 0..100 {
-        let key = format!("/registry/configmaps/ns-{}/cm-{:06}", i % 10, i * 37 % 1000);
-        let _ = store
+        let j = i * 997 % n;
+        let key = format!("/registry/configmaps/ns-{}/cm-{j:06}", j / 1000);
+        let out = store
             .update(&key, value(&key), Preconditions::default())
             .await
             .unwrap();
+        assert!(matches!(out, Outcome::Written(_)), "{key}: {out:?}");
     }
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let mut pages = Vec::new();
