@@ -340,6 +340,45 @@ fn a_page_is_undone_only_from_a_fetch_that_made_room_for_every_change() {
     assert_eq!(keys(page), ["a1", "c3", "d2"]);
 }
 
+/// A commit reaches the disk and the cache a moment before the watch hub hears of it.
+/// A page at an older revision that sees it in the cache reads its history from disk.
+#[tokio::test]
+async fn a_page_in_the_moment_before_a_commit_is_published_finds_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    s.create("/h/a", obj("a", 1)).await.unwrap();
+    let at = s.revision();
+    // The committer's steps, stopped before it publishes to the hub.
+    let event = Arc::new(backend::Event {
+        revision: at + 1,
+        key: Arc::from("/h/b"),
+        kind: EventKind::Created,
+        object: restamp(&Bytes::from(obj("b", 1)), at + 1).unwrap(),
+        prev: None,
+        time_ms: 1,
+    });
+    let events = [event];
+    let shared = &s.shared;
+    shared
+        .backend
+        .commit(&backend::CommitBatch {
+            revision: at + 1,
+            events: &events,
+            schema: None,
+        })
+        .unwrap();
+    shared.cache.apply(&events, at + 1);
+    assert_eq!(s.revision(), at + 1);
+
+    let page = s
+        .list_page_at("/h/", None, 10, at)
+        .await
+        .unwrap()
+        .expect("the history since the page's revision is on disk");
+    let keys: Vec<_> = page.iter().map(|(k, _)| k.to_string()).collect();
+    assert_eq!(keys, ["/h/a"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_at_one_revision_hold_while_writers_change_the_range() {
     let dir = tempfile::tempdir().unwrap();
@@ -349,8 +388,9 @@ async fn pages_at_one_revision_hold_while_writers_change_the_range() {
     }
     let (then, at) = s.list("/p/");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = {
-        let (s, stop) = (s.clone(), stop.clone());
+        let (s, stop, written) = (s.clone(), stop.clone(), written.clone());
         tokio::spawn(async move {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -361,11 +401,17 @@ async fn pages_at_one_revision_hold_while_writers_change_the_range() {
                     _ => drop(s.create(&format!("{k}-new"), obj("z", n)).await),
                 }
                 n += 1;
+                written.store(n, std::sync::atomic::Ordering::Relaxed);
             }
             n
         })
     };
-    for _ in 0..5 {
+    // Page through the range at least five times, and on until the writer has
+    // changed it a good deal: on a busy machine it may start late.
+    let mut rounds = 0;
+    while rounds < 5 || written.load(std::sync::atomic::Ordering::Relaxed) < 60 {
+        rounds += 1;
+        tokio::task::yield_now().await;
         let mut pages = Vec::new();
         let mut start: Option<Arc<str>> = None;
         loop {
@@ -383,7 +429,7 @@ async fn pages_at_one_revision_hold_while_writers_change_the_range() {
         assert_eq!(pages, then);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(writer.await.unwrap() > 0);
+    assert!(writer.await.unwrap() >= 60);
     s.close().await.unwrap();
 }
 

@@ -213,11 +213,14 @@ impl Hub {
         Live::Filled(upto)
     }
 
-    /// Up to `limit` events after `after`, if memory still holds the one right after it.
+    /// Up to `limit` events after `after`, if memory holds the one right after it.
+    /// `None` also past the newest event in memory: a commit is on disk and in the
+    /// cache a moment before it is published here, and a reader that saw it in the
+    /// cache must find it on disk rather than read its absence as compaction.
     fn recent(&self, after: u64, limit: usize) -> Option<Vec<Arc<Event>>> {
         let s = self.state.lock().expect("hub lock");
         let first = s.history.front()?.revision;
-        if first > after + 1 {
+        if first > after + 1 || s.history.back()?.revision <= after {
             return None;
         }
         let skip = usize::try_from(after + 1 - first).ok()?;
