@@ -408,9 +408,12 @@ mod tests {
         for w in futures_util::future::join_all(writes).await {
             assert!(matches!(w.unwrap(), Outcome::Written(_)));
         }
+        // Committed inline, they would take 32. How many batches the committer thread
+        // makes depends on when the sending task is preempted: leave room for a busy
+        // machine.
         let flushes = commits(&store) - before;
         assert!(
-            flushes <= 8,
+            flushes <= 16,
             "32 writes from one task took {flushes} commits"
         );
         store.close().await.unwrap();
