@@ -83,13 +83,18 @@ pub async fn serve(req: Request<'_>) -> Response {
         (&Method::GET, ["containerLogs", rest @ ..]) => container_logs(&req, rest),
         (&Method::GET | &Method::POST, ["exec", ..]) => exec_in(req),
         (&Method::POST, ["run", ..]) => run_in(&req).await,
-        (
-            _,
-            [
-                "healthz" | "pods" | "runningpods" | "podStatus" | "containerLogs" | "run",
-                ..,
-            ],
-        ) => text(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed"),
+        (_, [endpoint, ..])
+            if matches!(
+                *endpoint,
+                "healthz" | "pods" | "runningpods" | "podStatus" | "containerLogs" | "run"
+            ) =>
+        {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed");
+            let allow = if *endpoint == "run" { "POST" } else { "GET" };
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+            r
+        }
         _ => text(StatusCode::NOT_FOUND, "404 page not found"),
     }
 }

@@ -26,8 +26,10 @@ pub enum Error {
     UnsupportedMediaType(String),
     #[error("{0}")]
     NotAcceptable(String),
-    #[error("{0}")]
-    MethodNotAllowed(String),
+    /// The method is not served here; the second field is the `Allow` header's value, the
+    /// methods that are.
+    #[error("the server does not allow this method on the requested resource: {0}")]
+    MethodNotAllowed(String, &'static str),
     #[error("{0}")]
     Unavailable(String),
 }
@@ -131,7 +133,7 @@ impl Error {
                 json!(null),
             ),
             Error::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, "NotAcceptable", json!(null)),
-            Error::MethodNotAllowed(_) => (
+            Error::MethodNotAllowed(..) => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",
                 json!(null),
@@ -178,6 +180,10 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let (code, body) = self.status();
         let mut resp = (code, serde_json::to_vec(&body).expect("JSON serializes")).into_response();
+        if let Error::MethodNotAllowed(_, allow) = self {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),

@@ -82,7 +82,7 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(ok))
         .route("/livez", get(ok))
         .route("/readyz", get(ok))
@@ -93,8 +93,30 @@ pub fn router(state: AppState) -> Router {
         .route("/console/{file}", get(console::file))
         .merge(protected)
         .fallback(|| async { Error::NoRoute })
-        .with_state(state)
+        .with_state(state);
+    outer_layers(routes)
+}
+
+/// What wraps every route: a handler that panics answers 500 like any internal error
+/// (rather than dropping the connection), and every request is traced.
+fn outer_layers(routes: Router) -> Router {
+    routes
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(tower_http::trace::TraceLayer::new_for_http())
+}
+
+/// The answer of a handler that panicked: a 500 Status without internals; the panic's
+/// message goes to the log.
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("no message");
+    Error::Registry(crate::registry::Error::Internal(format!(
+        "a request handler panicked: {message}"
+    )))
+    .into_response()
 }
 
 async fn ok() -> &'static str {
@@ -516,5 +538,34 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("requests still in flight after 10 s; closing anyway");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_handler_that_panics_answers_a_500_status_without_internals() {
+        let routes = Router::new().route(
+            "/boom",
+            get(|| async {
+                if true {
+                    panic!("secret detail");
+                }
+                "unreachable"
+            }),
+        );
+        let req = Request::builder().uri("/boom").body(Body::empty()).unwrap();
+        let resp = outer_layers(routes).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "InternalError");
+        assert!(!status["message"].as_str().unwrap().contains("secret"));
     }
 }

@@ -60,8 +60,26 @@ fn docs() -> &'static BTreeMap<String, Doc> {
 fn param(name: &str, location: &str, description: &str) -> Value {
     json!({
         "name": name, "in": location, "description": description,
-        "required": location == "path", "schema": {"type": "string", "uniqueItems": true},
+        "required": location == "path", "schema": param_schema(name),
     })
+}
+
+/// The values a query parameter takes, as the server reads them.
+fn param_schema(name: &str) -> Value {
+    match name {
+        "limit" | "timeoutSeconds" => json!({"type": "integer", "minimum": 0, "uniqueItems": true}),
+        "watch" | "allowWatchBookmarks" | "sendInitialEvents" | "force" => {
+            json!({"type": "boolean", "uniqueItems": true})
+        }
+        "dryRun" => json!({"type": "string", "enum": ["All"], "uniqueItems": true}),
+        "fieldValidation" => {
+            json!({"type": "string", "enum": ["Strict", "Warn", "Ignore"], "uniqueItems": true})
+        }
+        "resourceVersionMatch" => {
+            json!({"type": "string", "enum": ["Exact", "NotOlderThan"], "uniqueItems": true})
+        }
+        _ => json!({"type": "string", "uniqueItems": true}),
+    }
 }
 
 fn write_params() -> Vec<Value> {
@@ -102,8 +120,44 @@ fn list_params() -> Vec<Value> {
     .collect()
 }
 
-fn ok_response(schema_name: &str) -> Value {
-    json!({"200": {"description": "OK", "content": {"application/json": {"schema": schema::reference(schema_name)}}}})
+/// The body of a patch of media type `t`: a JSON patch is a list of operations (RFC 6902),
+/// the others are (partial) objects.
+fn patch_schema(t: &str) -> Value {
+    if t != "application/json-patch+json" {
+        return json!({"type": "object"});
+    }
+    json!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["op", "path"],
+            "properties": {
+                "op": {"type": "string", "enum": ["add", "remove", "replace", "move", "copy", "test"]},
+                "path": {"type": "string"},
+                "from": {"type": "string"},
+                "value": {},
+            },
+        },
+    })
+}
+
+/// The answers of an operation: its object (201 as well for a create), and a Status for
+/// every failure.
+fn responses(action: &str, schema_name: &str) -> Value {
+    let body = json!({"application/json": {"schema": schema::reference(schema_name)}});
+    let mut out = json!({
+        "200": {"description": "OK", "content": body},
+        "401": {"description": "Unauthorized"},
+        "default": {
+            "description": "Failure: a Status with the code, the reason and the causes",
+            "content": {"application/json": {"schema": schema::reference(&schema::status_schema_name())}},
+        },
+    });
+    // A create, or a server-side apply that creates.
+    if action == "post" || action == "patch" {
+        out["201"] = json!({"description": "Created", "content": body});
+    }
+    out
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -126,7 +180,7 @@ fn operation(
         "description": format!("{action} {}", r.kind_name),
         "tags": [gv_path(r.group, r.version).replace('/', "_")],
         "parameters": params,
-        "responses": ok_response(schema_name),
+        "responses": responses(action, schema_name),
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk,
     });
@@ -155,6 +209,7 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
         p
     };
     let name = schema::schema_name(r.kind);
+    let list = schema::list_schema_name(r.kind);
     let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind_name});
     let id = format!(
         "{}{}",
@@ -164,20 +219,29 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
     let json_body = json!({"application/json": {"schema": schema::reference(&name)}});
     let patch_body: Map<String, Value> = PATCH_TYPES
         .iter()
-        .map(|t| (t.to_string(), json!({"schema": {"type": "object"}})))
+        .map(|t| (t.to_string(), json!({"schema": patch_schema(t)})))
         .collect();
     let with = |mut a: Vec<Value>, b: Vec<Value>| {
         a.extend(b);
         a
     };
-    paths.insert(
-        collection.clone(),
-        json!({
-            "get": operation(r, "list", &format!("list{id}"), &name, gvk.clone(), with(scope_params(false), list_params()), None),
-            "post": operation(r, "post", &format!("create{id}"), &name, gvk.clone(), with(scope_params(false), write_params()), Some(json_body.clone())),
-            "delete": operation(r, "deletecollection", &format!("deleteCollection{id}"), &name, gvk.clone(), with(scope_params(false), list_params()), None),
-        }),
-    );
+    let mut collection_ops = json!({
+        "get": operation(r, "list", &format!("list{id}"), &list, gvk.clone(), with(scope_params(false), list_params()), None),
+        "post": operation(r, "post", &format!("create{id}"), &name, gvk.clone(), with(scope_params(false), write_params()), Some(json_body.clone())),
+    });
+    // Only where the resource serves it: namespaces are deleted one at a time.
+    if r.verbs().contains(&"deletecollection") {
+        collection_ops["delete"] = operation(
+            r,
+            "deletecollection",
+            &format!("deleteCollection{id}"),
+            &list,
+            gvk.clone(),
+            with(scope_params(false), list_params()),
+            None,
+        );
+    }
+    paths.insert(collection.clone(), collection_ops);
     let item_ops = |suffix: &str, schema_name: &str, gvk: &Value| {
         json!({
             "get": operation(r, "get", &format!("read{id}{suffix}"), schema_name, gvk.clone(), scope_params(true), None),
@@ -213,7 +277,7 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
     if r.namespaced {
         paths.insert(
             format!("{base}/{}", r.plural),
-            json!({"get": operation(r, "list", &format!("list{id}ForAllNamespaces"), &name, gvk, list_params(), None)}),
+            json!({"get": operation(r, "list", &format!("list{id}ForAllNamespaces"), &list, gvk, list_params(), None)}),
         );
     }
 }
@@ -309,5 +373,85 @@ mod tests {
             doc["paths"]["/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale"]
                 .is_object()
         );
+    }
+
+    #[test]
+    fn collections_list_delete_only_where_the_resource_serves_deletecollection() {
+        let doc: Value = serde_json::from_slice(&docs()["api/v1"].body).unwrap();
+        let paths = &doc["paths"];
+        assert!(paths["/api/v1/namespaces"]["get"].is_object());
+        assert!(paths["/api/v1/namespaces"].get("delete").is_none());
+        assert_eq!(
+            paths["/api/v1/namespaces/{namespace}/configmaps"]["delete"]["x-kubernetes-action"],
+            "deletecollection"
+        );
+    }
+
+    #[test]
+    fn lists_answer_with_the_list_schema() {
+        let doc: Value = serde_json::from_slice(&docs()["api/v1"].body).unwrap();
+        let ok = |path: &str, method: &str| {
+            doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]
+                ["$ref"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let list = "#/components/schemas/io.k8s.api.core.v1.EventList";
+        assert_eq!(ok("/api/v1/namespaces/{namespace}/events", "get"), list);
+        assert_eq!(ok("/api/v1/namespaces/{namespace}/events", "delete"), list);
+        assert_eq!(ok("/api/v1/events", "get"), list);
+        assert_eq!(
+            ok("/api/v1/namespaces/{namespace}/events/{name}", "get"),
+            "#/components/schemas/io.k8s.api.core.v1.Event"
+        );
+        let schemas = &doc["components"]["schemas"];
+        let event_list = &schemas["io.k8s.api.core.v1.EventList"];
+        assert_eq!(
+            event_list["properties"]["items"]["items"]["$ref"],
+            "#/components/schemas/io.k8s.api.core.v1.Event"
+        );
+        let meta = event_list["properties"]["metadata"]["$ref"]
+            .as_str()
+            .unwrap();
+        let meta = meta.trim_start_matches("#/components/schemas/");
+        assert!(schemas[meta]["properties"]["continue"].is_object());
+        let create = &doc["paths"]["/api/v1/namespaces/{namespace}/events"]["post"]["responses"];
+        assert!(create["201"].is_object() && create["200"].is_object());
+        let failure = create["default"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        let status = &schemas[failure.trim_start_matches("#/components/schemas/")];
+        assert!(status["properties"]["reason"].is_object());
+    }
+
+    #[test]
+    fn parameters_and_patches_are_typed_as_the_server_reads_them() {
+        let doc: Value = serde_json::from_slice(&docs()["api/v1"].body).unwrap();
+        let item = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"];
+        let list = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["get"];
+        let schema = |op: &Value, name: &str| {
+            op["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap_or_else(|| panic!("{name}"))["schema"]
+                .clone()
+        };
+        assert_eq!(schema(list, "limit")["type"], "integer");
+        assert_eq!(schema(list, "watch")["type"], "boolean");
+        assert_eq!(schema(list, "labelSelector")["type"], "string");
+        assert_eq!(schema(&item["patch"], "dryRun")["enum"], json!(["All"]));
+        let patch = &item["patch"]["requestBody"]["content"];
+        assert_eq!(
+            patch["application/json-patch+json"]["schema"]["type"],
+            "array"
+        );
+        assert_eq!(
+            patch["application/merge-patch+json"]["schema"]["type"],
+            "object"
+        );
+        assert!(item["patch"]["responses"]["201"].is_object());
     }
 }

@@ -597,6 +597,21 @@ pub(super) fn may(
     authorize(user, &t, &method, &q).is_ok()
 }
 
+/// The methods a target serves, as a 405's `Allow` header lists them.
+fn allowed(t: &Target) -> &'static str {
+    match (t.name.is_some(), t.sub.as_deref()) {
+        // Across namespaces, a namespaced kind is only listed and watched.
+        (false, _) if t.res.namespaced && t.namespace.is_none() => "GET",
+        (false, _) if !t.res.verbs().contains(&"deletecollection") => "GET, POST",
+        (false, _) => "GET, POST, DELETE",
+        (true, None) => "GET, PUT, PATCH, DELETE",
+        (true, Some("status" | "scale")) => "GET, PUT, PATCH",
+        (true, Some("finalize")) => "PUT",
+        (true, Some("log")) => "GET",
+        (true, Some(_)) => "POST",
+    }
+}
+
 /// Serves one resource request.
 pub async fn handle(
     state: AppState,
@@ -639,11 +654,7 @@ pub async fn handle(
             }));
         }
     }
-    let not_allowed = || {
-        Err(Error::MethodNotAllowed(format!(
-            "the server does not allow this method on the requested resource: {method}"
-        )))
-    };
+    let not_allowed = || Err(Error::MethodNotAllowed(method.to_string(), allowed(&t)));
     match (&method, t.name.as_deref()) {
         // A namespaced kind is created and deleted in a namespace only; namespaces are
         // never deleted by the collection.
@@ -761,9 +772,7 @@ pub async fn handle(
                 Some("binding" | "finalize" | "log" | "instantiate" | "rollback")
             ) =>
         {
-            Err(Error::MethodNotAllowed(format!(
-                "the server does not allow this method on the requested resource: {method}"
-            )))
+            not_allowed()
         }
         (&Method::GET, Some(name)) => {
             let obj = reg.get(res, ns, name)?;
@@ -893,9 +902,7 @@ pub async fn handle(
                 .await?;
             Ok(json_ok(StatusCode::OK, out))
         }
-        _ => Err(Error::MethodNotAllowed(format!(
-            "the server does not allow this method on the requested resource: {method}"
-        ))),
+        _ => not_allowed(),
     }
 }
 

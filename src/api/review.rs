@@ -66,9 +66,7 @@ pub(super) fn handle(
         .iter()
         .find(|r| r.group == group && r.version == version && r.plural == rest)?;
     if method != Method::POST {
-        return Some(Err(Error::MethodNotAllowed(format!(
-            "the server does not allow this method on the requested resource: {method}"
-        ))));
+        return Some(Err(Error::MethodNotAllowed(method.to_string(), "POST")));
     }
     Some(answer(review, user, headers, body))
 }

@@ -411,34 +411,32 @@ impl Registry {
         )))
     }
 
-    /// Checks `apiVersion` and `kind` of a body, filling them in when absent.
+    /// Checks `apiVersion` and `kind` of a body, filling them in when absent or empty (as
+    /// Kubernetes' decoder does).
     fn check_type(res: &Resource, obj: &mut Value) -> Result<()> {
         let m = obj
             .as_object_mut()
             .ok_or_else(|| Error::BadRequest("the body must be a JSON object".into()))?;
         let want_av = res.api_version();
-        match m.get("apiVersion").and_then(Value::as_str) {
-            None => {
-                m.insert("apiVersion".into(), json!(want_av));
+        for (field, want, what) in [
+            ("apiVersion", want_av.as_ref(), "API version"),
+            ("kind", res.kind_name, "kind"),
+        ] {
+            match m.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s.is_empty() || s == want => {}
+                Some(Value::String(s)) => {
+                    return Err(Error::BadRequest(format!(
+                        "the {what} in the data ({s}) does not match the expected {what} ({want})"
+                    )));
+                }
+                Some(other) => {
+                    return Err(Error::BadRequest(format!(
+                        "{field} must be a string, not {other}"
+                    )));
+                }
             }
-            Some(av) if av == want_av => {}
-            Some(av) => {
-                return Err(Error::BadRequest(format!(
-                    "the API version in the data ({av}) does not match the expected API version ({want_av})"
-                )));
-            }
-        }
-        match m.get("kind").and_then(Value::as_str) {
-            None => {
-                m.insert("kind".into(), json!(res.kind_name));
-            }
-            Some(k) if k == res.kind_name => {}
-            Some(k) => {
-                return Err(Error::BadRequest(format!(
-                    "the kind in the data ({k}) does not match the expected kind ({})",
-                    res.kind_name
-                )));
-            }
+            m.insert(field.into(), json!(want));
         }
         Ok(())
     }

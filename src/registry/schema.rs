@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{coordination::v1 as coordination, core::v1 as core};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
 use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
@@ -43,6 +44,41 @@ pub fn schema_name(kind: Kind) -> String {
     .into_owned()
 }
 
+/// The components.schemas name of a kind's list (`io.k8s.api.core.v1.PodList`), the body of
+/// a list and of a deletecollection.
+pub fn list_schema_name(kind: Kind) -> String {
+    format!("{}List", schema_name(kind))
+}
+
+/// The schema of a list of `item`s, as Kubernetes' `…List` types.
+fn list_schema(r: &Resource, item: &str, list_meta: &str) -> Value {
+    json!({
+        "description": format!("{}List is a list of {}.", r.kind_name, r.kind_name),
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {
+                "description": "APIVersion defines the versioned schema of this representation of an object.",
+                "type": "string",
+            },
+            "items": {"type": "array", "items": reference(item)},
+            "kind": {
+                "description": "Kind is a string value representing the REST resource this object represents.",
+                "type": "string",
+            },
+            "metadata": reference(list_meta),
+        },
+        "x-kubernetes-group-version-kind": [
+            {"group": r.group, "version": r.version, "kind": format!("{}List", r.kind_name)},
+        ],
+    })
+}
+
+/// The name of the meta/v1 Status schema, the body of every failure.
+pub fn status_schema_name() -> String {
+    Status::schema_name().into_owned()
+}
+
 /// The name of the autoscaling/v1 Scale schema.
 pub fn scale_schema_name() -> String {
     k8s_openapi::api::autoscaling::v1::Scale::schema_name().into_owned()
@@ -76,6 +112,8 @@ pub fn definitions() -> &'static Map<String, Value> {
             add(&mut generator, r.kind);
         }
         generator.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
+        generator.subschema_for::<ListMeta>();
+        generator.subschema_for::<Status>();
         let mut defs = generator.take_definitions(true);
         defs.extend(super::deploymentconfig::schema::definitions());
         let mut mark = |name: String, group: &str, version: &str, kind: &str| {
@@ -90,6 +128,11 @@ pub fn definitions() -> &'static Map<String, Value> {
             mark(schema_name(r.kind), r.group, r.version, r.kind_name);
         }
         mark(scale_schema_name(), "autoscaling", "v1", "Scale");
+        let list_meta = ListMeta::schema_name();
+        for r in RESOURCES {
+            let item = schema_name(r.kind);
+            defs.insert(list_schema_name(r.kind), list_schema(r, &item, &list_meta));
+        }
         defs
     })
 }

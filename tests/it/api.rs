@@ -428,6 +428,36 @@ async fn bad_input_gets_a_clear_4xx_status() {
         .call(Method::POST, &format!("{CMS}/x"), Some(json!({})))
         .await;
     assert_eq!(code, 405);
+    // Empty apiVersion and kind read as absent, as Kubernetes' decoder reads them; others
+    // must match the URL's.
+    let (code, v) = s
+        .post(
+            CMS,
+            json!({"apiVersion": "", "kind": "", "metadata": {"name": "typeless"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        (v["apiVersion"].as_str(), v["kind"].as_str()),
+        (Some("v1"), Some("ConfigMap"))
+    );
+    for (body, message) in [
+        (
+            json!({"apiVersion": "v2"}),
+            "the API version in the data (v2) does not match the expected API version (v1)",
+        ),
+        (
+            json!({"kind": "Pod"}),
+            "the kind in the data (Pod) does not match the expected kind (ConfigMap)",
+        ),
+        (
+            json!({"apiVersion": 1}),
+            "apiVersion must be a string, not 1",
+        ),
+    ] {
+        let (code, v) = s.post(CMS, body).await;
+        assert_eq!((code, v["message"].as_str()), (400, Some(message)));
+    }
     let (code, _) = s.get("/api/v1/namespaces/default/widgets").await;
     assert_eq!(code, 404);
     let (code, _) = s.get("/nothing/here").await;
@@ -549,6 +579,22 @@ async fn patches_merge_json_and_reject_what_they_cannot_apply() {
         .await;
     // As Kubernetes: a well-formed patch that cannot apply is unprocessable.
     assert_eq!((code, v["reason"].as_str()), (422, Some("Invalid")));
+    // Also when it fails after an append to a list it then moves away, and nothing of it
+    // is kept.
+    let (code, v) = s
+        .patch(
+            &format!("{CMS}/p"),
+            "application/json-patch+json",
+            json!([
+                {"op": "add", "path": "/metadata/finalizers", "value": ["a/b"]},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": "c/d"},
+                {"op": "move", "from": "/metadata/finalizers", "path": "/metadata/nope/x"},
+            ]),
+        )
+        .await;
+    assert_eq!((code, v["reason"].as_str()), (422, Some("Invalid")), "{v}");
+    let (_, v) = s.get(&format!("{CMS}/p")).await;
+    assert_eq!(v["metadata"].get("finalizers"), None);
     // A patch carrying a stale resourceVersion is a precondition.
     let (code, v) = s
         .patch(
@@ -1801,10 +1847,17 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
     }
     // Collections of a namespaced kind are written in a namespace; namespaces are
     // deleted one by one.
-    for (method, path) in [
-        (Method::DELETE, "/api/v1/configmaps"),
-        (Method::POST, "/api/v1/configmaps"),
-        (Method::DELETE, "/api/v1/namespaces"),
+    // A 405 names the methods that are served there (RFC 9110).
+    let item = "/api/v1/namespaces/default/pods/p";
+    for (method, path, allow) in [
+        (Method::DELETE, "/api/v1/configmaps", "GET"),
+        (Method::POST, "/api/v1/configmaps", "GET"),
+        (Method::DELETE, "/api/v1/namespaces", "GET, POST"),
+        (Method::TRACE, CMS, "GET, POST, DELETE"),
+        (Method::POST, &format!("{CMS}/x"), "GET, PUT, PATCH, DELETE"),
+        (Method::DELETE, &format!("{item}/status"), "GET, PUT, PATCH"),
+        (Method::GET, &format!("{item}/binding"), "POST"),
+        (Method::POST, &format!("{item}/log"), "GET"),
     ] {
         let r = s
             .req(method.clone(), path)
@@ -1814,6 +1867,9 @@ async fn kubernetes_answers_for_secrets_patches_namespaces_and_versions() {
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 405, "{method} {path}");
+        assert_eq!(r.headers()["allow"], allow, "{method} {path}");
+        let st: Value = r.json().await.unwrap();
+        assert_eq!(st["reason"], "MethodNotAllowed", "{method} {path}");
     }
     assert_eq!(s.get(CMS).await.1["items"].as_array().unwrap().len(), 1);
     let (_, disc) = s.get("/api/v1").await;
