@@ -99,6 +99,11 @@ impl Error {
                     "UnsupportedMediaType",
                     json!(null),
                 ),
+                R::TooLarge(_) => (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "RequestEntityTooLarge",
+                    json!(null),
+                ),
                 R::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "Timeout", json!(null)),
                 // Told as client-go's `IsTooLargeResourceVersion` recognises it.
                 R::TooLargeResourceVersion(_) => (

@@ -131,6 +131,9 @@ pub enum Error {
     /// A read asked for a resourceVersion the store has not reached in time (HTTP 504).
     #[error("{0}")]
     TooLargeResourceVersion(String),
+    /// The write would make an object larger than [`MAX_OBJECT`] (HTTP 413).
+    #[error("{0}")]
+    TooLarge(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -259,6 +262,22 @@ fn parse(bytes: &[u8]) -> Result<Value> {
 
 fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).expect("JSON values serialize"))
+}
+
+/// The largest object the store keeps, encoded: as large as the largest request body, so
+/// that writes which add to an object (patches, updates) cannot grow it without bound.
+pub const MAX_OBJECT: usize = 3 * 1024 * 1024;
+
+/// The stored form of an object that a create or an update wrote, if it is not too large.
+fn stored(v: &Value) -> Result<Bytes> {
+    let bytes = to_bytes(v);
+    if bytes.len() > MAX_OBJECT {
+        return Err(Error::TooLarge(format!(
+            "the object would take {} bytes, over the limit of {MAX_OBJECT}: keep large data outside the cluster, or split it over several objects",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
 }
 
 fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -670,11 +689,11 @@ impl Registry {
                         name,
                     });
                 }
-                return Ok(done(to_bytes(&obj)));
+                return Ok(done(stored(&obj)?));
             }
             match self
                 .store
-                .create(&res.key(ns, &name), to_bytes(&obj))
+                .create(&res.key(ns, &name), stored(&obj)?)
                 .await?
             {
                 Outcome::Written(r) => return Ok(done(r.value)),
@@ -1148,8 +1167,9 @@ impl Registry {
             if let Some(manager) = &opts.manager {
                 apply::record_update(res, Some(&old), &mut merged, manager, part == Part::Status);
             }
+            let bytes = stored(&merged)?;
             if opts.dry_run {
-                return Ok(done(to_bytes(&merged)));
+                return Ok(done(bytes));
             }
             // What holds an object being deleted: its finalizers (and a namespace's).
             let held = |v: &Value| {
@@ -1170,9 +1190,9 @@ impl Registry {
             let outcome = if finished {
                 // The last finalizer is gone: the deletion completes, in one write that
                 // answers (and tells watchers) the object as this write left it.
-                self.store.delete_as(key, to_bytes(&merged), pre).await?
+                self.store.delete_as(key, bytes, pre).await?
             } else {
-                self.store.update(key, to_bytes(&merged), pre).await?
+                self.store.update(key, bytes, pre).await?
             };
             match outcome {
                 Outcome::Written(r) => return Ok(done(r.value)),

@@ -25,7 +25,17 @@ pub enum PatchError {
     /// A well-formed JSON patch fails on this object: a `test` that does not hold, a
     /// path that is not there (HTTP 422, as Kubernetes answers).
     Failed(String),
+    /// A JSON patch with more operations than are allowed (HTTP 413).
+    TooLarge(String),
 }
+
+/// At most this many operations in one JSON patch (as Kubernetes).
+const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// At most this many bytes copied by the `copy` operations of one JSON patch, in all: each
+/// copy can double the object, so a short patch could otherwise fill the memory. Three times
+/// the largest object, as Kubernetes bounds them.
+const MAX_JSON_PATCH_COPIED: usize = 3 * super::MAX_OBJECT;
 
 impl From<String> for PatchError {
     fn from(message: String) -> Self {
@@ -38,6 +48,7 @@ impl From<PatchError> for super::Error {
         match e {
             PatchError::Malformed(m) => super::Error::BadRequest(m),
             PatchError::Failed(m) => super::Error::Unprocessable(m),
+            PatchError::TooLarge(m) => super::Error::TooLarge(m),
         }
     }
 }
@@ -59,15 +70,7 @@ impl Patch {
             Patch::Json(p) => {
                 let ops: json_patch::Patch = serde_json::from_value(p.clone())
                     .map_err(|e| format!("invalid JSON patch: {e}"))?;
-                // Applied to a copy that a failure throws away, so without the library's
-                // undo of the operations before the failing one: that undo panics when it
-                // cannot find what an earlier operation added (an `add` to `/list/-`
-                // followed by a failing `move` of the list).
-                let mut out = current.clone();
-                json_patch::patch_unsafe(&mut out, &ops).map_err(|e| {
-                    PatchError::Failed(format!("the JSON patch could not be applied: {e}"))
-                })?;
-                Ok(out)
+                json_patch_apply(current, &ops.0)
             }
             Patch::Strategic(p) => {
                 if !p.is_object() {
@@ -81,6 +84,61 @@ impl Patch {
             }
         }
     }
+}
+
+/// Applies the operations of a JSON patch to a copy of `current`, within the bounds above.
+fn json_patch_apply(
+    current: &Value,
+    ops: &[json_patch::PatchOperation],
+) -> Result<Value, PatchError> {
+    if ops.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooLarge(format!(
+            "the allowed number of operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, but found {}",
+            ops.len()
+        )));
+    }
+    let mut out = current.clone();
+    let mut copied = 0;
+    for (i, op) in ops.iter().enumerate() {
+        if let json_patch::PatchOperation::Copy(copy) = op
+            && let Some(from) = out.pointer(copy.from.as_str())
+        {
+            copied += encoded_len(from);
+            if copied > MAX_JSON_PATCH_COPIED {
+                return Err(PatchError::Failed(format!(
+                    "the JSON patch could not be applied: with operation '/{i}', its copies would add more than {MAX_JSON_PATCH_COPIED} bytes"
+                )));
+            }
+        }
+        // One operation at a time, on a copy that a failure throws away, so without the
+        // library's undo of the operations before the failing one: that undo panics when
+        // it cannot find what an earlier operation added (an `add` to `/list/-` followed
+        // by a failing `move` of the list).
+        json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|e| {
+            PatchError::Failed(format!(
+                "the JSON patch could not be applied: operation '/{i}' failed at path '{}': {}",
+                e.path, e.kind
+            ))
+        })?;
+    }
+    Ok(out)
+}
+
+/// The length of `v` encoded as JSON, without encoding it.
+fn encoded_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, v).expect("JSON values serialize");
+    count.0
 }
 
 /// The key that identifies elements of a list field in the core types, or `None` when
@@ -344,6 +402,54 @@ mod tests {
             let err = malformed.apply(res, &cur).unwrap_err();
             assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
         }
+    }
+
+    #[test]
+    fn json_patches_are_bounded_in_operations_and_in_what_they_copy() {
+        let res = super::super::catalog::of(super::super::Kind::ConfigMap);
+        let cur = json!({"data": {"a": "x".repeat(1000)}, "list": ["y".repeat(1000)]});
+        // Each copy doubles the list: forty of them would ask for a terabyte.
+        let doubling: Vec<Value> = (0..40)
+            .map(|_| json!({"op": "copy", "from": "/list", "path": "/list/-"}))
+            .collect();
+        let err = Patch::Json(Value::Array(doubling))
+            .apply(res, &cur)
+            .unwrap_err();
+        let PatchError::Failed(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            message.ends_with("its copies would add more than 9437184 bytes"),
+            "{message}"
+        );
+        // A few copies are fine.
+        let few = json!([
+            {"op": "copy", "from": "/data/a", "path": "/data/b"},
+            {"op": "copy", "from": "/data", "path": "/more"},
+        ]);
+        let out = Patch::Json(few).apply(res, &cur).unwrap();
+        assert_eq!(out["more"]["b"], cur["data"]["a"]);
+        // Too many operations are refused before any is applied.
+        let many: Vec<Value> = (0..10_001)
+            .map(|_| json!({"op": "test", "path": "/data/a", "value": "x".repeat(1000)}))
+            .collect();
+        let err = Patch::Json(Value::Array(many))
+            .apply(res, &cur)
+            .unwrap_err();
+        assert!(matches!(err, PatchError::TooLarge(_)), "{err:?}");
+        // A failure names the operation by its place in the whole patch.
+        let err = Patch::Json(json!([
+            {"op": "add", "path": "/data/c", "value": "1"},
+            {"op": "remove", "path": "/data/nope"},
+        ]))
+        .apply(res, &cur)
+        .unwrap_err();
+        assert_eq!(
+            err,
+            PatchError::Failed(
+                "the JSON patch could not be applied: operation '/1' failed at path '/data/nope': path is invalid".into()
+            )
+        );
     }
 
     fn smp(target: Value, patch: Value) -> Value {

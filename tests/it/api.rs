@@ -424,6 +424,44 @@ async fn bad_input_gets_a_clear_4xx_status() {
         (code, v["reason"].as_str()),
         (413, Some("RequestEntityTooLarge"))
     );
+    // Nor can writes grow an object past that size, a patch at a time… (A pod template's
+    // environment, as Kubernetes bounds a ConfigMap's data to 1 MiB.)
+    let half = "x".repeat(2 * 1024 * 1024);
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let env = "/spec/template/spec/containers/0/env";
+    let mut big = rc("half", 0);
+    big["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": half}]);
+    let (code, v) = s.post(rcs, big).await;
+    assert_eq!(code, 201, "{v}");
+    let before = v["metadata"]["resourceVersion"].clone();
+    let (code, v) = s
+        .patch(
+            &format!("{rcs}/half"),
+            "application/json-patch+json",
+            json!([{"op": "add", "path": format!("{env}/-"), "value": {"name": "B", "value": half}}]),
+        )
+        .await;
+    assert_eq!(
+        (code, v["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge")),
+        "{}",
+        v["message"]
+    );
+    // …or by a JSON patch that copies what it has over and over.
+    let doubling: Vec<Value> = (0..30)
+        .map(|_| json!({"op": "copy", "from": format!("{env}/0"), "path": format!("{env}/-")}))
+        .collect();
+    let (code, v) = s
+        .patch(
+            &format!("{rcs}/half"),
+            "application/json-patch+json",
+            Value::Array(doubling),
+        )
+        .await;
+    assert_eq!((code, v["reason"].as_str()), (422, Some("Invalid")), "{v}");
+    let (_, v) = s.get(&format!("{rcs}/half")).await;
+    assert_eq!(v["metadata"]["resourceVersion"], before);
+    assert_eq!(v.pointer(env).unwrap().as_array().unwrap().len(), 1);
     let (code, _) = s
         .call(Method::POST, &format!("{CMS}/x"), Some(json!({})))
         .await;
