@@ -7,7 +7,7 @@
 //! Scope today: ownership is tracked for `Apply` operations; writes through PUT and other
 //! patch types do not record managers yet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -50,18 +50,26 @@ fn ignored(path: &[String], status: bool) -> bool {
 
 /// The leaf fields a configuration sets (its status only for the status subresource).
 fn leaves(v: &Value, status: bool) -> BTreeSet<Path> {
-    let mut out = BTreeSet::new();
+    leaf_values(v, status).into_keys().collect()
+}
+
+/// The value at each leaf field of `v` (of list elements with equal keys, the first's).
+/// Comparing two objects' maps tells which fields differ in one walk of each, where
+/// looking each path up would search every keyed list once per element: quadratic in
+/// the length of a list such as a container's `env`.
+fn leaf_values(v: &Value, status: bool) -> BTreeMap<Path, &Value> {
+    let mut out = BTreeMap::new();
     walk(v, &mut Vec::new(), &mut Vec::new(), None, status, &mut out);
     out
 }
 
-fn walk(
-    v: &Value,
+fn walk<'a>(
+    v: &'a Value,
     path: &mut Path,
     names: &mut Vec<String>,
     field: Option<&str>,
     status: bool,
-    out: &mut BTreeSet<Path>,
+    out: &mut BTreeMap<Path, &'a Value>,
 ) {
     match v {
         Value::Object(m) if !m.is_empty() => {
@@ -85,11 +93,11 @@ fn walk(
                 }
             }
             _ => {
-                out.insert(path.clone());
+                out.entry(path.clone()).or_insert(v);
             }
         },
         _ => {
-            out.insert(path.clone());
+            out.entry(path.clone()).or_insert(v);
         }
     }
 }
@@ -148,22 +156,16 @@ fn from_fields_v1(v: &Value) -> BTreeSet<Path> {
     out
 }
 
-fn key_match(item: &Value, key: &str) -> bool {
-    let Ok(Value::Object(k)) = serde_json::from_str::<Value>(key) else {
-        return false;
-    };
-    k.iter().all(|(f, want)| item.get(f) == Some(want))
+/// The fields of a list element's key, as FieldsV1 writes it (`{"name":"main"}`).
+fn parse_key(key: &str) -> Option<Map<String, Value>> {
+    match serde_json::from_str(key) {
+        Ok(Value::Object(k)) => Some(k),
+        _ => None,
+    }
 }
 
-fn value_at<'a>(v: &'a Value, path: &[Seg]) -> Option<&'a Value> {
-    let mut cur = v;
-    for seg in path {
-        cur = match seg {
-            Seg::Field(f) => cur.get(f)?,
-            Seg::Key(k) => cur.as_array()?.iter().find(|i| key_match(i, k))?,
-        };
-    }
-    Some(cur)
+fn key_match(item: &Value, key: &Map<String, Value>) -> bool {
+    key.iter().all(|(f, want)| item.get(f) == Some(want))
 }
 
 /// Removes the field at `path`; a list element goes as a whole once its key field goes.
@@ -185,9 +187,10 @@ fn remove_path(v: &mut Value, path: &[Seg]) {
     for seg in parent_path {
         let next = match seg {
             Seg::Field(f) => cur.get_mut(f),
-            Seg::Key(k) => cur
-                .as_array_mut()
-                .and_then(|a| a.iter_mut().find(|i| key_match(i, k))),
+            Seg::Key(k) => match (cur.as_array_mut(), parse_key(k)) {
+                (Some(a), Some(k)) => a.iter_mut().find(|i| key_match(i, &k)),
+                _ => None,
+            },
         };
         match next {
             Some(n) => cur = n,
@@ -201,8 +204,8 @@ fn remove_path(v: &mut Value, path: &[Seg]) {
             }
         }
         Seg::Key(k) => {
-            if let Some(a) = cur.as_array_mut() {
-                a.retain(|i| !key_match(i, k));
+            if let (Some(a), Some(k)) = (cur.as_array_mut(), parse_key(k)) {
+                a.retain(|i| !key_match(i, &k));
             }
         }
     }
@@ -247,7 +250,8 @@ fn is_own(e: &Value, opts: &ApplyOptions) -> bool {
 
 /// The object after `config` is applied by `opts.manager` to `live`.
 fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -> Result<Value> {
-    let applied = leaves(config, opts.status);
+    let config_values = leaf_values(config, opts.status);
+    let applied: BTreeSet<Path> = config_values.keys().cloned().collect();
     let entries: Vec<Value> = meta(live)
         .and_then(|m| m.get("managedFields"))
         .and_then(Value::as_array)
@@ -267,10 +271,16 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
         }
     }
     let mut conflicts = Vec::new();
+    // The live values matter only where another manager owns an applied field.
+    let live_values = if others.iter().any(|(_, f)| !f.is_disjoint(&applied)) {
+        leaf_values(live, opts.status)
+    } else {
+        BTreeMap::new()
+    };
     for (e, fields) in &mut others {
         let clashing: Vec<Path> = fields
             .intersection(&applied)
-            .filter(|p| value_at(live, p) != value_at(config, p))
+            .filter(|p| live_values.get(*p) != config_values.get(*p))
             .cloned()
             .collect();
         if opts.force {
@@ -352,24 +362,30 @@ pub(super) fn record_update(
     status: bool,
 ) {
     let scope = |v: &Value| {
-        let mut v = without_managed(v);
+        let v = without_managed(v);
         if status {
             // A status write is about the status alone.
-            v = json!({"status": v.get("status").cloned().unwrap_or(Value::Null)});
+            return json!({"status": v.get("status").cloned().unwrap_or(Value::Null)});
         }
-        leaves(&v, status)
+        v
     };
-    let now = scope(new);
+    let new_scope = scope(new);
+    let now = leaf_values(&new_scope, status);
     let (set, removed): (BTreeSet<Path>, BTreeSet<Path>) = match old {
-        None => (now, BTreeSet::new()),
+        None => (now.into_keys().collect(), BTreeSet::new()),
         Some(old) => {
-            let before = scope(old);
+            let old_scope = scope(old);
+            let before = leaf_values(&old_scope, status);
             let set = now
                 .iter()
-                .filter(|p| value_at(old, p) != value_at(new, p))
-                .cloned()
+                .filter(|(p, v)| before.get(*p) != Some(*v))
+                .map(|(p, _)| p.clone())
                 .collect();
-            (set, before.difference(&now).cloned().collect())
+            let removed = before
+                .into_keys()
+                .filter(|p| !now.contains_key(p))
+                .collect();
+            (set, removed)
         }
     };
     if set.is_empty() && removed.is_empty() {
@@ -558,6 +574,45 @@ mod tests {
             json!({})
         );
         assert_eq!(from_fields_v1(&f), set);
+    }
+
+    #[test]
+    fn long_keyed_lists_are_compared_element_by_element() {
+        // A container with as many variables as a request body holds.
+        let res = catalog::of(Kind::ReplicationController);
+        let n = 5000;
+        let rc = |env: Vec<Value>| {
+            json!({"metadata": {"name": "r"},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i", "env": env}]}}}})
+        };
+        let env = |changed: &str| -> Vec<Value> {
+            (0..n)
+                .map(|i| json!({"name": format!("E{i}"), "value": if i == 7 { changed } else { "v" }}))
+                .collect()
+        };
+        let old = rc(env("v"));
+        let mut new = rc(env("w"));
+        record_update(res, Some(&old), &mut new, "editor", false);
+        let fields = from_fields_v1(&new["metadata"]["managedFields"][0]["fieldsV1"]);
+        let path = |name: &str| {
+            vec![
+                Seg::Field("spec".into()),
+                Seg::Field("template".into()),
+                Seg::Field("spec".into()),
+                Seg::Field("containers".into()),
+                Seg::Key(r#"{"name":"c"}"#.into()),
+                Seg::Field("env".into()),
+                Seg::Key(format!(r#"{{"name":"{name}"}}"#)),
+                Seg::Field("value".into()),
+            ]
+        };
+        assert_eq!(fields, BTreeSet::from([path("E7")]));
+        // An apply of the whole list by another manager clashes on that variable alone.
+        let err = apply_to(res, &new, &rc(env("x")), &opts("applier", false)).unwrap_err();
+        assert!(
+            err.to_string().ends_with(r#"Apply failed with 1 conflict: conflict with "editor" using v1: .spec.template.spec.containers[{"name":"c"}].env[{"name":"E7"}].value"#),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! (Kubernetes: lists of known fields merge by key, with the `$patch`, `$setElementOrder`,
 //! `$retainKeys` and `$deleteFromPrimitiveList` directives).
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use super::Resource;
@@ -194,13 +196,13 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> 
     }
     let t = target.as_object_mut().expect("just made an object");
     if let Some(keep) = p.get("$retainKeys") {
-        let keep: Vec<&str> = keep
+        let keep: HashSet<&str> = keep
             .as_array()
             .ok_or("$retainKeys must be a list")?
             .iter()
             .filter_map(Value::as_str)
             .collect();
-        t.retain(|k, _| keep.contains(&k.as_str()));
+        t.retain(|k, _| keep.contains(k.as_str()));
     }
     for (k, v) in p {
         if k == "$patch" || k == "$retainKeys" || k.starts_with("$setElementOrder/") {
@@ -211,7 +213,8 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> 
                 .as_array()
                 .ok_or("$deleteFromPrimitiveList needs a list")?;
             if let Some(Value::Array(list)) = t.get_mut(field) {
-                list.retain(|x| !drop.contains(x));
+                let drop: HashSet<String> = drop.iter().map(Value::to_string).collect();
+                list.retain(|x| !drop.contains(&x.to_string()));
             }
             continue;
         }
@@ -247,6 +250,10 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> 
     Ok(())
 }
 
+// The lists below are matched through hash maps keyed by the JSON text of an element
+// (or of its merge key): a patch may name as many elements as a request body holds, and
+// searching the list for each of them would take quadratic time.
+
 fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<Value, String> {
     let current = current
         .and_then(Value::as_array)
@@ -264,9 +271,10 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
         return Ok(Value::Array(items));
     }
     if merges_primitives(field) {
+        let mut seen: HashSet<String> = current.iter().map(Value::to_string).collect();
         let mut out = current;
         for e in patch {
-            if !out.contains(e) {
+            if seen.insert(e.to_string()) {
                 out.push(e.clone());
             }
         }
@@ -275,45 +283,60 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
     let Some(key) = merge_key(field) else {
         return Ok(Value::Array(patch.to_vec()));
     };
-    let mut out = current;
+    // Elements by the text of their key (the first of equal keys, as a search would find);
+    // a deleted element leaves a hole, closed at the end.
+    let mut out: Vec<Option<Value>> = current.into_iter().map(Some).collect();
+    let mut index: HashMap<String, usize> = HashMap::with_capacity(out.len());
+    for (i, o) in out.iter().enumerate() {
+        if let Some(id) = o.as_ref().and_then(|o| o.get(key)) {
+            index.entry(id.to_string()).or_insert(i);
+        }
+    }
     for e in patch {
         let Some(id) = e.get(key) else {
             return Err(format!(
                 "the elements of {field} need their merge key {key:?}"
             ));
         };
-        let pos = out.iter().position(|o| o.get(key) == Some(id));
+        let id = id.to_string();
         if e.get("$patch").and_then(Value::as_str) == Some("delete") {
-            if let Some(i) = pos {
-                out.remove(i);
+            if let Some(i) = index.remove(&id) {
+                out[i] = None;
             }
             continue;
         }
-        match pos {
-            Some(i) => strategic_merge(&mut out[i], e)?,
+        match index.get(&id).and_then(|&i| out[i].as_mut()) {
+            Some(o) => strategic_merge(o, e)?,
             None => {
                 let mut fresh = Value::Object(Map::new());
                 strategic_merge(&mut fresh, e)?;
-                out.push(fresh);
+                index.insert(id, out.len());
+                out.push(Some(fresh));
             }
         }
     }
-    Ok(Value::Array(out))
+    Ok(Value::Array(out.into_iter().flatten().collect()))
 }
 
 /// Puts the elements named in `order` first, in that order (a stable sort).
-fn reorder(field: &str, list: &mut [Value], order: &[Value]) {
+fn reorder(field: &str, list: &mut Vec<Value>, order: &[Value]) {
     let key = merge_key(field);
-    let id = |e: &Value| -> Value {
+    let id = |e: &Value| -> String {
         match key {
-            Some(k) => e.get(k).cloned().unwrap_or(Value::Null),
-            None => e.clone(),
+            Some(k) => e.get(k).unwrap_or(&Value::Null).to_string(),
+            None => e.to_string(),
         }
     };
-    list.sort_by_key(|e| {
-        let me = id(e);
-        order.iter().position(|o| id(o) == me).unwrap_or(usize::MAX)
-    });
+    let mut rank: HashMap<String, usize> = HashMap::with_capacity(order.len());
+    for (i, o) in order.iter().enumerate() {
+        rank.entry(id(o)).or_insert(i);
+    }
+    let mut ranked: Vec<(usize, Value)> = std::mem::take(list)
+        .into_iter()
+        .map(|e| (rank.get(&id(&e)).copied().unwrap_or(usize::MAX), e))
+        .collect();
+    ranked.sort_by_key(|(r, _)| *r);
+    *list = ranked.into_iter().map(|(_, e)| e).collect();
 }
 
 /// RFC 7386: objects merge recursively, `null` removes, anything else replaces.
@@ -450,6 +473,52 @@ mod tests {
                 "the JSON patch could not be applied: operation '/1' failed at path '/data/nope': path is invalid".into()
             )
         );
+    }
+
+    #[test]
+    fn strategic_merge_of_long_lists_keeps_keys_order_and_deletions() {
+        // As long as a body allows lists to be, every directive over them at once.
+        let n = 5000;
+        let named = |i: usize| json!({"name": format!("c{i}")});
+        let target = json!({
+            "metadata": {"finalizers": (0..n).map(|i| format!("f/{i}")).collect::<Vec<_>>()},
+            "spec": {"containers": (0..n).map(|i| json!({"name": format!("c{i}"), "image": "old"})).collect::<Vec<_>>()},
+        });
+        let mut containers: Vec<Value> = (0..n)
+            .step_by(2)
+            .map(|i| json!({"name": format!("c{i}"), "image": "new"}))
+            .collect();
+        containers.push(json!({"name": "c1", "$patch": "delete"}));
+        containers.push(json!({"name": "extra", "image": "x"}));
+        let patch = json!({
+            "metadata": {
+                "finalizers": (n..2 * n).map(|i| format!("f/{i}")).collect::<Vec<_>>(),
+                "$deleteFromPrimitiveList/finalizers": (0..n).step_by(2).map(|i| format!("f/{i}")).collect::<Vec<_>>(),
+            },
+            "spec": {
+                "containers": containers,
+                "$setElementOrder/containers": std::iter::once(json!({"name": "extra"}))
+                    .chain((0..n).rev().filter(|i| *i != 1).map(named))
+                    .collect::<Vec<_>>(),
+            },
+        });
+        let out = smp(target, patch);
+        let finalizers = out["metadata"]["finalizers"].as_array().unwrap();
+        assert_eq!(finalizers.len(), n / 2 + n);
+        assert_eq!(finalizers[0], "f/1");
+        let cs = out["spec"]["containers"].as_array().unwrap();
+        assert_eq!(cs.len(), n);
+        assert_eq!(cs[0], json!({"name": "extra", "image": "x"}));
+        assert_eq!(
+            cs[1],
+            json!({"name": format!("c{}", n - 1), "image": "old"})
+        );
+        assert_eq!(
+            cs[2],
+            json!({"name": format!("c{}", n - 2), "image": "new"})
+        );
+        assert_eq!(cs[n - 1], json!({"name": "c0", "image": "new"}));
+        assert!(!cs.iter().any(|c| c["name"] == "c1"));
     }
 
     fn smp(target: Value, patch: Value) -> Value {
