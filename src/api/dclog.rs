@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::Error;
-use super::resources::Query;
+use super::resources::{Query, flag};
 use crate::registry::deploymentconfig::{Phase, deployer_pod_name, deployment_name};
 use crate::registry::{self, Cause, Kind, WatchEvent, WatchOptions, catalog};
 use crate::types::{fields, labels};
@@ -26,10 +26,6 @@ fn number(q: &Query, name: &str) -> Result<Option<i64>, Error> {
                 .map_err(|_| Error::BadRequest(format!("{name} must be a number, not {v:?}")))
         })
         .transpose()
-}
-
-fn flag(q: &Query, name: &str) -> bool {
-    matches!(q.get(name).map(String::as_str), Some("true" | "1"))
 }
 
 /// §5.4: the rules of DeploymentLogOptions.

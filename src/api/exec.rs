@@ -177,7 +177,7 @@ pub struct Request {
 impl Request {
     pub fn parse(raw: Option<&str>) -> Request {
         let mut r = Request::default();
-        let yes = |v: &str| matches!(v, "true" | "1");
+        let yes = super::resources::truthy;
         for (k, v) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
             match k.as_ref() {
                 "command" => r.command.push(v.into_owned()),

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error::Error;
+use super::resources::flag;
 use crate::runtime::logs;
 
 /// What the API needs of the node that runs a pod: its containers' logs and a way to
@@ -25,10 +26,6 @@ pub trait NodeAccess: Send + Sync {
 
     /// Where to attach to a running container, and how it runs.
     fn attach_target(&self, pod_uid: &str, container: &str) -> Option<super::exec::AttachTarget>;
-}
-
-fn flag(q: &super::resources::Query, name: &str) -> bool {
-    matches!(q.get(name).map(String::as_str), Some("true" | "1"))
 }
 
 fn number(q: &super::resources::Query, name: &str) -> Result<Option<i64>, Error> {

@@ -405,7 +405,7 @@ async fn resource_request(
     let (verb, resource) =
         resources::describe(&route.group, &route.version, &route.rest, &method, &query);
     let metrics = state.metrics.clone();
-    let stream = matches!(query.get("watch").map(String::as_str), Some("true" | "1"))
+    let stream = query.get("watch").is_some_and(|v| resources::truthy(v))
         || route.rest.starts_with("watch/");
     // A pod's log is text, whatever the client takes.
     let answer = if route.rest.ends_with("/log") {

@@ -117,8 +117,15 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
 
 pub type Query = HashMap<String, String>;
 
-fn flag(q: &Query, name: &str) -> bool {
-    matches!(q.get(name).map(String::as_str), Some("true" | "1"))
+/// Whether a boolean query parameter that is present is true, as Kubernetes reads it:
+/// anything but `0` and `false` (in any case), the empty value included (`?watch`).
+pub(super) fn truthy(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
+
+/// A boolean query parameter: false when absent, else [`truthy`].
+pub(super) fn flag(q: &Query, name: &str) -> bool {
+    q.get(name).is_some_and(|v| truthy(v))
 }
 
 fn write_options(q: &Query) -> Result<WriteOptions> {
@@ -1075,11 +1082,7 @@ fn watch(
     view: View,
 ) -> Result<Response> {
     let lo = list_options(q)?;
-    let send_initial_events = match q.get("sendInitialEvents").map(String::as_str) {
-        None | Some("") => None,
-        Some("true" | "1") => Some(true),
-        Some(_) => Some(false),
-    };
+    let send_initial_events = q.get("sendInitialEvents").map(|v| truthy(v));
     let opts = WatchOptions {
         resource_version: lo.resource_version,
         resource_version_match: lo.resource_version_match,
@@ -1208,6 +1211,25 @@ fn clone_expired(e: &registry::Error) -> registry::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boolean_parameters_are_true_unless_absent_zero_or_false() {
+        let q: Query = [
+            ("a", ""),
+            ("b", "true"),
+            ("c", "0"),
+            ("d", "False"),
+            ("e", "yes"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let got: Vec<bool> = ["a", "b", "c", "d", "e", "missing"]
+            .iter()
+            .map(|n| flag(&q, n))
+            .collect();
+        assert_eq!(got, [true, true, false, false, true, false]);
+    }
 
     #[test]
     fn an_event_line_is_made_once_per_object_and_type() {

@@ -854,6 +854,20 @@ async fn a_watch_without_a_resource_version_starts_with_the_current_objects() {
     assert_eq!(names, ["x", "y"]);
     s.post(CMS, cm("z", json!({}))).await;
     assert_eq!(w.next_change().await["object"]["metadata"]["name"], "z");
+    // Booleans read as Kubernetes reads them: a bare `?watch` (or any value but 0 and
+    // false) watches; `0` and `false` list.
+    for watch in ["watch", "watch=yes", "watch=True"] {
+        let mut w = s.watch(&format!("{CMS}?{watch}")).await;
+        assert_eq!(w.next_change().await["type"], "ADDED", "{watch}");
+    }
+    for list in ["watch=0", "watch=FALSE"] {
+        let (code, v) = s.get(&format!("{CMS}?{list}")).await;
+        assert_eq!(
+            (code, v["kind"].as_str()),
+            (200, Some("ConfigMapList")),
+            "{list}"
+        );
+    }
     s.stop().await;
 }
 
