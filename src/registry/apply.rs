@@ -4,8 +4,8 @@
 //! conflict unless forced, which moves the ownership. Fields a manager stops applying are
 //! removed unless someone else owns them.
 //!
-//! Scope today: ownership is tracked for `Apply` operations; writes through PUT and other
-//! patch types do not record managers yet.
+//! Other writes (creates, updates, the other patch types) are recorded too, as `Update`
+//! entries of their manager ([`record_update`]), so that an apply conflicts with them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
