@@ -1091,11 +1091,16 @@ fn watch(
         label: lo.label,
         field: lo.field,
     };
+    // As in Kubernetes, 0 asks for no timeout of the client's own.
     let timeout = match q.get("timeoutSeconds") {
         None => None,
-        Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
-            Error::BadRequest(format!("invalid timeoutSeconds {t:?}: not a number"))
-        })?)),
+        Some(t) => match t
+            .parse()
+            .map_err(|_| Error::BadRequest(format!("invalid timeoutSeconds {t:?}: not a number")))?
+        {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        },
     };
     let w = state.registry.watch(res, ns, opts)?;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);

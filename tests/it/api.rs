@@ -992,6 +992,11 @@ async fn watches_end_at_their_timeout() {
         within(10, w.next()).await.is_none(),
         "the server ends the stream after timeoutSeconds"
     );
+    // 0 is no timeout: the stream stays open for what comes next.
+    let mut w = s.watch(&format!("{CMS}?watch=true&timeoutSeconds=0")).await;
+    s.post(CMS, cm("later", json!({}))).await;
+    let e = within(10, w.next()).await.expect("the stream is open");
+    assert_eq!(e["object"]["metadata"]["name"], "later");
     s.stop().await;
 }
 
