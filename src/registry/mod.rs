@@ -442,8 +442,9 @@ impl Registry {
             ("kind", res.kind_name, "kind"),
         ] {
             match m.get(field) {
+                Some(Value::String(s)) if s == want => continue,
                 None | Some(Value::Null) => {}
-                Some(Value::String(s)) if s.is_empty() || s == want => {}
+                Some(Value::String(s)) if s.is_empty() => {}
                 Some(Value::String(s)) => {
                     return Err(Error::BadRequest(format!(
                         "the {what} in the data ({s}) does not match the expected {what} ({want})"

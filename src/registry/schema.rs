@@ -53,7 +53,7 @@ pub fn list_schema_name(kind: Kind) -> String {
 /// The schema of a list of `item`s, as Kubernetes' `…List` types.
 fn list_schema(r: &Resource, item: &str, list_meta: &str) -> Value {
     json!({
-        "description": format!("{}List is a list of {}.", r.kind_name, r.kind_name),
+        "description": format!("{} is a list of {}.", r.list_kind(), r.kind_name),
         "type": "object",
         "required": ["items"],
         "properties": {
@@ -69,7 +69,7 @@ fn list_schema(r: &Resource, item: &str, list_meta: &str) -> Value {
             "metadata": reference(list_meta),
         },
         "x-kubernetes-group-version-kind": [
-            {"group": r.group, "version": r.version, "kind": format!("{}List", r.kind_name)},
+            {"group": r.group, "version": r.version, "kind": r.list_kind()},
         ],
     })
 }
