@@ -3,12 +3,12 @@
 //! under `/api/v1` and `/apis/{group}/{version}`.
 
 pub mod agent;
-mod coalesce;
 mod console;
 mod dclog;
 pub mod discovery;
 pub mod error;
 pub mod exec;
+mod http2;
 pub mod logs;
 pub mod metrics;
 mod negotiate;
@@ -17,7 +17,6 @@ mod protobuf;
 mod protobuf_schema;
 mod resources;
 mod review;
-mod streams;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -490,25 +489,37 @@ pub async fn serve(
                         return;
                     }
                 };
-            let service =
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    router.clone().oneshot(req.map(Body::new))
-                });
-            // HTTP/2 when the client offers it (many watches share one connection),
-            // HTTP/1.1 otherwise and for upgrades.
-            let (exec, streams) = streams::pair();
-            let mut builder = hyper_util::server::conn::auto::Builder::new(exec);
-            // As kube-apiserver: room for many watches on one connection.
-            builder.http2().max_concurrent_streams(1000);
-            // A burst of HTTP/2 frames (one event to many watches) leaves in a few records.
-            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let io = coalesce::Coalesce::new(tls, h2);
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-            tokio::pin!(conn);
-            let stop_requested = async {
+            let stop_requested = async move {
                 let _ = stopping.wait_for(|s| *s).await;
             };
-            let drive = async {
+            // HTTP/2 when the client offers it (many watches share one connection),
+            // HTTP/1.1 otherwise and for upgrades.
+            let result = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                http2::serve_connection(
+                    tls,
+                    move |req| {
+                        let response = router.clone().oneshot(req);
+                        async move {
+                            match response.await {
+                                Ok(r) => r,
+                                Err(e) => match e {},
+                            }
+                        }
+                    },
+                    stop_requested,
+                )
+                .await
+                .map_err(|e| e.to_string())
+            } else {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        router.clone().oneshot(req.map(Body::new))
+                    },
+                );
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .with_upgrades();
+                tokio::pin!(conn);
                 tokio::select! {
                     r = conn.as_mut() => r,
                     () = stop_requested => {
@@ -517,13 +528,7 @@ pub async fn serve(
                         conn.as_mut().await
                     }
                 }
-            };
-            // The connection's streams run in this task too; they end with it.
-            // Streams first, so that what they send in one turn leaves in one write.
-            let result = tokio::select! {
-                biased;
-                () = tokio::task::coop::unconstrained(streams) => unreachable!("the streams' runner never ends"),
-                r = drive => r,
+                .map_err(|e| e.to_string())
             };
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");

@@ -299,11 +299,12 @@ async fn the_v4_and_base64_protocols_carry_streams_and_exit_codes() {
     assert_eq!(c.finish().await, b"");
     assert_eq!(c.out(), "fine\n");
 
-    let resp = s
-        .req(
+    let resp = crate::support::https1_client(&s.ca_pem)
+        .request(
             reqwest::Method::GET,
-            &format!("{PODS}/old/exec?command=true&stdout=true"),
+            format!("{}{PODS}/old/exec?command=true&stdout=true", s.url),
         )
+        .bearer_auth(&s.token)
         .header("Connection", "Upgrade")
         .header("Upgrade", "websocket")
         .header("Sec-WebSocket-Version", "13")

@@ -104,8 +104,9 @@ async fn proxy(s: &TestServer, method: reqwest::Method, path: &str) -> (u16, Str
 /// and the final status sent on channel 3.
 async fn ws_exec(s: &TestServer, path: &str) -> (String, Value) {
     use tokio::io::AsyncReadExt;
-    let resp = s
-        .req(reqwest::Method::GET, &format!("{PROXY}/{path}"))
+    let resp = crate::support::https1_client(&s.ca_pem)
+        .request(reqwest::Method::GET, format!("{}{PROXY}/{path}", s.url))
+        .bearer_auth(&s.token)
         .header("Connection", "Upgrade")
         .header("Upgrade", "websocket")
         .header("Sec-WebSocket-Version", "13")

@@ -53,7 +53,14 @@ pub struct TestServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The tests' client: HTTP/1.1, or HTTP/2 when `BERTH_TEST_H2` is set (CI runs the
+/// end-to-end tests both ways).
 pub fn https_client(ca_pem: &str) -> reqwest::Client {
+    client_with(ca_pem, std::env::var_os("BERTH_TEST_H2").is_some())
+}
+
+/// An HTTP/1.1 client, for upgrades (WebSockets), which HTTP/2 does not carry here.
+pub fn https1_client(ca_pem: &str) -> reqwest::Client {
     client_with(ca_pem, false)
 }
 
