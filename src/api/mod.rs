@@ -101,7 +101,29 @@ pub fn router(state: AppState) -> Router {
 fn outer_layers(routes: Router) -> Router {
     routes
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(middleware::from_fn(traced))
+}
+
+/// Runs a request's handler in a `request` span (debug level) and logs its status and
+/// latency. The response body is left as it is: a streaming body (a watch, a log) is not
+/// wrapped, so its chunks cost no clock reads or extra layers.
+async fn traced(req: Request<Body>, next: middleware::Next) -> Response {
+    use tracing::Instrument;
+    let span = tracing::debug_span!(
+        "request",
+        method = %req.method(),
+        uri = %req.uri(),
+        version = ?req.version(),
+    );
+    let started = std::time::Instant::now();
+    let response = next.run(req).instrument(span.clone()).await;
+    tracing::debug!(
+        parent: &span,
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1e3,
+        "answered"
+    );
+    response
 }
 
 /// The answer of a handler that panicked: a 500 Status without internals; the panic's
