@@ -72,7 +72,6 @@ const COMPRESSION_ERROR: u32 = 0x9;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 // Settings.
-const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
 const SETTINGS_ENABLE_PUSH: u16 = 0x2;
 const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
@@ -868,10 +867,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     self.out.max_frame = value as usize;
                 }
                 // The header table size only matters to an encoder that indexes (ours does
-                // not); the others limit what we do not do.
-                SETTINGS_HEADER_TABLE_SIZE
-                | SETTINGS_MAX_CONCURRENT_STREAMS
-                | SETTINGS_MAX_HEADER_LIST_SIZE => {}
+                // not); the others limit what we do not do, and unknown ones are ignored.
                 _ => {}
             }
         }
@@ -944,10 +940,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         if id == 0 || id > self.last_id {
             return Err(ConnError(PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
         }
-        if let Some(s) = self.streams.remove(&id) {
-            if let Some(inbound) = &s.inbound {
-                Self::break_body(inbound);
-            }
+        if self.forget(id) {
             // Rapid reset: opening streams and cancelling them at once costs us their
             // handlers; a client that does so faster than any real one is cut off.
             let now = Instant::now();
@@ -1216,11 +1209,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Resets a stream and forgets it.
     fn reset(&mut self, id: u32, code: u32) {
         self.out.reset(id, code);
-        if let Some(s) = self.streams.remove(&id) {
-            if let Some(inbound) = &s.inbound {
-                Self::break_body(inbound);
-            }
+        self.forget(id);
+    }
+
+    /// Drops a stream (its handler or body with it); a request body still being read
+    /// ends with an error. Whether the stream was open.
+    fn forget(&mut self, id: u32) -> bool {
+        let Some(s) = self.streams.remove(&id) else {
+            return false;
+        };
+        if let Some(inbound) = &s.inbound {
+            Self::break_body(inbound);
         }
+        true
     }
 
     /// No new streams; the open ones finish.
@@ -1311,6 +1312,25 @@ fn strip_padding(flags: u8, mut payload: Bytes) -> Option<Bytes> {
     Some(payload)
 }
 
+/// Sends `data` as the windows allow, keeping what they do not in `pending`: the step the
+/// stream comes to (blocked, or finished with `end`), or `None` to go on.
+fn send(
+    out: &mut Out,
+    id: u32,
+    window: &mut i64,
+    pending: &mut Option<(Bytes, bool)>,
+    data: Bytes,
+    end: bool,
+) -> Option<Step> {
+    match out.data(id, window, data, end) {
+        Some(rest) => {
+            *pending = Some((rest, end));
+            Some(Step::Blocked)
+        }
+        None => end.then_some(Step::Finished),
+    }
+}
+
 /// Polls one stream's handler or body and frames what it makes.
 fn poll_stream(out: &mut Out, id: u32, s: &mut Stream) -> Step {
     let mut cx = Context::from_waker(&s.waker);
@@ -1342,13 +1362,8 @@ fn poll_stream(out: &mut Out, id: u32, s: &mut Stream) -> Step {
         unreachable!("a stream past its handler sends its body");
     };
     if let Some((data, end)) = s.pending.take() {
-        match out.data(id, &mut s.send_window, data, end) {
-            Some(rest) => {
-                s.pending = Some((rest, end));
-                return Step::Blocked;
-            }
-            None if end => return Step::Finished,
-            None => {}
+        if let Some(step) = send(out, id, &mut s.send_window, &mut s.pending, data, end) {
+            return step;
         }
     }
     for _ in 0..FRAMES_PER_POLL {
@@ -1379,13 +1394,8 @@ fn poll_stream(out: &mut Out, id: u32, s: &mut Stream) -> Step {
                 if data.is_empty() && !end {
                     continue;
                 }
-                match out.data(id, &mut s.send_window, data, end) {
-                    Some(rest) => {
-                        s.pending = Some((rest, end));
-                        return Step::Blocked;
-                    }
-                    None if end => return Step::Finished,
-                    None => {}
+                if let Some(step) = send(out, id, &mut s.send_window, &mut s.pending, data, end) {
+                    return step;
                 }
             }
             Err(frame) => {
