@@ -199,8 +199,16 @@ impl Wake for Node {
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.queued.swap(true, Ordering::AcqRel) {
             if let Some(w) = self.wakes.upgrade() {
-                w.ready.lock().expect("ready list").push(self.id);
-                w.conn.wake();
+                let first = {
+                    let mut ready = w.ready.lock().expect("ready list");
+                    ready.push(self.id);
+                    ready.len() == 1
+                };
+                // Whoever made the list non-empty wakes the connection, which takes
+                // the whole list: a publish that wakes a thousand streams wakes it once.
+                if first {
+                    w.conn.wake();
+                }
             }
         }
     }
@@ -577,6 +585,8 @@ struct Conn<IO> {
     wakes: Arc<Wakes>,
     /// Streams to poll, in the order they became ready.
     runnable: VecDeque<u32>,
+    /// The ready list last taken from `wakes`, kept for its capacity.
+    woken: Vec<u32>,
     /// Streams waiting for window.
     blocked: Vec<u32>,
     /// The highest stream the client has opened.
@@ -629,6 +639,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 released: Mutex::new(Vec::new()),
             }),
             runnable: VecDeque::new(),
+            woken: Vec::new(),
             blocked: Vec::new(),
             last_id: 0,
             preface: false,
@@ -1236,8 +1247,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
     /// Moves what woke since the last turn into the run queue, and hands back the window
     /// of consumed request bodies.
     fn take_wakes(&mut self) {
-        let ready = std::mem::take(&mut *self.wakes.ready.lock().expect("ready list"));
-        self.runnable.extend(ready);
+        std::mem::swap(
+            &mut *self.wakes.ready.lock().expect("ready list"),
+            &mut self.woken,
+        );
+        self.runnable.extend(self.woken.drain(..));
         let released = std::mem::take(&mut *self.wakes.released.lock().expect("release list"));
         for (id, n) in released {
             self.release(id, n);

@@ -995,7 +995,11 @@ fn shared_event_line(type_name: &'static str, object: &Bytes) -> Bytes {
 /// the server stops. The end is only polled when it has woken the body, not for every
 /// line: a thousand watches share one server-stop signal.
 struct WatchBody {
-    lines: Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>,
+    watch: registry::Watch,
+    res: &'static Resource,
+    view: View,
+    /// Counts the stream as open while it lives.
+    _open: OpenStream,
     end: Pin<Box<dyn Future<Output = ()> + Send>>,
     end_wake: Arc<EndWake>,
     /// The task waker last handed to `end_wake`; it stays there until replaced.
@@ -1058,8 +1062,13 @@ impl http_body::Body for WatchBody {
                 return Poll::Ready(None);
             }
         }
-        match this.lines.as_mut().poll_next(cx) {
-            Poll::Ready(Some(line)) => Poll::Ready(Some(Ok(http_body::Frame::data(line)))),
+        match this.watch.poll_next(cx) {
+            Poll::Ready(Some(ev)) => {
+                let (line, last) = watch_line(&ev, this.res, this.view);
+                // An ERROR event is the last.
+                this.done = last;
+                Poll::Ready(Some(Ok(http_body::Frame::data(line))))
+            }
             Poll::Ready(None) => {
                 this.done = true;
                 Poll::Ready(None)
@@ -1120,57 +1129,11 @@ fn watch(
             _ = shutdown.wait_for(|stop| *stop) => {}
         }
     };
-    let stream =
-        futures_util::stream::unfold((w, false, open), move |(mut w, ended, open)| async move {
-            if ended {
-                return None;
-            }
-            let ev = w.next().await?;
-            let (line, last) = match &ev {
-                WatchEvent::Error(e) => {
-                    let (_, status) = Error::Registry(clone_expired(e)).status();
-                    (
-                        event_line("ERROR", &serde_json::to_vec(&status).expect("JSON")),
-                        true,
-                    )
-                }
-                WatchEvent::Bookmark(o) => match view {
-                    View::Metadata => (
-                        event_line("BOOKMARK", &table::partial_metadata_bytes(o)),
-                        false,
-                    ),
-                    _ => (event_line("BOOKMARK", o), false),
-                },
-                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                    let line = match view {
-                        View::Object => shared_event_line(ev.type_name(), o),
-                        View::Metadata => {
-                            event_line(ev.type_name(), &table::partial_metadata_bytes(o))
-                        }
-                        // One-row tables, at the event's own revision.
-                        View::Table(include) => {
-                            let rv = serde_json::from_slice::<Value>(o)
-                                .ok()
-                                .and_then(|v| {
-                                    v.pointer("/metadata/resourceVersion")?
-                                        .as_str()?
-                                        .parse()
-                                        .ok()
-                                })
-                                .unwrap_or(0);
-                            event_line(
-                                ev.type_name(),
-                                &table::table(res, std::slice::from_ref(o), rv, None, include),
-                            )
-                        }
-                    };
-                    (line, false)
-                }
-            };
-            Some((line, (w, last, open)))
-        });
     let mut r = Response::new(Body::new(WatchBody {
-        lines: Box::pin(stream),
+        watch: w,
+        res,
+        view,
+        _open: open,
         end: Box::pin(end),
         end_wake: Arc::new(EndWake {
             woken: AtomicBool::new(true),
@@ -1187,6 +1150,49 @@ fn watch(
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     Ok(r)
+}
+
+/// The line a watch sends for an event, and whether it is the last (an ERROR ends it).
+fn watch_line(ev: &WatchEvent, res: &'static Resource, view: View) -> (Bytes, bool) {
+    match ev {
+        WatchEvent::Error(e) => {
+            let (_, status) = Error::Registry(clone_expired(e)).status();
+            (
+                event_line("ERROR", &serde_json::to_vec(&status).expect("JSON")),
+                true,
+            )
+        }
+        WatchEvent::Bookmark(o) => match view {
+            View::Metadata => (
+                event_line("BOOKMARK", &table::partial_metadata_bytes(o)),
+                false,
+            ),
+            _ => (event_line("BOOKMARK", o), false),
+        },
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+            let line = match view {
+                View::Object => shared_event_line(ev.type_name(), o),
+                View::Metadata => event_line(ev.type_name(), &table::partial_metadata_bytes(o)),
+                // One-row tables, at the event's own revision.
+                View::Table(include) => {
+                    let rv = serde_json::from_slice::<Value>(o)
+                        .ok()
+                        .and_then(|v| {
+                            v.pointer("/metadata/resourceVersion")?
+                                .as_str()?
+                                .parse()
+                                .ok()
+                        })
+                        .unwrap_or(0);
+                    event_line(
+                        ev.type_name(),
+                        &table::table(res, std::slice::from_ref(o), rv, None, include),
+                    )
+                }
+            };
+            (line, false)
+        }
+    }
 }
 
 /// Counts an open watch stream for as long as it lives.

@@ -3,6 +3,7 @@
 //! watcher), bookmarks, and the 410 rules.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -226,42 +227,45 @@ impl Watch {
 
     /// The next event; `None` when the watch has ended.
     pub async fn next(&mut self) -> Option<WatchEvent> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the next event; `Ready(None)` when the watch has ended.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
         if self.done {
-            return None;
+            return Poll::Ready(None);
         }
         if let Some(obj) = self.initial.pop_front() {
-            return Some(WatchEvent::Added(self.served(&obj)));
+            return Poll::Ready(Some(WatchEvent::Added(self.served(&obj))));
         }
         if let Some(b) = self.end_of_initial.take() {
-            return Some(WatchEvent::Bookmark(b));
+            return Poll::Ready(Some(WatchEvent::Bookmark(b)));
         }
         loop {
-            match self.inner.next().await {
+            let event = match std::task::ready!(self.inner.poll_next(cx)) {
                 None => {
                     self.done = true;
-                    return None;
+                    return Poll::Ready(None);
                 }
                 Some(store::WatchEvent::Compacted { compacted }) => {
                     self.done = true;
-                    return Some(WatchEvent::Error(Error::Expired(format!(
+                    WatchEvent::Error(Error::Expired(format!(
                         "too old resource version: {} ({compacted})",
                         self.inner.revision()
-                    ))));
+                    )))
                 }
                 Some(store::WatchEvent::Progress(rev)) => {
-                    return Some(WatchEvent::Bookmark(bookmark(self.res, rev, false)));
+                    WatchEvent::Bookmark(bookmark(self.res, rev, false))
                 }
-                Some(store::WatchEvent::Event(e)) => {
-                    if let Some(ev) = self.translate(&e) {
-                        return Some(match ev {
-                            WatchEvent::Added(o) => WatchEvent::Added(self.served(&o)),
-                            WatchEvent::Modified(o) => WatchEvent::Modified(self.served(&o)),
-                            WatchEvent::Deleted(o) => WatchEvent::Deleted(self.served(&o)),
-                            other => other,
-                        });
-                    }
-                }
-            }
+                Some(store::WatchEvent::Event(e)) => match self.translate(&e) {
+                    None => continue,
+                    Some(WatchEvent::Added(o)) => WatchEvent::Added(self.served(&o)),
+                    Some(WatchEvent::Modified(o)) => WatchEvent::Modified(self.served(&o)),
+                    Some(WatchEvent::Deleted(o)) => WatchEvent::Deleted(self.served(&o)),
+                    Some(other) => other,
+                },
+            };
+            return Poll::Ready(Some(event));
         }
     }
 

@@ -609,6 +609,49 @@ async fn a_watch_skips_other_prefixes_without_the_log() {
     s.close().await.unwrap();
 }
 
+/// Enough watchers on one prefix that a publish hands its wake list to the waker
+/// thread: every one of them is woken for every event, none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_many_watchers_wakes_every_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let mut w = s
+            .watch(WatchOptions {
+                prefix: "/many/".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            // No timeout of its own: a timer that fires polls the watch, which would
+            // hide a lost wakeup.
+            let mut keys = Vec::new();
+            for _ in 0..3 {
+                let Some(WatchEvent::Event(e)) = w.next().await else {
+                    panic!("expected an event")
+                };
+                keys.push(e.key.to_string());
+            }
+            keys
+        }));
+    }
+    // Let the watchers park, so that each event has to wake them.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for i in 0..3 {
+        s.create(&format!("/many/{i}"), obj("m", i)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for t in tasks {
+        let keys = tokio::time::timeout(Duration::from_secs(10), t)
+            .await
+            .expect("every watcher woken")
+            .unwrap();
+        assert_eq!(keys, ["/many/0", "/many/1", "/many/2"]);
+    }
+    s.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn live_watches_of_many_prefixes_see_exactly_their_events() {
     use futures_util::FutureExt;

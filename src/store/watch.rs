@@ -10,8 +10,11 @@
 //! falls behind what memory holds reads the on-disk log instead; it never holds up writers.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
@@ -25,6 +28,8 @@ const REPLAY_CHUNK: usize = 512;
 
 pub(super) struct Hub {
     state: Mutex<HubState>,
+    /// Hands long wake lists to the waker thread; see [`Hub::publish`].
+    waking: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Vec<std::task::Waker>>>>,
     /// Revision of the last published event. Stored after the prefixes' `shared_latest`, so
     /// that a watcher that reads it first and then its prefix's `shared_latest` misses
     /// nothing.
@@ -39,6 +44,29 @@ struct HubState {
     history_cap: usize,
     /// Live watchers by the key prefix they watch.
     waiting: HashMap<Arc<str>, Waiting>,
+}
+
+/// Wake lists at least this long are handed to the waker thread (see [`Hub::wake`]).
+const OFFLOAD_WAKES: usize = 32;
+
+/// Starts the thread that wakes watchers for the hub; `None` if no thread can be made
+/// (the hub then wakes them itself). It ends when the hub is dropped.
+fn spawn_waker_thread() -> Option<std::sync::mpsc::SyncSender<Vec<std::task::Waker>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<std::task::Waker>>(16);
+    let spawned = std::thread::Builder::new()
+        .name("berth-store-wake".into())
+        .spawn(move || {
+            for wake in rx {
+                wake.into_iter().for_each(std::task::Waker::wake);
+            }
+        });
+    match spawned {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not start the watch waker thread; waking inline");
+            None
+        }
+    }
 }
 
 /// Revisions remembered per watched prefix.
@@ -58,6 +86,34 @@ struct Waiting {
 impl Waiting {
     fn latest(&self) -> u64 {
         self.touched.back().copied().unwrap_or(self.complete_since)
+    }
+}
+
+/// A watcher's queue of events to deliver. A live watcher mostly holds one event at a
+/// time: that one is kept inline, so the common case touches no buffer of its own.
+#[derive(Default)]
+struct Pending {
+    first: Option<Arc<Event>>,
+    rest: VecDeque<Arc<Event>>,
+}
+
+impl Pending {
+    fn push_back(&mut self, e: Arc<Event>) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(e);
+        } else {
+            self.rest.push_back(e);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Arc<Event>> {
+        self.first.take().or_else(|| self.rest.pop_front())
+    }
+
+    fn extend(&mut self, events: impl IntoIterator<Item = Arc<Event>>) {
+        for e in events {
+            self.push_back(e);
+        }
     }
 }
 
@@ -84,6 +140,16 @@ fn quiet(closed: bool, last: u64, seen: u64) -> Live {
     }
 }
 
+/// What a watcher that joins the hub learns.
+struct Joined {
+    /// The revision it goes live after.
+    last: u64,
+    /// The prefix's latest revision, kept current while the watcher is in.
+    latest: Arc<AtomicU64>,
+    /// The hub's copy of the prefix.
+    prefix: Arc<str>,
+}
+
 impl Hub {
     pub(super) fn new(revision: u64, history_cap: usize) -> Self {
         Self {
@@ -92,9 +158,35 @@ impl Hub {
                 history_cap,
                 waiting: HashMap::new(),
             }),
+            waking: std::sync::OnceLock::new(),
             last: AtomicU64::new(revision),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Wakes the watchers a publish is for. A long list, published from a thread of the
+    /// async runtime (a writer that committed on its own), goes to the waker thread: a
+    /// task woken from a runtime thread waits in that thread's own slot until the writer's
+    /// task yields, whereas one woken from outside can start at once on an idle runtime
+    /// thread. A thousand watches on one connection then start on their way while the
+    /// writer is still answering, instead of after it.
+    fn wake(&self, wake: Vec<std::task::Waker>) {
+        if wake.len() < OFFLOAD_WAKES || tokio::runtime::Handle::try_current().is_err() {
+            wake.into_iter().for_each(std::task::Waker::wake);
+            return;
+        }
+        let rest = match self.waking.get_or_init(spawn_waker_thread) {
+            None => wake,
+            Some(tx) => match tx.try_send(wake) {
+                Ok(()) => return,
+                // Behind or gone: wake here rather than wait.
+                Err(
+                    std::sync::mpsc::TrySendError::Full(wake)
+                    | std::sync::mpsc::TrySendError::Disconnected(wake),
+                ) => wake,
+            },
+        };
+        rest.into_iter().for_each(std::task::Waker::wake);
     }
 
     /// Records committed events (in revision order) and wakes the watchers they are for.
@@ -129,19 +221,21 @@ impl Hub {
             }
             self.last.store(newest.revision, Ordering::Release);
         }
-        for waker in wake {
-            waker.wake();
-        }
+        self.wake(wake);
     }
 
-    /// Registers a live watcher of `prefix`; returns the revision it goes live after and
-    /// the prefix's latest revision, which the hub keeps current while the watcher is in.
-    fn join(&self, prefix: &Arc<str>, waker: &Arc<AtomicWaker>) -> Option<(u64, Arc<AtomicU64>)> {
+    /// Registers a live watcher of `prefix`. The watchers of one prefix share the hub's
+    /// copy of it (and its cache line) rather than each reading a copy of its own.
+    fn join(&self, prefix: &str, waker: &Arc<AtomicWaker>) -> Option<Joined> {
         let mut s = self.state.lock().expect("hub lock");
         if self.closed.load(Ordering::Acquire) {
             return None;
         }
         let last = self.last.load(Ordering::Acquire);
+        let prefix = match s.waiting.get_key_value(prefix) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(prefix),
+        };
         let w = s.waiting.entry(prefix.clone()).or_insert_with(|| Waiting {
             touched: VecDeque::new(),
             complete_since: last,
@@ -149,7 +243,11 @@ impl Hub {
             waiters: Vec::new(),
         });
         w.waiters.push(waker.clone());
-        Some((last, w.shared_latest.clone()))
+        Some(Joined {
+            last,
+            latest: w.shared_latest.clone(),
+            prefix,
+        })
     }
 
     /// Without the lock: `CaughtUp` or `Closed` when nothing under the prefix (whose latest
@@ -173,7 +271,7 @@ impl Hub {
     }
 
     /// Queues a live watcher's next events after `seen` into `into`.
-    fn live(&self, prefix: &str, seen: u64, into: &mut VecDeque<Arc<Event>>) -> Live {
+    fn live(&self, prefix: &str, seen: u64, into: &mut Pending) -> Live {
         let s = self.state.lock().expect("hub lock");
         let last = self.last.load(Ordering::Acquire);
         let Some(w) = s.waiting.get(prefix) else {
@@ -268,6 +366,9 @@ pub struct WatchOptions {
 }
 
 /// A stream of committed changes, exactly once each and in revision order.
+///
+/// [`Watch::poll_next`] is a plain state machine rather than an `async fn`: a response
+/// body polls it directly, once per event, with nothing allocated or moved per event.
 pub struct Watch {
     watchers: prometheus_client::metrics::gauge::Gauge,
     shared: Weak<Shared>,
@@ -283,9 +384,13 @@ pub struct Watch {
     /// to it are replayed from history.
     live_from: u64,
     /// Events to deliver, in revision order.
-    pending: VecDeque<Arc<Event>>,
+    pending: Pending,
+    /// A read of history (memory or the on-disk log) in progress.
+    replaying: Option<Pin<Box<dyn Future<Output = Result<History>> + Send>>>,
     progress_every: Option<Duration>,
     quiet_since: Instant,
+    /// When the progress interval runs out, once armed.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The progress interval has passed: report progress once caught up.
     progress_due: bool,
     done: bool,
@@ -300,9 +405,12 @@ impl Drop for Watch {
 
 impl Watch {
     pub(super) fn start(shared: &Arc<Shared>, opts: WatchOptions) -> Result<Self> {
-        let prefix: Arc<str> = opts.prefix.into();
         let waker = Arc::new(AtomicWaker::new());
-        let (last, latest) = shared.hub.join(&prefix, &waker).ok_or(Error::Closed)?;
+        let Joined {
+            last,
+            latest,
+            prefix,
+        } = shared.hub.join(&opts.prefix, &waker).ok_or(Error::Closed)?;
         shared.metrics.watchers.inc();
         Ok(Self {
             watchers: shared.metrics.watchers.clone(),
@@ -313,9 +421,11 @@ impl Watch {
             latest,
             seen: opts.after.unwrap_or(last),
             live_from: last,
-            pending: VecDeque::new(),
+            pending: Pending::default(),
+            replaying: None,
             progress_every: opts.progress_every,
             quiet_since: Instant::now(),
+            timer: None,
             progress_due: false,
             done: false,
         })
@@ -328,15 +438,37 @@ impl Watch {
 
     /// The next event; `None` once the store has closed or the watch has ended.
     pub async fn next(&mut self) -> Option<WatchEvent> {
-        if self.done {
-            return None;
-        }
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the next event; `Ready(None)` once the store has closed or the watch has
+    /// ended.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
         loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some(read) = &mut self.replaying {
+                let read = std::task::ready!(read.as_mut().poll(cx));
+                self.replaying = None;
+                match read {
+                    Ok(History::Events(events)) => self.pending.extend(events),
+                    Ok(History::Compacted(compacted)) => {
+                        self.done = true;
+                        return Poll::Ready(Some(WatchEvent::Compacted { compacted }));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "watch: read event log");
+                        self.done = true;
+                        return Poll::Ready(None);
+                    }
+                }
+            }
             if let Some(e) = self.pending.pop_front() {
                 // A live read has already moved `seen` past what it queued.
                 self.seen = self.seen.max(e.revision);
                 if e.key.starts_with(&*self.prefix) {
-                    return Some(self.emit(e));
+                    return Poll::Ready(Some(self.emit(e)));
                 }
                 continue;
             }
@@ -355,49 +487,48 @@ impl Watch {
                 }
                 Live::Behind(from) => {
                     self.seen = from;
-                    match self.replay().await {
-                        Ok(()) => continue,
-                        Err(end) => {
-                            self.done = true;
-                            return end;
-                        }
-                    }
+                    let Some(shared) = self.shared.upgrade() else {
+                        self.done = true;
+                        return Poll::Ready(None);
+                    };
+                    self.replaying = Some(Box::pin(history(shared, from)));
+                    continue;
                 }
                 Live::Closed => {
                     self.done = true;
-                    return None;
+                    return Poll::Ready(None);
                 }
                 Live::CaughtUp(upto) => self.seen = upto,
             }
             if self.progress_due {
                 self.progress_due = false;
                 self.quiet_since = Instant::now();
-                return Some(WatchEvent::Progress(self.seen));
+                return Poll::Ready(Some(WatchEvent::Progress(self.seen)));
             }
-            match self.progress_every {
-                None => self.wait().await,
-                Some(every) => {
-                    if tokio::time::timeout_at(self.quiet_since + every, self.wait())
-                        .await
-                        .is_err()
-                    {
-                        self.progress_due = true;
-                    }
+            // Wait until the hub has something under the prefix past what we have seen
+            // (looking once more after registering, so that no publish slips between).
+            self.waker.register(cx.waker());
+            if !matches!(
+                self.hub.caught_up(&self.latest, self.seen),
+                Some(Live::CaughtUp(_))
+            ) {
+                continue;
+            }
+            if let Some(every) = self.progress_every {
+                let due = self.quiet_since + every;
+                let timer = self
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+                if timer.deadline() != due {
+                    timer.as_mut().reset(due);
+                }
+                if timer.as_mut().poll(cx).is_ready() {
+                    self.progress_due = true;
+                    continue;
                 }
             }
+            return Poll::Pending;
         }
-    }
-
-    /// Until the hub has something under this watch's prefix past what it has seen.
-    async fn wait(&self) {
-        std::future::poll_fn(|cx| {
-            self.waker.register(cx.waker());
-            match self.hub.caught_up(&self.latest, self.seen) {
-                Some(Live::CaughtUp(_)) => std::task::Poll::Pending,
-                _ => std::task::Poll::Ready(()),
-            }
-        })
-        .await
     }
 
     fn emit(&mut self, e: Arc<Event>) -> WatchEvent {
@@ -406,24 +537,6 @@ impl Watch {
             self.progress_due = false;
         }
         WatchEvent::Event(e)
-    }
-
-    /// Loads the next piece of history into `pending`, or says how the watch ends.
-    async fn replay(&mut self) -> Result<(), Option<WatchEvent>> {
-        let Some(shared) = self.shared.upgrade() else {
-            return Err(None);
-        };
-        match history(shared, self.seen).await {
-            Ok(History::Events(events)) => {
-                self.pending.extend(events);
-                Ok(())
-            }
-            Ok(History::Compacted(compacted)) => Err(Some(WatchEvent::Compacted { compacted })),
-            Err(e) => {
-                tracing::error!(error = %e, "watch: read event log");
-                Err(None)
-            }
-        }
     }
 }
 
@@ -465,4 +578,41 @@ pub(super) async fn history(shared: Arc<Shared>, after: u64) -> Result<History> 
         return Ok(History::Compacted(shared.compacted()));
     }
     Ok(History::Events(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EventKind;
+
+    fn event(revision: u64) -> Arc<Event> {
+        Arc::new(Event {
+            revision,
+            key: "/k".into(),
+            kind: EventKind::Created,
+            object: bytes::Bytes::new(),
+            prev: None,
+            time_ms: 0,
+        })
+    }
+
+    #[test]
+    fn pending_keeps_revision_order_across_its_inline_slot() {
+        let mut q = Pending::default();
+        let mut out = Vec::new();
+        q.push_back(event(1));
+        q.push_back(event(2));
+        out.push(q.pop_front().unwrap().revision);
+        // The inline slot is free, but 2 is still queued: 3 must come after it.
+        q.push_back(event(3));
+        q.extend([event(4), event(5)]);
+        while let Some(e) = q.pop_front() {
+            out.push(e.revision);
+        }
+        assert_eq!(out, [1, 2, 3, 4, 5]);
+        q.push_back(event(6));
+        assert!(q.rest.is_empty(), "a lone event stays inline");
+        assert_eq!(q.pop_front().unwrap().revision, 6);
+        assert!(q.pop_front().is_none());
+    }
 }
