@@ -28,7 +28,7 @@ const REPLAY_CHUNK: usize = 512;
 
 pub(super) struct Hub {
     state: Mutex<HubState>,
-    /// Hands long wake lists to the waker thread; see [`Hub::publish`].
+    /// Hands long wake lists to the waker thread; see [`Hub::wake`].
     waking: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Vec<std::task::Waker>>>>,
     /// Revision of the last published event. Stored after the prefixes' `shared_latest`, so
     /// that a watcher that reads it first and then its prefix's `shared_latest` misses
@@ -168,25 +168,22 @@ impl Hub {
     /// async runtime (a writer that committed on its own), goes to the waker thread: a
     /// task woken from a runtime thread waits in that thread's own slot until the writer's
     /// task yields, whereas one woken from outside can start at once on an idle runtime
-    /// thread. A thousand watches on one connection then start on their way while the
-    /// writer is still answering, instead of after it.
-    fn wake(&self, wake: Vec<std::task::Waker>) {
-        if wake.len() < OFFLOAD_WAKES || tokio::runtime::Handle::try_current().is_err() {
-            wake.into_iter().for_each(std::task::Waker::wake);
-            return;
+    /// thread. The writer's answer then does not wait behind the start of the fan-out,
+    /// nor the fan-out behind the answer.
+    fn wake(&self, mut wake: Vec<std::task::Waker>) {
+        if wake.len() >= OFFLOAD_WAKES && tokio::runtime::Handle::try_current().is_ok() {
+            if let Some(tx) = self.waking.get_or_init(spawn_waker_thread) {
+                match tx.try_send(wake) {
+                    Ok(()) => return,
+                    // Behind or gone: wake here rather than wait.
+                    Err(
+                        std::sync::mpsc::TrySendError::Full(w)
+                        | std::sync::mpsc::TrySendError::Disconnected(w),
+                    ) => wake = w,
+                }
+            }
         }
-        let rest = match self.waking.get_or_init(spawn_waker_thread) {
-            None => wake,
-            Some(tx) => match tx.try_send(wake) {
-                Ok(()) => return,
-                // Behind or gone: wake here rather than wait.
-                Err(
-                    std::sync::mpsc::TrySendError::Full(wake)
-                    | std::sync::mpsc::TrySendError::Disconnected(wake),
-                ) => wake,
-            },
-        };
-        rest.into_iter().for_each(std::task::Waker::wake);
+        wake.into_iter().for_each(std::task::Waker::wake);
     }
 
     /// Records committed events (in revision order) and wakes the watchers they are for.
