@@ -8,6 +8,9 @@
 //!   ConfigMaps: every watch sees every event, over HTTP/2 (one connection, as Go clients
 //!   and informers in one process do) and over HTTP/1.1 (a connection per watch); and
 //!   the watches spread over 100 namespaces, 10 seeing each event (`watch_http2_spread`);
+//!   and one watch alone, its writes as far apart as in the first case
+//!   (`watch_http2_one`): the floor that fan-out adds to, since a server that idles
+//!   between writes pays the machine's wake-up and disk latencies in each of them;
 //!   besides every delivery, per write the first and the last of its deliveries, and the
 //!   create calls themselves. The HTTP/2 watches are read by a lean client of the bench's
 //!   own (as a load generator such as h2load reads), so that the client's work does not
@@ -192,16 +195,18 @@ fn scan_lines(chunk: &[u8], partial: &mut Vec<u8>, mut each: impl FnMut(usize)) 
 /// Create → event latency at each watcher of `watchers` open watches on one resource,
 /// spread evenly over `namespaces` namespaces; each write goes to one namespace, so
 /// `watchers / namespaces` watches see each event. One namespace measures fan-out to every
-/// watch; many measure how the open watches weigh on the ones an event is for.
+/// watch; many measure how the open watches weigh on the ones an event is for. The writes
+/// are `pause` apart.
 async fn watch_latency(
     s: &Server,
     watchers: usize,
     transport: Transport,
     namespaces: usize,
+    pause: Duration,
 ) -> Value {
     let c = client_with(&s.ca, transport == Transport::H2Reqwest);
     let run = format!(
-        "watch-{}-{namespaces}",
+        "watch-{}-{watchers}-{namespaces}",
         match transport {
             Transport::H2Lean => "h2",
             Transport::H2Reqwest => "h2r",
@@ -283,11 +288,7 @@ async fn watch_latency(
             .unwrap();
         let _ = r.bytes().await;
         calls.push(call.elapsed());
-        // Let each event reach its watches before the next.
-        tokio::time::sleep(Duration::from_millis(
-            20 * watchers as u64 / namespaces as u64 / 1000 + 2,
-        ))
-        .await;
+        tokio::time::sleep(pause).await;
     }
     // Every delivery, and per write the first and the last of its deliveries.
     let mut all = Vec::new();
@@ -307,6 +308,7 @@ async fn watch_latency(
         "watchers": watchers,
         "namespaces": namespaces,
         "watchers_per_event": watchers / namespaces,
+        "pause_between_writes_ms": pause.as_secs_f64() * 1e3,
         "transport": match transport {
             Transport::H2Lean => "HTTP/2, one connection, a lean client",
             Transport::H2Reqwest => "HTTP/2, one connection, reqwest",
@@ -626,22 +628,28 @@ fn main() {
                 .ok()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(if quick() { 100 } else { 1000 });
+            // Time for each event to reach its watches before the next write.
+            let pause = |per_event: usize| Duration::from_millis(20 * per_event as u64 / 1000 + 2);
             out.insert(
                 "watch_http2".into(),
-                watch_latency(&s, n, Transport::H2Lean, 1).await,
+                watch_latency(&s, n, Transport::H2Lean, 1, pause(n)).await,
             );
             out.insert(
                 "watch_http2_spread".into(),
-                watch_latency(&s, n, Transport::H2Lean, 100).await,
+                watch_latency(&s, n, Transport::H2Lean, 100, pause(n / 100)).await,
+            );
+            out.insert(
+                "watch_http2_one".into(),
+                watch_latency(&s, 1, Transport::H2Lean, 1, pause(n)).await,
             );
             out.insert(
                 "watch_http2_reqwest".into(),
-                watch_latency(&s, n, Transport::H2Reqwest, 1).await,
+                watch_latency(&s, n, Transport::H2Reqwest, 1, pause(n)).await,
             );
             if std::env::var_os("BERTH_BENCH_SKIP_H1").is_none() {
                 out.insert(
                     "watch_http1".into(),
-                    watch_latency(&s, n, Transport::H1, 1).await,
+                    watch_latency(&s, n, Transport::H1, 1, pause(n)).await,
                 );
             }
         }
