@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{DeleteParams, Error, Event, ListParams, ObjectList, Result, WatchParams};
+use super::{DeleteParams, Error, Event, Items, ListParams, ObjectList, Result, WatchParams};
 use crate::registry::{
     self, DeleteOptions, ListOptions, Part, Patch, Registry, Resource, WatchEvent, WatchOptions,
     WriteOptions,
@@ -85,6 +85,29 @@ impl Local {
             items: list.items.iter().map(|b| parse(b)).collect::<Result<_>>()?,
             resource_version: list.revision.to_string(),
         })
+    }
+
+    /// [`Local::list`] with the objects left as stored, to be parsed one at a time.
+    pub(super) async fn list_stored(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<(Items, String)> {
+        let (label, field) = selection(params)?;
+        let list = self
+            .registry
+            .list(
+                res,
+                ns,
+                &ListOptions {
+                    label,
+                    field,
+                    ..ListOptions::default()
+                },
+            )
+            .await?;
+        Ok((Items::stored(list.items), list.revision.to_string()))
     }
 
     pub(super) async fn create(

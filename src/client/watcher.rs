@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Client, Event as WatchEvent, EventStream, ListParams, Result, WatchParams};
+use super::{Client, Event as WatchEvent, EventStream, Items, ListParams, Result, WatchParams};
 use crate::registry::Resource;
 
 /// What a watcher tells its consumer.
 #[derive(Debug)]
 pub enum Event {
-    /// A fresh list: the complete set of objects now (the first event, and after a 410).
-    Restarted(Vec<Value>),
+    /// A fresh list: the complete set of objects now (the first event, and after a 410),
+    /// each parsed as it is taken.
+    Restarted(Items),
     /// An object was added or changed.
     Applied(Value),
     Deleted(Value),
@@ -105,11 +106,12 @@ impl Watcher {
         let ns = self.namespace.as_deref();
         match std::mem::replace(&mut self.state, State::Empty) {
             State::Empty => {
-                let list = self.client.list(self.res, ns, &self.selection).await?;
-                self.state = State::Resume {
-                    rv: list.resource_version,
-                };
-                Ok(Some(Event::Restarted(list.items)))
+                let (items, rv) = self
+                    .client
+                    .list_items(self.res, ns, &self.selection)
+                    .await?;
+                self.state = State::Resume { rv };
+                Ok(Some(Event::Restarted(items)))
             }
             State::Resume { rv } => {
                 let params = WatchParams {

@@ -145,7 +145,7 @@ async fn http_watch_from_compacted_history_is_gone_and_the_watcher_lists_again()
     // The watcher answers a 410 with a fresh list, then follows changes from there.
     let mut w = Watcher::from_revision(c.clone(), cms, Some("default"), ListParams::default(), "2");
     match within(10, w.next()).await {
-        WatcherEvent::Restarted(items) => assert_eq!(items.len(), 6),
+        WatcherEvent::Restarted(items) => assert_eq!(items.count(), 6),
         other => panic!("expected a fresh list, got {other:?}"),
     }
     c.create(
