@@ -41,8 +41,9 @@ struct Inner {
     handlers: Mutex<Vec<Handler>>,
     synced: tokio::sync::watch::Sender<bool>,
     /// Whether anyone needs more of an object than its metadata; if not, the cache keeps
-    /// only `apiVersion`, `kind` and the [`KEPT_METADATA`] fields.
+    /// only `apiVersion`, `kind`, the [`KEPT_METADATA`] fields and the top-level `fields`.
     full: AtomicBool,
+    fields: Mutex<Vec<&'static str>>,
 }
 
 /// The metadata fields a metadata informer keeps: who an object is, who owns it and where
@@ -53,6 +54,7 @@ pub const KEPT_METADATA: &[&str] = &[
     "name",
     "namespace",
     "uid",
+    "creationTimestamp",
     "resourceVersion",
     "generation",
     "ownerReferences",
@@ -125,6 +127,7 @@ impl Informer {
                 handlers: Mutex::new(Vec::new()),
                 synced: tokio::sync::watch::channel(false).0,
                 full: AtomicBool::new(true),
+                fields: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -224,8 +227,12 @@ impl Informer {
             return o;
         };
         let mut out = serde_json::Map::new();
-        for field in ["apiVersion", "kind", "metadata"] {
-            if let Some(v) = m.remove(field) {
+        let fields = self.inner.fields.lock().expect("fields lock");
+        for field in ["apiVersion", "kind", "metadata"]
+            .iter()
+            .chain(fields.iter())
+        {
+            if let Some(v) = m.remove(*field) {
                 out.insert(field.to_string(), v);
             }
         }
@@ -357,6 +364,20 @@ impl Informers {
             .clone()
     }
 
+    /// [`Informers::metadata`] that also keeps the top-level `fields` of each object (an
+    /// Event's timestamps, say).
+    pub fn with_fields(&self, res: &'static Resource, fields: &[&'static str]) -> Informer {
+        let informer = self.metadata(res);
+        let mut kept = informer.inner.fields.lock().expect("fields lock");
+        for field in fields {
+            if !kept.contains(field) {
+                kept.push(field);
+            }
+        }
+        drop(kept);
+        informer
+    }
+
     /// Every informer asked for so far.
     pub fn all(&self) -> Vec<Informer> {
         self.all
@@ -417,7 +438,8 @@ mod tests {
                                     "resourceVersion": "7", "generation": 2,
                                     "ownerReferences": [{"uid": "o"}], "finalizers": ["f"],
                                     "deletionTimestamp": "2026-12-01T00:00:00Z",
-                                    "deletionGracePeriodSeconds": 0}})
+                                    "deletionGracePeriodSeconds": 0,
+                                    "creationTimestamp": "2026-11-30T00:00:00Z"}})
             );
         }
         assert_eq!(
@@ -455,6 +477,28 @@ mod tests {
         );
         assert_eq!(meta_only.list_namespace("ns").len(), 2);
         assert_eq!(meta_only.list().len(), 2);
+    }
+
+    #[test]
+    fn an_informer_with_fields_keeps_them_beside_the_metadata() {
+        let informers = Informers::default();
+        let events = catalog::of(Kind::Event);
+        let inf = informers.with_fields(events, &["lastTimestamp", "series"]);
+        informers.with_fields(events, &["eventTime", "lastTimestamp"]);
+        inf.apply(Event::Applied(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "ns", "labels": {"a": "b"}},
+            "lastTimestamp": "2026-12-01T00:00:00Z",
+            "eventTime": null,
+            "message": "x".repeat(500),
+            "involvedObject": {"kind": "Pod", "name": "p"},
+        })));
+        assert_eq!(
+            *inf.get("ns/e").unwrap(),
+            json!({"apiVersion": "v1", "kind": "Event",
+                   "metadata": {"name": "e", "namespace": "ns"},
+                   "lastTimestamp": "2026-12-01T00:00:00Z", "eventTime": null})
+        );
     }
 
     #[test]

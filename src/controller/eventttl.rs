@@ -18,6 +18,9 @@ struct Expiry {
     ttl: Duration,
 }
 
+/// The top-level fields that tell when an event was seen.
+const TIMES: &[&str] = &["series", "lastTimestamp", "eventTime", "firstTimestamp"];
+
 /// When an event was last seen: `lastTimestamp`, `series.lastObservedTime`, `eventTime`,
 /// or its creation.
 fn last_seen(ev: &Value) -> Option<jiff::Timestamp> {
@@ -76,7 +79,8 @@ impl Expiry {
 
 /// Registers the event-expiry handlers and starts its worker.
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
-    let events = ctx.informers.get(catalog::of(Kind::Event));
+    // Only what expiry reads: every event of the last hour is in this cache.
+    let events = ctx.informers.with_fields(catalog::of(Kind::Event), TIMES);
     let queue = Queue::new();
     let ttl = ctx.config.event_ttl;
     {
