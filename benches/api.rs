@@ -16,6 +16,7 @@
 //!   own (as a load generator such as h2load reads), so that the client's work does not
 //!   take the machine's second core from the server; `watch_http2_reqwest` reads them
 //!   through reqwest (hyper's client) instead;
+//! - RSS after all that, and how many ConfigMaps the store then holds;
 //! - for reference, etcd's own durable put rate through its HTTP gateway at 32
 //!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
 //!
@@ -654,6 +655,18 @@ fn main() {
             }
         }
         out.insert("rss_after_load_mib".into(), json!(s.usage().0));
+        // What that memory holds: the ConfigMaps the phases left in the store.
+        let page: Value = s
+            .req(&c, reqwest::Method::GET, "/api/v1/configmaps?limit=1")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let stored = page["items"].as_array().map_or(0, Vec::len) as u64
+            + page["metadata"]["remainingItemCount"].as_u64().unwrap_or(0);
+        out.insert("configmaps_after_load".into(), json!(stored));
         if phase("etcd") {
             out.insert("etcd_reference".into(), etcd_rate(32).await);
         }
