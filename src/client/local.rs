@@ -68,19 +68,7 @@ impl Local {
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<ObjectList> {
-        let (label, field) = selection(params)?;
-        let list = self
-            .registry
-            .list(
-                res,
-                ns,
-                &ListOptions {
-                    label,
-                    field,
-                    ..ListOptions::default()
-                },
-            )
-            .await?;
+        let list = self.stored(res, ns, params).await?;
         Ok(ObjectList {
             items: list.items.iter().map(|b| parse(b)).collect::<Result<_>>()?,
             resource_version: list.revision.to_string(),
@@ -94,6 +82,16 @@ impl Local {
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<(Items, String)> {
+        let list = self.stored(res, ns, params).await?;
+        Ok((Items::stored(list.items), list.revision.to_string()))
+    }
+
+    async fn stored(
+        &self,
+        res: &'static Resource,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<registry::List> {
         let (label, field) = selection(params)?;
         let list = self
             .registry
@@ -107,7 +105,7 @@ impl Local {
                 },
             )
             .await?;
-        Ok((Items::stored(list.items), list.revision.to_string()))
+        Ok(list)
     }
 
     pub(super) async fn create(
