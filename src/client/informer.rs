@@ -205,19 +205,6 @@ impl Informer {
         }
     }
 
-    /// The object under `key` and what `changed` makes of its slot (`None`: nothing to
-    /// tell), when the cache holds it.
-    fn slot_value<T>(
-        &self,
-        key: &str,
-        changed: impl FnOnce(&Slot) -> Option<T>,
-    ) -> Option<(Arc<Value>, T)> {
-        let cache = self.inner.cache.read().expect("cache lock");
-        let slot = cache.get(key)?;
-        let change = changed(slot)?;
-        Some((slot.value(), change))
-    }
-
     /// An object as this informer keeps it.
     fn kept(&self, o: Value) -> Value {
         if self.inner.full.load(Ordering::Relaxed) {
@@ -260,31 +247,35 @@ impl Informer {
                 let old =
                     std::mem::replace(&mut *self.inner.cache.write().expect("cache lock"), fresh);
                 for key in &keys {
-                    let Some(new) = self.slot_value(key, |new| match old.get(key) {
-                        None => Some(None),
-                        Some(was) if !was.same_version(new) => Some(Some(was.value())),
-                        Some(_) => None,
-                    }) else {
-                        continue;
+                    // The lock is not held while the handlers run.
+                    let (new, was) = {
+                        let cache = self.inner.cache.read().expect("cache lock");
+                        let Some(new) = cache.get(key) else {
+                            continue;
+                        };
+                        match old.get(key) {
+                            None => (new.value(), None),
+                            Some(was) if !was.same_version(new) => (new.value(), Some(was.value())),
+                            Some(_) => continue,
+                        }
                     };
-                    match new {
-                        (new, None) => self.notify(Change::Added(&new)),
-                        (new, Some(old)) => self.notify(Change::Updated {
+                    match was {
+                        None => self.notify(Change::Added(&new)),
+                        Some(old) => self.notify(Change::Updated {
                             old: &old,
                             new: &new,
                         }),
                     }
                 }
-                for (key, was) in &old {
-                    if !self
-                        .inner
-                        .cache
-                        .read()
-                        .expect("cache lock")
-                        .contains_key(key)
-                    {
-                        self.notify(Change::Deleted(&was.value()));
-                    }
+                let gone: Vec<&Slot> = {
+                    let cache = self.inner.cache.read().expect("cache lock");
+                    old.iter()
+                        .filter(|(key, _)| !cache.contains_key(*key))
+                        .map(|(_, was)| was)
+                        .collect()
+                };
+                for was in gone {
+                    self.notify(Change::Deleted(&was.value()));
                 }
                 self.inner.synced.send_replace(true);
             }
