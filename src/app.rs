@@ -276,7 +276,8 @@ impl Cluster {
     ) -> Result<(), Error> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut supervisor = Supervisor::new();
-        if let Some(config) = self.controllers {
+        if let Some(mut config) = self.controllers {
+            config.api_port = Some(self.address.port());
             let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
             controller::start(&ctx, &mut supervisor);
         }
@@ -349,7 +350,7 @@ impl Cluster {
             agent_access = Some(Arc::new(AgentAccess { handle, runtime }));
         }
         let state = AppState {
-            metrics: api::metrics::Metrics::new(self.registry.store().metrics()),
+            metrics: api::metrics::Metrics::new(&self.registry),
             registry: self.registry.clone(),
             server_address: self.address.to_string(),
             shutdown: stopped,

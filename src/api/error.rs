@@ -49,7 +49,7 @@ impl Error {
                 } => (
                     StatusCode::NOT_FOUND,
                     "NotFound",
-                    json!({"name": name, "group": group, "kind": plural(resource)}),
+                    details(name, group, plural(resource)),
                 ),
                 R::AlreadyExists {
                     group,
@@ -58,7 +58,7 @@ impl Error {
                 } => (
                     StatusCode::CONFLICT,
                     "AlreadyExists",
-                    json!({"name": name, "group": group, "kind": plural(resource)}),
+                    details(name, group, plural(resource)),
                 ),
                 R::Conflict {
                     group,
@@ -68,23 +68,23 @@ impl Error {
                 } => (
                     StatusCode::CONFLICT,
                     "Conflict",
-                    json!({"name": name, "group": group, "kind": plural(resource)}),
+                    details(name, group, plural(resource)),
                 ),
                 R::Invalid {
                     group,
                     kind,
                     name,
                     causes,
-                } => (
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    json!({
-                        "name": name, "group": group, "kind": kind,
-                        "causes": causes.iter().map(|c| json!({
-                            "reason": c.reason, "message": c.message, "field": c.field,
-                        })).collect::<Vec<_>>(),
-                    }),
-                ),
+                } => {
+                    let mut d = details(name, group, kind);
+                    d["causes"] = causes
+                        .iter()
+                        .map(
+                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
+                        )
+                        .collect();
+                    (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", d)
+                }
                 R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest", json!(null)),
                 R::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", json!(null)),
                 R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
@@ -125,7 +125,9 @@ impl Error {
             },
             Error::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized", json!(null)),
             Error::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
-            Error::NoRoute => (StatusCode::NOT_FOUND, "NotFound", json!(null)),
+            // As kube-apiserver answers a path it does not serve: empty details, which
+            // kubectl reads as a Status of a missing resource.
+            Error::NoRoute => (StatusCode::NOT_FOUND, "NotFound", json!({})),
             Error::TooLarge(_) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "RequestEntityTooLarge",
@@ -176,6 +178,89 @@ impl Error {
     }
 }
 
+/// The `details` of a Status about one object, without the empty fields (as Go's
+/// `omitempty` leaves them out).
+fn details(name: &str, group: &str, kind: &str) -> Value {
+    let mut d = serde_json::Map::new();
+    for (field, value) in [("name", name), ("group", group), ("kind", kind)] {
+        if !value.is_empty() {
+            d.insert(field.into(), json!(value));
+        }
+    }
+    Value::Object(d)
+}
+
+/// A Status encoded with its fields in the order kube-apiserver writes them, so that the
+/// bytes are the same as its.
+pub fn encode_status(status: &Value) -> Vec<u8> {
+    const TOP: &[&str] = &[
+        "kind",
+        "apiVersion",
+        "metadata",
+        "status",
+        "message",
+        "reason",
+        "details",
+        "code",
+    ];
+    const DETAILS: &[&str] = &[
+        "name",
+        "group",
+        "kind",
+        "uid",
+        "causes",
+        "retryAfterSeconds",
+    ];
+    const CAUSE: &[&str] = &["reason", "message", "field"];
+    fn object(
+        out: &mut Vec<u8>,
+        v: &Value,
+        order: &[&str],
+        nested: &dyn Fn(&str, &Value, &mut Vec<u8>),
+    ) {
+        let Some(m) = v.as_object() else {
+            serde_json::to_writer(&mut *out, v).expect("JSON values serialize");
+            return;
+        };
+        out.push(b'{');
+        let known = order.iter().filter_map(|k| m.get_key_value(*k));
+        let rest = m.iter().filter(|(k, _)| !order.contains(&k.as_str()));
+        for (i, (k, v)) in known.chain(rest).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, k).expect("strings serialize");
+            out.push(b':');
+            nested(k, v, out);
+        }
+        out.push(b'}');
+    }
+    let plain = |_: &str, v: &Value, out: &mut Vec<u8>| {
+        serde_json::to_writer(out, v).expect("JSON values serialize")
+    };
+    let cause = |_: &str, v: &Value, out: &mut Vec<u8>| object(out, v, CAUSE, &plain);
+    let in_details = |k: &str, v: &Value, out: &mut Vec<u8>| match (k, v) {
+        ("causes", Value::Array(causes)) => {
+            out.push(b'[');
+            for (i, c) in causes.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                cause("", c, out);
+            }
+            out.push(b']');
+        }
+        _ => plain(k, v, out),
+    };
+    let top = |k: &str, v: &Value, out: &mut Vec<u8>| match k {
+        "details" => object(out, v, DETAILS, &in_details),
+        _ => plain(k, v, out),
+    };
+    let mut out = Vec::with_capacity(256);
+    object(&mut out, status, TOP, &top);
+    out
+}
+
 /// `pods` from `pods` or `leases.coordination.k8s.io`: details name the plural alone.
 fn plural(qualified: &str) -> &str {
     qualified.split('.').next().unwrap_or(qualified)
@@ -184,7 +269,7 @@ fn plural(qualified: &str) -> &str {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let (code, body) = self.status();
-        let mut resp = (code, serde_json::to_vec(&body).expect("JSON serializes")).into_response();
+        let mut resp = (code, encode_status(&body)).into_response();
         if let Error::MethodNotAllowed(_, allow) = self {
             resp.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static(allow));
@@ -218,11 +303,28 @@ mod tests {
         assert_eq!(code, StatusCode::NOT_FOUND);
         assert_eq!(s["message"], "pods \"nope\" not found");
         assert_eq!(s["reason"], "NotFound");
-        assert_eq!(
-            s["details"],
-            json!({"name": "nope", "group": "", "kind": "pods"})
-        );
+        assert_eq!(s["details"], json!({"name": "nope", "kind": "pods"}));
         assert_eq!(s["code"], 404);
+    }
+
+    #[test]
+    fn statuses_are_encoded_as_kube_apiserver_writes_them() {
+        let (_, s) = Error::NoRoute.status();
+        assert_eq!(
+            String::from_utf8(encode_status(&s)).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
+        );
+        let e = Error::from(registry::Error::Invalid {
+            group: "apps",
+            kind: "Deployment",
+            name: "web".into(),
+            causes: vec![registry::Cause::required("spec.selector")],
+        });
+        let (_, s) = e.status();
+        assert_eq!(
+            String::from_utf8(encode_status(&s)).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Deployment.apps \"web\" is invalid: spec.selector: Required value","reason":"Invalid","details":{"name":"web","group":"apps","kind":"Deployment","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"spec.selector"}]},"code":422}"#
+        );
     }
 
     #[test]

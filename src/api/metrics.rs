@@ -1,5 +1,6 @@
-//! `/metrics` in the Prometheus text format: API requests by verb, resource and code, their
-//! latencies, open watch streams, and the store's commit figures.
+//! `/metrics` in the format the scraper asks for (OpenMetrics, or Prometheus' classic text
+//! format): API requests by verb, resource and code, their latencies, open watch streams,
+//! and the store's commit figures.
 
 use std::sync::{Arc, Mutex};
 
@@ -37,7 +38,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(store: &crate::store::Metrics) -> Self {
+    /// The server's metrics, with the registry's own (the store's commits) beside them.
+    pub fn new(engine: &crate::registry::Registry) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: Family<LatencyLabels, Histogram, fn() -> Histogram> =
@@ -58,7 +60,7 @@ impl Metrics {
             "Open watch streams",
             watches.clone(),
         );
-        store.register(&mut registry);
+        engine.register_metrics(&mut registry);
         Self {
             registry: Arc::new(Mutex::new(registry)),
             requests,
@@ -84,12 +86,71 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// The text exposition.
-    pub fn render(&self) -> String {
+    /// The exposition in the format an `Accept` header asks for, with its content type:
+    /// OpenMetrics for a scraper that offers it (Prometheus does), the classic text format
+    /// otherwise.
+    pub fn render(&self, accept: &str) -> (&'static str, String) {
         let mut out = String::new();
         let registry = self.registry.lock().expect("metrics lock");
         prometheus_client::encoding::text::encode(&mut out, &registry)
             .expect("writing to a String cannot fail");
-        out
+        drop(registry);
+        if accept.contains("application/openmetrics-text") {
+            (OPENMETRICS, out)
+        } else {
+            (CLASSIC, classic_text(&out))
+        }
+    }
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The classic text format of an OpenMetrics exposition: a counter's HELP and TYPE name
+/// its samples (`x_total`), and there are no UNIT lines and no `# EOF`.
+fn classic_text(open: &str) -> String {
+    let counters: std::collections::HashSet<&str> = open
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(open.len());
+    for line in open.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let comment = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match comment {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) && !name.ends_with("_total") {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_classic_format_names_counters_by_their_samples_and_has_no_eof() {
+        let open = "# HELP req Requests.\n# TYPE req counter\nreq_total{a=\"b\"} 1\n\
+                    # HELP up Up.\n# TYPE up gauge\n# UNIT up seconds\nup 1\n# EOF\n";
+        assert_eq!(
+            classic_text(open),
+            "# HELP req_total Requests.\n# TYPE req_total counter\nreq_total{a=\"b\"} 1\n\
+             # HELP up Up.\n# TYPE up gauge\nup 1\n"
+        );
     }
 }

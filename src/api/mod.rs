@@ -59,11 +59,17 @@ pub struct AppState {
 /// The router, without TLS or a socket: testable with `oneshot`.
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
+        // Discovery answers with or without the trailing slash, as kube-apiserver does.
         .route("/api", get(api))
+        .route("/api/", get(api))
         .route("/apis", get(apis))
+        .route("/apis/", get(apis))
         .route("/api/v1", get(core_resources))
+        .route("/api/v1/", get(core_resources))
         .route("/apis/{group}", get(api_group))
+        .route("/apis/{group}/", get(api_group))
         .route("/apis/{group}/{version}", get(group_resources))
+        .route("/apis/{group}/{version}/", get(group_resources))
         .route("/metrics", get(serve_metrics))
         .route("/openapi/v3", get(|| async { openapi::root() }))
         .route("/openapi/v3/{*path}", get(openapi_document))
@@ -182,11 +188,16 @@ async fn group_resources(Path((group, version)): Path<(String, String)>) -> Resp
     discovery::resources(&group, &version).unwrap_or_else(|| Error::NoRoute.into_response())
 }
 
-async fn serve_metrics(State(state): State<AppState>) -> Response {
-    let mut r = state.metrics.render().into_response();
+async fn serve_metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let (content_type, body) = state.metrics.render(accept);
+    let mut r = body.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        axum::http::HeaderValue::from_static(content_type),
     );
     r
 }

@@ -1158,7 +1158,7 @@ fn watch_line(ev: &WatchEvent, res: &'static Resource, view: View) -> (Bytes, bo
         WatchEvent::Error(e) => {
             let (_, status) = Error::Registry(clone_expired(e)).status();
             (
-                event_line("ERROR", &serde_json::to_vec(&status).expect("JSON")),
+                event_line("ERROR", &super::error::encode_status(&status)),
                 true,
             )
         }

@@ -9,6 +9,7 @@
 //!
 //! [`client::informer`]: crate::client::informer
 
+pub mod apiservice;
 pub mod deployer;
 pub mod deploymentconfig;
 pub mod eventttl;
@@ -47,6 +48,9 @@ pub struct Config {
     /// Run the DeploymentConfig and deployer controllers (off only for tests that play
     /// them, to check the deployer process alone).
     pub deployments: bool,
+    /// The port the API serves on, for the `kubernetes` Service; `None` keeps no such
+    /// Service.
+    pub api_port: Option<u16>,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             eviction_timeout: Duration::from_secs(300),
             event_ttl: Duration::from_secs(3600),
             deployments: true,
+            api_port: None,
         }
     }
 }
@@ -91,6 +96,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         deploymentconfig::start(ctx, sup);
         deployer::start(ctx, sup);
     }
+    apiservice::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
     namespace::start(ctx, sup);

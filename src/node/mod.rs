@@ -253,7 +253,7 @@ fn node_status_with(config: &Config, left: Left) -> Value {
             "kernelVersion": read_trimmed("/proc/sys/kernel/osrelease"),
             "osImage": os_image(),
             "containerRuntimeVersion": format!("process://berth-{}", env!("CARGO_PKG_VERSION")),
-            "kubeletVersion": format!("v1.34.0-berth.{}", env!("CARGO_PKG_VERSION")),
+            "kubeletVersion": crate::types::kubernetes_version(),
             "kubeProxyVersion": "",
             "operatingSystem": "linux",
             "architecture": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),

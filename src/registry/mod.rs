@@ -30,6 +30,7 @@ pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
 pub use patch::{Patch, merge_key, merges_primitives};
 pub use schema::FieldValidation;
+pub use service::KUBERNETES_SERVICE_IP;
 pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};
 pub use watch::{Watch, WatchEvent, WatchOptions};
 
@@ -339,6 +340,11 @@ impl Registry {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Adds the engine's metrics (its store's commits and watchers) to `metrics`.
+    pub fn register_metrics(&self, metrics: &mut prometheus_client::registry::Registry) {
+        self.store.metrics().register(metrics);
     }
 
     fn not_found(res: &Resource, name: &str) -> Error {

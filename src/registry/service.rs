@@ -14,6 +14,9 @@ use super::Cause;
 /// two addresses are not handed out, as Kubernetes keeps `.1` for its own service.
 const CLUSTER_IPS: (u32, u32) = (u32::from_be_bytes([10, 96, 0, 0]), 1 << 16);
 
+/// The cluster IP of the `kubernetes` Service in `default`: the range's first address.
+pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+
 /// Node ports, as Kubernetes' default range.
 const NODE_PORTS: std::ops::RangeInclusive<u16> = 30000..=32767;
 
@@ -382,6 +385,14 @@ pub fn cells(v: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_kubernetes_service_holds_the_address_kept_for_it() {
+        assert_eq!(
+            super::cluster_ip_index(super::KUBERNETES_SERVICE_IP),
+            Some(1)
+        );
+    }
+
     use super::*;
 
     fn svc(spec: Value) -> Value {

@@ -691,6 +691,11 @@ pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
     }
 }
 
+/// Selectable fields that are booleans: unset, they read `false` (as Go's zero value
+/// does in the API server's field sets), so `spec.unschedulable=false` finds every node
+/// that does not say otherwise.
+const BOOLEAN_FIELDS: &[&str] = &["spec.unschedulable", "spec.hostNetwork"];
+
 /// The value of a selectable field, rendered as a field selector compares it.
 pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
     let path = match (kind, field) {
@@ -701,12 +706,13 @@ pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
         }
         (_, f) => format!("/{}", f.replace('.', "/")),
     };
-    match obj.pointer(&path)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Null => None,
-        other => Some(other.to_string()),
+    let unset = || BOOLEAN_FIELDS.contains(&field).then(|| "false".to_string());
+    match obj.pointer(&path) {
+        None | Some(Value::Null) => unset(),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Bool(b)) => Some(b.to_string()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(other) => Some(other.to_string()),
     }
 }
 
@@ -933,5 +939,17 @@ mod tests {
             field_value(Kind::Node, &node, "spec.unschedulable").as_deref(),
             Some("true")
         );
+        for node in [json!({"spec": {}}), json!({})] {
+            assert_eq!(
+                field_value(Kind::Node, &node, "spec.unschedulable").as_deref(),
+                Some("false")
+            );
+        }
+        let pod = json!({"spec": {}});
+        assert_eq!(
+            field_value(Kind::Pod, &pod, "spec.hostNetwork").as_deref(),
+            Some("false")
+        );
+        assert_eq!(field_value(Kind::Pod, &pod, "spec.nodeName"), None);
     }
 }

@@ -70,7 +70,7 @@ pub fn version_info() -> serde_json::Value {
     serde_json::json!({
         "major": "1",
         "minor": "37",
-        "gitVersion": format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION")),
+        "gitVersion": kubernetes_version(),
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "",
@@ -82,6 +82,11 @@ pub fn version_info() -> serde_json::Value {
             other => other,
         }),
     })
+}
+
+/// The Kubernetes version berth serves, as `/version` and its nodes report it.
+pub fn kubernetes_version() -> String {
+    format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// Seconds since an API timestamp, if it parses.

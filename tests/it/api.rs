@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, https_client, within};
+use crate::support::{TestServer, eventually, https_client, within};
 
 /// The bare API, as these tests pin down: no controllers writing meanwhile (the
 /// controllers have tests of their own).
@@ -173,6 +173,28 @@ async fn discovery_is_served_aggregated_and_legacy() {
     assert_eq!(legacy["resources"][0]["kind"], "SelfSubjectReview");
     let (code, group) = s.get("/apis/authentication.k8s.io").await;
     assert_eq!((code, group["kind"].as_str()), (200, Some("APIGroup")));
+    // With a trailing slash, the same answers (as kube-apiserver gives them).
+    for (path, kind) in [
+        ("/api/", "APIVersions"),
+        ("/apis/", "APIGroupList"),
+        ("/api/v1/", "APIResourceList"),
+        ("/apis/coordination.k8s.io/", "APIGroup"),
+        ("/apis/coordination.k8s.io/v1/", "APIResourceList"),
+    ] {
+        let (code, v) = s.get(path).await;
+        assert_eq!((code, v["kind"].as_str()), (200, Some(kind)), "{path}");
+    }
+    // A path nobody serves answers kube-apiserver's Status, byte for byte.
+    let r = s
+        .req(Method::GET, "/apis/nothing.example/v1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
+    );
     s.stop().await;
 }
 
@@ -243,10 +265,7 @@ async fn create_get_list_update_delete_follow_kubernetes_rules() {
     let (code, nf) = s.get(&format!("{CMS}/a")).await;
     assert_eq!(code, 404);
     assert_eq!(nf["message"], "configmaps \"a\" not found");
-    assert_eq!(
-        nf["details"],
-        json!({"name": "a", "group": "", "kind": "configmaps"})
-    );
+    assert_eq!(nf["details"], json!({"name": "a", "kind": "configmaps"}));
     let (code, _) = s.delete(&format!("{CMS}/a")).await;
     assert_eq!(code, 404);
     s.stop().await;
@@ -1370,6 +1389,28 @@ async fn metrics_count_requests_commits_and_watches() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(
+        text.contains("# TYPE apiserver_request_total counter"),
+        "{text}"
+    );
+    // What Prometheus offers, it gets.
+    let r = s
+        .req(Method::GET, "/metrics")
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = r.text().await.unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(text.contains("# TYPE apiserver_request counter"), "{text}");
     let anon = https_client(&s.ca_pem);
     let r = anon.get(format!("{}/metrics", s.url)).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
@@ -2121,6 +2162,83 @@ async fn the_pages_of_a_list_show_one_moment() {
         let (code, st) = s.get(&format!("{CMS}?{query}")).await;
         assert!(code == 400 || code == 422, "{query}: {code} {st}");
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_unset_boolean_field_selects_as_false() {
+    let s = bare().await;
+    for node in [
+        json!({"metadata": {"name": "free"}}),
+        json!({"metadata": {"name": "cordoned"}, "spec": {"unschedulable": true}}),
+    ] {
+        let (code, v) = s.post("/api/v1/nodes", node).await;
+        assert_eq!(code, 201, "{v}");
+    }
+    for (selector, want) in [
+        ("spec.unschedulable=false", vec!["free"]),
+        ("spec.unschedulable=true", vec!["cordoned"]),
+        ("spec.unschedulable!=true", vec!["free"]),
+    ] {
+        let (code, list) = s
+            .get(&format!("/api/v1/nodes?fieldSelector={selector}"))
+            .await;
+        assert_eq!(code, 200, "{list}");
+        let names: Vec<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, want, "{selector}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_kubernetes_service_points_at_the_api_and_is_kept_so() {
+    let s = TestServer::start().await;
+    let path = "/api/v1/namespaces/default/services/kubernetes";
+    let port: u64 = s.url.rsplit(':').next().unwrap().parse().unwrap();
+    let want_ports = json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]);
+    let until_right = |old_uid: Value| {
+        let want_ports = want_ports.clone();
+        let s = &s;
+        async move {
+            eventually(20, "the kubernetes Service as it should be", || async {
+                let (code, v) = s.get(path).await;
+                if code == 200
+                    && v["metadata"]["uid"] != old_uid
+                    && v["spec"]["ports"] == want_ports
+                {
+                    Ok(v)
+                } else {
+                    Err(v.to_string())
+                }
+            })
+            .await
+        }
+    };
+    let svc = until_right(Value::Null).await;
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["metadata"]["labels"]["provider"], "kubernetes");
+    // Its ports changed by hand are set right again.
+    let (code, v) = s
+        .patch(
+            path,
+            "application/merge-patch+json",
+            json!({"spec": {"ports": [{"name": "https", "port": 8443, "targetPort": 1}]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let again = until_right(Value::Null).await;
+    assert_eq!(again["metadata"]["uid"], svc["metadata"]["uid"]);
+    // Deleted, it comes back.
+    let (code, _) = s.delete(path).await;
+    assert_eq!(code, 200);
+    let back = until_right(svc["metadata"]["uid"].clone()).await;
+    assert_eq!(back["spec"]["clusterIP"], "10.96.0.1");
     s.stop().await;
 }
 

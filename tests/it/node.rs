@@ -164,6 +164,12 @@ async fn the_node_registers_ready_and_keeps_its_lease() {
     assert!(node["status"]["allocatable"]["cpu"].is_string());
     assert_eq!(node["status"]["allocatable"]["pods"], "110");
     assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], NODE);
+    // The node agent is the server's own: it reports the server's version.
+    let (_, version) = s.get("/version").await;
+    assert_eq!(
+        node["status"]["nodeInfo"]["kubeletVersion"],
+        version["gitVersion"]
+    );
     let path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}");
     let first = eventually(20, "a lease", || async {
         let (code, l) = s.get(&path).await;

@@ -108,6 +108,8 @@ check "auth whoami" "Username +admin" k auth whoami
 check "auth can-i" "^yes" k auth can-i create pods
 check "auth can-i --list" "^\*\.\* +\[\] +\[\] +\[\*\]" k auth can-i --list
 check "create service (sent in protobuf)" "service/web created" k create service nodeport web --tcp=80:8080
+check "the kubernetes Service leads to the API" "kubernetes +ClusterIP +10\.96\.0\.1 +<none> +443/TCP" k get svc kubernetes
+check "discovery with a trailing slash" '"kind":"APIVersions"' k get --raw /api/
 check "get svc prints kubectl's columns" "web +NodePort +10\.96\.[0-9.]+ +<none> +80:3[0-9]{4}/TCP" k get svc web
 
 cat >"$work/rc.yaml" <<'YAML'
@@ -287,6 +289,7 @@ check "its log" "^node-debug$" k logs "${debug_pod:-none}"
 check "drain deletes the pods, with DeleteOptions in protobuf" "node/n1 drained" k drain n1 --disable-eviction --force --grace-period=1 --timeout=30s
 check "the drained pods are gone" "^rc=0$" rc k wait --for=delete pod/p --timeout=20s
 check "uncordon" "node/n1 uncordoned" k uncordon n1
+check "a node that is not cordoned selects as schedulable" "^n1 +Ready" k get nodes --no-headers --field-selector spec.unschedulable=false
 k delete ns n --timeout=30s >/dev/null 2>&1
 
 # berth's own client prints what kubectl prints, byte for byte. Ages are computed when
