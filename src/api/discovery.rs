@@ -43,11 +43,11 @@ fn aggregated_resource(r: &Resource) -> Value {
             "verbs": ["get", "patch", "update"],
         }));
     }
-    for (sub, verbs, kind) in catalog::extra_subresources(r.kind) {
+    for sub in r.subresources {
         subresources.push(json!({
-            "subresource": sub,
-            "responseKind": {"group": r.group, "version": r.version, "kind": kind},
-            "verbs": verbs,
+            "subresource": sub.name,
+            "responseKind": {"group": r.group, "version": r.version, "kind": sub.kind},
+            "verbs": sub.verbs,
         }));
     }
     let mut v = json!({
@@ -55,7 +55,7 @@ fn aggregated_resource(r: &Resource) -> Value {
         "singularResource": r.singular,
         "responseKind": {"group": r.group, "version": r.version, "kind": r.kind_name},
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-        "verbs": r.verbs(),
+        "verbs": r.verbs,
     });
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);
@@ -206,7 +206,7 @@ pub fn resources(group: &str, version: &str) -> Option<Response> {
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind_name,
-            "verbs": r.verbs(),
+            "verbs": r.verbs,
         });
         if !r.short_names.is_empty() {
             v["shortNames"] = json!(r.short_names);
@@ -227,10 +227,10 @@ pub fn resources(group: &str, version: &str) -> Option<Response> {
                 "kind": r.kind_name, "verbs": ["get", "patch", "update"],
             }));
         }
-        for (sub, verbs, kind) in catalog::extra_subresources(r.kind) {
+        for sub in r.subresources {
             list.push(json!({
-                "name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced,
-                "kind": kind, "verbs": verbs,
+                "name": format!("{}/{}", r.plural, sub.name), "singularName": "",
+                "namespaced": r.namespaced, "kind": sub.kind, "verbs": sub.verbs,
             }));
         }
     }

@@ -41,7 +41,7 @@ fn docs() -> &'static BTreeMap<String, Doc> {
     static DOCS: OnceLock<BTreeMap<String, Doc>> = OnceLock::new();
     DOCS.get_or_init(|| {
         let mut gvs: Vec<(&str, &str)> = Vec::new();
-        for r in RESOURCES {
+        for r in &RESOURCES {
             if !gvs.contains(&(r.group, r.version)) {
                 gvs.push((r.group, r.version));
             }
@@ -208,8 +208,8 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
         }
         p
     };
-    let name = schema::schema_name(r.kind);
-    let list = schema::list_schema_name(r.kind);
+    let name = schema::schema_name(r);
+    let list = schema::list_schema_name(r);
     let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind_name});
     let id = format!(
         "{}{}",
@@ -230,7 +230,7 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
         "post": operation(r, "post", &format!("create{id}"), &name, gvk.clone(), with(scope_params(false), write_params()), Some(json_body.clone())),
     });
     // Only where the resource serves it: namespaces are deleted one at a time.
-    if r.verbs().contains(&"deletecollection") {
+    if r.verbs.contains(&"deletecollection") {
         collection_ops["delete"] = operation(
             r,
             "deletecollection",

@@ -609,7 +609,7 @@ fn allowed(t: &Target) -> &'static str {
     match (t.name.is_some(), t.sub.as_deref()) {
         // Across namespaces, a namespaced kind is only listed and watched.
         (false, _) if t.res.namespaced && t.namespace.is_none() => "GET",
-        (false, _) if !t.res.verbs().contains(&"deletecollection") => "GET, POST",
+        (false, _) if !t.res.verbs.contains(&"deletecollection") => "GET, POST",
         (false, _) => "GET, POST, DELETE",
         (true, None) => "GET, PUT, PATCH, DELETE",
         (true, Some("status" | "scale")) => "GET, PUT, PATCH",
@@ -788,7 +788,7 @@ pub async fn handle(
                 (None, Some(include)) => Ok(table_ok(table::table(
                     res,
                     std::slice::from_ref(&obj),
-                    reg.store().revision(),
+                    reg.revision(),
                     None,
                     include,
                 ))),

@@ -94,7 +94,7 @@ pub fn with_defaults(raw: Value, node: &str, path: &Path) -> Value {
         "" => static_uid(&pod, node, path),
         given => given.to_string(),
     };
-    crate::registry::strategy::default(crate::registry::Kind::Pod, &mut pod);
+    crate::registry::default_pod(&mut pod);
     let m = pod.as_object_mut().expect("checked");
     m.insert("apiVersion".into(), json!("v1"));
     m.insert("kind".into(), json!("Pod"));

@@ -1,6 +1,13 @@
-//! The resource catalog: every kind berth serves, with the names, scope, verbs and
-//! subresources that discovery advertises. Adding a kind is one entry here plus its arm in
-//! `strategy.rs`.
+//! The resource catalog: every kind berth serves, each a descriptor that the engine
+//! serves without knowing which kind it is: the names, scope, verbs and subresources that
+//! discovery advertises, the fields a selector may name, its schema, its Table columns,
+//! how it is stored and its [`Strategy`]. Adding a kind is one entry here (with its
+//! strategy, printer and schema).
+
+use super::convert::Conversion;
+use super::schema::Source;
+use super::strategy::{self, Strategy};
+use super::table::{self, Printer};
 
 /// The closed set of kinds berth serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,8 +30,15 @@ pub enum Kind {
     DeploymentConfig,
 }
 
-/// One served resource.
-#[derive(Debug)]
+/// A subresource beyond `status` and `scale`, as discovery lists it.
+pub struct Subresource {
+    pub name: &'static str,
+    pub verbs: &'static [&'static str],
+    /// The kind of its body.
+    pub kind: &'static str,
+}
+
+/// One served resource: a kind's descriptor.
 pub struct Resource {
     pub kind: Kind,
     /// API group; empty for the core group.
@@ -40,6 +54,28 @@ pub struct Resource {
     pub status: bool,
     /// Has a `/scale` subresource.
     pub scale: bool,
+    pub verbs: &'static [&'static str],
+    /// Subresources beyond `status` and `scale`.
+    pub subresources: &'static [Subresource],
+    /// Fields a field selector may name, besides `metadata.name` and `metadata.namespace`.
+    pub selectable: &'static [&'static str],
+    /// Defaults, rules, the spec/status split, deletion and admission.
+    pub strategy: &'static dyn Strategy,
+    pub schema: Source,
+    /// Its Table columns.
+    pub table: &'static Printer,
+    /// How it is stored, when as another resource.
+    pub conversion: Option<&'static Conversion>,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("group", &self.group)
+            .field("version", &self.version)
+            .field("plural", &self.plural)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Resource {
@@ -68,8 +104,8 @@ impl Resource {
     /// The store key prefix of this resource: `/registry/pods/` or
     /// `/registry/coordination.k8s.io/leases/`. Kinds stored as another kind share its keys.
     pub fn key_prefix(&self) -> String {
-        if let Some(stored) = super::convert::stored_as(self.kind) {
-            return of(stored).key_prefix();
+        if let Some(c) = self.conversion {
+            return of(c.stored).key_prefix();
         }
         if self.group.is_empty() {
             format!("/registry/{}/", self.plural)
@@ -93,31 +129,35 @@ impl Resource {
             _ => format!("{}{name}", self.key_prefix()),
         }
     }
-
-    pub fn verbs(&self) -> &'static [&'static str] {
-        if self.kind == Kind::Namespace {
-            // As Kubernetes: namespaces go one at a time.
-            return &[
-                "create", "delete", "get", "list", "patch", "update", "watch",
-            ];
-        }
-        &[
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
-    }
 }
 
 const ALL: &[&str] = &["all"];
 
+/// What most kinds can be asked to do.
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+const fn sub(
+    name: &'static str,
+    verbs: &'static [&'static str],
+    kind: &'static str,
+) -> Subresource {
+    Subresource { name, verbs, kind }
+}
+
+use k8s_openapi::api::coordination::v1 as coordination;
+use k8s_openapi::api::core::v1 as core;
+
 /// Every served resource, in discovery order.
-pub static RESOURCES: &[Resource] = &[
+pub static RESOURCES: [Resource; 12] = [
     Resource {
         kind: Kind::Pod,
         group: "",
@@ -130,6 +170,28 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         status: true,
         scale: false,
+        verbs: VERBS,
+        subresources: &[
+            // What the node agent and the scheduler serve of a pod.
+            sub("attach", &["create", "get"], "PodAttachOptions"),
+            sub("binding", &["create"], "Binding"),
+            sub("exec", &["create", "get"], "PodExecOptions"),
+            sub("log", &["get"], "Pod"),
+        ],
+        selectable: &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        strategy: &strategy::Pod,
+        schema: Source::typed::<core::Pod>(),
+        table: &table::POD,
+        conversion: None,
     },
     Resource {
         kind: Kind::ReplicationController,
@@ -143,6 +205,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         status: true,
         scale: true,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &["status.replicas"],
+        strategy: &strategy::ReplicationController,
+        schema: Source::typed::<core::ReplicationController>(),
+        table: &table::REPLICATION_CONTROLLER,
+        conversion: None,
     },
     Resource {
         kind: Kind::Namespace,
@@ -156,6 +225,16 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: true,
         scale: false,
+        // As Kubernetes: namespaces go one at a time.
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
+        subresources: &[sub("finalize", &["update"], "Namespace")],
+        selectable: &["status.phase"],
+        strategy: &strategy::Namespace,
+        schema: Source::typed::<core::Namespace>(),
+        table: &table::NAMESPACE,
+        conversion: None,
     },
     Resource {
         kind: Kind::Node,
@@ -169,6 +248,17 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: true,
         scale: false,
+        verbs: VERBS,
+        subresources: &[sub(
+            "proxy",
+            &["create", "delete", "get", "patch", "update"],
+            "NodeProxyOptions",
+        )],
+        selectable: &["spec.unschedulable"],
+        strategy: &strategy::Node,
+        schema: Source::typed::<core::Node>(),
+        table: &table::NODE,
+        conversion: None,
     },
     Resource {
         kind: Kind::Event,
@@ -182,6 +272,25 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: false,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        strategy: &strategy::Event,
+        schema: Source::typed::<core::Event>(),
+        table: &table::EVENT,
+        conversion: None,
     },
     Resource {
         kind: Kind::ConfigMap,
@@ -195,6 +304,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: false,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &[],
+        strategy: &strategy::ConfigMap,
+        schema: Source::typed::<core::ConfigMap>(),
+        table: &table::CONFIG_MAP,
+        conversion: None,
     },
     Resource {
         kind: Kind::Secret,
@@ -208,6 +324,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: false,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &["type"],
+        strategy: &strategy::Secret,
+        schema: Source::typed::<core::Secret>(),
+        table: &table::SECRET,
+        conversion: None,
     },
     Resource {
         kind: Kind::ServiceAccount,
@@ -221,6 +344,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: false,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &[],
+        strategy: &strategy::Plain,
+        schema: Source::typed::<core::ServiceAccount>(),
+        table: &table::SERVICE_ACCOUNT,
+        conversion: None,
     },
     Resource {
         kind: Kind::Service,
@@ -234,6 +364,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         status: true,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &["spec.clusterIP", "spec.type"],
+        strategy: &super::service::Service,
+        schema: Source::typed::<core::Service>(),
+        table: &table::SERVICE,
+        conversion: None,
     },
     Resource {
         kind: Kind::Lease,
@@ -247,6 +384,13 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: false,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &[],
+        strategy: &strategy::Lease,
+        schema: Source::typed::<coordination::Lease>(),
+        table: &table::LEASE,
+        conversion: None,
     },
     Resource {
         kind: Kind::EventsV1Event,
@@ -260,6 +404,24 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         status: false,
         scale: false,
+        verbs: VERBS,
+        subresources: &[],
+        selectable: &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+        strategy: &strategy::EventsV1Event,
+        schema: Source::typed::<k8s_openapi::api::events::v1::Event>(),
+        table: &table::EVENTS_V1_EVENT,
+        conversion: Some(&super::convert::EVENTS_V1),
     },
     Resource {
         kind: Kind::DeploymentConfig,
@@ -273,36 +435,22 @@ pub static RESOURCES: &[Resource] = &[
         categories: ALL,
         status: true,
         scale: true,
+        verbs: VERBS,
+        subresources: &[
+            sub("instantiate", &["create"], "DeploymentRequest"),
+            sub("log", &["get"], "DeploymentLog"),
+            sub("rollback", &["create"], "DeploymentConfigRollback"),
+        ],
+        selectable: &[],
+        strategy: &super::deploymentconfig::DeploymentConfig,
+        schema: Source::new(
+            super::deploymentconfig::schema::name,
+            super::deploymentconfig::schema::add_referenced,
+        ),
+        table: &table::DEPLOYMENT_CONFIG,
+        conversion: None,
     },
 ];
-
-/// Subresources a kind serves beyond `status` and `scale`, with their verbs and the kind
-/// of their body, as discovery lists them.
-pub fn extra_subresources(
-    kind: Kind,
-) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
-    match kind {
-        Kind::DeploymentConfig => &[
-            ("instantiate", &["create"], "DeploymentRequest"),
-            ("log", &["get"], "DeploymentLog"),
-            ("rollback", &["create"], "DeploymentConfigRollback"),
-        ],
-        // What the node agent and the scheduler serve of a pod.
-        Kind::Pod => &[
-            ("attach", &["create", "get"], "PodAttachOptions"),
-            ("binding", &["create"], "Binding"),
-            ("exec", &["create", "get"], "PodExecOptions"),
-            ("log", &["get"], "Pod"),
-        ],
-        Kind::Namespace => &[("finalize", &["update"], "Namespace")],
-        Kind::Node => &[(
-            "proxy",
-            &["create", "delete", "get", "patch", "update"],
-            "NodeProxyOptions",
-        )],
-        _ => &[],
-    }
-}
 
 /// The resource served at `group`/`version` under `plural`.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
@@ -364,7 +512,7 @@ mod tests {
     #[test]
     fn names_are_unique() {
         let mut seen = std::collections::HashSet::new();
-        for r in RESOURCES {
+        for r in &RESOURCES {
             assert!(seen.insert((r.group, r.plural)), "{} twice", r.plural);
             let _ = r.version;
             for s in r.short_names {

@@ -12,13 +12,25 @@ use super::{
 };
 use crate::types::fields;
 
-/// The kind an object of `kind` is stored as, when it differs.
-pub fn stored_as(kind: Kind) -> Option<Kind> {
-    match kind {
-        Kind::EventsV1Event => Some(Kind::Event),
-        _ => None,
-    }
+/// How a resource served in one form is stored in another resource's form and keys.
+pub struct Conversion {
+    /// The resource whose keys and stored form it shares.
+    pub stored: Kind,
+    /// A served object as it is stored.
+    pub to_stored: fn(&Value) -> Value,
+    /// A stored object as it is served.
+    pub from_stored: fn(&Value) -> Value,
+    /// A field selector's field as the stored resource names it.
+    pub stored_field: fn(&str) -> String,
 }
+
+/// events.k8s.io/v1 Events, stored as core v1 Events.
+pub static EVENTS_V1: Conversion = Conversion {
+    stored: Kind::Event,
+    to_stored: event_to_stored,
+    from_stored: event_from_stored,
+    stored_field: stored_event_field,
+};
 
 /// Pairs of (served field, stored field) for Events.
 const EVENT_FIELDS: &[(&str, &str)] = &[
@@ -67,46 +79,24 @@ fn rename(
     Value::Object(out)
 }
 
-/// A served object as it is stored.
-pub fn to_stored(kind: Kind, v: &Value) -> Value {
-    match kind {
-        Kind::EventsV1Event => rename(v, EVENT_FIELDS.iter().copied(), "v1"),
-        _ => v.clone(),
-    }
+/// An events.k8s.io/v1 Event as a core v1 Event.
+pub fn event_to_stored(v: &Value) -> Value {
+    rename(v, EVENT_FIELDS.iter().copied(), "v1")
 }
 
-/// A stored object as `kind` serves it.
-pub fn from_stored_value(kind: Kind, v: &Value) -> Value {
-    match kind {
-        Kind::EventsV1Event => rename(
-            v,
-            EVENT_FIELDS
-                .iter()
-                .map(|(served, stored)| (*stored, *served)),
-            "events.k8s.io/v1",
-        ),
-        _ => v.clone(),
-    }
+/// A core v1 Event as an events.k8s.io/v1 Event.
+fn event_from_stored(v: &Value) -> Value {
+    rename(
+        v,
+        EVENT_FIELDS
+            .iter()
+            .map(|(served, stored)| (*stored, *served)),
+        "events.k8s.io/v1",
+    )
 }
 
-/// Stored bytes as `kind` serves them (the same bytes when no conversion applies).
-pub fn from_stored(kind: Kind, b: &Bytes) -> Bytes {
-    if stored_as(kind).is_none() {
-        return b.clone();
-    }
-    match serde_json::from_slice::<Value>(b) {
-        Ok(v) => {
-            Bytes::from(serde_json::to_vec(&from_stored_value(kind, &v)).expect("JSON serializes"))
-        }
-        Err(_) => b.clone(),
-    }
-}
-
-/// A field selector's field as the stored kind names it.
-pub fn stored_field(kind: Kind, field: &str) -> String {
-    if kind != Kind::EventsV1Event {
-        return field.to_string();
-    }
+/// An events.k8s.io/v1 field as core v1 Events name it.
+pub fn stored_event_field(field: &str) -> String {
     for (served, stored) in EVENT_FIELDS {
         if field == *served {
             return (*stored).to_string();
@@ -118,33 +108,63 @@ pub fn stored_field(kind: Kind, field: &str) -> String {
     field.to_string()
 }
 
+/// A served object of `res` as it is stored.
+pub fn to_stored(res: &Resource, v: &Value) -> Value {
+    match res.conversion {
+        Some(c) => (c.to_stored)(v),
+        None => v.clone(),
+    }
+}
+
+/// A stored object as `res` serves it.
+pub fn from_stored_value(res: &Resource, v: &Value) -> Value {
+    match res.conversion {
+        Some(c) => (c.from_stored)(v),
+        None => v.clone(),
+    }
+}
+
+/// Stored bytes as `res` serves them (the same bytes when no conversion applies).
+pub fn from_stored(res: &Resource, b: &Bytes) -> Bytes {
+    let Some(c) = res.conversion else {
+        return b.clone();
+    };
+    match serde_json::from_slice::<Value>(b) {
+        Ok(v) => Bytes::from(serde_json::to_vec(&(c.from_stored)(&v)).expect("JSON serializes")),
+        Err(_) => b.clone(),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The registry's verbs for converted kinds: check the served form against its own schema,
 // store the stored form, answer in the served form.
 
 /// The stored resource of a converted one.
 pub(super) fn stored_resource(res: &Resource) -> Option<&'static Resource> {
-    stored_as(res.kind).map(catalog::of)
+    res.conversion.map(|c| catalog::of(c.stored))
 }
 
-fn convert_written(kind: Kind, mut w: Written) -> Written {
-    w.object = from_stored(kind, &w.object);
+fn convert_written(res: &Resource, mut w: Written) -> Written {
+    w.object = from_stored(res, &w.object);
     w
 }
 
-fn convert_list(kind: Kind, mut l: List) -> List {
-    l.items = l.items.iter().map(|i| from_stored(kind, i)).collect();
+fn convert_list(res: &Resource, mut l: List) -> List {
+    l.items = l.items.iter().map(|i| from_stored(res, i)).collect();
     l
 }
 
 /// A field selector in the stored kind's names.
-pub(super) fn stored_selector(kind: Kind, sel: &fields::Selector) -> fields::Selector {
+pub(super) fn stored_selector(res: &Resource, sel: &fields::Selector) -> fields::Selector {
+    let Some(c) = res.conversion else {
+        return sel.clone();
+    };
     fields::Selector {
         terms: sel
             .terms
             .iter()
             .map(|t| fields::Term {
-                field: stored_field(kind, &t.field),
+                field: (c.stored_field)(&t.field),
                 ..t.clone()
             })
             .collect(),
@@ -172,7 +192,7 @@ impl Registry {
             let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
             return Err(Self::invalid(res, &name, causes));
         }
-        Ok((to_stored(res.kind, &obj), warnings))
+        Ok((to_stored(res, &obj), warnings))
     }
 
     pub(super) async fn converted_create(
@@ -184,7 +204,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Written> {
         let (obj, warnings) = Self::served_to_stored(res, obj, opts)?;
-        let mut w = convert_written(res.kind, self.create(stored, namespace, obj, opts).await?);
+        let mut w = convert_written(res, self.create(stored, namespace, obj, opts).await?);
         w.warnings.extend(warnings);
         Ok(w)
     }
@@ -196,7 +216,7 @@ impl Registry {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<bytes::Bytes> {
-        Ok(from_stored(res.kind, &self.get(stored, namespace, name)?))
+        Ok(from_stored(res, &self.get(stored, namespace, name)?))
     }
 
     pub(super) async fn converted_list(
@@ -208,11 +228,11 @@ impl Registry {
     ) -> Result<List> {
         Self::check_field_selector(res, &opts.field)?;
         let opts = ListOptions {
-            field: stored_selector(res.kind, &opts.field),
+            field: stored_selector(res, &opts.field),
             ..opts.clone()
         };
         Ok(convert_list(
-            res.kind,
+            res,
             self.list(stored, namespace, &opts).await?,
         ))
     }
@@ -230,7 +250,7 @@ impl Registry {
     ) -> Result<Written> {
         let (obj, warnings) = Self::served_to_stored(res, obj, opts)?;
         let mut w = convert_written(
-            res.kind,
+            res,
             self.update(stored, namespace, name, obj, part, opts)
                 .await?,
         );
@@ -259,14 +279,14 @@ impl Registry {
                 None,
                 opts,
                 |old| {
-                    let served = from_stored_value(res.kind, old);
+                    let served = from_stored_value(res, old);
                     let patched = patch.apply(res, &served)?;
                     Self::served_to_stored(res, patched, opts).map(|(v, _)| v)
                 },
                 part,
             )
             .await?;
-        Ok(convert_written(res.kind, w))
+        Ok(convert_written(res, w))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -284,7 +304,7 @@ impl Registry {
         let (w, created) = self
             .apply(stored, namespace, name, config, opts, apply)
             .await?;
-        Ok((convert_written(res.kind, w), created))
+        Ok((convert_written(res, w), created))
     }
 
     pub(super) async fn converted_delete(
@@ -296,7 +316,7 @@ impl Registry {
         opts: &DeleteOptions,
     ) -> Result<bytes::Bytes> {
         Ok(from_stored(
-            res.kind,
+            res,
             &self.delete(stored, namespace, name, opts).await?,
         ))
     }
@@ -311,11 +331,11 @@ impl Registry {
     ) -> Result<List> {
         Self::check_field_selector(res, &list.field)?;
         let list = ListOptions {
-            field: stored_selector(res.kind, &list.field),
+            field: stored_selector(res, &list.field),
             ..list.clone()
         };
         Ok(convert_list(
-            res.kind,
+            res,
             self.delete_collection(stored, namespace, &list, opts)
                 .await?,
         ))
@@ -333,17 +353,17 @@ mod tests {
             "regarding": {"kind": "Pod", "name": "web"}, "note": "pulled", "reason": "Pulled",
             "type": "Normal", "reportingController": "berth/node", "reportingInstance": "n1",
             "eventTime": "2026-01-01T00:00:00.000000Z", "deprecatedCount": 3});
-        let core = to_stored(Kind::EventsV1Event, &v1);
+        let core = to_stored(catalog::of(Kind::EventsV1Event), &v1);
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(core["involvedObject"]["name"], "web");
         assert_eq!(core["message"], "pulled");
         assert_eq!(core["count"], 3);
         assert_eq!(core["reportingComponent"], "berth/node");
-        assert_eq!(from_stored_value(Kind::EventsV1Event, &core), v1);
         assert_eq!(
-            stored_field(Kind::EventsV1Event, "regarding.name"),
-            "involvedObject.name"
+            from_stored_value(catalog::of(Kind::EventsV1Event), &core),
+            v1
         );
-        assert_eq!(stored_field(Kind::EventsV1Event, "reason"), "reason");
+        assert_eq!(stored_event_field("regarding.name"), "involvedObject.name");
+        assert_eq!(stored_event_field("reason"), "reason");
     }
 }

@@ -231,9 +231,6 @@ pub struct DeleteOptions {
     pub dry_run: bool,
 }
 
-/// The namespaces that are never deleted, as Kubernetes keeps them.
-const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
-
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
@@ -342,6 +339,11 @@ impl Registry {
         &self.store
     }
 
+    /// The store's current revision: what a read now reflects.
+    pub fn revision(&self) -> u64 {
+        self.store.revision()
+    }
+
     /// Adds the engine's metrics (its store's commits and watchers) to `metrics`.
     pub fn register_metrics(&self, metrics: &mut prometheus_client::registry::Registry) {
         self.store.metrics().register(metrics);
@@ -410,14 +412,8 @@ impl Registry {
     /// A pod that names a service account other than `default` needs that account to
     /// exist (as the ServiceAccount admission plugin); `default` is made by a controller
     /// moments after its namespace, so pods of a fresh namespace are not refused.
-    fn check_service_account(
-        &self,
-        res: &Resource,
-        ns: Option<&str>,
-        name: &str,
-        obj: &Value,
-    ) -> Result<()> {
-        let (Kind::Pod, Some(ns)) = (res.kind, ns) else {
+    fn check_service_account(&self, ns: Option<&str>, name: &str, obj: &Value) -> Result<()> {
+        let Some(ns) = ns else {
             return Ok(());
         };
         let account = obj
@@ -479,7 +475,7 @@ impl Registry {
         if name.is_empty() {
             causes.push(Cause::required("metadata.name"));
         } else {
-            for e in strategy::name_errors(res.kind, name) {
+            for e in res.strategy.name_errors(name) {
                 causes.push(Cause::invalid("metadata.name", &json!(name), &e));
             }
         }
@@ -583,7 +579,7 @@ impl Registry {
                 }
             }
         }
-        strategy::validate(res.kind, obj, &mut causes);
+        res.strategy.validate(obj, &mut causes);
         let mut seen = std::collections::HashSet::new();
         causes.retain(|c| seen.insert((c.field.clone(), c.reason.clone())));
         if causes.is_empty() {
@@ -658,15 +654,13 @@ impl Registry {
         if res.status {
             m.insert("generation".into(), json!(1));
         }
-        strategy::default(res.kind, &mut obj);
-        if res.status {
-            strategy::initial_status(res.kind, &mut obj);
-        }
-        // Held until the Service is written, with the addresses it was given.
-        let _allocating = match res.kind {
-            Kind::Service => Some(self.allocate_service(res, None, &mut obj).await?),
-            _ => None,
-        };
+        res.strategy.default(&mut obj);
+        res.strategy.prepare_create(&mut obj);
+        // Held until the object is written (a Service, with the addresses it was given).
+        let _guard = res
+            .strategy
+            .before_write(self, None, None, &mut obj, Part::Main, &mut schema_causes)
+            .await?;
         for attempt in 0.. {
             let name = match (&given, &generate) {
                 (Some(n), _) => n.clone(),
@@ -674,12 +668,11 @@ impl Registry {
                 (None, None) => unreachable!("checked above"),
             };
             meta_mut(&mut obj)?.insert("name".into(), json!(name));
-            if res.kind == Kind::Namespace {
-                strategy::default(res.kind, &mut obj);
-            }
+            // Defaults may follow from the name (a namespace's name label).
+            res.strategy.default(&mut obj);
             Self::validate(res, &obj, &schema_causes)?;
             self.check_namespace_open(res, ns, &name)?;
-            self.check_service_account(res, ns, &name, &obj)?;
+            res.strategy.admit(self, ns, &name, &obj)?;
             if let Some(manager) = opts.manager.as_deref().filter(|_| attempt == 0) {
                 apply::record_update(res, None, &mut obj, manager, false);
             }
@@ -741,7 +734,7 @@ impl Registry {
     pub fn check_field_selector(res: &Resource, sel: &fields::Selector) -> Result<()> {
         for t in &sel.terms {
             let ok = matches!(t.field.as_str(), "metadata.name" | "metadata.namespace")
-                || strategy::selectable_fields(res.kind).contains(&t.field.as_str());
+                || res.selectable.contains(&t.field.as_str());
             if !ok {
                 return Err(Error::BadRequest(format!(
                     "field label not supported: {}",
@@ -873,29 +866,6 @@ impl Registry {
             continue_token,
             remaining,
         })
-    }
-
-    /// Gives a Service (`key`, when it exists already) the cluster IP and node ports it
-    /// needs, checking those it names against every other Service. The guard returned
-    /// must be held until the Service is written.
-    async fn allocate_service(
-        &self,
-        res: &Resource,
-        key: Option<&str>,
-        svc: &mut Value,
-    ) -> Result<tokio::sync::MutexGuard<'_, ()>> {
-        let guard = self.services.lock().await;
-        let mut taken = service::Taken::default();
-        let (all, _) = self.store.list(&res.scope_prefix(None));
-        for (k, rec) in all {
-            if Some(&*k) != key {
-                taken.add(&parse(&rec.value)?);
-            }
-        }
-        service::allocate(svc, &taken).map_err(|cause| {
-            Self::invalid(res, meta_str(svc, "name").unwrap_or(""), vec![cause])
-        })?;
-        Ok(guard)
     }
 
     /// A list's `resourceVersionMatch` as Kubernetes validates ListOptions.
@@ -1153,20 +1123,20 @@ impl Registry {
                 return Err(Self::uid_mismatch(res, name, uid, have));
             }
             let mut merged = Self::merge_update(res, &old, new, part)?;
-            let _allocating = match (res.kind, part) {
-                (Kind::Service, Part::Main) => {
-                    service::keep_allocated(&old, &mut merged, &mut schema_causes);
-                    Some(self.allocate_service(res, Some(key), &mut merged).await?)
-                }
-                _ => None,
-            };
-            if res.kind == Kind::DeploymentConfig {
-                deploymentconfig::rules::validate_update(&old, &merged, &mut schema_causes);
-            }
-            // A binding (Part::All) is how a pod's node is set; an update is not.
-            if res.kind == Kind::Pod && part == Part::Main {
-                strategy::validate_pod_update(&old, &merged, &mut schema_causes);
-            }
+            // Held until the object is written (a Service, with its addresses).
+            let _guard = res
+                .strategy
+                .before_write(
+                    self,
+                    Some(key),
+                    Some(&old),
+                    &mut merged,
+                    part,
+                    &mut schema_causes,
+                )
+                .await?;
+            res.strategy
+                .validate_update(&old, &merged, part, &mut schema_causes);
             Self::validate(res, &merged, &schema_causes)?;
             if same_object(&old, &merged) {
                 return Ok(done(cur.value));
@@ -1185,8 +1155,7 @@ impl Registry {
                         .and_then(Value::as_array)
                         .is_some_and(|f| !f.is_empty())
                 };
-                list("/metadata/finalizers")
-                    || (res.kind == Kind::Namespace && list("/spec/finalizers"))
+                list("/metadata/finalizers") || res.strategy.holds_deletion(v)
             };
             // The update that removes the last one completes the deletion. (A pod marked
             // for graceful deletion holds nothing and is removed by its node.)
@@ -1233,48 +1202,23 @@ impl Registry {
                 m
             }
             Part::Main => {
-                let incoming = (res.kind == Kind::DeploymentConfig).then(|| new.clone());
                 let mut m = new;
+                // The status a client sent is not stored; the strategy may look at it.
+                let mut incoming = None;
                 if res.status {
                     if let Some(dst) = m.as_object_mut() {
-                        match old.get("status") {
-                            Some(s) => {
-                                dst.insert("status".into(), s.clone());
-                            }
-                            None => {
-                                dst.remove("status");
-                            }
-                        }
+                        incoming = match old.get("status") {
+                            Some(s) => dst.insert("status".into(), s.clone()),
+                            None => dst.remove("status"),
+                        };
                     }
                 }
-                if res.kind == Kind::Namespace {
-                    // A namespace's finalizers change only through `finalize`.
-                    match (m.as_object_mut(), old.pointer("/spec/finalizers")) {
-                        (Some(dst), Some(f)) => {
-                            let spec = dst.entry("spec").or_insert_with(|| json!({}));
-                            if let Some(spec) = spec.as_object_mut() {
-                                spec.insert("finalizers".into(), f.clone());
-                            }
-                        }
-                        (Some(dst), None) => {
-                            if let Some(spec) = dst.get_mut("spec").and_then(Value::as_object_mut) {
-                                spec.remove("finalizers");
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some(incoming) = incoming {
-                    deploymentconfig::rules::keep_status_on_update(old, &incoming, &mut m);
-                }
+                res.strategy.prepare_update(old, incoming.as_ref(), &mut m);
                 m
             }
             Part::All => new,
         };
-        if res.kind == Kind::Pod {
-            check_mirror_annotation(res, old, &merged)?;
-        }
-        strategy::default(res.kind, &mut merged);
+        res.strategy.default(&mut merged);
         let old_meta = meta(old).cloned().unwrap_or_default();
         let mm = meta_mut(&mut merged)?;
         for field in [
@@ -1323,10 +1267,7 @@ impl Registry {
                 ));
             }
         }
-        let latest_changed = res.kind == Kind::DeploymentConfig
-            && part != Part::Status
-            && deploymentconfig::rules::latest_version_changed(old, &merged);
-        if res.status && (spec_changed(old, &merged) || latest_changed) {
+        if res.status && res.strategy.generation_changes(old, &merged, part) {
             let g = old_meta
                 .get("generation")
                 .and_then(Value::as_i64)
@@ -1349,11 +1290,7 @@ impl Registry {
             return Box::pin(self.converted_delete(res, stored, namespace, name, opts)).await;
         }
         let ns = Self::scope(res, namespace)?;
-        if res.kind == Kind::Namespace && IMMORTAL_NAMESPACES.contains(&name) {
-            return Err(Error::Forbidden(format!(
-                "namespaces {name:?} is forbidden: this namespace may not be deleted"
-            )));
-        }
+        res.strategy.check_delete(name)?;
         let key = res.key(ns, name);
         let expect_rv = opts.resource_version.as_deref().map(parse_rv).transpose()?;
         for _ in 0..UPDATE_RETRIES {
@@ -1381,7 +1318,7 @@ impl Registry {
                     });
                 }
             }
-            if let Some(grace) = graceful_pod_deletion(res, &obj, opts) {
+            if let Some(grace) = res.strategy.graceful_deletion(&obj, opts) {
                 // A pod a node runs is marked; the node stops its containers within the
                 // grace period, then deletes it for good (with a grace period of 0).
                 let current = meta(&obj)
@@ -1408,11 +1345,9 @@ impl Registry {
                     None => continue,
                 }
             }
-            let policy = opts.propagation.or(match res.kind {
-                // The v1 API orphans an RC's pods unless told otherwise.
-                Kind::ReplicationController => Some(Propagation::Orphan),
-                _ => None,
-            });
+            let policy = opts
+                .propagation
+                .or_else(|| res.strategy.default_propagation());
             let m = meta_mut(&mut obj)?;
             let mut fins = finalizers(m);
             let had_dependent_finalizer = fins
@@ -1430,23 +1365,14 @@ impl Registry {
                     fins.push(f.to_string());
                 }
             }
-            let namespace_finalizers = res.kind == Kind::Namespace
-                && obj
-                    .pointer("/spec/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| !f.is_empty());
-            if !fins.is_empty() || namespace_finalizers {
+            if !fins.is_empty() || res.strategy.holds_deletion(&obj) {
                 let m = meta_mut(&mut obj)?;
                 m.insert("finalizers".into(), json!(fins));
                 if !m.contains_key("deletionTimestamp") {
                     m.insert("deletionTimestamp".into(), json!(crate::types::now()));
                     m.insert("deletionGracePeriodSeconds".into(), json!(0));
                 }
-                if res.kind == Kind::Namespace {
-                    if let Some(o) = obj.as_object_mut() {
-                        o.insert("status".into(), json!({"phase": "Terminating"}));
-                    }
-                }
+                res.strategy.mark_deleting(&mut obj);
                 let old = parse(&cur.value)?;
                 if same_object(&old, &obj) || opts.dry_run {
                     return Ok(if opts.dry_run {
@@ -1583,6 +1509,12 @@ pub fn is_mirror_pod(pod: &Value) -> bool {
         .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
 }
 
+/// The API's defaults of a pod, without a store: what a node agent fills into the pods it
+/// reads from files.
+pub fn default_pod(pod: &mut Value) {
+    catalog::of(Kind::Pod).strategy.default(pod);
+}
+
 /// The API's validation of a pod (schema, metadata and pod rules), without a store: what
 /// a node agent checks the pods it reads from files against before running them.
 pub fn validate_pod(pod: &Value) -> Result<()> {
@@ -1591,61 +1523,6 @@ pub fn validate_pod(pod: &Value) -> Result<()> {
     let mut schema_causes = Vec::new();
     schema::admit(res, &mut obj, FieldValidation::Ignore, &mut schema_causes)?;
     Registry::validate(res, &obj, &schema_causes)
-}
-
-/// A mirror pod's annotation is its node's: it is neither added, changed nor removed by
-/// an update.
-fn check_mirror_annotation(res: &Resource, old: &Value, new: &Value) -> Result<()> {
-    let mirror = |v: &Value| {
-        v.pointer("/metadata/annotations")
-            .and_then(|a| a.get(MIRROR_ANNOTATION))
-            .cloned()
-    };
-    let detail = match (mirror(old), mirror(new)) {
-        (None, None) => return Ok(()),
-        (Some(a), Some(b)) if a == b => return Ok(()),
-        (None, Some(_)) => "may not add mirror pod annotation",
-        (Some(_), _) => "may not remove or update mirror pod annotation",
-    };
-    let name = meta(old)
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    Err(Registry::invalid(
-        res,
-        name,
-        vec![Cause {
-            reason: "FieldValueForbidden".into(),
-            message: format!("Forbidden: {detail}"),
-            field: format!("metadata.annotations[{MIRROR_ANNOTATION}]"),
-        }],
-    ))
-}
-
-/// The grace period a pod's deletion waits for its node, when it does: pods bound to a
-/// node and not finished are deleted gracefully (as Kubernetes), unless asked for 0.
-fn graceful_pod_deletion(res: &Resource, pod: &Value, opts: &DeleteOptions) -> Option<i64> {
-    if res.kind != Kind::Pod {
-        return None;
-    }
-    let bound = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty());
-    let finished = matches!(
-        pod.pointer("/status/phase").and_then(Value::as_str),
-        Some("Succeeded" | "Failed")
-    );
-    // A mirror pod only reflects a static pod its node runs from a file: it goes at once.
-    if !bound || finished || is_mirror_pod(pod) {
-        return None;
-    }
-    let grace = opts.grace_period_seconds.unwrap_or_else(|| {
-        pod.pointer("/spec/terminationGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(30)
-    });
-    (grace > 0).then_some(grace)
 }
 
 /// The name and namespace a body gives, if any, must be those of the request.

@@ -2,15 +2,13 @@
 //! schemars), used twice: served as OpenAPI v3 components, and compiled into validators
 //! that check every incoming object (types, enums, required fields, unknown fields).
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use k8s_openapi::api::{coordination::v1 as coordination, core::v1 as core};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
 use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
-use super::catalog::{Kind, RESOURCES, Resource};
+use super::catalog::{RESOURCES, Resource};
 use super::{Cause, Error};
 
 /// How to treat fields the schema does not know (`fieldValidation`).
@@ -25,29 +23,48 @@ pub enum FieldValidation {
     Ignore,
 }
 
-/// The components.schemas name of a kind's schema.
-pub fn schema_name(kind: Kind) -> String {
-    match kind {
-        Kind::Namespace => core::Namespace::schema_name(),
-        Kind::Pod => core::Pod::schema_name(),
-        Kind::ReplicationController => core::ReplicationController::schema_name(),
-        Kind::Event => core::Event::schema_name(),
-        Kind::Node => core::Node::schema_name(),
-        Kind::ConfigMap => core::ConfigMap::schema_name(),
-        Kind::Secret => core::Secret::schema_name(),
-        Kind::ServiceAccount => core::ServiceAccount::schema_name(),
-        Kind::Service => core::Service::schema_name(),
-        Kind::Lease => coordination::Lease::schema_name(),
-        Kind::EventsV1Event => k8s_openapi::api::events::v1::Event::schema_name(),
-        Kind::DeploymentConfig => return super::deploymentconfig::schema::name(),
+/// Where a kind's schema comes from: its name among the definitions, how to add it (and
+/// what it refers to) to a generator, and its validator, compiled at its first use (a kind
+/// nobody writes costs no memory).
+pub struct Source {
+    name: fn() -> String,
+    add: fn(&mut schemars::SchemaGenerator),
+    validator: OnceLock<jsonschema::Validator>,
+}
+
+impl Source {
+    /// The schema of a Rust type (the k8s-openapi types).
+    pub const fn typed<T: JsonSchema>() -> Source {
+        Source::new(name_of::<T>, add_of::<T>)
     }
-    .into_owned()
+
+    /// A schema written out by hand: its name, and how it adds its definitions.
+    pub const fn new(name: fn() -> String, add: fn(&mut schemars::SchemaGenerator)) -> Source {
+        Source {
+            name,
+            add,
+            validator: OnceLock::new(),
+        }
+    }
+}
+
+fn name_of<T: JsonSchema>() -> String {
+    T::schema_name().into_owned()
+}
+
+fn add_of<T: JsonSchema>(generator: &mut schemars::SchemaGenerator) {
+    generator.subschema_for::<T>();
+}
+
+/// The components.schemas name of a kind's schema.
+pub fn schema_name(res: &Resource) -> String {
+    (res.schema.name)()
 }
 
 /// The components.schemas name of a kind's list (`io.k8s.api.core.v1.PodList`), the body of
 /// a list and of a deletecollection.
-pub fn list_schema_name(kind: Kind) -> String {
-    format!("{}List", schema_name(kind))
+pub fn list_schema_name(res: &Resource) -> String {
+    format!("{}List", schema_name(res))
 }
 
 /// The schema of a list of `item`s, as Kubernetes' `…List` types.
@@ -84,32 +101,14 @@ pub fn scale_schema_name() -> String {
     k8s_openapi::api::autoscaling::v1::Scale::schema_name().into_owned()
 }
 
-fn add(generator: &mut schemars::SchemaGenerator, kind: Kind) {
-    match kind {
-        Kind::Namespace => generator.subschema_for::<core::Namespace>(),
-        Kind::Pod => generator.subschema_for::<core::Pod>(),
-        Kind::ReplicationController => generator.subschema_for::<core::ReplicationController>(),
-        Kind::Event => generator.subschema_for::<core::Event>(),
-        Kind::Node => generator.subschema_for::<core::Node>(),
-        Kind::ConfigMap => generator.subschema_for::<core::ConfigMap>(),
-        Kind::Secret => generator.subschema_for::<core::Secret>(),
-        Kind::ServiceAccount => generator.subschema_for::<core::ServiceAccount>(),
-        Kind::Service => generator.subschema_for::<core::Service>(),
-        Kind::Lease => generator.subschema_for::<coordination::Lease>(),
-        Kind::EventsV1Event => generator.subschema_for::<k8s_openapi::api::events::v1::Event>(),
-        // Written out by hand (no Rust type); added to the definitions below.
-        Kind::DeploymentConfig => super::deploymentconfig::schema::add_referenced(generator),
-    };
-}
-
 /// Every schema the served kinds need, keyed by name, with each kind's schema marked with
 /// its group, version and kind (as OpenAPI documents of Kubernetes do).
 pub fn definitions() -> &'static Map<String, Value> {
     static DEFS: OnceLock<Map<String, Value>> = OnceLock::new();
     DEFS.get_or_init(|| {
         let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
-        for r in RESOURCES {
-            add(&mut generator, r.kind);
+        for r in &RESOURCES {
+            (r.schema.add)(&mut generator);
         }
         generator.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
         generator.subschema_for::<ListMeta>();
@@ -124,14 +123,14 @@ pub fn definitions() -> &'static Map<String, Value> {
                 );
             }
         };
-        for r in RESOURCES {
-            mark(schema_name(r.kind), r.group, r.version, r.kind_name);
+        for r in &RESOURCES {
+            mark(schema_name(r), r.group, r.version, r.kind_name);
         }
         mark(scale_schema_name(), "autoscaling", "v1", "Scale");
         let list_meta = ListMeta::schema_name();
-        for r in RESOURCES {
-            let item = schema_name(r.kind);
-            defs.insert(list_schema_name(r.kind), list_schema(r, &item, &list_meta));
+        for r in &RESOURCES {
+            let item = schema_name(r);
+            defs.insert(list_schema_name(r), list_schema(r, &item, &list_meta));
         }
         defs
     })
@@ -193,19 +192,11 @@ fn reachable(defs: &Map<String, Value>, name: &str) -> Map<String, Value> {
     out
 }
 
-/// The validator of `kind`'s schema, compiled at its first use: a kind nobody writes
-/// costs no memory.
-fn validator(kind: Kind) -> &'static jsonschema::Validator {
-    static VALIDATORS: OnceLock<HashMap<Kind, OnceLock<jsonschema::Validator>>> = OnceLock::new();
-    let cells = VALIDATORS.get_or_init(|| {
-        RESOURCES
-            .iter()
-            .map(|r| (r.kind, OnceLock::new()))
-            .collect()
-    });
-    cells[&kind].get_or_init(|| {
+/// The validator of `res`'s schema, compiled at its first use.
+fn validator(res: &Resource) -> &jsonschema::Validator {
+    res.schema.validator.get_or_init(|| {
         // Only the schemas the kind refers to: each validator keeps its own copy.
-        let name = schema_name(kind);
+        let name = schema_name(res);
         let mut root = reference(&name);
         root["components"] =
             json!({"schemas": closed(&Value::Object(reachable(definitions(), &name)))});
@@ -404,7 +395,7 @@ pub fn admit_with(
     causes: &mut Vec<Cause>,
 ) -> Result<Vec<String>, Error> {
     drop_nulls(obj);
-    let validator = validator(res.kind);
+    let validator = validator(res);
     let mut unknown: Vec<(jsonschema::paths::Location, String)> = Vec::new();
     for e in validator.iter_errors(obj) {
         let at = field_path(e.instance_path());
@@ -450,7 +441,7 @@ pub fn admit_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::catalog;
+    use crate::registry::catalog::{self, Kind};
 
     #[test]
     fn parsing_notes_the_fields_a_body_names_twice() {

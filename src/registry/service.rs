@@ -8,7 +8,45 @@ use std::net::Ipv4Addr;
 
 use serde_json::{Map, Value, json};
 
-use super::Cause;
+use super::strategy::{BoxFuture, Strategy, WriteGuard};
+use super::{Cause, Error, Part, Registry};
+
+/// The strategy of Services: their defaults and rules, and the addresses and node ports
+/// they are given, chosen under one lock so that no two get the same.
+pub struct Service;
+
+impl Strategy for Service {
+    fn default(&self, obj: &mut Value) {
+        default(obj)
+    }
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"loadBalancer": {}}));
+        }
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate(obj, causes)
+    }
+    fn before_write<'r: 'a, 'a>(
+        &'a self,
+        reg: &'r Registry,
+        key: Option<&'a str>,
+        old: Option<&'a Value>,
+        obj: &'a mut Value,
+        part: Part,
+        causes: &'a mut Vec<Cause>,
+    ) -> BoxFuture<'a, Result<Option<WriteGuard<'r>>, Error>> {
+        Box::pin(async move {
+            if part != Part::Main {
+                return Ok(None);
+            }
+            if let Some(old) = old {
+                keep_allocated(old, obj, causes);
+            }
+            reg.allocate_service(key, obj).await.map(Some)
+        })
+    }
+}
 
 /// Cluster IPs come from 10.96.0.0/16 (the start of kubeadm's default range); the first
 /// two addresses are not handed out, as Kubernetes keeps `.1` for its own service.
@@ -170,16 +208,41 @@ fn cluster_ip_index(ip: &str) -> Option<u32> {
     (offset < CLUSTER_IPS.1).then_some(offset)
 }
 
+impl Registry {
+    /// Gives a Service (`key`, when it exists already) the cluster IP and node ports it
+    /// needs, checking those it names against every other Service. The guard returned
+    /// must be held until the Service is written.
+    async fn allocate_service(
+        &self,
+        key: Option<&str>,
+        svc: &mut Value,
+    ) -> Result<WriteGuard<'_>, Error> {
+        let res = super::catalog::of(super::Kind::Service);
+        let guard = self.services.lock().await;
+        let mut taken = Taken::default();
+        let (all, _) = self.store.list(&res.scope_prefix(None));
+        for (k, rec) in all {
+            if Some(&*k) != key {
+                taken.add(&super::parse(&rec.value)?);
+            }
+        }
+        allocate(svc, &taken).map_err(|cause| {
+            Self::invalid(res, super::meta_str(svc, "name").unwrap_or(""), vec![cause])
+        })?;
+        Ok(guard)
+    }
+}
+
 /// What the other Services hold.
 #[derive(Debug, Default)]
-pub(super) struct Taken {
+struct Taken {
     ips: HashSet<u32>,
     node_ports: HashSet<u64>,
 }
 
 impl Taken {
     /// Notes what `svc` holds.
-    pub(super) fn add(&mut self, svc: &Value) {
+    fn add(&mut self, svc: &Value) {
         if let Some(i) = spec(svc)["clusterIP"].as_str().and_then(cluster_ip_index) {
             self.ips.insert(i);
         }
@@ -193,7 +256,7 @@ impl Taken {
 
 /// Gives `svc` a cluster IP and node ports where it needs them and names none, and checks
 /// that those it names are free.
-pub(super) fn allocate(svc: &mut Value, taken: &Taken) -> Result<(), Cause> {
+fn allocate(svc: &mut Value, taken: &Taken) -> Result<(), Cause> {
     let kind = kind_of(svc).to_string();
     let wants_node_ports = has_node_ports(svc);
     let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -280,7 +343,7 @@ fn set_addresses(spec: &mut Map<String, Value>, ip: String) {
 
 /// An update keeps what the Service was given when the new spec does not name it (as a
 /// replaced manifest usually does not), and may not change its cluster IP.
-pub(super) fn keep_allocated(old: &Value, new: &mut Value, causes: &mut Vec<Cause>) {
+fn keep_allocated(old: &Value, new: &mut Value, causes: &mut Vec<Cause>) {
     let was = spec(old);
     let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
         return;

@@ -1,54 +1,434 @@
-//! Per-kind rules: defaults, semantic validation, which fields a field selector may name,
-//! and how each kind splits spec from status. One `match` per rule, one arm per kind.
+//! Per-kind rules as values: the [`Strategy`] trait, whose hooks the engine calls for
+//! defaults, validation, the spec/status split, deletion and admission, and the strategies
+//! of the core kinds with their rules (Services and DeploymentConfigs keep theirs beside
+//! their other code).
 
 use serde_json::{Map, Value, json};
 
-use super::Cause;
-use super::catalog::Kind;
+use super::{Cause, DeleteOptions, Error, Part, Propagation, Registry};
 use crate::types::names;
 
-/// Fills in the fields the API server defaults, on create and update alike.
-pub fn default(kind: Kind, obj: &mut Value) {
-    match kind {
-        Kind::Pod => default_pod(obj),
-        Kind::ReplicationController => default_rc(obj),
-        Kind::Namespace => {
-            let name = obj["metadata"]["name"].clone();
-            let labels = obj["metadata"]
-                .as_object_mut()
-                .map(|m| m.entry("labels").or_insert_with(|| json!({})));
-            if let Some(Value::Object(labels)) = labels {
-                labels.insert("kubernetes.io/metadata.name".into(), name);
-            }
-            let spec = object_entry(obj, "spec");
-            spec.entry("finalizers")
-                .or_insert_with(|| json!(["kubernetes"]));
-        }
-        Kind::Secret => {
-            if let Some(m) = obj.as_object_mut() {
-                m.entry("type").or_insert_with(|| json!("Opaque"));
-                string_data_into_data(m);
-            }
-        }
-        Kind::Node => {
-            // As the API server defaults it: `spec` is there, if empty, so that field
-            // selectors such as `spec.unschedulable=false` see the node.
-            if obj.get("spec").is_none_or(Value::is_null) {
-                if let Some(m) = obj.as_object_mut() {
-                    m.insert("spec".into(), json!({}));
-                }
-            }
-        }
-        Kind::Service => super::service::default(obj),
-        Kind::DeploymentConfig => super::deploymentconfig::rules::default(obj),
-        Kind::Event
-        | Kind::ConfigMap
-        | Kind::ServiceAccount
-        | Kind::Lease
-        | Kind::EventsV1Event => {}
+/// What makes one kind differ from another in the engine's eyes: every hook has the
+/// behaviour of a plain kind (a ConfigMap's) unless the kind says otherwise. A kind's
+/// descriptor in the catalog names its strategy; the engine calls these hooks and never
+/// asks which kind it serves.
+pub trait Strategy: Send + Sync {
+    /// Fills in the fields the API server defaults, on create and update alike (called
+    /// again whenever the name changes, so a default may depend on it).
+    fn default(&self, _obj: &mut Value) {}
+
+    /// What only a create sets: the status a new object starts with (for kinds whose
+    /// status the server owns), and fields a create resets.
+    fn prepare_create(&self, _obj: &mut Value) {}
+
+    /// Which name rule the kind's objects follow.
+    fn name_errors(&self, name: &str) -> Vec<String> {
+        names::dns1123_subdomain(name)
+    }
+
+    /// Semantic rules beyond the schema, reported as field causes.
+    fn validate(&self, _obj: &Value, _causes: &mut Vec<Cause>) {}
+
+    /// Rules of an update of `part` from `old` to `new`, beyond those of a create.
+    fn validate_update(&self, _old: &Value, _new: &Value, _part: Part, _causes: &mut Vec<Cause>) {}
+
+    /// What an update of the main resource keeps of `old` beyond its status (already
+    /// kept for kinds with a status subresource): `incoming` is the status the client
+    /// sent, `merged` what will be stored.
+    fn prepare_update(&self, _old: &Value, _incoming: Option<&Value>, _merged: &mut Value) {}
+
+    /// Whether an update of `part` moves `metadata.generation` (kinds with a status).
+    fn generation_changes(&self, old: &Value, new: &Value, _part: Part) -> bool {
+        super::spec_changed(old, new)
+    }
+
+    /// Whether something besides `metadata.finalizers` holds the deletion of `obj`.
+    fn holds_deletion(&self, _obj: &Value) -> bool {
+        false
+    }
+
+    /// Marks an object whose deletion waits for its finalizers.
+    fn mark_deleting(&self, _obj: &mut Value) {}
+
+    /// Refuses the deletion of an object the kind never lets go.
+    fn check_delete(&self, _name: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// How dependents are treated when the client does not say.
+    fn default_propagation(&self) -> Option<Propagation> {
+        None
+    }
+
+    /// The grace period a deletion of `obj` waits for, when it does not delete at once.
+    fn graceful_deletion(&self, _obj: &Value, _opts: &DeleteOptions) -> Option<i64> {
+        None
+    }
+
+    /// Checks a new object against others in the store (an admission step).
+    fn admit(
+        &self,
+        _reg: &Registry,
+        _ns: Option<&str>,
+        _name: &str,
+        _obj: &Value,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Runs just before a create (`old: None`) or an update of `part` is written, with
+    /// what the store holds: the returned guard is held until the write is done (a
+    /// Service's addresses are chosen under one).
+    fn before_write<'r: 'a, 'a>(
+        &'a self,
+        _reg: &'r Registry,
+        _key: Option<&'a str>,
+        _old: Option<&'a Value>,
+        _obj: &'a mut Value,
+        _part: Part,
+        _causes: &'a mut Vec<Cause>,
+    ) -> BoxFuture<'a, Result<Option<WriteGuard<'r>>, Error>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// The value of a selectable field, rendered as a field selector compares it.
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        value_at(obj, field)
     }
 }
 
+/// What a [`Strategy::before_write`] holds until the write is done.
+pub type WriteGuard<'a> = tokio::sync::MutexGuard<'a, ()>;
+
+/// A boxed future, as the dyn-compatible hooks return them.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The value of the field at a dotted path, rendered as a field selector compares it.
+pub fn value_at(obj: &Value, field: &str) -> Option<String> {
+    let path = format!("/{}", field.replace('.', "/"));
+    let unset = || BOOLEAN_FIELDS.contains(&field).then(|| "false".to_string());
+    match obj.pointer(&path) {
+        None | Some(Value::Null) => unset(),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Bool(b)) => Some(b.to_string()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(other) => Some(other.to_string()),
+    }
+}
+
+/// Selectable fields that are booleans: unset, they read `false` (as Go's zero value
+/// does in the API server's field sets), so `spec.unschedulable=false` finds every node
+/// that does not say otherwise.
+const BOOLEAN_FIELDS: &[&str] = &["spec.unschedulable", "spec.hostNetwork"];
+
+/// A mirror pod's annotation is its node's: it is neither added, changed nor removed by
+/// an update.
+fn check_mirror_annotation(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    use super::MIRROR_ANNOTATION;
+    let mirror = |v: &Value| {
+        v.pointer("/metadata/annotations")
+            .and_then(|a| a.get(MIRROR_ANNOTATION))
+            .cloned()
+    };
+    let detail = match (mirror(old), mirror(new)) {
+        (None, None) => return,
+        (Some(a), Some(b)) if a == b => return,
+        (None, Some(_)) => "may not add mirror pod annotation",
+        (Some(_), _) => "may not remove or update mirror pod annotation",
+    };
+    causes.push(Cause::forbidden(
+        &format!("metadata.annotations[{MIRROR_ANNOTATION}]"),
+        detail,
+    ));
+}
+
+/// The grace period a pod's deletion waits for its node, when it does: pods bound to a
+/// node and not finished are deleted gracefully (as Kubernetes), unless asked for 0.
+fn graceful_pod_deletion(pod: &Value, opts: &DeleteOptions) -> Option<i64> {
+    let bound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    // A mirror pod only reflects a static pod its node runs from a file: it goes at once.
+    if !bound || finished || super::is_mirror_pod(pod) {
+        return None;
+    }
+    let grace = opts.grace_period_seconds.unwrap_or_else(|| {
+        pod.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    (grace > 0).then_some(grace)
+}
+
+/// Kinds with no rules of their own (ServiceAccounts).
+pub struct Plain;
+impl Strategy for Plain {}
+
+pub struct Pod;
+impl Strategy for Pod {
+    fn default(&self, obj: &mut Value) {
+        default_pod(obj)
+    }
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"phase": "Pending"}));
+        }
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        match obj.get("spec") {
+            None | Some(Value::Null) => required(causes, "spec"),
+            Some(spec) => validate_pod_spec(spec, "spec", causes),
+        }
+    }
+    fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
+        check_mirror_annotation(old, new, causes);
+        // A binding (Part::All) is how a pod's node is set; an update is not.
+        if part == Part::Main {
+            validate_pod_update(old, new, causes);
+        }
+    }
+    fn graceful_deletion(&self, pod: &Value, opts: &DeleteOptions) -> Option<i64> {
+        graceful_pod_deletion(pod, opts)
+    }
+    fn admit(
+        &self,
+        reg: &Registry,
+        ns: Option<&str>,
+        name: &str,
+        obj: &Value,
+    ) -> Result<(), Error> {
+        reg.check_service_account(ns, name, obj)
+    }
+}
+
+pub struct ReplicationController;
+impl Strategy for ReplicationController {
+    fn default(&self, obj: &mut Value) {
+        default_rc(obj)
+    }
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"replicas": 0}));
+        }
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate_rc(obj, causes)
+    }
+    // The v1 API orphans an RC's pods unless told otherwise.
+    fn default_propagation(&self) -> Option<Propagation> {
+        Some(Propagation::Orphan)
+    }
+}
+
+/// The namespaces that are never deleted, as Kubernetes keeps them.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+fn has_namespace_finalizers(ns: &Value) -> bool {
+    ns.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+pub struct Namespace;
+impl Strategy for Namespace {
+    fn default(&self, obj: &mut Value) {
+        let name = obj["metadata"]["name"].clone();
+        let labels = obj["metadata"]
+            .as_object_mut()
+            .map(|m| m.entry("labels").or_insert_with(|| json!({})));
+        if let Some(Value::Object(labels)) = labels {
+            labels.insert("kubernetes.io/metadata.name".into(), name);
+        }
+        let spec = object_entry(obj, "spec");
+        spec.entry("finalizers")
+            .or_insert_with(|| json!(["kubernetes"]));
+    }
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"phase": "Active"}));
+        }
+    }
+    fn name_errors(&self, name: &str) -> Vec<String> {
+        names::dns1123_label(name)
+    }
+    // A namespace's finalizers change only through `finalize`.
+    fn prepare_update(&self, old: &Value, _incoming: Option<&Value>, merged: &mut Value) {
+        match (merged.as_object_mut(), old.pointer("/spec/finalizers")) {
+            (Some(dst), Some(f)) => {
+                let spec = dst.entry("spec").or_insert_with(|| json!({}));
+                if let Some(spec) = spec.as_object_mut() {
+                    spec.insert("finalizers".into(), f.clone());
+                }
+            }
+            (Some(dst), None) => {
+                if let Some(spec) = dst.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("finalizers");
+                }
+            }
+            _ => {}
+        }
+    }
+    fn holds_deletion(&self, obj: &Value) -> bool {
+        has_namespace_finalizers(obj)
+    }
+    fn mark_deleting(&self, obj: &mut Value) {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({"phase": "Terminating"}));
+        }
+    }
+    fn check_delete(&self, name: &str) -> Result<(), Error> {
+        if IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(Error::Forbidden(format!(
+                "namespaces {name:?} is forbidden: this namespace may not be deleted"
+            )));
+        }
+        Ok(())
+    }
+}
+
+pub struct Node;
+impl Strategy for Node {
+    fn default(&self, obj: &mut Value) {
+        // As the API server defaults it: `spec` is there, if empty.
+        if obj.get("spec").is_none_or(Value::is_null) {
+            if let Some(m) = obj.as_object_mut() {
+                m.insert("spec".into(), json!({}));
+            }
+        }
+    }
+}
+
+pub struct Event;
+impl Strategy for Event {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        if obj.get("involvedObject").is_none_or(Value::is_null) {
+            required(causes, "involvedObject");
+        }
+    }
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        match field {
+            "source" => value_at(obj, "source.component"),
+            f => value_at(obj, f),
+        }
+    }
+}
+
+/// events.k8s.io/v1 Events: the core Events, seen through the newer API (see `convert`).
+pub struct EventsV1Event;
+impl Strategy for EventsV1Event {
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        Event.field_value(obj, &super::convert::stored_event_field(field))
+    }
+}
+
+pub struct ConfigMap;
+impl Strategy for ConfigMap {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        let data = obj.get("data").and_then(Value::as_object);
+        let binary = obj.get("binaryData").and_then(Value::as_object);
+        for k in binary.into_iter().flat_map(|b| b.keys()) {
+            if data.is_some_and(|d| d.contains_key(k)) {
+                causes.push(Cause::invalid(
+                    &format!("data[{k}]"),
+                    &json!(k),
+                    "duplicate of key present in binaryData",
+                ));
+            }
+        }
+        let bytes: usize = data
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .chain(binary.into_iter().flatten().map(|(k, v)| {
+                // base64: three bytes in four characters.
+                k.len() + v.as_str().map_or(0, |b| b.len() / 4 * 3)
+            }))
+            .sum();
+        if bytes > MAX_DATA_BYTES {
+            causes.push(too_long("data", MAX_DATA_BYTES));
+        }
+        for field in ["data", "binaryData"] {
+            if let Some(Value::Object(m)) = obj.get(field) {
+                for k in m.keys() {
+                    if !config_key_ok(k) {
+                        causes.push(Cause::invalid(
+                            &format!("{field}[{k}]"),
+                            &Value::String(k.clone()),
+                            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub struct Secret;
+impl Strategy for Secret {
+    fn default(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.entry("type").or_insert_with(|| json!("Opaque"));
+            string_data_into_data(m);
+        }
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        let bytes: usize = obj
+            .get("data")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, |b| b.len() / 4 * 3))
+            .sum();
+        if bytes > MAX_DATA_BYTES {
+            causes.push(too_long("data", MAX_DATA_BYTES));
+        }
+        if let Some(Value::Object(m)) = obj.get("data") {
+            for (k, v) in m {
+                if !config_key_ok(k) {
+                    causes.push(Cause::invalid(
+                        &format!("data[{k}]"),
+                        &Value::String(k.clone()),
+                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                    ));
+                }
+                let ok = v.as_str().is_some_and(|s| {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.decode(s).is_ok()
+                });
+                if !ok {
+                    causes.push(Cause::invalid(
+                        &format!("data[{k}]"),
+                        v,
+                        "must be base64-encoded bytes",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+pub struct Lease;
+impl Strategy for Lease {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        // Leader election decodes these as times; a Lease it cannot read stops it.
+        for field in ["acquireTime", "renewTime"] {
+            if let Some(t) = obj["spec"].get(field).and_then(Value::as_str) {
+                if t.parse::<jiff::Timestamp>().is_err() {
+                    causes.push(Cause::invalid(
+                        &format!("spec.{field}"),
+                        &json!(t),
+                        "must be a time such as 2006-01-02T15:04:05.000000Z",
+                    ));
+                }
+            }
+        }
+    }
+}
 /// A Secret's `stringData` is write-only: its values go into `data`, base64-encoded,
 /// replacing those of the same keys, and it is never stored.
 fn string_data_into_data(secret: &mut serde_json::Map<String, Value>) {
@@ -68,37 +448,6 @@ fn string_data_into_data(secret: &mut serde_json::Map<String, Value>) {
             let encoded = base64::engine::general_purpose::STANDARD.encode(text);
             data.insert(k, json!(encoded));
         }
-    }
-}
-
-/// The status a new object starts with (for kinds whose status the server owns), and
-/// what else only a create sets.
-pub fn initial_status(kind: Kind, obj: &mut Value) {
-    let Some(m) = obj.as_object_mut() else {
-        return;
-    };
-    match kind {
-        Kind::Pod => {
-            m.insert("status".into(), json!({"phase": "Pending"}));
-        }
-        Kind::ReplicationController => {
-            m.insert("status".into(), json!({"replicas": 0}));
-        }
-        Kind::Namespace => {
-            m.insert("status".into(), json!({"phase": "Active"}));
-        }
-        Kind::DeploymentConfig => super::deploymentconfig::rules::prepare_create(obj),
-        Kind::Service => {
-            m.insert("status".into(), json!({"loadBalancer": {}}));
-        }
-        // A node agent registers its Node with the status it observed.
-        Kind::Node => {}
-        Kind::Event
-        | Kind::ConfigMap
-        | Kind::Secret
-        | Kind::ServiceAccount
-        | Kind::Lease
-        | Kind::EventsV1Event => {}
     }
 }
 
@@ -229,14 +578,6 @@ fn default_rc(obj: &mut Value) {
     }
 }
 
-/// Which name rule a kind's objects follow.
-pub fn name_errors(kind: Kind, name: &str) -> Vec<String> {
-    match kind {
-        Kind::Namespace => names::dns1123_label(name),
-        _ => names::dns1123_subdomain(name),
-    }
-}
-
 /// The most a ConfigMap's or Secret's data may hold, as Kubernetes limits it.
 const MAX_DATA_BYTES: usize = 1 << 20;
 
@@ -250,111 +591,6 @@ fn too_long(field: &str, max: usize) -> Cause {
 
 fn required(causes: &mut Vec<Cause>, field: &str) {
     causes.push(Cause::required(field));
-}
-
-/// Semantic rules beyond the schema, reported as field causes.
-pub fn validate(kind: Kind, obj: &Value, causes: &mut Vec<Cause>) {
-    match kind {
-        Kind::Pod => match obj.get("spec") {
-            None | Some(Value::Null) => required(causes, "spec"),
-            Some(spec) => validate_pod_spec(spec, "spec", causes),
-        },
-        Kind::ReplicationController => validate_rc(obj, causes),
-        Kind::ConfigMap => {
-            let data = obj.get("data").and_then(Value::as_object);
-            let binary = obj.get("binaryData").and_then(Value::as_object);
-            for k in binary.into_iter().flat_map(|b| b.keys()) {
-                if data.is_some_and(|d| d.contains_key(k)) {
-                    causes.push(Cause::invalid(
-                        &format!("data[{k}]"),
-                        &json!(k),
-                        "duplicate of key present in binaryData",
-                    ));
-                }
-            }
-            let bytes: usize = data
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
-                .chain(binary.into_iter().flatten().map(|(k, v)| {
-                    // base64: three bytes in four characters.
-                    k.len() + v.as_str().map_or(0, |b| b.len() / 4 * 3)
-                }))
-                .sum();
-            if bytes > MAX_DATA_BYTES {
-                causes.push(too_long("data", MAX_DATA_BYTES));
-            }
-            for field in ["data", "binaryData"] {
-                if let Some(Value::Object(m)) = obj.get(field) {
-                    for k in m.keys() {
-                        if !config_key_ok(k) {
-                            causes.push(Cause::invalid(
-                                &format!("{field}[{k}]"),
-                                &Value::String(k.clone()),
-                                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        Kind::Secret => {
-            let bytes: usize = obj
-                .get("data")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| k.len() + v.as_str().map_or(0, |b| b.len() / 4 * 3))
-                .sum();
-            if bytes > MAX_DATA_BYTES {
-                causes.push(too_long("data", MAX_DATA_BYTES));
-            }
-            if let Some(Value::Object(m)) = obj.get("data") {
-                for (k, v) in m {
-                    if !config_key_ok(k) {
-                        causes.push(Cause::invalid(
-                            &format!("data[{k}]"),
-                            &Value::String(k.clone()),
-                            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-                        ));
-                    }
-                    let ok = v.as_str().is_some_and(|s| {
-                        use base64::Engine;
-                        base64::engine::general_purpose::STANDARD.decode(s).is_ok()
-                    });
-                    if !ok {
-                        causes.push(Cause::invalid(
-                            &format!("data[{k}]"),
-                            v,
-                            "must be base64-encoded bytes",
-                        ));
-                    }
-                }
-            }
-        }
-        Kind::Event => {
-            if obj.get("involvedObject").is_none_or(Value::is_null) {
-                required(causes, "involvedObject");
-            }
-        }
-        Kind::DeploymentConfig => super::deploymentconfig::rules::validate(obj, causes),
-        Kind::Service => super::service::validate(obj, causes),
-        Kind::Lease => {
-            // Leader election decodes these as times; a Lease it cannot read stops it.
-            for field in ["acquireTime", "renewTime"] {
-                if let Some(t) = obj["spec"].get(field).and_then(Value::as_str) {
-                    if t.parse::<jiff::Timestamp>().is_err() {
-                        causes.push(Cause::invalid(
-                            &format!("spec.{field}"),
-                            &json!(t),
-                            "must be a time such as 2006-01-02T15:04:05.000000Z",
-                        ));
-                    }
-                }
-            }
-        }
-        Kind::Namespace | Kind::Node | Kind::ServiceAccount | Kind::EventsV1Event => {}
-    }
 }
 
 fn config_key_ok(k: &str) -> bool {
@@ -643,79 +879,6 @@ fn validate_rc(obj: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
-/// Fields a field selector may name for a kind, besides `metadata.name` and
-/// `metadata.namespace`.
-pub fn selectable_fields(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::Pod => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        Kind::ReplicationController => &["status.replicas"],
-        Kind::Service => &["spec.clusterIP", "spec.type"],
-        Kind::Event => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        Kind::Namespace => &["status.phase"],
-        Kind::Node => &["spec.unschedulable"],
-        Kind::Secret => &["type"],
-        Kind::EventsV1Event => &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "regarding.resourceVersion",
-            "regarding.fieldPath",
-            "reason",
-            "reportingController",
-            "type",
-        ],
-        Kind::ConfigMap | Kind::ServiceAccount | Kind::Lease | Kind::DeploymentConfig => &[],
-    }
-}
-
-/// Selectable fields that are booleans: unset, they read `false` (as Go's zero value
-/// does in the API server's field sets), so `spec.unschedulable=false` finds every node
-/// that does not say otherwise.
-const BOOLEAN_FIELDS: &[&str] = &["spec.unschedulable", "spec.hostNetwork"];
-
-/// The value of a selectable field, rendered as a field selector compares it.
-pub fn field_value(kind: Kind, obj: &Value, field: &str) -> Option<String> {
-    let path = match (kind, field) {
-        (Kind::Event, "source") => "/source/component".to_string(),
-        (Kind::EventsV1Event, f) => {
-            let stored = super::convert::stored_field(kind, f);
-            return field_value(Kind::Event, obj, &stored);
-        }
-        (_, f) => format!("/{}", f.replace('.', "/")),
-    };
-    let unset = || BOOLEAN_FIELDS.contains(&field).then(|| "false".to_string());
-    match obj.pointer(&path) {
-        None | Some(Value::Null) => unset(),
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Bool(b)) => Some(b.to_string()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(other) => Some(other.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -768,7 +931,7 @@ mod tests {
     fn pod_specs_are_checked_as_the_api_server_checks_them() {
         let fields = |spec: Value| {
             let mut causes = Vec::new();
-            validate(Kind::Pod, &json!({"spec": spec}), &mut causes);
+            Pod.validate(&json!({"spec": spec}), &mut causes);
             causes.into_iter().map(|c| c.field).collect::<Vec<_>>()
         };
         let good = json!({"volumes": [{"name": "data", "emptyDir": {}}],
@@ -802,30 +965,27 @@ mod tests {
 
     #[test]
     fn data_sizes_keys_and_lease_times_are_checked() {
-        let fields = |kind, obj: Value| {
+        let fields = |kind: &dyn Strategy, obj: Value| {
             let mut causes = Vec::new();
-            validate(kind, &obj, &mut causes);
+            kind.validate(&obj, &mut causes);
             causes.into_iter().map(|c| c.field).collect::<Vec<_>>()
         };
         let big = "x".repeat(MAX_DATA_BYTES);
-        assert_eq!(
-            fields(Kind::ConfigMap, json!({"data": {"a": big}})),
-            ["data"]
-        );
+        assert_eq!(fields(&ConfigMap, json!({"data": {"a": big}})), ["data"]);
         assert_eq!(
             fields(
-                Kind::ConfigMap,
+                &ConfigMap,
                 json!({"data": {"a": "1"}, "binaryData": {"a": "eA=="}})
             ),
             ["data[a]"]
         );
         assert_eq!(
-            fields(Kind::Lease, json!({"spec": {"renewTime": "not-a-time"}})),
+            fields(&Lease, json!({"spec": {"renewTime": "not-a-time"}})),
             ["spec.renewTime"]
         );
         assert!(
             fields(
-                Kind::Lease,
+                &Lease,
                 json!({"spec": {"renewTime": "2026-12-01T05:00:00.123456Z"}})
             )
             .is_empty()
@@ -836,17 +996,17 @@ mod tests {
     fn secret_string_data_goes_into_data_and_nodes_get_a_spec() {
         let mut s = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="},
             "stringData": {"b": "new", "c": "ü"}});
-        default(Kind::Secret, &mut s);
+        Secret.default(&mut s);
         assert_eq!(
             s,
             json!({"metadata": {"name": "s"}, "type": "Opaque",
                 "data": {"a": "eA==", "b": "bmV3", "c": "w7w="}})
         );
         let mut only = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
-        default(Kind::Secret, &mut only);
+        Secret.default(&mut only);
         assert_eq!(only["data"], json!({"k": "dg=="}));
         let mut node = json!({"metadata": {"name": "n"}, "spec": null});
-        default(Kind::Node, &mut node);
+        Node.default(&mut node);
         assert_eq!(node["spec"], json!({}));
     }
 
@@ -858,7 +1018,7 @@ mod tests {
             {"name": "b", "image": "nginx:1.27"},
             {"name": "c", "image": "registry:5000/x:latest"},
         ]}});
-        default(Kind::Pod, &mut pod);
+        Pod.default(&mut pod);
         assert_eq!(pod["spec"]["restartPolicy"], "Always");
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(
@@ -893,26 +1053,25 @@ mod tests {
         let mut rc = json!({"metadata": {"name": "r"}, "spec": {"template": {
             "metadata": {"labels": {"app": "web"}},
             "spec": {"containers": [{"name": "a", "image": "x:1"}]}}}});
-        default(Kind::ReplicationController, &mut rc);
+        ReplicationController.default(&mut rc);
         assert_eq!(rc["spec"]["selector"], json!({"app": "web"}));
         assert_eq!(rc["spec"]["replicas"], 1);
         assert_eq!(rc["metadata"]["labels"], json!({"app": "web"}));
         let mut causes = Vec::new();
-        validate(Kind::ReplicationController, &rc, &mut causes);
+        ReplicationController.validate(&rc, &mut causes);
         assert!(causes.is_empty(), "{causes:?}");
         rc["spec"]["selector"] = json!({"app": "db"});
-        validate(Kind::ReplicationController, &rc, &mut causes);
+        ReplicationController.validate(&rc, &mut causes);
         assert_eq!(causes[0].field, "spec.template.metadata.labels");
     }
 
     #[test]
     fn pod_specs_need_named_containers_with_images() {
         let mut causes = Vec::new();
-        validate(Kind::Pod, &json!({"spec": {"containers": []}}), &mut causes);
+        Pod.validate(&json!({"spec": {"containers": []}}), &mut causes);
         assert_eq!(causes[0].field, "spec.containers");
         causes.clear();
-        validate(
-            Kind::Pod,
+        Pod.validate(
             &json!({"spec": {"containers": [{"name": "a"}, {"name": "a", "image": "x"}]}}),
             &mut causes,
         );
@@ -927,29 +1086,26 @@ mod tests {
     fn field_values_are_read_by_path() {
         let ev = json!({"involvedObject": {"name": "web"}, "source": {"component": "kubelet"}});
         assert_eq!(
-            field_value(Kind::Event, &ev, "involvedObject.name").as_deref(),
+            Event.field_value(&ev, "involvedObject.name").as_deref(),
             Some("web")
         );
-        assert_eq!(
-            field_value(Kind::Event, &ev, "source").as_deref(),
-            Some("kubelet")
-        );
+        assert_eq!(Event.field_value(&ev, "source").as_deref(), Some("kubelet"));
         let node = json!({"spec": {"unschedulable": true}});
         assert_eq!(
-            field_value(Kind::Node, &node, "spec.unschedulable").as_deref(),
+            Node.field_value(&node, "spec.unschedulable").as_deref(),
             Some("true")
         );
         for node in [json!({"spec": {}}), json!({})] {
             assert_eq!(
-                field_value(Kind::Node, &node, "spec.unschedulable").as_deref(),
+                Node.field_value(&node, "spec.unschedulable").as_deref(),
                 Some("false")
             );
         }
         let pod = json!({"spec": {}});
         assert_eq!(
-            field_value(Kind::Pod, &pod, "spec.hostNetwork").as_deref(),
+            Pod.field_value(&pod, "spec.hostNetwork").as_deref(),
             Some("false")
         );
-        assert_eq!(field_value(Kind::Pod, &pod, "spec.nodeName"), None);
+        assert_eq!(Pod.field_value(&pod, "spec.nodeName"), None);
     }
 }

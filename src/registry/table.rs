@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::catalog::{Kind, Resource};
+use super::catalog::Resource;
 use crate::types::{age_seconds, human_duration};
 
 /// What each row carries besides its cells (`includeObject`).
@@ -15,6 +15,37 @@ pub enum IncludeObject {
     #[default]
     Metadata,
     Object,
+}
+
+/// How a kind's objects print: its columns and the cells of one object.
+pub struct Printer {
+    columns: fn() -> Vec<Column>,
+    cells: fn(&Value) -> Vec<Value>,
+}
+
+macro_rules! printers {
+    ($($name:ident: $columns:ident, $cells:ident;)*) => {
+        $(pub static $name: Printer = Printer { columns: $columns, cells: $cells };)*
+    };
+}
+
+printers! {
+    POD: pod_columns, pod_cells;
+    REPLICATION_CONTROLLER: replication_controller_columns, replication_controller_cells;
+    NAMESPACE: namespace_columns, namespace_cells;
+    NODE: node_columns, node_cells;
+    EVENT: event_columns, event_cells;
+    EVENTS_V1_EVENT: event_columns, events_v1_event_cells;
+    CONFIG_MAP: config_map_columns, config_map_cells;
+    SECRET: secret_columns, secret_cells;
+    SERVICE_ACCOUNT: service_account_columns, service_account_cells;
+    SERVICE: service_columns, service_cells;
+    LEASE: lease_columns, lease_cells;
+    DEPLOYMENT_CONFIG: deployment_config_columns, deployment_config_cells;
+}
+
+fn events_v1_event_cells(v: &Value) -> Vec<Value> {
+    event_cells(&super::convert::event_to_stored(v))
 }
 
 struct Column {
@@ -33,7 +64,7 @@ const fn col(name: &'static str, priority: u8, description: &'static str) -> Col
     }
 }
 
-fn columns(kind: Kind) -> Vec<Column> {
+fn pod_columns() -> Vec<Column> {
     let name = Column {
         name: "Name",
         kind: "string",
@@ -41,107 +72,202 @@ fn columns(kind: Kind) -> Vec<Column> {
         description: "Name must be unique within a namespace.",
     };
     let age = col("Age", 0, "The time since the object was created.");
-    match kind {
-        Kind::Pod => vec![
-            name,
-            col(
-                "Ready",
-                0,
-                "The number of containers that are ready, out of all.",
-            ),
-            col(
-                "Status",
-                0,
-                "The aggregate state of the containers in this pod.",
-            ),
-            col(
-                "Restarts",
-                0,
-                "The number of times the containers were restarted.",
-            ),
-            age,
-            col("IP", 1, "IP address allocated to the pod."),
-            col("Node", 1, "Name of the node the pod runs on."),
-            col("Nominated Node", 1, "Node the pod may preempt onto."),
-            col("Readiness Gates", 1, "Readiness gates of the pod."),
-        ],
-        Kind::ReplicationController => vec![
-            name,
-            col("Desired", 0, "Number of desired pods."),
-            col("Current", 0, "Number of actual pods."),
-            col("Ready", 0, "Number of ready pods."),
-            age,
-            col("Containers", 1, "Names of the containers of the template."),
-            col("Images", 1, "Images of the containers of the template."),
-            col("Selector", 1, "The label selector of the pods."),
-        ],
-        Kind::Namespace => vec![name, col("Status", 0, "The phase of the namespace."), age],
-        Kind::Node => vec![
-            name,
-            col("Status", 0, "The readiness of the node."),
-            col("Roles", 0, "The roles of the node."),
-            age,
-            col("Version", 0, "The version the node agent reports."),
-            col("Internal-IP", 1, "Internal address of the node."),
-            col("External-IP", 1, "External address of the node."),
-            col("OS-Image", 1, "Operating system of the node."),
-            col("Kernel-Version", 1, "Kernel of the node."),
-            col(
-                "Container-Runtime",
-                1,
-                "Runtime that runs the node's containers.",
-            ),
-        ],
-        Kind::Event => vec![
-            col("Last Seen", 0, "Time since the event was last seen."),
-            col("Type", 0, "Normal or Warning."),
-            col("Reason", 0, "Why the event happened."),
-            col("Object", 0, "The object the event is about."),
-            col("Message", 0, "What happened."),
-            col("Subobject", 1, "The part of the object the event is about."),
-            col("Source", 1, "The component that reported the event."),
-            col("First Seen", 1, "Time since the event was first seen."),
-            col("Count", 1, "How often the event was seen."),
-            Column {
-                priority: 1,
-                ..name
-            },
-        ],
-        Kind::ConfigMap => vec![name, col("Data", 0, "Number of entries."), age],
-        Kind::Secret => vec![
-            name,
-            col("Type", 0, "The type of the secret."),
-            col("Data", 0, "Number of entries."),
-            age,
-        ],
-        Kind::ServiceAccount => vec![name, col("Secrets", 0, "Number of secrets."), age],
-        Kind::Service => vec![
-            name,
-            col("Type", 0, "The type of service."),
-            col("Cluster-IP", 0, "The cluster IP of the service."),
-            col("External-IP", 0, "The external IPs of the service."),
-            col("Port(s)", 0, "The ports the service serves."),
-            age,
-            col(
-                "Selector",
-                1,
-                "The label selector of the pods behind the service.",
-            ),
-        ],
-        Kind::Lease => vec![name, col("Holder", 0, "The holder of the lease."), age],
-        Kind::EventsV1Event => columns(Kind::Event),
-        Kind::DeploymentConfig => vec![
-            name,
-            col(
-                "Revision",
-                0,
-                "The latest version of the deployment config.",
-            ),
-            col("Desired", 0, "Number of desired pods."),
-            col("Current", 0, "Number of pods of the latest version."),
-            col("Triggered By", 0, "What starts a new deployment."),
-        ],
-    }
+    vec![
+        name,
+        col(
+            "Ready",
+            0,
+            "The number of containers that are ready, out of all.",
+        ),
+        col(
+            "Status",
+            0,
+            "The aggregate state of the containers in this pod.",
+        ),
+        col(
+            "Restarts",
+            0,
+            "The number of times the containers were restarted.",
+        ),
+        age,
+        col("IP", 1, "IP address allocated to the pod."),
+        col("Node", 1, "Name of the node the pod runs on."),
+        col("Nominated Node", 1, "Node the pod may preempt onto."),
+        col("Readiness Gates", 1, "Readiness gates of the pod."),
+    ]
+}
+
+fn replication_controller_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col("Desired", 0, "Number of desired pods."),
+        col("Current", 0, "Number of actual pods."),
+        col("Ready", 0, "Number of ready pods."),
+        age,
+        col("Containers", 1, "Names of the containers of the template."),
+        col("Images", 1, "Images of the containers of the template."),
+        col("Selector", 1, "The label selector of the pods."),
+    ]
+}
+
+fn namespace_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![name, col("Status", 0, "The phase of the namespace."), age]
+}
+
+fn node_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col("Status", 0, "The readiness of the node."),
+        col("Roles", 0, "The roles of the node."),
+        age,
+        col("Version", 0, "The version the node agent reports."),
+        col("Internal-IP", 1, "Internal address of the node."),
+        col("External-IP", 1, "External address of the node."),
+        col("OS-Image", 1, "Operating system of the node."),
+        col("Kernel-Version", 1, "Kernel of the node."),
+        col(
+            "Container-Runtime",
+            1,
+            "Runtime that runs the node's containers.",
+        ),
+    ]
+}
+
+fn event_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    vec![
+        col("Last Seen", 0, "Time since the event was last seen."),
+        col("Type", 0, "Normal or Warning."),
+        col("Reason", 0, "Why the event happened."),
+        col("Object", 0, "The object the event is about."),
+        col("Message", 0, "What happened."),
+        col("Subobject", 1, "The part of the object the event is about."),
+        col("Source", 1, "The component that reported the event."),
+        col("First Seen", 1, "Time since the event was first seen."),
+        col("Count", 1, "How often the event was seen."),
+        Column {
+            priority: 1,
+            ..name
+        },
+    ]
+}
+
+fn config_map_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![name, col("Data", 0, "Number of entries."), age]
+}
+
+fn secret_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col("Type", 0, "The type of the secret."),
+        col("Data", 0, "Number of entries."),
+        age,
+    ]
+}
+
+fn service_account_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![name, col("Secrets", 0, "Number of secrets."), age]
+}
+
+fn service_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col("Type", 0, "The type of service."),
+        col("Cluster-IP", 0, "The cluster IP of the service."),
+        col("External-IP", 0, "The external IPs of the service."),
+        col("Port(s)", 0, "The ports the service serves."),
+        age,
+        col(
+            "Selector",
+            1,
+            "The label selector of the pods behind the service.",
+        ),
+    ]
+}
+
+fn lease_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![name, col("Holder", 0, "The holder of the lease."), age]
+}
+
+fn deployment_config_columns() -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+    };
+    vec![
+        name,
+        col(
+            "Revision",
+            0,
+            "The latest version of the deployment config.",
+        ),
+        col("Desired", 0, "Number of desired pods."),
+        col("Current", 0, "Number of pods of the latest version."),
+        col("Triggered By", 0, "What starts a new deployment."),
+    ]
 }
 
 fn s(v: &Value, ptr: &str) -> String {
@@ -266,193 +392,237 @@ fn pod_status(v: &Value) -> String {
     reason
 }
 
-fn cells(kind: Kind, v: &Value) -> Vec<Value> {
+fn pod_cells(v: &Value) -> Vec<Value> {
     let name = json!(s(v, "/metadata/name"));
     let created = age(v, "/metadata/creationTimestamp");
-    match kind {
-        Kind::Pod => {
-            let total = count(v, "/spec/containers");
-            let statuses = v
-                .pointer("/status/containerStatuses")
-                .and_then(Value::as_array);
-            let ready = statuses.map_or(0, |cs| cs.iter().filter(|c| c["ready"] == true).count());
-            let restarts: i64 = statuses.map_or(0, |cs| {
-                cs.iter().filter_map(|c| c["restartCount"].as_i64()).sum()
-            });
-            let gates = count(v, "/spec/readinessGates");
-            vec![
-                name,
-                json!(format!("{ready}/{total}")),
-                json!(pod_status(v)),
-                json!(restarts),
-                json!(created),
-                json!(or_none(s(v, "/status/podIP"))),
-                json!(or_none(s(v, "/spec/nodeName"))),
-                json!(or_none(s(v, "/status/nominatedNodeName"))),
-                json!(if gates == 0 {
-                    "<none>".to_string()
-                } else {
-                    format!("0/{gates}")
-                }),
-            ]
-        }
-        Kind::ReplicationController => {
-            let containers = v
-                .pointer("/spec/template/spec/containers")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let join = |f: &str| {
-                containers
-                    .iter()
-                    .map(|c| c[f].as_str().unwrap_or("").to_string())
+    {
+        let total = count(v, "/spec/containers");
+        let statuses = v
+            .pointer("/status/containerStatuses")
+            .and_then(Value::as_array);
+        let ready = statuses.map_or(0, |cs| cs.iter().filter(|c| c["ready"] == true).count());
+        let restarts: i64 = statuses.map_or(0, |cs| {
+            cs.iter().filter_map(|c| c["restartCount"].as_i64()).sum()
+        });
+        let gates = count(v, "/spec/readinessGates");
+        vec![
+            name,
+            json!(format!("{ready}/{total}")),
+            json!(pod_status(v)),
+            json!(restarts),
+            json!(created),
+            json!(or_none(s(v, "/status/podIP"))),
+            json!(or_none(s(v, "/spec/nodeName"))),
+            json!(or_none(s(v, "/status/nominatedNodeName"))),
+            json!(if gates == 0 {
+                "<none>".to_string()
+            } else {
+                format!("0/{gates}")
+            }),
+        ]
+    }
+}
+
+fn replication_controller_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    {
+        let containers = v
+            .pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let join = |f: &str| {
+            containers
+                .iter()
+                .map(|c| c[f].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let selector = v
+            .pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
                     .collect::<Vec<_>>()
                     .join(",")
-            };
-            let selector = v
-                .pointer("/spec/selector")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            vec![
-                name,
-                json!(
-                    v.pointer("/spec/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0)
-                ),
-                json!(
-                    v.pointer("/status/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0)
-                ),
-                json!(
-                    v.pointer("/status/readyReplicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0)
-                ),
-                json!(created),
-                json!(join("name")),
-                json!(join("image")),
-                json!(selector),
-            ]
-        }
-        Kind::Namespace => vec![name, json!(s(v, "/status/phase")), json!(created)],
-        Kind::Node => {
-            let ready = v
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-                .map(|c| match c["status"].as_str() {
-                    Some("True") => "Ready",
-                    Some("False") => "NotReady",
-                    _ => "Unknown",
-                })
-                .unwrap_or("Unknown");
-            let mut status = ready.to_string();
-            if v.pointer("/spec/unschedulable") == Some(&json!(true)) {
-                status.push_str(",SchedulingDisabled");
-            }
-            let roles: Vec<String> = v
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .map(|l| {
-                    l.keys()
-                        .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let address = |t: &str| {
-                v.pointer("/status/addresses")
-                    .and_then(Value::as_array)
-                    .and_then(|a| a.iter().find(|x| x["type"] == t))
-                    .and_then(|x| x["address"].as_str())
-                    .unwrap_or("<none>")
-                    .to_string()
-            };
-            vec![
-                name,
-                json!(status),
-                json!(or_none(roles.join(","))),
-                json!(created),
-                json!(s(v, "/status/nodeInfo/kubeletVersion")),
-                json!(address("InternalIP")),
-                json!(address("ExternalIP")),
-                json!(or_none(s(v, "/status/nodeInfo/osImage"))),
-                json!(or_none(s(v, "/status/nodeInfo/kernelVersion"))),
-                json!(or_none(s(v, "/status/nodeInfo/containerRuntimeVersion"))),
-            ]
-        }
-        Kind::Event => {
-            let last = [
-                "/lastTimestamp",
-                "/eventTime",
-                "/firstTimestamp",
-                "/metadata/creationTimestamp",
-            ]
-            .iter()
-            .find(|p| {
-                v.pointer(p)
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| !t.is_empty())
             })
-            .map_or_else(|| "<unknown>".to_string(), |p| age(v, p));
-            let object = format!(
-                "{}/{}",
-                s(v, "/involvedObject/kind").to_lowercase(),
-                s(v, "/involvedObject/name")
-            );
-            let source = {
-                let c = s(v, "/source/component");
-                let h = s(v, "/source/host");
-                if h.is_empty() { c } else { format!("{c}, {h}") }
-            };
-            vec![
-                json!(last),
-                json!(s(v, "/type")),
-                json!(s(v, "/reason")),
-                json!(object),
-                json!(s(v, "/message")),
-                json!(s(v, "/involvedObject/fieldPath")),
-                json!(source),
-                json!(age(v, "/firstTimestamp")),
-                json!(v.pointer("/count").and_then(Value::as_i64).unwrap_or(1)),
-                name,
-            ]
-        }
-        Kind::ConfigMap => vec![
+            .unwrap_or_default();
+        vec![
             name,
-            json!(count(v, "/data") + count(v, "/binaryData")),
+            json!(
+                v.pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            ),
+            json!(
+                v.pointer("/status/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            ),
+            json!(
+                v.pointer("/status/readyReplicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            ),
             json!(created),
-        ],
-        Kind::Secret => vec![
-            name,
-            json!(s(v, "/type")),
-            json!(count(v, "/data")),
-            json!(created),
-        ],
-        Kind::ServiceAccount => vec![name, json!(count(v, "/secrets")), json!(created)],
-        Kind::Service => {
-            let mut row = vec![name];
-            row.extend(super::service::cells(v).into_iter().map(Value::String));
-            row.insert(5, json!(created));
-            row
-        }
-        Kind::Lease => vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)],
-        Kind::DeploymentConfig => super::deploymentconfig::rules::cells(v),
-        Kind::EventsV1Event => cells(Kind::Event, &super::convert::to_stored(kind, v)),
+            json!(join("name")),
+            json!(join("image")),
+            json!(selector),
+        ]
     }
+}
+
+fn namespace_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    vec![name, json!(s(v, "/status/phase")), json!(created)]
+}
+
+fn node_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    {
+        let ready = v
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| match c["status"].as_str() {
+                Some("True") => "Ready",
+                Some("False") => "NotReady",
+                _ => "Unknown",
+            })
+            .unwrap_or("Unknown");
+        let mut status = ready.to_string();
+        if v.pointer("/spec/unschedulable") == Some(&json!(true)) {
+            status.push_str(",SchedulingDisabled");
+        }
+        let roles: Vec<String> = v
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.keys()
+                    .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let address = |t: &str| {
+            v.pointer("/status/addresses")
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().find(|x| x["type"] == t))
+                .and_then(|x| x["address"].as_str())
+                .unwrap_or("<none>")
+                .to_string()
+        };
+        vec![
+            name,
+            json!(status),
+            json!(or_none(roles.join(","))),
+            json!(created),
+            json!(s(v, "/status/nodeInfo/kubeletVersion")),
+            json!(address("InternalIP")),
+            json!(address("ExternalIP")),
+            json!(or_none(s(v, "/status/nodeInfo/osImage"))),
+            json!(or_none(s(v, "/status/nodeInfo/kernelVersion"))),
+            json!(or_none(s(v, "/status/nodeInfo/containerRuntimeVersion"))),
+        ]
+    }
+}
+
+fn event_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    {
+        let last = [
+            "/lastTimestamp",
+            "/eventTime",
+            "/firstTimestamp",
+            "/metadata/creationTimestamp",
+        ]
+        .iter()
+        .find(|p| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        })
+        .map_or_else(|| "<unknown>".to_string(), |p| age(v, p));
+        let object = format!(
+            "{}/{}",
+            s(v, "/involvedObject/kind").to_lowercase(),
+            s(v, "/involvedObject/name")
+        );
+        let source = {
+            let c = s(v, "/source/component");
+            let h = s(v, "/source/host");
+            if h.is_empty() { c } else { format!("{c}, {h}") }
+        };
+        vec![
+            json!(last),
+            json!(s(v, "/type")),
+            json!(s(v, "/reason")),
+            json!(object),
+            json!(s(v, "/message")),
+            json!(s(v, "/involvedObject/fieldPath")),
+            json!(source),
+            json!(age(v, "/firstTimestamp")),
+            json!(v.pointer("/count").and_then(Value::as_i64).unwrap_or(1)),
+            name,
+        ]
+    }
+}
+
+fn config_map_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    vec![
+        name,
+        json!(count(v, "/data") + count(v, "/binaryData")),
+        json!(created),
+    ]
+}
+
+fn secret_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    vec![
+        name,
+        json!(s(v, "/type")),
+        json!(count(v, "/data")),
+        json!(created),
+    ]
+}
+
+fn service_account_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    vec![name, json!(count(v, "/secrets")), json!(created)]
+}
+
+fn service_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    {
+        let mut row = vec![name];
+        row.extend(super::service::cells(v).into_iter().map(Value::String));
+        row.insert(5, json!(created));
+        row
+    }
+}
+
+fn lease_cells(v: &Value) -> Vec<Value> {
+    let name = json!(s(v, "/metadata/name"));
+    let created = age(v, "/metadata/creationTimestamp");
+    vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)]
+}
+
+fn deployment_config_cells(v: &Value) -> Vec<Value> {
+    super::deploymentconfig::rules::cells(v)
 }
 
 fn row(res: &Resource, obj: &[u8], include: IncludeObject) -> Value {
     let v: Value = serde_json::from_slice(obj).unwrap_or(Value::Null);
-    let mut row = json!({"cells": cells(res.kind, &v)});
+    let mut row = json!({"cells": (res.table.cells)(&v)});
     match include {
         IncludeObject::None => {}
         IncludeObject::Metadata => row["object"] = partial_metadata(&v),
@@ -485,7 +655,7 @@ pub fn table(
     continue_token: Option<&str>,
     include: IncludeObject,
 ) -> Bytes {
-    let defs: Vec<Value> = columns(res.kind)
+    let defs: Vec<Value> = (res.table.columns)()
         .iter()
         .map(|c| {
             json!({
@@ -515,7 +685,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::catalog;
+    use crate::registry::catalog::{self, Kind};
 
     #[test]
     fn pods_print_ready_status_and_restarts() {
@@ -583,11 +753,11 @@ mod tests {
 
     #[test]
     fn every_kind_has_as_many_cells_as_columns() {
-        for r in catalog::RESOURCES {
+        for r in &catalog::RESOURCES {
             let obj = json!({"metadata": {"name": "x"}});
             assert_eq!(
-                cells(r.kind, &obj).len(),
-                columns(r.kind).len(),
+                (r.table.cells)(&obj).len(),
+                (r.table.columns)().len(),
                 "{}",
                 r.plural
             );

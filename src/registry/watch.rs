@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{Error, Registry, Resource, Result, parse_rv, strategy};
+use super::{Error, Registry, Resource, Result, parse_rv};
 use crate::store::{self, EventKind};
 use crate::types::{fields, labels};
 
@@ -51,7 +51,7 @@ impl WatchEvent {
 
 /// Which objects a list or watch selects.
 pub(super) struct Filter {
-    kind: super::Kind,
+    strategy: &'static dyn super::strategy::Strategy,
     label: labels::Selector,
     field: fields::Selector,
 }
@@ -80,7 +80,7 @@ impl Filter {
     ) -> Result<Self> {
         Registry::check_field_selector(res, field)?;
         Ok(Self {
-            kind: res.kind,
+            strategy: res.strategy,
             label: label.clone(),
             field: field.clone(),
         })
@@ -130,7 +130,7 @@ impl Filter {
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                other => strategy::field_value(self.kind, v, other),
+                other => self.strategy.field_value(v, other),
             })
     }
 }
@@ -156,7 +156,7 @@ impl Watch {
         // Converted kinds are filtered in their stored form.
         Registry::check_field_selector(res, &opts.field)?;
         let stored = super::convert::stored_resource(res).unwrap_or(res);
-        let field = super::convert::stored_selector(res.kind, &opts.field);
+        let field = super::convert::stored_selector(res, &opts.field);
         let filter = Filter::new(stored, &opts.label, &field)?;
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
         let prefix = res.scope_prefix(if res.namespaced { namespace } else { None });
@@ -271,7 +271,7 @@ impl Watch {
 
     /// A stored object as this watch's resource serves it.
     fn served(&self, obj: &Bytes) -> Bytes {
-        super::convert::from_stored(self.res.kind, obj)
+        super::convert::from_stored(self.res, obj)
     }
 
     /// A store event as this watcher sees it through its filter.

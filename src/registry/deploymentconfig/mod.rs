@@ -9,6 +9,36 @@ mod subresources;
 
 pub use subresources::{Instantiated, RollbackRequest};
 
+use serde_json::Value;
+
+use super::{Cause, Part};
+
+/// The strategy of DeploymentConfigs: their defaults and rules, a status the server
+/// keeps on update, and a generation that also moves with `status.latestVersion`.
+pub struct DeploymentConfig;
+
+impl super::strategy::Strategy for DeploymentConfig {
+    fn default(&self, obj: &mut Value) {
+        rules::default(obj)
+    }
+    fn prepare_create(&self, obj: &mut Value) {
+        rules::prepare_create(obj)
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        rules::validate(obj, causes)
+    }
+    fn validate_update(&self, old: &Value, new: &Value, _part: Part, causes: &mut Vec<Cause>) {
+        rules::validate_update(old, new, causes)
+    }
+    fn prepare_update(&self, old: &Value, incoming: Option<&Value>, merged: &mut Value) {
+        rules::keep_status_on_update(old, incoming, merged)
+    }
+    fn generation_changes(&self, old: &Value, new: &Value, part: Part) -> bool {
+        super::spec_changed(old, new)
+            || (part != Part::Status && rules::latest_version_changed(old, new))
+    }
+}
+
 /// The API group of DeploymentConfigs.
 pub const GROUP: &str = "apps.openshift.io";
 /// `apiVersion` of DeploymentConfigs.

@@ -225,12 +225,12 @@ fn latest_version(dc: &Value) -> i64 {
 }
 
 /// §4.2: an update of the main resource keeps the stored status, except a latestVersion
-/// one above the stored one, which starts a deployment. `incoming` is the client's object,
-/// `merged` the one about to be stored (with the old status already in place).
-pub fn keep_status_on_update(old: &Value, incoming: &Value, merged: &mut Value) {
+/// one above the stored one, which starts a deployment. `incoming` is the status the client
+/// sent, `merged` the object about to be stored (with the old status already in place).
+pub fn keep_status_on_update(old: &Value, incoming: Option<&Value>, merged: &mut Value) {
     let old_latest = latest_version(old);
     let wanted = incoming
-        .pointer("/status/latestVersion")
+        .and_then(|s| s.get("latestVersion"))
         .and_then(Value::as_i64);
     if wanted == Some(old_latest + 1) {
         if let Some(status) = merged.get_mut("status").and_then(Value::as_object_mut) {
@@ -1108,10 +1108,10 @@ mod tests {
             "Invalid value: 2: latestVersion cannot be decremented"
         );
         let mut merged = old.clone();
-        keep_status_on_update(&old, &json!({"status": {"latestVersion": 4}}), &mut merged);
+        keep_status_on_update(&old, Some(&json!({"latestVersion": 4})), &mut merged);
         assert_eq!(merged["status"]["latestVersion"], 4);
         let mut merged = old.clone();
-        keep_status_on_update(&old, &json!({"status": {"latestVersion": 9}}), &mut merged);
+        keep_status_on_update(&old, Some(&json!({"latestVersion": 9})), &mut merged);
         assert_eq!(merged["status"]["latestVersion"], 3);
     }
 

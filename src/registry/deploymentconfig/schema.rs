@@ -265,14 +265,14 @@ pub fn definitions() -> Map<String, Value> {
 
 /// The Kubernetes schemas the DeploymentConfig schemas refer to, so the generator adds
 /// them; returns the last one's reference, as `subschema_for` does.
-pub fn add_referenced(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub fn add_referenced(generator: &mut schemars::SchemaGenerator) {
     use k8s_openapi::api::core::v1 as core;
     generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
     generator.subschema_for::<core::ObjectReference>();
     generator.subschema_for::<core::EnvVar>();
     generator.subschema_for::<core::ResourceRequirements>();
     generator.subschema_for::<core::PodTemplateSpec>();
-    generator.subschema_for::<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>()
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>();
 }
 
 #[cfg(test)]
