@@ -356,6 +356,7 @@ impl Cluster {
             shutdown: stopped,
             node: node_access,
             agent: agent_access,
+            openapi: Arc::default(),
         };
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");

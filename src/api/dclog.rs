@@ -68,8 +68,8 @@ fn validate(name: &str, q: &Query) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::Registry(registry::Error::Invalid {
-            group: registry::deploymentconfig::GROUP,
-            kind: "DeploymentLogOptions",
+            group: registry::deploymentconfig::GROUP.into(),
+            kind: "DeploymentLogOptions".into(),
             name: name.to_string(),
             causes,
         }))
@@ -214,7 +214,7 @@ pub async fn serve(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<
         .map_err(|e| match e {
             // The log names the kind in the singular (§6.3).
             registry::Error::NotFound { .. } => registry::Error::NotFound {
-                group: registry::deploymentconfig::GROUP,
+                group: registry::deploymentconfig::GROUP.into(),
                 resource: "deploymentconfig.apps.openshift.io".into(),
                 name: name.to_string(),
             },
@@ -263,7 +263,7 @@ pub async fn serve(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<
         Some(rc) => rc,
         None => {
             return Err(Error::Registry(registry::Error::NotFound {
-                group: "",
+                group: "".into(),
                 resource: rcs.qualified_plural(),
                 name: rc_name,
             }));

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::review::{REVIEWS, Review};
-use crate::registry::catalog::{self, RESOURCES, Resource};
+use crate::registry::catalog::{Resource, Served};
 
 /// The Content-Type that tells clients an answer is aggregated discovery.
 pub const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -43,7 +43,7 @@ fn aggregated_resource(r: &Resource) -> Value {
             "verbs": ["get", "patch", "update"],
         }));
     }
-    for sub in r.subresources {
+    for sub in &r.subresources {
         subresources.push(json!({
             "subresource": sub.name,
             "responseKind": {"group": r.group, "version": r.version, "kind": sub.kind},
@@ -70,8 +70,8 @@ fn aggregated_resource(r: &Resource) -> Value {
 }
 
 /// Every served group with its versions: the stored kinds' groups, then the reviews'.
-fn all_groups() -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut out = catalog::groups();
+fn all_groups(served: &Served) -> Vec<(&str, Vec<&str>)> {
+    let mut out = served.groups();
     for r in REVIEWS {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, versions)) if versions.contains(&r.version) => {}
@@ -99,14 +99,14 @@ fn aggregated_review(r: &Review) -> Value {
     })
 }
 
-fn aggregated_group(group: &str, versions: &[&str]) -> Value {
+fn aggregated_group(served: &Served, group: &str, versions: &[&str]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let resources: Vec<Value> = RESOURCES
+            let resources: Vec<Value> = served
                 .iter()
                 .filter(|r| r.group == group && r.version == *v)
-                .map(aggregated_resource)
+                .map(|r| aggregated_resource(r))
                 .chain(reviews(group, v).map(aggregated_review))
                 .collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
@@ -129,11 +129,11 @@ fn aggregated_list(items: Vec<Value>) -> Value {
 }
 
 /// `GET /api`
-pub fn core(headers: &HeaderMap, server_address: &str) -> Response {
+pub fn core(served: &Served, headers: &HeaderMap, server_address: &str) -> Response {
     if wants_aggregated(headers) {
         return json_response(
             AGGREGATED,
-            &aggregated_list(vec![aggregated_group("", &["v1"])]),
+            &aggregated_list(vec![aggregated_group(served, "", &["v1"])]),
         );
     }
     json_response(
@@ -147,12 +147,12 @@ pub fn core(headers: &HeaderMap, server_address: &str) -> Response {
 }
 
 /// `GET /apis`
-pub fn groups(headers: &HeaderMap) -> Response {
-    let groups = all_groups();
+pub fn groups(served: &Served, headers: &HeaderMap) -> Response {
+    let groups = all_groups(served);
     if wants_aggregated(headers) {
         let items = groups
             .iter()
-            .map(|(g, vs)| aggregated_group(g, vs))
+            .map(|(g, vs)| aggregated_group(served, g, vs))
             .collect();
         return json_response(AGGREGATED, &aggregated_list(items));
     }
@@ -176,8 +176,8 @@ fn legacy_group(group: &str, versions: &[&str]) -> Value {
 }
 
 /// `GET /apis/{group}`
-pub fn group(name: &str) -> Option<Response> {
-    let groups = all_groups();
+pub fn group(served: &Served, name: &str) -> Option<Response> {
+    let groups = all_groups(served);
     let (g, vs) = groups.iter().find(|(g, _)| *g == name)?;
     let mut v = legacy_group(g, vs);
     v["kind"] = json!("APIGroup");
@@ -186,9 +186,10 @@ pub fn group(name: &str) -> Option<Response> {
 }
 
 /// `GET /api/v1` or `GET /apis/{group}/{version}`
-pub fn resources(group: &str, version: &str) -> Option<Response> {
-    let served: Vec<&Resource> = RESOURCES
+pub fn resources(served: &Served, group: &str, version: &str) -> Option<Response> {
+    let served: Vec<&Resource> = served
         .iter()
+        .map(|r| &**r)
         .filter(|r| r.group == group && r.version == version)
         .collect();
     if served.is_empty() && reviews(group, version).next().is_none() {
@@ -227,7 +228,7 @@ pub fn resources(group: &str, version: &str) -> Option<Response> {
                 "kind": r.kind_name, "verbs": ["get", "patch", "update"],
             }));
         }
-        for sub in r.subresources {
+        for sub in &r.subresources {
             list.push(json!({
                 "name": format!("{}/{}", r.plural, sub.name), "singularName": "",
                 "namespaced": r.namespaced, "kind": sub.kind, "verbs": sub.verbs,

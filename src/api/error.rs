@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn statuses_carry_code_reason_and_details() {
         let e = Error::from(registry::Error::NotFound {
-            group: "",
+            group: "".into(),
             resource: "pods".into(),
             name: "nope".into(),
         });
@@ -315,8 +315,8 @@ mod tests {
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
         );
         let e = Error::from(registry::Error::Invalid {
-            group: "apps",
-            kind: "Deployment",
+            group: "apps".into(),
+            kind: "Deployment".into(),
             name: "web".into(),
             causes: vec![registry::Cause::required("spec.selector")],
         });
@@ -340,8 +340,8 @@ mod tests {
     #[test]
     fn invalid_lists_causes() {
         let e = Error::from(registry::Error::Invalid {
-            group: "",
-            kind: "Pod",
+            group: "".into(),
+            kind: "Pod".into(),
             name: "invalid".into(),
             causes: vec![registry::Cause::required("spec.containers")],
         });

@@ -112,8 +112,8 @@ pub fn serve(
             }
             (None, Some(s)) => {
                 return Err(Error::Registry(crate::registry::Error::Invalid {
-                    group: "",
-                    kind: "PodLogOptions",
+                    group: "".into(),
+                    kind: "PodLogOptions".into(),
                     name: String::new(),
                     causes: vec![crate::registry::Cause::invalid(
                         "sinceSeconds",

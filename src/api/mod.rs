@@ -54,6 +54,8 @@ pub struct AppState {
     pub node: Option<Arc<dyn logs::NodeAccess>>,
     /// The node agent of this process (its endpoints, through the node proxy).
     pub agent: Option<Arc<dyn agent::Agent>>,
+    /// The OpenAPI documents of the kinds served.
+    pub openapi: Arc<openapi::Cache>,
 }
 
 /// The router, without TLS or a socket: testable with `oneshot`.
@@ -71,7 +73,7 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/{group}/{version}", get(group_resources))
         .route("/apis/{group}/{version}/", get(group_resources))
         .route("/metrics", get(serve_metrics))
-        .route("/openapi/v3", get(|| async { openapi::root() }))
+        .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*path}", get(openapi_document))
         .route(
             "/api/v1/namespaces/{ns}/pods/{name}/exec",
@@ -169,23 +171,28 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
 }
 
 async fn api(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    discovery::core(&headers, &state.server_address)
+    discovery::core(&state.registry.served(), &headers, &state.server_address)
 }
 
-async fn apis(headers: HeaderMap) -> Response {
-    discovery::groups(&headers)
+async fn apis(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    discovery::groups(&state.registry.served(), &headers)
 }
 
-async fn core_resources() -> Response {
-    discovery::resources("", "v1").expect("the core group is served")
+async fn core_resources(State(state): State<AppState>) -> Response {
+    discovery::resources(&state.registry.served(), "", "v1").expect("the core group is served")
 }
 
-async fn api_group(Path(group): Path<String>) -> Response {
-    discovery::group(&group).unwrap_or_else(|| Error::NoRoute.into_response())
+async fn api_group(State(state): State<AppState>, Path(group): Path<String>) -> Response {
+    discovery::group(&state.registry.served(), &group)
+        .unwrap_or_else(|| Error::NoRoute.into_response())
 }
 
-async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
-    discovery::resources(&group, &version).unwrap_or_else(|| Error::NoRoute.into_response())
+async fn group_resources(
+    State(state): State<AppState>,
+    Path((group, version)): Path<(String, String)>,
+) -> Response {
+    discovery::resources(&state.registry.served(), &group, &version)
+        .unwrap_or_else(|| Error::NoRoute.into_response())
 }
 
 async fn serve_metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -202,8 +209,17 @@ async fn serve_metrics(State(state): State<AppState>, headers: HeaderMap) -> Res
     r
 }
 
-async fn openapi_document(Path(path): Path<String>, headers: HeaderMap) -> Response {
-    openapi::document_at(&path, &headers).unwrap_or_else(|| Error::NoRoute.into_response())
+async fn openapi_root(State(state): State<AppState>) -> Response {
+    openapi::root(&state.openapi, &state.registry.served())
+}
+
+async fn openapi_document(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    openapi::document_at(&state.openapi, &state.registry.served(), &path, &headers)
+        .unwrap_or_else(|| Error::NoRoute.into_response())
 }
 
 async fn read_body(body: Body) -> Result<bytes::Bytes, Error> {
@@ -434,8 +450,14 @@ async fn resource_request(
     body: Body,
 ) -> Response {
     let started = std::time::Instant::now();
-    let (verb, resource) =
-        resources::describe(&route.group, &route.version, &route.rest, &method, &query);
+    let (verb, resource) = resources::describe(
+        &state.registry.served(),
+        &route.group,
+        &route.version,
+        &route.rest,
+        &method,
+        &query,
+    );
     let metrics = state.metrics.clone();
     let stream = query.get("watch").is_some_and(|v| resources::truthy(v))
         || route.rest.starts_with("watch/");

@@ -1,17 +1,18 @@
 //! OpenAPI v3: `/openapi/v3` lists one document per group version, each with the paths of
 //! its resources (operations marked with their group-version-kind, writes taking
-//! `fieldValidation`) and the schemas generated from the Rust types. Documents are built
-//! once and served with an ETag.
+//! `fieldValidation`) and the schemas: generated from the Rust types for the built-in kinds,
+//! a definition's own for a custom kind. Documents are built when the served kinds change
+//! (a built-in group version's only once) and served with an ETag.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::registry::catalog::{RESOURCES, Resource};
+use crate::registry::catalog::{Kind, Resource, Served};
 use crate::registry::schema;
 
 /// The patch media types berth accepts, as advertised on PATCH operations.
@@ -37,24 +38,57 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-fn docs() -> &'static BTreeMap<String, Doc> {
-    static DOCS: OnceLock<BTreeMap<String, Doc>> = OnceLock::new();
-    DOCS.get_or_init(|| {
-        let mut gvs: Vec<(&str, &str)> = Vec::new();
-        for r in &RESOURCES {
-            if !gvs.contains(&(r.group, r.version)) {
-                gvs.push((r.group, r.version));
+type Docs = BTreeMap<String, Arc<Doc>>;
+
+/// The documents of one served set, remade when the set changes.
+#[derive(Default)]
+pub struct Cache {
+    built: Mutex<Option<(u64, Arc<Docs>)>>,
+}
+
+impl Cache {
+    /// The documents of `served`: those of the last set again if it is the same, and
+    /// those of built-in group versions (which no definition may add to) kept.
+    fn docs(&self, served: &Served) -> Arc<Docs> {
+        let mut built = self.built.lock().expect("openapi cache lock");
+        if let Some((generation, docs)) = &*built {
+            if *generation == served.generation() {
+                return docs.clone();
             }
         }
-        gvs.into_iter()
-            .map(|(g, v)| {
-                let body = serde_json::to_vec(&document(g, v)).expect("JSON serializes");
-                let digest = Sha256::digest(&body);
-                let hash: String = digest[..8].iter().map(|b| format!("{b:02X}")).collect();
-                (gv_path(g, v), Doc { body, hash })
+        let before = built.as_ref().map(|(_, d)| d.clone());
+        let mut gvs: Vec<(&str, &str, bool)> = Vec::new();
+        for r in served.iter() {
+            let custom = r.kind == Kind::Custom;
+            match gvs
+                .iter_mut()
+                .find(|(g, v, _)| *g == r.group && *v == r.version)
+            {
+                Some(gv) => gv.2 |= custom,
+                None => gvs.push((&r.group, &r.version, custom)),
+            }
+        }
+        let docs: Docs = gvs
+            .into_iter()
+            .map(|(g, v, custom)| {
+                let path = gv_path(g, v);
+                let kept = (!custom)
+                    .then(|| before.as_ref().and_then(|b| b.get(&path).cloned()))
+                    .flatten();
+                let doc = kept.unwrap_or_else(|| {
+                    let body =
+                        serde_json::to_vec(&document(served, g, v)).expect("JSON serializes");
+                    let digest = Sha256::digest(&body);
+                    let hash: String = digest[..8].iter().map(|b| format!("{b:02X}")).collect();
+                    Arc::new(Doc { body, hash })
+                });
+                (path, doc)
             })
-            .collect()
-    })
+            .collect();
+        let docs = Arc::new(docs);
+        *built = Some((served.generation(), docs.clone()));
+        docs
+    }
 }
 
 fn param(name: &str, location: &str, description: &str) -> Value {
@@ -178,7 +212,7 @@ fn operation(
     let mut op = json!({
         "operationId": id,
         "description": format!("{action} {}", r.kind_name),
-        "tags": [gv_path(r.group, r.version).replace('/', "_")],
+        "tags": [gv_path(&r.group, &r.version).replace('/', "_")],
         "parameters": params,
         "responses": responses(action, schema_name),
         "x-kubernetes-action": action,
@@ -191,7 +225,7 @@ fn operation(
 }
 
 fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
-    let base = format!("/{}", gv_path(r.group, r.version));
+    let base = format!("/{}", gv_path(&r.group, &r.version));
     let collection = if r.namespaced {
         format!("{base}/namespaces/{{namespace}}/{}", r.plural)
     } else {
@@ -282,25 +316,28 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
     }
 }
 
-fn document(group: &str, version: &str) -> Value {
+fn document(served: &Served, group: &str, version: &str) -> Value {
     let mut paths = Map::new();
-    for r in RESOURCES
+    let resources: Vec<&Resource> = served
         .iter()
+        .map(|r| &**r)
         .filter(|r| r.group == group && r.version == version)
-    {
+        .collect();
+    for r in &resources {
         resource_paths(r, &mut paths);
     }
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION"))},
+        "info": {"title": "Kubernetes", "version": crate::types::kubernetes_version()},
         "paths": paths,
-        "components": {"schemas": schema::definitions()},
+        "components": {"schemas": schema::definitions_of(&resources)},
     })
 }
 
 /// `GET /openapi/v3`
-pub fn root() -> Response {
-    let paths: Map<String, Value> = docs()
+pub fn root(cache: &Cache, served: &Served) -> Response {
+    let paths: Map<String, Value> = cache
+        .docs(served)
         .iter()
         .map(|(path, doc)| {
             (
@@ -313,8 +350,14 @@ pub fn root() -> Response {
 }
 
 /// `GET /openapi/v3/{path}`
-pub fn document_at(path: &str, headers: &HeaderMap) -> Option<Response> {
-    let doc = docs().get(path.trim_matches('/'))?;
+pub fn document_at(
+    cache: &Cache,
+    served: &Served,
+    path: &str,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let docs = cache.docs(served);
+    let doc = docs.get(path.trim_matches('/'))?;
     let etag = format!("\"{}\"", doc.hash);
     let cached = headers
         .get(header::IF_NONE_MATCH)
@@ -344,6 +387,11 @@ pub fn document_at(path: &str, headers: &HeaderMap) -> Option<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn docs() -> Arc<Docs> {
+        let served = crate::registry::catalog::Catalog::default().served();
+        Cache::default().docs(&served)
+    }
 
     #[test]
     fn every_group_version_has_a_document_with_patch_operations_kubectl_can_use() {

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::{Error, Result};
 use super::protobuf;
+use crate::registry::catalog::Served;
 use crate::registry::table::{self, IncludeObject};
 use crate::registry::{
     self, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation, Resource,
@@ -32,7 +33,7 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 /// What a request path names.
 #[derive(Debug)]
 struct Target {
-    res: &'static Resource,
+    res: Arc<Resource>,
     namespace: Option<String>,
     name: Option<String>,
     sub: Option<String>,
@@ -40,6 +41,7 @@ struct Target {
 
 /// The target of a request's path. A legacy watch path also makes `query` a watch's.
 fn request_target(
+    served: &Served,
     group: &str,
     version: &str,
     rest: &str,
@@ -48,16 +50,22 @@ fn request_target(
 ) -> Result<Target> {
     match rest.strip_prefix("watch/") {
         Some(watched) if *method == Method::GET => {
-            legacy_watch(group, version, watched, query.to_mut())
+            legacy_watch(served, group, version, watched, query.to_mut())
         }
-        _ => parse_target(group, version, rest),
+        _ => parse_target(served, group, version, rest),
     }
 }
 
 /// The target of a legacy watch path (`/api/v1/watch/namespaces/NS/pods[/NAME]`, which
 /// kube-apiserver still serves): a watch of the collection, of the one object if named.
-fn legacy_watch(group: &str, version: &str, rest: &str, query: &mut Query) -> Result<Target> {
-    let mut t = parse_target(group, version, rest)?;
+fn legacy_watch(
+    served: &Served,
+    group: &str,
+    version: &str,
+    rest: &str,
+    query: &mut Query,
+) -> Result<Target> {
+    let mut t = parse_target(served, group, version, rest)?;
     if t.sub.is_some() {
         return Err(Error::NoRoute);
     }
@@ -73,9 +81,9 @@ fn legacy_watch(group: &str, version: &str, rest: &str, query: &mut Query) -> Re
     Ok(t)
 }
 
-fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
+fn parse_target(served: &Served, group: &str, version: &str, rest: &str) -> Result<Target> {
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    let find = |plural: &str| catalog::find(group, version, plural);
+    let find = |plural: &str| served.find(group, version, plural);
     let (res, namespace, tail) = match segs.as_slice() {
         ["namespaces", ns, plural, tail @ ..] if find(plural).is_some_and(|r| r.namespaced) => {
             (find(plural).expect("checked"), Some(ns.to_string()), tail)
@@ -108,7 +116,7 @@ fn parse_target(group: &str, version: &str, rest: &str) -> Result<Target> {
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
-        res,
+        res: res.clone(),
         namespace,
         name,
         sub,
@@ -394,6 +402,7 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
 
 /// The verb and resource of a request, as metrics name them.
 pub fn describe(
+    served: &Served,
     group: &str,
     version: &str,
     rest: &str,
@@ -401,7 +410,7 @@ pub fn describe(
     q: &Query,
 ) -> (&'static str, String) {
     let mut q = Cow::Borrowed(q);
-    let Ok(t) = request_target(group, version, rest, method, &mut q) else {
+    let Ok(t) = request_target(served, group, version, rest, method, &mut q) else {
         return ("unknown", String::new());
     };
     let verb = match verb(&t, method, &q) {
@@ -596,7 +605,7 @@ pub(super) fn may(
         q.insert("watch".into(), "true".into());
     }
     let t = Target {
-        res,
+        res: res.clone(),
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
         sub: sub.map(str::to_string),
@@ -640,11 +649,18 @@ pub async fn handle(
         return answer;
     }
     let mut query = Cow::Owned(query);
-    let t = request_target(group, version, rest, &method, &mut query)?;
+    let t = request_target(
+        &state.registry.served(),
+        group,
+        version,
+        rest,
+        &method,
+        &mut query,
+    )?;
     authorize(&user, &t, &method, &query)?;
     let reg = &state.registry;
     let ns = t.namespace.as_deref();
-    let res = t.res;
+    let res = &*t.res;
     if let (
         registry::Kind::DeploymentConfig,
         Some("scale"),
@@ -655,7 +671,7 @@ pub async fn handle(
         // OpenShift names the Scale of a missing DC by its extensions kind.
         if reg.get(res, ns, name).is_err() {
             return Err(Error::Registry(registry::Error::NotFound {
-                group: "extensions",
+                group: "extensions".into(),
                 resource: "scale.extensions".into(),
                 name: name.to_string(),
             }));
@@ -677,7 +693,7 @@ pub async fn handle(
                 None if metadata_request(&headers) => View::Metadata,
                 None => View::Object,
             };
-            watch(state.clone(), res, ns, &query, view)
+            watch(state.clone(), &t.res, ns, &query, view)
         }
         (&Method::GET, None) => {
             let list = reg.list(res, ns, &list_options(&query)?).await?;
@@ -920,8 +936,8 @@ fn scale_replicas(scale: &Value) -> Result<i64> {
         .filter(|r| *r >= 0)
         .ok_or_else(|| {
             Error::Registry(registry::Error::Invalid {
-                group: "autoscaling",
-                kind: "Scale",
+                group: "autoscaling".into(),
+                kind: "Scale".into(),
                 name: scale
                     .pointer("/metadata/name")
                     .and_then(Value::as_str)
@@ -996,7 +1012,7 @@ fn shared_event_line(type_name: &'static str, object: &Bytes) -> Bytes {
 /// line: a thousand watches share one server-stop signal.
 struct WatchBody {
     watch: registry::Watch,
-    res: &'static Resource,
+    res: Arc<Resource>,
     view: View,
     /// Counts the stream as open while it lives.
     _open: OpenStream,
@@ -1064,7 +1080,7 @@ impl http_body::Body for WatchBody {
         }
         match this.watch.poll_next(cx) {
             Poll::Ready(Some(ev)) => {
-                let (line, last) = watch_line(&ev, this.res, this.view);
+                let (line, last) = watch_line(&ev, &this.res, this.view);
                 // An ERROR event is the last.
                 this.done = last;
                 Poll::Ready(Some(Ok(http_body::Frame::data(line))))
@@ -1085,7 +1101,7 @@ impl http_body::Body for WatchBody {
 /// A watch: a chunked stream of `{"type","object"}` lines.
 fn watch(
     state: AppState,
-    res: &'static Resource,
+    res: &Arc<Resource>,
     ns: Option<&str>,
     q: &Query,
     view: View,
@@ -1131,7 +1147,7 @@ fn watch(
     };
     let mut r = Response::new(Body::new(WatchBody {
         watch: w,
-        res,
+        res: res.clone(),
         view,
         _open: open,
         end: Box::pin(end),
@@ -1153,7 +1169,7 @@ fn watch(
 }
 
 /// The line a watch sends for an event, and whether it is the last (an ERROR ends it).
-fn watch_line(ev: &WatchEvent, res: &'static Resource, view: View) -> (Bytes, bool) {
+fn watch_line(ev: &WatchEvent, res: &Resource, view: View) -> (Bytes, bool) {
     match ev {
         WatchEvent::Error(e) => {
             let (_, status) = Error::Registry(clone_expired(e)).status();
@@ -1262,29 +1278,39 @@ mod tests {
 
     #[test]
     fn paths_resolve_to_targets() {
-        let t = parse_target("", "v1", "namespaces/default/pods/web/status").unwrap();
+        let served = crate::registry::catalog::Catalog::default().served();
+        let t = parse_target(&served, "", "v1", "namespaces/default/pods/web/status").unwrap();
         assert_eq!(
             (
-                t.res.plural,
+                t.res.plural.as_str(),
                 t.namespace.as_deref(),
                 t.name.as_deref(),
                 t.sub.as_deref()
             ),
             ("pods", Some("default"), Some("web"), Some("status"))
         );
-        let t = parse_target("", "v1", "pods").unwrap();
-        assert_eq!((t.res.plural, t.namespace, t.name), ("pods", None, None));
-        let t = parse_target("", "v1", "namespaces/default").unwrap();
+        let t = parse_target(&served, "", "v1", "pods").unwrap();
         assert_eq!(
-            (t.res.plural, t.name.as_deref()),
+            (t.res.plural.as_str(), t.namespace, t.name),
+            ("pods", None, None)
+        );
+        let t = parse_target(&served, "", "v1", "namespaces/default").unwrap();
+        assert_eq!(
+            (t.res.plural.as_str(), t.name.as_deref()),
             ("namespaces", Some("default"))
         );
-        let t = parse_target("", "v1", "namespaces/kube-system/status").unwrap();
+        let t = parse_target(&served, "", "v1", "namespaces/kube-system/status").unwrap();
         assert_eq!(
-            (t.res.plural, t.name.as_deref(), t.sub.as_deref()),
+            (t.res.plural.as_str(), t.name.as_deref(), t.sub.as_deref()),
             ("namespaces", Some("kube-system"), Some("status"))
         );
-        let t = parse_target("coordination.k8s.io", "v1", "namespaces/x/leases/n").unwrap();
+        let t = parse_target(
+            &served,
+            "coordination.k8s.io",
+            "v1",
+            "namespaces/x/leases/n",
+        )
+        .unwrap();
         assert_eq!(t.res.plural, "leases");
         for bad in [
             "pods/web",
@@ -1294,9 +1320,9 @@ mod tests {
             "namespaces/a/pods/b/c/d",
             "",
         ] {
-            assert!(parse_target("", "v1", bad).is_err(), "{bad}");
+            assert!(parse_target(&served, "", "v1", bad).is_err(), "{bad}");
         }
-        assert!(parse_target("", "v1", "configmaps/x").is_err());
+        assert!(parse_target(&served, "", "v1", "configmaps/x").is_err());
     }
 
     #[test]

@@ -157,8 +157,8 @@ fn can_i(user: &User, review: &Value) -> Result<Value> {
         user.namespace.is_none() || (open && text(a, "verb").as_deref() == Some("get"))
     } else {
         return Err(Error::Registry(crate::registry::Error::Invalid {
-            group: "authorization.k8s.io",
-            kind: "SelfSubjectAccessReview",
+            group: "authorization.k8s.io".into(),
+            kind: "SelfSubjectAccessReview".into(),
             name: String::new(),
             causes: vec![crate::registry::Cause::forbidden(
                 "spec.resourceAttributes",

@@ -296,6 +296,7 @@ pub fn mapping(m: &Manifest) -> Result<&'static Resource, CliError> {
     let kind = m.obj["kind"].as_str().unwrap_or("");
     catalog::RESOURCES
         .iter()
+        .map(|r| &**r)
         .find(|r| r.api_version() == api_version && r.kind_name == kind)
         .ok_or_else(|| {
             CliError::msg(format!(

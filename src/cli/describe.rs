@@ -3003,7 +3003,7 @@ async fn describe_object(
             node(obj, lease.as_ref(), &pods, events.as_deref(), clock)
         }
         Kind::ConfigMap => {
-            let events = events(Some(res.kind_name), uid.to_string()).await;
+            let events = events(Some(&res.kind_name), uid.to_string()).await;
             config_map(obj, events.as_deref(), clock)
         }
         Kind::Secret => secret(obj),
@@ -3014,7 +3014,7 @@ async fn describe_object(
                 .await
                 .ok()
                 .map(|l| l.items);
-            let events = events(Some(res.kind_name), uid.to_string()).await;
+            let events = events(Some(&res.kind_name), uid.to_string()).await;
             service_account(obj, secrets.as_deref(), events.as_deref(), clock)
         }
         Kind::Namespace => {
@@ -3025,7 +3025,7 @@ async fn describe_object(
             namespace(obj, quotas.as_deref(), limits.as_deref(), clock)
         }
         _ => {
-            let events = events(Some(res.kind_name), uid.to_string()).await;
+            let events = events(Some(&res.kind_name), uid.to_string()).await;
             generic(obj, events.as_deref(), clock)
         }
     })

@@ -76,7 +76,7 @@ pub async fn events(conn: &Conn, args: &EventArgs) -> Result<i32, CliError> {
     if let Some(target) = &args.for_object {
         let (kind, name) = target
             .split_once('/')
-            .map(|(k, n)| resolve(k).map(|r| (r.kind_name, n)))
+            .map(|(k, n)| resolve(k).map(|r| (r.kind_name.as_str(), n)))
             .unwrap_or(Ok(("Pod", target.as_str())))?;
         fields.push(format!("involvedObject.kind={kind}"));
         fields.push(format!("involvedObject.name={name}"));

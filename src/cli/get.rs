@@ -174,8 +174,8 @@ pub async fn get(conn: &Conn, args: &GetArgs) -> Result<i32, CliError> {
         let kinds: Vec<KindTable<'_>> = tables
             .iter()
             .map(|(res, table)| KindTable {
-                group: res.group,
-                kind: res.kind_name,
+                group: &res.group,
+                kind: &res.kind_name,
                 namespaced: res.namespaced,
                 table,
             })
@@ -273,7 +273,7 @@ async fn watch_tables(
     mut query: Vec<(&'static str, String)>,
 ) -> Result<i32, CliError> {
     let opts = args.table_options(conn, output);
-    let mut printer = WatchPrinter::new(&opts, res.group, res.kind_name, res.namespaced);
+    let mut printer = WatchPrinter::new(&opts, &res.group, &res.kind_name, res.namespaced);
     let event = |t: &str| args.output_watch_events.then(|| t.to_string());
     let list_query: Vec<(&str, String)> = if named { Vec::new() } else { query.clone() };
     let req = RawRequest {

@@ -18,21 +18,22 @@ pub fn resolve(spelling: &str) -> Result<&'static Resource, CliError> {
     let group_matches = |r: &Resource| match &group {
         None => true,
         Some(g) => {
-            g == r.group
-                || g.strip_prefix(r.version)
+            *g == r.group
+                || g.strip_prefix(r.version.as_str())
                     .and_then(|rest| rest.strip_prefix('.'))
                     .is_some_and(|rest| rest == r.group)
-                || (r.group.is_empty() && g == r.version)
+                || (r.group.is_empty() && *g == r.version)
         }
     };
     catalog::RESOURCES
         .iter()
+        .map(|r| &**r)
         .filter(|r| group_matches(r))
         .find(|r| {
             r.plural == name
                 || r.singular == name
                 || r.kind_name.eq_ignore_ascii_case(&name)
-                || r.short_names.contains(&name.as_str())
+                || r.short_names.contains(&name)
         })
         // `events` names the core Event first; events.k8s.io only when asked for.
         .ok_or_else(|| {
@@ -47,7 +48,8 @@ pub fn expand(spelling: &str) -> Result<Vec<&'static Resource>, CliError> {
     let lower = spelling.to_ascii_lowercase();
     let in_category: Vec<&'static Resource> = catalog::RESOURCES
         .iter()
-        .filter(|r| r.categories.contains(&lower.as_str()))
+        .map(|r| &**r)
+        .filter(|r| r.categories.contains(&lower))
         .collect();
     if !in_category.is_empty() && resolve(spelling).is_err() {
         return Ok(in_category);

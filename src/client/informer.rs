@@ -342,7 +342,7 @@ impl Informers {
     /// asks for whole objects, its cache keeps only `apiVersion`, `kind` and the
     /// [`KEPT_METADATA`] fields. Informers are asked for before they run.
     pub fn metadata(&self, res: &'static Resource) -> Informer {
-        let key = (res.group, res.plural);
+        let key = (res.group.as_str(), res.plural.as_str());
         self.all
             .lock()
             .expect("informers lock")

@@ -53,18 +53,13 @@ impl Local {
         Local { registry }
     }
 
-    pub(super) fn get(
-        &self,
-        res: &'static Resource,
-        ns: Option<&str>,
-        name: &str,
-    ) -> Result<Value> {
+    pub(super) fn get(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value> {
         parse(&self.registry.get(res, ns, name)?)
     }
 
     pub(super) async fn list(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<ObjectList> {
@@ -78,7 +73,7 @@ impl Local {
     /// [`Local::list`] with the objects left as stored, to be parsed one at a time.
     pub(super) async fn list_stored(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<(Items, String)> {
@@ -88,7 +83,7 @@ impl Local {
 
     async fn stored(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<registry::List> {
@@ -110,7 +105,7 @@ impl Local {
 
     pub(super) async fn create(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         obj: &Value,
     ) -> Result<Value> {
@@ -123,7 +118,7 @@ impl Local {
 
     pub(super) async fn update(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         obj: &Value,
@@ -139,7 +134,7 @@ impl Local {
 
     pub(super) async fn patch(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         patch: &Patch,
@@ -155,7 +150,7 @@ impl Local {
 
     pub(super) async fn delete(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         params: &DeleteParams,
@@ -181,13 +176,23 @@ impl Local {
 
     pub(super) fn watch(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &WatchParams,
     ) -> Result<Events> {
         let (label, field) = selection(&params.selection)?;
+        // The registry's own descriptor: a custom kind's is the one served now.
+        let res = self
+            .registry
+            .resolve(&res.group, &res.version, &res.plural)
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "the server does not serve {}",
+                    res.qualified_plural()
+                ))
+            })?;
         let watch = self.registry.watch(
-            res,
+            &res,
             ns,
             WatchOptions {
                 resource_version: Some(params.resource_version.clone()),

@@ -305,7 +305,7 @@ impl Client {
         self
     }
 
-    pub async fn get(&self, res: &'static Resource, ns: Option<&str>, name: &str) -> Result<Value> {
+    pub async fn get(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value> {
         match &self.transport {
             Transport::Local(l) => l.get(res, ns, name),
             Transport::Http(h) => h.get(res, ns, name).await,
@@ -314,7 +314,7 @@ impl Client {
 
     pub async fn list(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<ObjectList> {
@@ -327,7 +327,7 @@ impl Client {
     /// A list whose objects are parsed as they are taken, and its revision.
     pub async fn list_items(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<(Items, String)> {
@@ -340,12 +340,7 @@ impl Client {
         }
     }
 
-    pub async fn create(
-        &self,
-        res: &'static Resource,
-        ns: Option<&str>,
-        obj: &Value,
-    ) -> Result<Value> {
+    pub async fn create(&self, res: &Resource, ns: Option<&str>, obj: &Value) -> Result<Value> {
         match &self.transport {
             Transport::Local(l) => l.create(res, ns, obj).await,
             Transport::Http(h) => h.create(res, ns, obj).await,
@@ -353,16 +348,16 @@ impl Client {
     }
 
     /// Replaces an object (its `metadata.resourceVersion`, when set, is a precondition).
-    pub async fn update(&self, res: &'static Resource, obj: &Value) -> Result<Value> {
+    pub async fn update(&self, res: &Resource, obj: &Value) -> Result<Value> {
         self.put(res, obj, false).await
     }
 
     /// Replaces the status of an object.
-    pub async fn update_status(&self, res: &'static Resource, obj: &Value) -> Result<Value> {
+    pub async fn update_status(&self, res: &Resource, obj: &Value) -> Result<Value> {
         self.put(res, obj, true).await
     }
 
-    async fn put(&self, res: &'static Resource, obj: &Value, status: bool) -> Result<Value> {
+    async fn put(&self, res: &Resource, obj: &Value, status: bool) -> Result<Value> {
         let (ns, name) = names(obj)?;
         match &self.transport {
             Transport::Local(l) => l.update(res, ns, name, obj, status).await,
@@ -372,7 +367,7 @@ impl Client {
 
     pub async fn patch(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         patch: &Patch,
@@ -382,7 +377,7 @@ impl Client {
 
     pub async fn patch_status(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         patch: &Patch,
@@ -392,7 +387,7 @@ impl Client {
 
     async fn patch_part(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         patch: &Patch,
@@ -407,7 +402,7 @@ impl Client {
     /// Deletes an object; returns its last state (or its state while finalizers hold it).
     pub async fn delete(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         params: &DeleteParams,
@@ -421,7 +416,7 @@ impl Client {
     /// Sets an object's `spec.replicas` through its `scale` subresource; returns the Scale.
     pub async fn scale(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         name: &str,
         replicas: i64,
@@ -472,7 +467,7 @@ impl Client {
 
     pub async fn watch(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         ns: Option<&str>,
         params: &WatchParams,
     ) -> Result<EventStream> {

@@ -538,7 +538,7 @@ pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
 }
 
 /// The DeploymentConfig resource, when the API serves it.
-pub fn resource() -> Option<&'static Resource> {
+pub fn resource() -> Option<&'static std::sync::Arc<Resource>> {
     catalog::find("apps.openshift.io", "v1", "deploymentconfigs")
 }
 

@@ -38,6 +38,7 @@ const WORKERS: usize = 4;
 pub fn collected_kinds() -> impl Iterator<Item = &'static Resource> {
     catalog::RESOURCES
         .iter()
+        .map(|r| &**r)
         .filter(|r| r.kind != Kind::EventsV1Event)
 }
 
@@ -144,7 +145,7 @@ fn blocks(obj: &Value, uid: &str) -> bool {
 fn resource_of_ref(r: &Value) -> Option<&'static Resource> {
     let (api_version, kind) = (str_at(r, "/apiVersion"), str_at(r, "/kind"));
     collected_kinds()
-        .chain(std::iter::once(catalog::of(Kind::EventsV1Event)))
+        .chain(std::iter::once(&**catalog::of(Kind::EventsV1Event)))
         .find(|res| res.kind_name == kind && res.api_version() == api_version)
 }
 

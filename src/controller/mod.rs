@@ -280,7 +280,7 @@ impl Default for Supervisor {
 /// Starts an informer's writer under the supervisor.
 pub fn run_informer(sup: &mut Supervisor, client: &Client, informer: client::informer::Informer) {
     let client = client.clone();
-    let name: &'static str = informer.resource().plural;
+    let name: &'static str = &informer.resource().plural;
     sup.spawn(name, move |cancel| {
         informer.clone().run(client.clone(), cancel)
     });

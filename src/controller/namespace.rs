@@ -29,6 +29,7 @@ pub const FINALIZER: &str = "kubernetes";
 fn contents() -> impl Iterator<Item = &'static Resource> {
     catalog::RESOURCES
         .iter()
+        .map(|r| &**r)
         .filter(|r| r.namespaced && r.kind != Kind::EventsV1Event)
 }
 
@@ -115,7 +116,7 @@ pub struct Sweep {
 
 impl Sweep {
     fn hold(&mut self, res: &'static Resource, obj: &Value) {
-        *self.remaining.entry(res.plural).or_default() += 1;
+        *self.remaining.entry(&res.plural).or_default() += 1;
         for f in strings(obj.pointer("/metadata/finalizers")) {
             *self.finalizers.entry(f).or_default() += 1;
         }

@@ -301,7 +301,7 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
     if !conflicts.is_empty() {
         let n = conflicts.len();
         return Err(Error::Conflict {
-            group: res.group,
+            group: res.group.clone(),
             resource: res.qualified_plural(),
             name: live["metadata"]["name"].as_str().unwrap_or("").to_string(),
             message: format!(
@@ -455,7 +455,7 @@ impl Registry {
     /// Returns the object and whether it was created.
     pub async fn apply(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         name: &str,
         mut config: Value,
@@ -472,8 +472,8 @@ impl Registry {
             let mut cause = super::Cause::required("fieldManager");
             cause.message.push_str(": is required for apply patch");
             return Err(Error::Invalid {
-                group: "meta.k8s.io",
-                kind: "PatchOptions",
+                group: "meta.k8s.io".into(),
+                kind: "PatchOptions".into(),
                 name: String::new(),
                 causes: vec![cause],
             });

@@ -4,6 +4,8 @@
 //! how it is stored and its [`Strategy`]. Adding a kind is one entry here (with its
 //! strategy, printer and schema).
 
+use std::sync::{Arc, LazyLock};
+
 use super::convert::Conversion;
 use super::schema::Source;
 use super::strategy::{self, Strategy};
@@ -28,9 +30,12 @@ pub enum Kind {
     EventsV1Event,
     /// apps.openshift.io/v1 DeploymentConfig (see `registry::deploymentconfig`).
     DeploymentConfig,
+    /// A kind that a CustomResourceDefinition serves.
+    Custom,
 }
 
 /// A subresource beyond `status` and `scale`, as discovery lists it.
+#[derive(Debug, Clone)]
 pub struct Subresource {
     pub name: &'static str,
     pub verbs: &'static [&'static str],
@@ -38,32 +43,34 @@ pub struct Subresource {
     pub kind: &'static str,
 }
 
-/// One served resource: a kind's descriptor.
+/// One served resource: a kind's descriptor, shared as an `Arc` (the built-in kinds'
+/// live as long as the process; a custom resource's as long as its definition serves it).
 pub struct Resource {
+    /// Which built-in kind this is ([`Kind::Custom`] for a kind a definition adds).
     pub kind: Kind,
     /// API group; empty for the core group.
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind_name: &'static str,
-    pub plural: &'static str,
-    pub singular: &'static str,
-    pub short_names: &'static [&'static str],
+    pub group: String,
+    pub version: String,
+    pub kind_name: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
     pub namespaced: bool,
-    pub categories: &'static [&'static str],
+    pub categories: Vec<String>,
     /// Has a `/status` subresource (spec and status are written separately).
     pub status: bool,
     /// Has a `/scale` subresource.
     pub scale: bool,
     pub verbs: &'static [&'static str],
     /// Subresources beyond `status` and `scale`.
-    pub subresources: &'static [Subresource],
+    pub subresources: Vec<Subresource>,
     /// Fields a field selector may name, besides `metadata.name` and `metadata.namespace`.
-    pub selectable: &'static [&'static str],
+    pub selectable: Vec<String>,
     /// Defaults, rules, the spec/status split, deletion and admission.
-    pub strategy: &'static dyn Strategy,
+    pub strategy: Arc<dyn Strategy>,
     pub schema: Source,
     /// Its Table columns.
-    pub table: &'static Printer,
+    pub table: Arc<dyn Printer>,
     /// How it is stored, when as another resource.
     pub conversion: Option<&'static Conversion>,
 }
@@ -156,328 +163,433 @@ const fn sub(
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 
-/// Every served resource, in discovery order.
-pub static RESOURCES: [Resource; 12] = [
-    Resource {
-        kind: Kind::Pod,
-        group: "",
-        version: "v1",
-        kind_name: "Pod",
-        plural: "pods",
-        singular: "pod",
-        short_names: &["po"],
-        namespaced: true,
-        categories: ALL,
-        status: true,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[
-            // What the node agent and the scheduler serve of a pod.
-            sub("attach", &["create", "get"], "PodAttachOptions"),
-            sub("binding", &["create"], "Binding"),
-            sub("exec", &["create", "get"], "PodExecOptions"),
-            sub("log", &["get"], "Pod"),
-        ],
-        selectable: &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        strategy: &strategy::Pod,
-        schema: Source::typed::<core::Pod>(),
-        table: &table::POD,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::ReplicationController,
-        group: "",
-        version: "v1",
-        kind_name: "ReplicationController",
-        plural: "replicationcontrollers",
-        singular: "replicationcontroller",
-        short_names: &["rc"],
-        namespaced: true,
-        categories: ALL,
-        status: true,
-        scale: true,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &["status.replicas"],
-        strategy: &strategy::ReplicationController,
-        schema: Source::typed::<core::ReplicationController>(),
-        table: &table::REPLICATION_CONTROLLER,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::Namespace,
-        group: "",
-        version: "v1",
-        kind_name: "Namespace",
-        plural: "namespaces",
-        singular: "namespace",
-        short_names: &["ns"],
-        namespaced: false,
-        categories: &[],
-        status: true,
-        scale: false,
-        // As Kubernetes: namespaces go one at a time.
-        verbs: &[
-            "create", "delete", "get", "list", "patch", "update", "watch",
-        ],
-        subresources: &[sub("finalize", &["update"], "Namespace")],
-        selectable: &["status.phase"],
-        strategy: &strategy::Namespace,
-        schema: Source::typed::<core::Namespace>(),
-        table: &table::NAMESPACE,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::Node,
-        group: "",
-        version: "v1",
-        kind_name: "Node",
-        plural: "nodes",
-        singular: "node",
-        short_names: &["no"],
-        namespaced: false,
-        categories: &[],
-        status: true,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[sub(
-            "proxy",
-            &["create", "delete", "get", "patch", "update"],
-            "NodeProxyOptions",
-        )],
-        selectable: &["spec.unschedulable"],
-        strategy: &strategy::Node,
-        schema: Source::typed::<core::Node>(),
-        table: &table::NODE,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::Event,
-        group: "",
-        version: "v1",
-        kind_name: "Event",
-        plural: "events",
-        singular: "event",
-        short_names: &["ev"],
-        namespaced: true,
-        categories: &[],
-        status: false,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        strategy: &strategy::Event,
-        schema: Source::typed::<core::Event>(),
-        table: &table::EVENT,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::ConfigMap,
-        group: "",
-        version: "v1",
-        kind_name: "ConfigMap",
-        plural: "configmaps",
-        singular: "configmap",
-        short_names: &["cm"],
-        namespaced: true,
-        categories: &[],
-        status: false,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &[],
-        strategy: &strategy::ConfigMap,
-        schema: Source::typed::<core::ConfigMap>(),
-        table: &table::CONFIG_MAP,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::Secret,
-        group: "",
-        version: "v1",
-        kind_name: "Secret",
-        plural: "secrets",
-        singular: "secret",
-        short_names: &[],
-        namespaced: true,
-        categories: &[],
-        status: false,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &["type"],
-        strategy: &strategy::Secret,
-        schema: Source::typed::<core::Secret>(),
-        table: &table::SECRET,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::ServiceAccount,
-        group: "",
-        version: "v1",
-        kind_name: "ServiceAccount",
-        plural: "serviceaccounts",
-        singular: "serviceaccount",
-        short_names: &["sa"],
-        namespaced: true,
-        categories: &[],
-        status: false,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &[],
-        strategy: &strategy::Plain,
-        schema: Source::typed::<core::ServiceAccount>(),
-        table: &table::SERVICE_ACCOUNT,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::Service,
-        group: "",
-        version: "v1",
-        kind_name: "Service",
-        plural: "services",
-        singular: "service",
-        short_names: &["svc"],
-        namespaced: true,
-        categories: ALL,
-        status: true,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &["spec.clusterIP", "spec.type"],
-        strategy: &super::service::Service,
-        schema: Source::typed::<core::Service>(),
-        table: &table::SERVICE,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::Lease,
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind_name: "Lease",
-        plural: "leases",
-        singular: "lease",
-        short_names: &[],
-        namespaced: true,
-        categories: &[],
-        status: false,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &[],
-        strategy: &strategy::Lease,
-        schema: Source::typed::<coordination::Lease>(),
-        table: &table::LEASE,
-        conversion: None,
-    },
-    Resource {
-        kind: Kind::EventsV1Event,
-        group: "events.k8s.io",
-        version: "v1",
-        kind_name: "Event",
-        plural: "events",
-        singular: "event",
-        short_names: &[],
-        namespaced: true,
-        categories: &[],
-        status: false,
-        scale: false,
-        verbs: VERBS,
-        subresources: &[],
-        selectable: &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "regarding.resourceVersion",
-            "regarding.fieldPath",
-            "reason",
-            "reportingController",
-            "type",
-        ],
-        strategy: &strategy::EventsV1Event,
-        schema: Source::typed::<k8s_openapi::api::events::v1::Event>(),
-        table: &table::EVENTS_V1_EVENT,
-        conversion: Some(&super::convert::EVENTS_V1),
-    },
-    Resource {
-        kind: Kind::DeploymentConfig,
-        group: "apps.openshift.io",
-        version: "v1",
-        kind_name: "DeploymentConfig",
-        plural: "deploymentconfigs",
-        singular: "deploymentconfig",
-        short_names: &["dc"],
-        namespaced: true,
-        categories: ALL,
-        status: true,
-        scale: true,
-        verbs: VERBS,
-        subresources: &[
-            sub("instantiate", &["create"], "DeploymentRequest"),
-            sub("log", &["get"], "DeploymentLog"),
-            sub("rollback", &["create"], "DeploymentConfigRollback"),
-        ],
-        selectable: &[],
-        strategy: &super::deploymentconfig::DeploymentConfig,
-        schema: Source::new(
-            super::deploymentconfig::schema::name,
-            super::deploymentconfig::schema::add_referenced,
-        ),
-        table: &table::DEPLOYMENT_CONFIG,
-        conversion: None,
-    },
-];
+/// The built-in kinds' names as owned strings.
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_string()).collect()
+}
 
-/// The resource served at `group`/`version` under `plural`.
-pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+/// The built-in kinds, in discovery order.
+fn builtin() -> Vec<Resource> {
+    vec![
+        Resource {
+            kind: Kind::Pod,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Pod".into(),
+            plural: "pods".into(),
+            singular: "pod".into(),
+            short_names: names(&["po"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![
+                // What the node agent and the scheduler serve of a pod.
+                sub("attach", &["create", "get"], "PodAttachOptions"),
+                sub("binding", &["create"], "Binding"),
+                sub("exec", &["create", "get"], "PodExecOptions"),
+                sub("log", &["get"], "Pod"),
+            ],
+            selectable: names(&[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ]),
+            strategy: Arc::new(strategy::Pod),
+            schema: Source::typed::<core::Pod>(),
+            table: Arc::new(table::POD),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::ReplicationController,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "ReplicationController".into(),
+            plural: "replicationcontrollers".into(),
+            singular: "replicationcontroller".into(),
+            short_names: names(&["rc"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            scale: true,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&["status.replicas"]),
+            strategy: Arc::new(strategy::ReplicationController),
+            schema: Source::typed::<core::ReplicationController>(),
+            table: Arc::new(table::REPLICATION_CONTROLLER),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Namespace,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Namespace".into(),
+            plural: "namespaces".into(),
+            singular: "namespace".into(),
+            short_names: names(&["ns"]),
+            namespaced: false,
+            categories: names(&[]),
+            status: true,
+            scale: false,
+            // As Kubernetes: namespaces go one at a time.
+            verbs: &[
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ],
+            subresources: vec![sub("finalize", &["update"], "Namespace")],
+            selectable: names(&["status.phase"]),
+            strategy: Arc::new(strategy::Namespace),
+            schema: Source::typed::<core::Namespace>(),
+            table: Arc::new(table::NAMESPACE),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Node,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Node".into(),
+            plural: "nodes".into(),
+            singular: "node".into(),
+            short_names: names(&["no"]),
+            namespaced: false,
+            categories: names(&[]),
+            status: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![sub(
+                "proxy",
+                &["create", "delete", "get", "patch", "update"],
+                "NodeProxyOptions",
+            )],
+            selectable: names(&["spec.unschedulable"]),
+            strategy: Arc::new(strategy::Node),
+            schema: Source::typed::<core::Node>(),
+            table: Arc::new(table::NODE),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Event,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Event".into(),
+            plural: "events".into(),
+            singular: "event".into(),
+            short_names: names(&["ev"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ]),
+            strategy: Arc::new(strategy::Event),
+            schema: Source::typed::<core::Event>(),
+            table: Arc::new(table::EVENT),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::ConfigMap,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            singular: "configmap".into(),
+            short_names: names(&["cm"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[]),
+            strategy: Arc::new(strategy::ConfigMap),
+            schema: Source::typed::<core::ConfigMap>(),
+            table: Arc::new(table::CONFIG_MAP),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Secret,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Secret".into(),
+            plural: "secrets".into(),
+            singular: "secret".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&["type"]),
+            strategy: Arc::new(strategy::Secret),
+            schema: Source::typed::<core::Secret>(),
+            table: Arc::new(table::SECRET),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::ServiceAccount,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "ServiceAccount".into(),
+            plural: "serviceaccounts".into(),
+            singular: "serviceaccount".into(),
+            short_names: names(&["sa"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[]),
+            strategy: Arc::new(strategy::Plain),
+            schema: Source::typed::<core::ServiceAccount>(),
+            table: Arc::new(table::SERVICE_ACCOUNT),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Service,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Service".into(),
+            plural: "services".into(),
+            singular: "service".into(),
+            short_names: names(&["svc"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&["spec.clusterIP", "spec.type"]),
+            strategy: Arc::new(super::service::Service),
+            schema: Source::typed::<core::Service>(),
+            table: Arc::new(table::SERVICE),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Lease,
+            group: "coordination.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "Lease".into(),
+            plural: "leases".into(),
+            singular: "lease".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[]),
+            strategy: Arc::new(strategy::Lease),
+            schema: Source::typed::<coordination::Lease>(),
+            table: Arc::new(table::LEASE),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::EventsV1Event,
+            group: "events.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "Event".into(),
+            plural: "events".into(),
+            singular: "event".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[
+                "regarding.kind",
+                "regarding.namespace",
+                "regarding.name",
+                "regarding.uid",
+                "regarding.apiVersion",
+                "regarding.resourceVersion",
+                "regarding.fieldPath",
+                "reason",
+                "reportingController",
+                "type",
+            ]),
+            strategy: Arc::new(strategy::EventsV1Event),
+            schema: Source::typed::<k8s_openapi::api::events::v1::Event>(),
+            table: Arc::new(table::EVENTS_V1_EVENT),
+            conversion: Some(&super::convert::EVENTS_V1),
+        },
+        Resource {
+            kind: Kind::DeploymentConfig,
+            group: "apps.openshift.io".into(),
+            version: "v1".into(),
+            kind_name: "DeploymentConfig".into(),
+            plural: "deploymentconfigs".into(),
+            singular: "deploymentconfig".into(),
+            short_names: names(&["dc"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            scale: true,
+            verbs: VERBS,
+            subresources: vec![
+                sub("instantiate", &["create"], "DeploymentRequest"),
+                sub("log", &["get"], "DeploymentLog"),
+                sub("rollback", &["create"], "DeploymentConfigRollback"),
+            ],
+            selectable: names(&[]),
+            strategy: Arc::new(super::deploymentconfig::DeploymentConfig),
+            schema: Source::new(
+                super::deploymentconfig::schema::name,
+                super::deploymentconfig::schema::add_referenced,
+            ),
+            table: Arc::new(table::DEPLOYMENT_CONFIG),
+            conversion: None,
+        },
+    ]
+}
+
+/// Every built-in resource, in discovery order.
+pub static RESOURCES: LazyLock<Vec<Arc<Resource>>> =
+    LazyLock::new(|| builtin().into_iter().map(Arc::new).collect());
+
+/// The built-in resource served at `group`/`version` under `plural`.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Arc<Resource>> {
     RESOURCES
         .iter()
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
-/// The resource of a kind.
-pub fn of(kind: Kind) -> &'static Resource {
+/// The resource of a built-in kind.
+pub fn of(kind: Kind) -> &'static Arc<Resource> {
     RESOURCES
         .iter()
         .find(|r| r.kind == kind)
         .expect("every kind is in the catalog")
 }
 
-/// The API groups (other than core) with their versions, in discovery order.
+/// What one registry serves at one moment: built-in kinds first, then those that
+/// definitions add, sorted by group, version and plural. Immutable: a change of the served
+/// kinds makes a new set, so every reader (routing, discovery, OpenAPI) sees one whole
+/// set, and its generation says whether anything changed.
+pub struct Served {
+    resources: Vec<Arc<Resource>>,
+    generation: u64,
+}
+
+/// Generations of served sets, unique across every registry of the process.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Served {
+    fn new(resources: Vec<Arc<Resource>>) -> Self {
+        Served {
+            resources,
+            generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// Every served resource, in discovery order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Resource>> {
+        self.resources.iter()
+    }
+
+    /// The resource served at `group`/`version` under `plural`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Resource>> {
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// A number that changes whenever the served set does.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The API groups (other than core) with their versions, in discovery order.
+    pub fn groups(&self) -> Vec<(&str, Vec<&str>)> {
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        for r in self.resources.iter().filter(|r| !r.group.is_empty()) {
+            match out.iter_mut().find(|(g, _)| *g == r.group) {
+                Some((_, versions)) => {
+                    if !versions.contains(&r.version.as_str()) {
+                        versions.push(&r.version);
+                    }
+                }
+                None => out.push((&r.group, vec![&r.version])),
+            }
+        }
+        out
+    }
+}
+
+/// The kinds a registry serves, changed at run time as definitions come and go; cheap to
+/// read (one lock held for an `Arc` clone).
+pub struct Catalog {
+    current: std::sync::RwLock<Arc<Served>>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog {
+            current: std::sync::RwLock::new(Arc::new(Served::new(RESOURCES.clone()))),
+        }
+    }
+}
+
+impl Catalog {
+    /// What is served now.
+    pub fn served(&self) -> Arc<Served> {
+        self.current.read().expect("catalog lock").clone()
+    }
+
+    /// Serves `resources` (every served version of one custom kind) in place of what was
+    /// served under `group` and `plural` before; none stops serving it. Built-in kinds
+    /// are never replaced.
+    pub fn replace(&self, group: &str, plural: &str, resources: Vec<Arc<Resource>>) {
+        let mut current = self.current.write().expect("catalog lock");
+        let mut custom: Vec<Arc<Resource>> = current
+            .resources
+            .iter()
+            .filter(|r| r.kind == Kind::Custom && !(r.group == group && r.plural == plural))
+            .cloned()
+            .chain(resources)
+            .collect();
+        custom.sort_by(|a, b| {
+            (&a.group, &a.version, &a.plural).cmp(&(&b.group, &b.version, &b.plural))
+        });
+        let all = RESOURCES.iter().cloned().chain(custom).collect();
+        *current = Arc::new(Served::new(all));
+    }
+}
+
+/// The API groups of the built-in kinds (other than core) with their versions.
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
     for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, versions)) => {
-                if !versions.contains(&r.version) {
-                    versions.push(r.version);
+                if !versions.contains(&r.version.as_str()) {
+                    versions.push(&r.version);
                 }
             }
-            None => out.push((r.group, vec![r.version])),
+            None => out.push((&r.group, vec![&r.version])),
         }
     }
     out
@@ -512,10 +624,13 @@ mod tests {
     #[test]
     fn names_are_unique() {
         let mut seen = std::collections::HashSet::new();
-        for r in &RESOURCES {
-            assert!(seen.insert((r.group, r.plural)), "{} twice", r.plural);
-            let _ = r.version;
-            for s in r.short_names {
+        for r in RESOURCES.iter() {
+            assert!(
+                seen.insert((r.group.as_str(), r.plural.as_str())),
+                "{} twice",
+                r.plural
+            );
+            for s in &r.short_names {
                 assert!(seen.insert(("short", s)), "short name {s} twice");
             }
         }

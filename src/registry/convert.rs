@@ -140,7 +140,7 @@ pub fn from_stored(res: &Resource, b: &Bytes) -> Bytes {
 // store the stored form, answer in the served form.
 
 /// The stored resource of a converted one.
-pub(super) fn stored_resource(res: &Resource) -> Option<&'static Resource> {
+pub(super) fn stored_resource(res: &Resource) -> Option<&'static std::sync::Arc<Resource>> {
     res.conversion.map(|c| catalog::of(c.stored))
 }
 
@@ -197,8 +197,8 @@ impl Registry {
 
     pub(super) async fn converted_create(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         obj: Value,
         opts: &WriteOptions,
@@ -212,7 +212,7 @@ impl Registry {
     pub(super) fn converted_get(
         &self,
         res: &Resource,
-        stored: &'static Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         name: &str,
     ) -> Result<bytes::Bytes> {
@@ -221,8 +221,8 @@ impl Registry {
 
     pub(super) async fn converted_list(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<List> {
@@ -240,8 +240,8 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn converted_update(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         name: &str,
         obj: Value,
@@ -261,8 +261,8 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn converted_patch(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         name: &str,
         patch: &Patch,
@@ -292,8 +292,8 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn converted_apply(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         name: &str,
         config: Value,
@@ -309,8 +309,8 @@ impl Registry {
 
     pub(super) async fn converted_delete(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
@@ -323,8 +323,8 @@ impl Registry {
 
     pub(super) async fn converted_delete_collection(
         &self,
-        res: &'static Resource,
-        stored: &'static Resource,
+        res: &Resource,
+        stored: &Resource,
         namespace: Option<&str>,
         list: &ListOptions,
         opts: &DeleteOptions,

@@ -87,27 +87,27 @@ impl Cause {
 pub enum Error {
     #[error("{resource} {name:?} not found")]
     NotFound {
-        group: &'static str,
+        group: String,
         resource: String,
         name: String,
     },
     #[error("{resource} {name:?} already exists")]
     AlreadyExists {
-        group: &'static str,
+        group: String,
         resource: String,
         name: String,
     },
     #[error("Operation cannot be fulfilled on {resource} {name:?}: {message}")]
     Conflict {
-        group: &'static str,
+        group: String,
         resource: String,
         name: String,
         message: String,
     },
     #[error("{kind}{} {name:?} is invalid: {}", group_suffix(.group), causes_text(.causes))]
     Invalid {
-        group: &'static str,
-        kind: &'static str,
+        group: String,
+        kind: String,
         name: String,
         causes: Vec<Cause>,
     },
@@ -249,6 +249,8 @@ pub struct Registry {
     /// Held while a Service's addresses are chosen and written, so that two never get
     /// the same.
     services: Arc<tokio::sync::Mutex<()>>,
+    /// The kinds served now.
+    catalog: Arc<catalog::Catalog>,
 }
 
 /// How many times an update is retried when a concurrent writer got there first.
@@ -326,6 +328,7 @@ impl Registry {
             store,
             bookmark_every: Duration::from_secs(60),
             services: Arc::default(),
+            catalog: Arc::default(),
         }
     }
 
@@ -337,6 +340,26 @@ impl Registry {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The kinds served now.
+    pub fn served(&self) -> Arc<catalog::Served> {
+        self.catalog.served()
+    }
+
+    /// The live descriptor of the resource `group`/`version`/`plural`, if it is served.
+    pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        self.catalog.served().find(group, version, plural).cloned()
+    }
+
+    /// The live descriptor of `res` (a custom kind's may have changed since `res` was
+    /// looked up), or `res` itself when it is no longer served.
+    pub fn current(&self, res: &Arc<Resource>) -> Arc<Resource> {
+        if res.kind != Kind::Custom {
+            return res.clone();
+        }
+        self.resolve(&res.group, &res.version, &res.plural)
+            .unwrap_or_else(|| res.clone())
     }
 
     /// The store's current revision: what a read now reflects.
@@ -351,7 +374,7 @@ impl Registry {
 
     fn not_found(res: &Resource, name: &str) -> Error {
         Error::NotFound {
-            group: res.group,
+            group: res.group.clone(),
             resource: res.qualified_plural(),
             name: name.to_string(),
         }
@@ -359,7 +382,7 @@ impl Registry {
 
     fn conflict(res: &Resource, name: &str) -> Error {
         Error::Conflict {
-            group: res.group,
+            group: res.group.clone(),
             resource: res.qualified_plural(),
             name: name.to_string(),
             message: "the object has been modified; please apply your changes to the latest version and try again".into(),
@@ -368,8 +391,8 @@ impl Registry {
 
     fn invalid(res: &Resource, name: &str, causes: Vec<Cause>) -> Error {
         Error::Invalid {
-            group: res.group,
-            kind: res.kind_name,
+            group: res.group.clone(),
+            kind: res.kind_name.clone(),
             name: name.to_string(),
             causes,
         }
@@ -441,7 +464,7 @@ impl Registry {
         let want_av = res.api_version();
         for (field, want, what) in [
             ("apiVersion", want_av.as_ref(), "API version"),
-            ("kind", res.kind_name, "kind"),
+            ("kind", res.kind_name.as_str(), "kind"),
         ] {
             match m.get(field) {
                 Some(Value::String(s)) if s == want => continue,
@@ -592,7 +615,7 @@ impl Registry {
     /// Creates an object; returns it as stored.
     pub async fn create(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         mut obj: Value,
         opts: &WriteOptions,
@@ -684,7 +707,7 @@ impl Registry {
                 // A dry run answers as the write would, name clashes included.
                 if given.is_some() && self.store.get(&res.key(ns, &name)).is_some() {
                     return Err(Error::AlreadyExists {
-                        group: res.group,
+                        group: res.group.clone(),
                         resource: res.qualified_plural(),
                         name,
                     });
@@ -700,7 +723,7 @@ impl Registry {
                 Outcome::AlreadyExists(_) if given.is_none() && attempt < 8 => continue,
                 Outcome::AlreadyExists(_) => {
                     return Err(Error::AlreadyExists {
-                        group: res.group,
+                        group: res.group.clone(),
                         resource: res.qualified_plural(),
                         name,
                     });
@@ -714,12 +737,7 @@ impl Registry {
     }
 
     /// The object `name`.
-    pub fn get(
-        &self,
-        res: &'static Resource,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Bytes> {
+    pub fn get(&self, res: &Resource, namespace: Option<&str>, name: &str) -> Result<Bytes> {
         if let Some(stored) = convert::stored_resource(res) {
             return self.converted_get(res, stored, namespace, name);
         }
@@ -734,7 +752,7 @@ impl Registry {
     pub fn check_field_selector(res: &Resource, sel: &fields::Selector) -> Result<()> {
         for t in &sel.terms {
             let ok = matches!(t.field.as_str(), "metadata.name" | "metadata.namespace")
-                || res.selectable.contains(&t.field.as_str());
+                || res.selectable.contains(&t.field);
             if !ok {
                 return Err(Error::BadRequest(format!(
                     "field label not supported: {}",
@@ -748,7 +766,7 @@ impl Registry {
     /// Lists objects (across namespaces for `namespace: None`).
     pub async fn list(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<List> {
@@ -887,8 +905,8 @@ impl Registry {
             _ => return Ok(()),
         };
         Err(Error::Invalid {
-            group: "meta.k8s.io",
-            kind: "ListOptions",
+            group: "meta.k8s.io".into(),
+            kind: "ListOptions".into(),
             name: String::new(),
             causes: vec![cause],
         })
@@ -920,7 +938,7 @@ impl Registry {
     /// Replaces an object (PUT), or its status.
     pub async fn update(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         name: &str,
         mut obj: Value,
@@ -961,7 +979,7 @@ impl Registry {
             let mut pod = old.clone();
             if meta(old).is_some_and(|m| m.contains_key("deletionTimestamp")) {
                 return Err(Error::Conflict {
-                    group: res.group,
+                    group: res.group.clone(),
                     resource: res.qualified_plural(),
                     name: name.to_string(),
                     message: "the pod is being deleted".into(),
@@ -970,7 +988,7 @@ impl Registry {
             match old.pointer("/spec/nodeName").and_then(Value::as_str) {
                 Some(n) if !n.is_empty() => {
                     return Err(Error::Conflict {
-                        group: res.group,
+                        group: res.group.clone(),
                         resource: res.qualified_plural(),
                         name: name.to_string(),
                         message: format!("pod {name} is already assigned to node {n:?}"),
@@ -1029,7 +1047,7 @@ impl Registry {
     /// Applies a patch to an object or its status.
     pub async fn patch(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         name: &str,
         patch: &Patch,
@@ -1057,7 +1075,7 @@ impl Registry {
     /// A write or delete meant for the object with uid `want`, while `have` is there.
     fn uid_mismatch(res: &Resource, name: &str, want: &str, have: &str) -> Error {
         Error::Conflict {
-            group: res.group,
+            group: res.group.clone(),
             resource: res.qualified_plural(),
             name: name.to_string(),
             message: format!(
@@ -1072,7 +1090,7 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     async fn update_with(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         key: &str,
         name: &str,
         expect: Option<u64>,
@@ -1281,7 +1299,7 @@ impl Registry {
     /// Returns the object's last state.
     pub async fn delete(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
@@ -1308,7 +1326,7 @@ impl Registry {
             if let Some(rv) = expect_rv {
                 if rv != cur.revision {
                     return Err(Error::Conflict {
-                        group: res.group,
+                        group: res.group.clone(),
                         resource: res.qualified_plural(),
                         name: name.to_string(),
                         message: format!(
@@ -1451,7 +1469,7 @@ impl Registry {
     /// Deletes every object that matches `list` options; returns their last states.
     pub async fn delete_collection(
         &self,
-        res: &'static Resource,
+        res: &Resource,
         namespace: Option<&str>,
         list: &ListOptions,
         opts: &DeleteOptions,
@@ -1490,7 +1508,7 @@ impl Registry {
     /// Watches objects of a resource; see [`WatchOptions`].
     pub fn watch(
         &self,
-        res: &'static Resource,
+        res: &Arc<Resource>,
         namespace: Option<&str>,
         opts: WatchOptions,
     ) -> Result<Watch> {

@@ -27,9 +27,24 @@ pub enum FieldValidation {
 /// what it refers to) to a generator, and its validator, compiled at its first use (a kind
 /// nobody writes costs no memory).
 pub struct Source {
-    name: fn() -> String,
-    add: fn(&mut schemars::SchemaGenerator),
+    origin: Origin,
     validator: OnceLock<jsonschema::Validator>,
+}
+
+enum Origin {
+    /// A built-in kind's: a name among [`definitions`] and what adds it there.
+    Builtin {
+        name: fn() -> String,
+        add: fn(&mut schemars::SchemaGenerator),
+    },
+    /// A custom kind's: its definition's schema, as OpenAPI serves it (`name` among
+    /// `definitions`, which refers to the built-in meta schemas), and the JSON Schema
+    /// that validates it (closed where unknown fields are pruned).
+    Custom {
+        name: String,
+        definitions: Map<String, Value>,
+        validation: Value,
+    },
 }
 
 impl Source {
@@ -41,9 +56,42 @@ impl Source {
     /// A schema written out by hand: its name, and how it adds its definitions.
     pub const fn new(name: fn() -> String, add: fn(&mut schemars::SchemaGenerator)) -> Source {
         Source {
-            name,
-            add,
+            origin: Origin::Builtin { name, add },
             validator: OnceLock::new(),
+        }
+    }
+
+    /// A custom kind's schema: `definitions` as OpenAPI documents it, with `name` the
+    /// kind's own, and `validation` the JSON Schema objects are checked against (its
+    /// `$ref`s point into the built-in definitions).
+    pub fn custom(name: String, definitions: Map<String, Value>, validation: Value) -> Source {
+        Source {
+            origin: Origin::Custom {
+                name,
+                definitions,
+                validation,
+            },
+            validator: OnceLock::new(),
+        }
+    }
+
+    /// Whether a built-in kind's schema this is.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self.origin, Origin::Builtin { .. })
+    }
+
+    /// A custom kind's schemas, as OpenAPI documents them (none for a built-in kind).
+    pub fn custom_definitions(&self) -> Map<String, Value> {
+        match &self.origin {
+            Origin::Builtin { .. } => Map::new(),
+            Origin::Custom { definitions, .. } => definitions.clone(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match &self.origin {
+            Origin::Builtin { name, .. } => name(),
+            Origin::Custom { name, .. } => name.clone(),
         }
     }
 }
@@ -58,7 +106,7 @@ fn add_of<T: JsonSchema>(generator: &mut schemars::SchemaGenerator) {
 
 /// The components.schemas name of a kind's schema.
 pub fn schema_name(res: &Resource) -> String {
-    (res.schema.name)()
+    res.schema.name()
 }
 
 /// The components.schemas name of a kind's list (`io.k8s.api.core.v1.PodList`), the body of
@@ -107,8 +155,10 @@ pub fn definitions() -> &'static Map<String, Value> {
     static DEFS: OnceLock<Map<String, Value>> = OnceLock::new();
     DEFS.get_or_init(|| {
         let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
-        for r in &RESOURCES {
-            (r.schema.add)(&mut generator);
+        for r in RESOURCES.iter() {
+            if let Origin::Builtin { add, .. } = &r.schema.origin {
+                add(&mut generator);
+            }
         }
         generator.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
         generator.subschema_for::<ListMeta>();
@@ -123,17 +173,46 @@ pub fn definitions() -> &'static Map<String, Value> {
                 );
             }
         };
-        for r in &RESOURCES {
-            mark(schema_name(r), r.group, r.version, r.kind_name);
+        for r in RESOURCES.iter() {
+            mark(schema_name(r), &r.group, &r.version, &r.kind_name);
         }
         mark(scale_schema_name(), "autoscaling", "v1", "Scale");
         let list_meta = ListMeta::schema_name();
-        for r in &RESOURCES {
+        for r in RESOURCES.iter() {
             let item = schema_name(r);
             defs.insert(list_schema_name(r), list_schema(r, &item, &list_meta));
         }
         defs
     })
+}
+
+/// The schemas that the OpenAPI document of `resources` (one group version) carries:
+/// every schema of the built-in kinds when it holds one (their documents share them), else
+/// the definitions' own and the meta types they refer to.
+pub fn definitions_of(resources: &[&Resource]) -> Map<String, Value> {
+    if resources.iter().any(|r| r.schema.is_builtin()) {
+        return definitions().clone();
+    }
+    let mut out = Map::new();
+    for r in resources {
+        out.extend(r.schema.custom_definitions());
+    }
+    for name in [
+        ListMeta::schema_name().into_owned(),
+        status_schema_name(),
+        scale_schema_name(),
+    ] {
+        out.extend(reachable(definitions(), &name));
+    }
+    let own = Value::Object(out.clone());
+    let mut refs = Vec::new();
+    references(&own, &mut refs);
+    for name in refs {
+        if !out.contains_key(name) {
+            out.extend(reachable(definitions(), name));
+        }
+    }
+    out
 }
 
 /// A copy of `schema` that refuses properties it does not list, so that validation
@@ -196,10 +275,17 @@ fn reachable(defs: &Map<String, Value>, name: &str) -> Map<String, Value> {
 fn validator(res: &Resource) -> &jsonschema::Validator {
     res.schema.validator.get_or_init(|| {
         // Only the schemas the kind refers to: each validator keeps its own copy.
-        let name = schema_name(res);
-        let mut root = reference(&name);
-        root["components"] =
-            json!({"schemas": closed(&Value::Object(reachable(definitions(), &name)))});
+        let mut root = match &res.schema.origin {
+            Origin::Builtin { .. } => reference(&schema_name(res)),
+            Origin::Custom { validation, .. } => validation.clone(),
+        };
+        let mut refs = Vec::new();
+        references(&root, &mut refs);
+        let mut schemas = Map::new();
+        for name in refs {
+            schemas.extend(reachable(definitions(), name));
+        }
+        root["components"] = json!({"schemas": closed(&Value::Object(schemas))});
         let v = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft7)
             .should_validate_formats(false)

@@ -18,14 +18,29 @@ pub enum IncludeObject {
 }
 
 /// How a kind's objects print: its columns and the cells of one object.
-pub struct Printer {
+pub trait Printer: Send + Sync {
+    fn columns(&self) -> Vec<Column>;
+    fn cells(&self, obj: &Value) -> Vec<Value>;
+}
+
+/// A printer of a built-in kind: a function for its columns and one for its cells.
+pub struct Fixed {
     columns: fn() -> Vec<Column>,
     cells: fn(&Value) -> Vec<Value>,
 }
 
+impl Printer for Fixed {
+    fn columns(&self) -> Vec<Column> {
+        (self.columns)()
+    }
+    fn cells(&self, obj: &Value) -> Vec<Value> {
+        (self.cells)(obj)
+    }
+}
+
 macro_rules! printers {
     ($($name:ident: $columns:ident, $cells:ident;)*) => {
-        $(pub static $name: Printer = Printer { columns: $columns, cells: $cells };)*
+        $(pub const $name: Fixed = Fixed { columns: $columns, cells: $cells };)*
     };
 }
 
@@ -48,29 +63,27 @@ fn events_v1_event_cells(v: &Value) -> Vec<Value> {
     event_cells(&super::convert::event_to_stored(v))
 }
 
-struct Column {
-    name: &'static str,
-    kind: &'static str,
-    priority: u8,
-    description: &'static str,
+/// One column of a Table.
+pub struct Column {
+    pub name: std::borrow::Cow<'static, str>,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub kind: std::borrow::Cow<'static, str>,
+    pub priority: u8,
+    pub description: std::borrow::Cow<'static, str>,
 }
 
 const fn col(name: &'static str, priority: u8, description: &'static str) -> Column {
+    use std::borrow::Cow::Borrowed;
     Column {
-        name,
-        kind: "string",
+        name: Borrowed(name),
+        kind: Borrowed("string"),
         priority,
-        description,
+        description: Borrowed(description),
     }
 }
 
 fn pod_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![
         name,
@@ -98,12 +111,7 @@ fn pod_columns() -> Vec<Column> {
 }
 
 fn replication_controller_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![
         name,
@@ -118,23 +126,13 @@ fn replication_controller_columns() -> Vec<Column> {
 }
 
 fn namespace_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![name, col("Status", 0, "The phase of the namespace."), age]
 }
 
 fn node_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![
         name,
@@ -155,12 +153,7 @@ fn node_columns() -> Vec<Column> {
 }
 
 fn event_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     vec![
         col("Last Seen", 0, "Time since the event was last seen."),
         col("Type", 0, "Normal or Warning."),
@@ -179,23 +172,13 @@ fn event_columns() -> Vec<Column> {
 }
 
 fn config_map_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![name, col("Data", 0, "Number of entries."), age]
 }
 
 fn secret_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![
         name,
@@ -206,23 +189,13 @@ fn secret_columns() -> Vec<Column> {
 }
 
 fn service_account_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![name, col("Secrets", 0, "Number of secrets."), age]
 }
 
 fn service_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![
         name,
@@ -240,23 +213,13 @@ fn service_columns() -> Vec<Column> {
 }
 
 fn lease_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![name, col("Holder", 0, "The holder of the lease."), age]
 }
 
 fn deployment_config_columns() -> Vec<Column> {
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-    };
+    let name = col("Name", 0, "Name must be unique within a namespace.");
     vec![
         name,
         col(
@@ -622,7 +585,7 @@ fn deployment_config_cells(v: &Value) -> Vec<Value> {
 
 fn row(res: &Resource, obj: &[u8], include: IncludeObject) -> Value {
     let v: Value = serde_json::from_slice(obj).unwrap_or(Value::Null);
-    let mut row = json!({"cells": (res.table.cells)(&v)});
+    let mut row = json!({"cells": res.table.cells(&v)});
     match include {
         IncludeObject::None => {}
         IncludeObject::Metadata => row["object"] = partial_metadata(&v),
@@ -655,7 +618,9 @@ pub fn table(
     continue_token: Option<&str>,
     include: IncludeObject,
 ) -> Bytes {
-    let defs: Vec<Value> = (res.table.columns)()
+    let defs: Vec<Value> = res
+        .table
+        .columns()
         .iter()
         .map(|c| {
             json!({
@@ -753,11 +718,11 @@ mod tests {
 
     #[test]
     fn every_kind_has_as_many_cells_as_columns() {
-        for r in &catalog::RESOURCES {
+        for r in catalog::RESOURCES.iter() {
             let obj = json!({"metadata": {"name": "x"}});
             assert_eq!(
-                (r.table.cells)(&obj).len(),
-                (r.table.columns)().len(),
+                r.table.cells(&obj).len(),
+                r.table.columns().len(),
                 "{}",
                 r.plural
             );

@@ -3,6 +3,7 @@
 //! watcher), bookmarks, and the 410 rules.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -51,7 +52,7 @@ impl WatchEvent {
 
 /// Which objects a list or watch selects.
 pub(super) struct Filter {
-    strategy: &'static dyn super::strategy::Strategy,
+    strategy: std::sync::Arc<dyn super::strategy::Strategy>,
     label: labels::Selector,
     field: fields::Selector,
 }
@@ -80,7 +81,7 @@ impl Filter {
     ) -> Result<Self> {
         Registry::check_field_selector(res, field)?;
         Ok(Self {
-            strategy: res.strategy,
+            strategy: res.strategy.clone(),
             label: label.clone(),
             field: field.clone(),
         })
@@ -137,7 +138,7 @@ impl Filter {
 
 /// A running watch; [`Watch::next`] yields its events.
 pub struct Watch {
-    res: &'static Resource,
+    res: Arc<Resource>,
     filter: Filter,
     initial: VecDeque<Bytes>,
     /// The bookmark that ends the initial events of a streaming list.
@@ -149,13 +150,13 @@ pub struct Watch {
 impl Watch {
     pub(super) fn start(
         reg: &Registry,
-        res: &'static Resource,
+        res: &Arc<Resource>,
         namespace: Option<&str>,
         opts: WatchOptions,
     ) -> Result<Self> {
         // Converted kinds are filtered in their stored form.
         Registry::check_field_selector(res, &opts.field)?;
-        let stored = super::convert::stored_resource(res).unwrap_or(res);
+        let stored: &Resource = super::convert::stored_resource(res).map_or(res, |r| r);
         let field = super::convert::stored_selector(res, &opts.field);
         let filter = Filter::new(stored, &opts.label, &field)?;
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
@@ -216,7 +217,7 @@ impl Watch {
         })?;
         let end_of_initial = streaming.then(|| bookmark(res, after, true));
         Ok(Self {
-            res,
+            res: res.clone(),
             filter,
             initial,
             end_of_initial,
@@ -255,7 +256,7 @@ impl Watch {
                     )))
                 }
                 Some(store::WatchEvent::Progress(rev)) => {
-                    WatchEvent::Bookmark(bookmark(self.res, rev, false))
+                    WatchEvent::Bookmark(bookmark(&self.res, rev, false))
                 }
                 Some(store::WatchEvent::Event(e)) => match self.translate(&e) {
                     None => continue,
@@ -271,7 +272,7 @@ impl Watch {
 
     /// A stored object as this watch's resource serves it.
     fn served(&self, obj: &Bytes) -> Bytes {
-        super::convert::from_stored(self.res, obj)
+        super::convert::from_stored(&self.res, obj)
     }
 
     /// A store event as this watcher sees it through its filter.
@@ -305,8 +306,8 @@ impl Watch {
 
 fn reg_invalid_send_initial(msg: &str) -> Error {
     Error::Invalid {
-        group: "",
-        kind: "ListOptions",
+        group: "".into(),
+        kind: "ListOptions".into(),
         name: String::new(),
         causes: vec![super::Cause {
             reason: "FieldValueForbidden".into(),

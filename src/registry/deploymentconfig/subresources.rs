@@ -32,8 +32,8 @@ pub struct RollbackRequest {
 
 fn invalid(kind: &'static str, name: &str, causes: Vec<Cause>) -> Error {
     Error::Invalid {
-        group: GROUP,
-        kind,
+        group: GROUP.into(),
+        kind: kind.into(),
         name: name.to_string(),
         causes,
     }
