@@ -173,6 +173,39 @@ impl Http {
         p
     }
 
+    /// The resource as discovery lists it.
+    pub(super) async fn resolve(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Result<Option<std::sync::Arc<Resource>>> {
+        let path = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let list = match self.send(self.request(Method::GET, &path)).await {
+            Ok(list) => list,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let found = list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == plural);
+        Ok(found.map(|r| {
+            std::sync::Arc::new(Resource::identity(
+                group,
+                version,
+                r["kind"].as_str().unwrap_or(""),
+                plural,
+                r["namespaced"] == true,
+            ))
+        }))
+    }
+
     pub(super) async fn get(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value> {
         self.send(self.request(Method::GET, &Self::object_path(res, ns, name, None)))
             .await

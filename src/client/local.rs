@@ -174,6 +174,15 @@ impl Local {
         parse(&self.registry.finalize_namespace(name, ns).await?.object)
     }
 
+    pub(super) fn resolve(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<std::sync::Arc<Resource>> {
+        self.registry.resolve(group, version, plural)
+    }
+
     pub(super) fn watch(
         &self,
         res: &Resource,

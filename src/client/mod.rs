@@ -305,6 +305,20 @@ impl Client {
         self
     }
 
+    /// The resource `group`/`version`/`plural` as the server serves it now (a kind that a
+    /// definition adds, say), if it does.
+    pub async fn resolve(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Result<Option<std::sync::Arc<Resource>>> {
+        match &self.transport {
+            Transport::Local(l) => Ok(l.resolve(group, version, plural)),
+            Transport::Http(h) => h.resolve(group, version, plural).await,
+        }
+    }
+
     pub async fn get(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value> {
         match &self.transport {
             Transport::Local(l) => l.get(res, ns, name),

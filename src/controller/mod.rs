@@ -10,6 +10,7 @@
 //! [`client::informer`]: crate::client::informer
 
 pub mod apiservice;
+pub mod crdcleanup;
 pub mod deployer;
 pub mod deploymentconfig;
 pub mod eventttl;
@@ -97,6 +98,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         deployer::start(ctx, sup);
     }
     apiservice::start(ctx, sup);
+    crdcleanup::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
     namespace::start(ctx, sup);

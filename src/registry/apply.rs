@@ -464,7 +464,7 @@ impl Registry {
     ) -> Result<(Written, bool)> {
         if let Some(stored) = super::convert::stored_resource(res) {
             return Box::pin(
-                self.converted_apply(res, stored, namespace, name, config, opts, apply),
+                self.converted_apply(res, &stored, namespace, name, config, opts, apply),
             )
             .await;
         }

@@ -30,6 +30,8 @@ pub enum Kind {
     EventsV1Event,
     /// apps.openshift.io/v1 DeploymentConfig (see `registry::deploymentconfig`).
     DeploymentConfig,
+    /// apiextensions.k8s.io/v1 CustomResourceDefinition (see `registry::crd`).
+    CustomResourceDefinition,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -72,7 +74,7 @@ pub struct Resource {
     /// Its Table columns.
     pub table: Arc<dyn Printer>,
     /// How it is stored, when as another resource.
-    pub conversion: Option<&'static Conversion>,
+    pub conversion: Option<Conversion>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -86,6 +88,37 @@ impl std::fmt::Debug for Resource {
 }
 
 impl Resource {
+    /// A resource as a client knows it from discovery: its names and scope, and the
+    /// behaviour of a plain kind (the server applies the real one).
+    pub fn identity(
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+    ) -> Resource {
+        Resource {
+            kind: Kind::Custom,
+            group: group.into(),
+            version: version.into(),
+            kind_name: kind.into(),
+            plural: plural.into(),
+            singular: kind.to_ascii_lowercase(),
+            short_names: Vec::new(),
+            namespaced,
+            categories: Vec::new(),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: Vec::new(),
+            strategy: Arc::new(strategy::Plain),
+            schema: Source::custom(String::new(), serde_json::Map::new(), serde_json::json!({})),
+            table: Arc::new(table::NAME_ONLY),
+            conversion: None,
+        }
+    }
+
     /// `v1` or `group/version`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -111,8 +144,8 @@ impl Resource {
     /// The store key prefix of this resource: `/registry/pods/` or
     /// `/registry/coordination.k8s.io/leases/`. Kinds stored as another kind share its keys.
     pub fn key_prefix(&self) -> String {
-        if let Some(c) = self.conversion {
-            return of(c.stored).key_prefix();
+        if let Some(stored) = super::convert::stored_resource(self) {
+            return stored.key_prefix();
         }
         if self.group.is_empty() {
             format!("/registry/{}/", self.plural)
@@ -141,7 +174,7 @@ impl Resource {
 const ALL: &[&str] = &["all"];
 
 /// What most kinds can be asked to do.
-const VERBS: &[&str] = &[
+pub const VERBS: &[&str] = &[
     "create",
     "delete",
     "deletecollection",
@@ -162,6 +195,7 @@ const fn sub(
 
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 
 /// The built-in kinds' names as owned strings.
 fn names(list: &[&str]) -> Vec<String> {
@@ -434,7 +468,7 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(strategy::EventsV1Event),
             schema: Source::typed::<k8s_openapi::api::events::v1::Event>(),
             table: Arc::new(table::EVENTS_V1_EVENT),
-            conversion: Some(&super::convert::EVENTS_V1),
+            conversion: Some(super::convert::events_v1()),
         },
         Resource {
             kind: Kind::DeploymentConfig,
@@ -461,6 +495,26 @@ fn builtin() -> Vec<Resource> {
                 super::deploymentconfig::schema::add_referenced,
             ),
             table: Arc::new(table::DEPLOYMENT_CONFIG),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::CustomResourceDefinition,
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "CustomResourceDefinition".into(),
+            plural: "customresourcedefinitions".into(),
+            singular: "customresourcedefinition".into(),
+            short_names: names(&["crd", "crds"]),
+            namespaced: false,
+            categories: names(&["api-extensions"]),
+            status: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: Vec::new(),
+            strategy: Arc::new(super::crd::Definitions),
+            schema: Source::typed::<apiextensions::CustomResourceDefinition>(),
+            table: Arc::new(table::CUSTOM_RESOURCE_DEFINITION),
             conversion: None,
         },
     ]
@@ -639,7 +693,8 @@ mod tests {
             vec![
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
-                ("apps.openshift.io", vec!["v1"])
+                ("apps.openshift.io", vec!["v1"]),
+                ("apiextensions.k8s.io", vec!["v1"])
             ]
         );
         assert_eq!(of(Kind::EventsV1Event).key_prefix(), "/registry/events/");

@@ -1,6 +1,8 @@
 //! Kinds served in one version and stored in another: events.k8s.io/v1 Events are the
 //! core v1 Events, converted on the way in and out, so both APIs see the same objects.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
@@ -12,25 +14,58 @@ use super::{
 };
 use crate::types::fields;
 
+/// A mapping of one object form to another.
+pub type Map1 = Box<dyn Fn(&Value) -> Value + Send + Sync>;
+
 /// How a resource served in one form is stored in another resource's form and keys.
 pub struct Conversion {
     /// The resource whose keys and stored form it shares.
-    pub stored: Kind,
+    pub stored: Stored,
     /// A served object as it is stored.
-    pub to_stored: fn(&Value) -> Value,
+    pub to_stored: Map1,
     /// A stored object as it is served.
-    pub from_stored: fn(&Value) -> Value,
+    pub from_stored: Map1,
     /// A field selector's field as the stored resource names it.
     pub stored_field: fn(&str) -> String,
 }
 
+/// The resource a converted one is stored as.
+pub enum Stored {
+    Builtin(Kind),
+    /// Another version of a custom kind (its storage version).
+    Custom(Arc<Resource>),
+}
+
 /// events.k8s.io/v1 Events, stored as core v1 Events.
-pub static EVENTS_V1: Conversion = Conversion {
-    stored: Kind::Event,
-    to_stored: event_to_stored,
-    from_stored: event_from_stored,
-    stored_field: stored_event_field,
-};
+pub fn events_v1() -> Conversion {
+    Conversion {
+        stored: Stored::Builtin(Kind::Event),
+        to_stored: Box::new(event_to_stored),
+        from_stored: Box::new(event_from_stored),
+        stored_field: stored_event_field,
+    }
+}
+
+/// A version of a custom kind stored as its storage version, with the conversion
+/// strategy `None`: the objects are the same but for their `apiVersion`.
+pub fn api_version_only(stored: Arc<Resource>, served_api_version: String) -> Conversion {
+    let stored_api_version = stored.api_version();
+    let set = |api_version: String| {
+        move |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.insert("apiVersion".into(), json!(api_version));
+            }
+            v
+        }
+    };
+    Conversion {
+        stored: Stored::Custom(stored),
+        to_stored: Box::new(set(stored_api_version)),
+        from_stored: Box::new(set(served_api_version)),
+        stored_field: str::to_string,
+    }
+}
 
 /// Pairs of (served field, stored field) for Events.
 const EVENT_FIELDS: &[(&str, &str)] = &[
@@ -110,7 +145,7 @@ pub fn stored_event_field(field: &str) -> String {
 
 /// A served object of `res` as it is stored.
 pub fn to_stored(res: &Resource, v: &Value) -> Value {
-    match res.conversion {
+    match &res.conversion {
         Some(c) => (c.to_stored)(v),
         None => v.clone(),
     }
@@ -118,7 +153,7 @@ pub fn to_stored(res: &Resource, v: &Value) -> Value {
 
 /// A stored object as `res` serves it.
 pub fn from_stored_value(res: &Resource, v: &Value) -> Value {
-    match res.conversion {
+    match &res.conversion {
         Some(c) => (c.from_stored)(v),
         None => v.clone(),
     }
@@ -126,7 +161,7 @@ pub fn from_stored_value(res: &Resource, v: &Value) -> Value {
 
 /// Stored bytes as `res` serves them (the same bytes when no conversion applies).
 pub fn from_stored(res: &Resource, b: &Bytes) -> Bytes {
-    let Some(c) = res.conversion else {
+    let Some(c) = &res.conversion else {
         return b.clone();
     };
     match serde_json::from_slice::<Value>(b) {
@@ -140,8 +175,11 @@ pub fn from_stored(res: &Resource, b: &Bytes) -> Bytes {
 // store the stored form, answer in the served form.
 
 /// The stored resource of a converted one.
-pub(super) fn stored_resource(res: &Resource) -> Option<&'static std::sync::Arc<Resource>> {
-    res.conversion.map(|c| catalog::of(c.stored))
+pub(super) fn stored_resource(res: &Resource) -> Option<Arc<Resource>> {
+    res.conversion.as_ref().map(|c| match &c.stored {
+        Stored::Builtin(kind) => catalog::of(*kind).clone(),
+        Stored::Custom(res) => res.clone(),
+    })
 }
 
 fn convert_written(res: &Resource, mut w: Written) -> Written {
@@ -156,7 +194,7 @@ fn convert_list(res: &Resource, mut l: List) -> List {
 
 /// A field selector in the stored kind's names.
 pub(super) fn stored_selector(res: &Resource, sel: &fields::Selector) -> fields::Selector {
-    let Some(c) = res.conversion else {
+    let Some(c) = &res.conversion else {
         return sel.clone();
     };
     fields::Selector {

@@ -165,6 +165,12 @@ pub fn definitions() -> &'static Map<String, Value> {
         generator.subschema_for::<Status>();
         let mut defs = generator.take_definitions(true);
         defs.extend(super::deploymentconfig::schema::definitions());
+        // Any JSON value (a definition's defaults and examples), not only objects.
+        if let Some(Value::Object(any)) =
+            defs.get_mut("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON")
+        {
+            any.remove("type");
+        }
         let mut mark = |name: String, group: &str, version: &str, kind: &str| {
             if let Some(Value::Object(s)) = defs.get_mut(&name) {
                 s.insert(
@@ -277,7 +283,7 @@ fn validator(res: &Resource) -> &jsonschema::Validator {
         // Only the schemas the kind refers to: each validator keeps its own copy.
         let mut root = match &res.schema.origin {
             Origin::Builtin { .. } => reference(&schema_name(res)),
-            Origin::Custom { validation, .. } => validation.clone(),
+            Origin::Custom { validation, .. } => closed(validation),
         };
         let mut refs = Vec::new();
         references(&root, &mut refs);

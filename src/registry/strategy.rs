@@ -95,6 +95,13 @@ pub trait Strategy: Send + Sync {
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         value_at(obj, field)
     }
+
+    /// Runs once a write is durable: `object` as stored, or its last state when it was
+    /// `deleted`.
+    fn after_write(&self, _reg: &Registry, _object: &[u8], _deleted: bool) {}
+
+    /// Runs when a registry opens on its store.
+    fn on_open(&self, _reg: &Registry) {}
 }
 
 /// What a [`Strategy::before_write`] holds until the write is done.

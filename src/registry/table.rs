@@ -57,6 +57,33 @@ printers! {
     SERVICE: service_columns, service_cells;
     LEASE: lease_columns, lease_cells;
     DEPLOYMENT_CONFIG: deployment_config_columns, deployment_config_cells;
+    CUSTOM_RESOURCE_DEFINITION: definition_columns, definition_cells;
+    NAME_ONLY: name_columns, name_cells;
+}
+
+fn name_columns() -> Vec<Column> {
+    vec![col("Name", 0, "Name must be unique within a namespace.")]
+}
+
+fn name_cells(v: &Value) -> Vec<Value> {
+    vec![json!(s(v, "/metadata/name"))]
+}
+
+fn definition_columns() -> Vec<Column> {
+    vec![
+        col("Name", 0, "Name must be unique within a namespace."),
+        Column {
+            kind: std::borrow::Cow::Borrowed("date"),
+            ..col("Created At", 0, "The time the definition was created.")
+        },
+    ]
+}
+
+fn definition_cells(v: &Value) -> Vec<Value> {
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(s(v, "/metadata/creationTimestamp")),
+    ]
 }
 
 fn events_v1_event_cells(v: &Value) -> Vec<Value> {

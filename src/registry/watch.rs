@@ -156,7 +156,8 @@ impl Watch {
     ) -> Result<Self> {
         // Converted kinds are filtered in their stored form.
         Registry::check_field_selector(res, &opts.field)?;
-        let stored: &Resource = super::convert::stored_resource(res).map_or(res, |r| r);
+        let stored_res = super::convert::stored_resource(res);
+        let stored: &Resource = stored_res.as_deref().unwrap_or(res);
         let field = super::convert::stored_selector(res, &opts.field);
         let filter = Filter::new(stored, &opts.label, &field)?;
         let namespace = namespace.or(opts.field.required("metadata.namespace"));

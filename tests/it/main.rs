@@ -11,6 +11,7 @@ mod cli_rollout;
 mod cli_verbs;
 mod client;
 mod console;
+mod crds;
 mod deployer;
 mod deploymentconfigs;
 mod exec;

@@ -1,0 +1,147 @@
+//! Deleting a CustomResourceDefinition: while it is `Terminating`, its objects are deleted
+//! (in every namespace), and once none is left its cleanup finalizer is removed, which
+//! completes its deletion and stops serving its kind.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::{Client, DeleteParams, ListParams};
+use crate::registry::crd::CLEANUP_FINALIZER;
+use crate::registry::{Kind, catalog};
+
+/// How soon a definition is looked at again while objects of it wait for their own
+/// finalizers.
+const RECHECK: Duration = Duration::from_secs(1);
+
+#[derive(Clone)]
+struct Cleanup {
+    client: Client,
+    definitions: Informer,
+}
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn finalizers(obj: &Value) -> Vec<&str> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+impl Cleanup {
+    async fn reconcile(&self, name: String) -> Result<Action> {
+        let Some(crd) = self.definitions.get(&name) else {
+            return Ok(Action::Done);
+        };
+        if crd.pointer("/metadata/deletionTimestamp").is_none()
+            || !finalizers(&crd).contains(&CLEANUP_FINALIZER)
+        {
+            return Ok(Action::Done);
+        }
+        let storage = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|v| v["storage"] == true)
+            .and_then(|v| v["name"].as_str())
+            .unwrap_or("");
+        let (group, plural) = (
+            str_at(&crd, "/spec/group"),
+            str_at(&crd, "/spec/names/plural"),
+        );
+        if let Some(res) = self.client.resolve(group, storage, plural).await? {
+            let params = ListParams::default();
+            let objects = self.client.list(&res, None, &params).await?.items;
+            for obj in &objects {
+                let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+                match self
+                    .client
+                    .delete(
+                        &res,
+                        ns,
+                        str_at(obj, "/metadata/name"),
+                        &DeleteParams::default(),
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if !self
+                .client
+                .list(&res, None, &params)
+                .await?
+                .items
+                .is_empty()
+            {
+                // Some wait for finalizers of their own.
+                return Ok(Action::RequeueAfter(RECHECK));
+            }
+        }
+        let kept: Vec<&str> = finalizers(&crd)
+            .into_iter()
+            .filter(|f| *f != CLEANUP_FINALIZER)
+            .collect();
+        let patch = json!({"metadata": {
+            "finalizers": kept,
+            "resourceVersion": crd["metadata"]["resourceVersion"],
+        }});
+        match self
+            .client
+            .patch(
+                self.definitions.resource(),
+                None,
+                &name,
+                &crate::client::Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(Action::Done),
+            Err(e) if e.is_not_found() => Ok(Action::Done),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Registers the cleanup controller's handler and starts its worker.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let definitions = ctx
+        .informers
+        .get(catalog::of(Kind::CustomResourceDefinition));
+    let queue = Queue::new();
+    {
+        let queue = queue.clone();
+        definitions.on_change(move |change| {
+            if !matches!(change, Change::Deleted(_)) {
+                queue.add(str_at(change.object(), "/metadata/name").to_string());
+            }
+        });
+    }
+    let cleanup = Cleanup {
+        client: ctx.client.clone(),
+        definitions,
+    };
+    sup.spawn("crd-cleanup", move |cancel| {
+        let (cleanup, queue) = (cleanup.clone(), queue.clone());
+        async move {
+            if !super::synced(&[&cleanup.definitions], &cancel).await {
+                return;
+            }
+            super::run("crd-cleanup", queue, 1, cancel, move |key| {
+                let cleanup = cleanup.clone();
+                async move { cleanup.reconcile(key).await }
+            })
+            .await;
+        }
+    });
+}

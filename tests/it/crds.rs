@@ -1,0 +1,501 @@
+//! CustomResourceDefinitions end to end: a definition is served at once (discovery,
+//! OpenAPI, routing), its objects are validated, pruned and defaulted by its schema, its
+//! versions convert, its status subresource and printer columns work, bad definitions are
+//! refused with the upstream causes, and deleting it deletes its objects first.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, eventually};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const CTS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+
+fn crontabs() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {
+            "group": "stable.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab",
+                      "shortNames": ["ct"], "categories": ["all"]},
+            "versions": [
+                {
+                    "name": "v1", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "selectableFields": [{"jsonPath": ".spec.image"}],
+                    "additionalPrinterColumns": [
+                        {"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"},
+                        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+                    ],
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "properties": {
+                                "cronSpec": {"type": "string", "pattern": "^[0-9*/ ]+$"},
+                                "image": {"type": "string"},
+                                "replicas": {"type": "integer", "minimum": 1, "default": 1},
+                                "port": {"x-kubernetes-int-or-string": true},
+                                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                            }},
+                            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+                        },
+                    }},
+                },
+                {
+                    "name": "v2", "served": true, "storage": false,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    }},
+                },
+            ],
+        },
+    })
+}
+
+fn crontab(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+async fn established(s: &TestServer) -> Value {
+    let (code, crd) = s.post(CRDS, crontabs()).await;
+    assert_eq!(code, 201, "{crd}");
+    crd
+}
+
+#[tokio::test]
+async fn a_definition_is_established_and_served_at_once() {
+    let s = TestServer::start().await;
+    let crd = established(&s).await;
+    let conditions: Vec<(&str, &str)> = crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        conditions,
+        [("NamesAccepted", "True"), ("Established", "True")]
+    );
+    assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+    assert_eq!(crd["status"]["acceptedNames"]["kind"], "CronTab");
+    assert_eq!(
+        crd["metadata"]["finalizers"],
+        json!(["customresourcecleanup.apiextensions.k8s.io"])
+    );
+    // Legacy discovery: the group with both versions, v2 preferred... as listed.
+    let (code, group) = s.get("/apis/stable.example.com").await;
+    assert_eq!(code, 200, "{group}");
+    let versions: Vec<&str> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v1", "v2"]);
+    let (_, list) = s.get("/apis/stable.example.com/v1").await;
+    let names: Vec<&str> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["crontabs", "crontabs/status"]);
+    assert_eq!(list["resources"][0]["shortNames"], json!(["ct"]));
+    assert_eq!(list["resources"][0]["categories"], json!(["all"]));
+    // Aggregated discovery lists it too.
+    let r = s
+        .req(Method::GET, "/apis")
+        .header(
+            "accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        )
+        .send()
+        .await
+        .unwrap();
+    let agg: Value = r.json().await.unwrap();
+    let ours = agg["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "stable.example.com")
+        .expect("the group in aggregated discovery");
+    assert_eq!(ours["versions"][0]["resources"][0]["resource"], "crontabs");
+    // OpenAPI: a document for the group version, with the kind's schema.
+    let (_, root) = s.get("/openapi/v3").await;
+    let url = root["paths"]["apis/stable.example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("a document for stable.example.com/v1")
+        .to_string();
+    let (code, doc) = s.get(&url).await;
+    assert_eq!(code, 200);
+    let schema = &doc["components"]["schemas"]["com.example.stable.v1.CronTab"];
+    assert_eq!(
+        schema["properties"]["spec"]["properties"]["replicas"]["default"],
+        1
+    );
+    assert!(
+        doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object()
+    );
+    assert!(
+        doc["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]
+            .is_object()
+    );
+    // A second definition with the same names is refused.
+    let mut clash = crontabs();
+    clash["metadata"]["name"] = json!("crons.stable.example.com");
+    clash["spec"]["names"]["plural"] = json!("crons");
+    clash["spec"]["names"]["singular"] = json!("cron");
+    let (code, st) = s.post(CRDS, clash).await;
+    assert_eq!(code, 422, "{st}");
+    let fields: Vec<&str> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["spec.names.kind", "spec.names.shortNames"]);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn objects_are_validated_pruned_defaulted_and_converted() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    // Unknown fields are dropped with a warning; defaults are filled in.
+    let r = s
+        .req(Method::POST, CTS)
+        .json(&crontab(
+            "a",
+            json!({"cronSpec": "* * * * */5", "image": "img", "bogus": 1, "port": "http",
+                   "extra": {"anything": {"goes": true}}}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let warning = r.headers()["warning"].to_str().unwrap().to_string();
+    assert!(
+        warning.contains("unknown field") && warning.contains("spec.bogus"),
+        "{warning}"
+    );
+    let a: Value = r.json().await.unwrap();
+    assert!(a["spec"].get("bogus").is_none(), "{a}");
+    assert_eq!(a["spec"]["replicas"], 1);
+    assert_eq!(a["spec"]["port"], "http");
+    assert_eq!(a["spec"]["extra"]["anything"]["goes"], true);
+    assert_eq!(a["metadata"]["generation"], 1);
+    // Strict field validation refuses them instead.
+    let (code, st) = s
+        .post(
+            &format!("{CTS}?fieldValidation=Strict"),
+            crontab("b", json!({"bogus": 1})),
+        )
+        .await;
+    assert_eq!(code, 400, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field \"spec.bogus\""),
+        "{st}"
+    );
+    // Values the schema refuses, each named.
+    let (code, st) = s
+        .post(
+            CTS,
+            crontab("c", json!({"cronSpec": "nope", "replicas": 0, "port": 1.5})),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    let mut fields: Vec<&str> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    fields.sort();
+    assert_eq!(fields, ["spec.cronSpec", "spec.port", "spec.replicas"]);
+    assert_eq!(st["details"]["group"], "stable.example.com");
+    // The other version serves the same object under its own apiVersion.
+    let (code, v2) = s
+        .get("/apis/stable.example.com/v2/namespaces/default/crontabs/a")
+        .await;
+    assert_eq!(code, 200, "{v2}");
+    assert_eq!(v2["apiVersion"], "stable.example.com/v2");
+    assert_eq!(v2["spec"]["image"], "img");
+    let mut changed = v2.clone();
+    changed["spec"]["image"] = json!("img2");
+    let (code, put) = s
+        .put(
+            "/apis/stable.example.com/v2/namespaces/default/crontabs/a",
+            changed,
+        )
+        .await;
+    assert_eq!(code, 200, "{put}");
+    assert_eq!(put["apiVersion"], "stable.example.com/v2");
+    let (_, v1) = s.get(&format!("{CTS}/a")).await;
+    assert_eq!(v1["apiVersion"], "stable.example.com/v1");
+    assert_eq!(v1["spec"]["image"], "img2");
+    assert_eq!(v1["metadata"]["generation"], 2);
+    // Merge and JSON patches apply; a strategic merge patch is refused as upstream.
+    let (code, p) = s
+        .patch(
+            &format!("{CTS}/a"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await;
+    assert_eq!((code, &p["spec"]["replicas"]), (200, &json!(3)), "{p}");
+    let (code, p) = s
+        .patch(
+            &format!("{CTS}/a"),
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]),
+        )
+        .await;
+    assert_eq!((code, &p["spec"]["replicas"]), (200, &json!(4)), "{p}");
+    let (code, st) = s
+        .patch(
+            &format!("{CTS}/a"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (415, Some("UnsupportedMediaType")),
+        "{st}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn status_printer_columns_and_selectable_fields_work_like_built_in_kinds() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    // With a status subresource, a create's status is dropped and a main update keeps it.
+    let mut obj = crontab("a", json!({"cronSpec": "* * * * *", "image": "one"}));
+    obj["status"] = json!({"ready": true});
+    let (code, a) = s.post(CTS, obj).await;
+    assert_eq!(code, 201, "{a}");
+    assert!(a.get("status").is_none(), "{a}");
+    let mut with_status = a.clone();
+    with_status["status"] = json!({"ready": true});
+    let (code, st) = s.put(&format!("{CTS}/a/status"), with_status).await;
+    assert_eq!(code, 200, "{st}");
+    assert_eq!(st["status"]["ready"], true);
+    assert_eq!(st["metadata"]["generation"], 1);
+    let mut main = st.clone();
+    main["status"] = json!({"ready": false});
+    main["spec"]["image"] = json!("two");
+    let (code, m) = s.put(&format!("{CTS}/a"), main).await;
+    assert_eq!(code, 200, "{m}");
+    assert_eq!(m["status"]["ready"], true);
+    assert_eq!(m["metadata"]["generation"], 2);
+    s.post(
+        CTS,
+        crontab("b", json!({"cronSpec": "1 * * * *", "image": "other"})),
+    )
+    .await;
+    // The printer columns in a server-side Table.
+    let r = s
+        .req(Method::GET, CTS)
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap();
+    let t: Value = r.json().await.unwrap();
+    let columns: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Spec", "Replicas"]);
+    assert_eq!(t["rows"][0]["cells"], json!(["a", "* * * * *", 1]));
+    // A selectable field selects; one the definition does not name is refused.
+    let (code, list) = s
+        .get(&format!("{CTS}?fieldSelector=spec.image=other"))
+        .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["items"][0]["metadata"]["name"], "b");
+    let (code, _) = s.get(&format!("{CTS}?fieldSelector=spec.cronSpec=x")).await;
+    assert_eq!(code, 400);
+    // Label selectors and paging as for any kind.
+    let (_, page) = s.get(&format!("{CTS}?limit=1")).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(page["metadata"]["continue"].is_string(), "{page}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn watches_see_custom_objects_change() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    let mut w = s.watch(&format!("{CTS}?watch=true")).await;
+    s.post(CTS, crontab("a", json!({"image": "one"}))).await;
+    let added = w.next().await.expect("an event");
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(added["object"]["spec"]["replicas"], 1);
+    s.delete(&format!("{CTS}/a")).await;
+    let deleted = w.next().await.expect("an event");
+    assert_eq!(deleted["type"], "DELETED");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_definitions_are_refused_with_the_reasons() {
+    let s = TestServer::start().await;
+    type Change = fn(&mut Value);
+    let cases: Vec<(Change, &str)> = vec![
+        (
+            |c| c["metadata"]["name"] = json!("wrong.stable.example.com"),
+            "metadata.name",
+        ),
+        (|c| c["spec"]["group"] = json!("nodot"), "spec.group"),
+        (|c| c["spec"]["scope"] = json!("Everywhere"), "spec.scope"),
+        (
+            |c| c["spec"]["versions"][1]["storage"] = json!(true),
+            "spec.versions",
+        ),
+        (
+            |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+                    json!({"properties": {}})
+            },
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].type",
+        ),
+        (
+            |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
+                    json!([{"rule": "self.spec.replicas > 0"}])
+            },
+            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations",
+        ),
+        (
+            |c| c["spec"]["conversion"] = json!({"strategy": "Webhook"}),
+            "spec.conversion.strategy",
+        ),
+        (
+            |c| c["spec"]["versions"][1]["schema"] = Value::Null,
+            "spec.versions[1].schema.openAPIV3Schema",
+        ),
+    ];
+    for (change, field) in cases {
+        let mut crd = crontabs();
+        change(&mut crd);
+        let (code, st) = s.post(CRDS, crd).await;
+        assert_eq!(code, 422, "{field}: {st}");
+        let fields: Vec<&str> = st["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["field"].as_str().unwrap())
+            .collect();
+        assert!(fields.contains(&field), "{field}: {st}");
+    }
+    // A definition in a group of berth's own kinds.
+    let mut crd = crontabs();
+    crd["spec"]["group"] = json!("apps.openshift.io");
+    crd["metadata"]["name"] = json!("crontabs.apps.openshift.io");
+    let (code, st) = s.post(CRDS, crd).await;
+    assert_eq!(code, 422, "{st}");
+    // None of them is served.
+    let (code, _) = s.get("/apis/stable.example.com/v1").await;
+    assert_eq!(code, 404);
+    // The scope of a served definition cannot change.
+    let crd = established(&s).await;
+    let mut changed = crd.clone();
+    changed["spec"]["scope"] = json!("Cluster");
+    let (code, st) = s
+        .put(&format!("{CRDS}/crontabs.stable.example.com"), changed)
+        .await;
+    assert_eq!(code, 422, "{st}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_definition_deletes_its_objects_then_stops_serving_it() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    for name in ["a", "b"] {
+        let (code, v) = s.post(CTS, crontab(name, json!({"image": "x"}))).await;
+        assert_eq!(code, 201, "{v}");
+    }
+    // One object holds its own finalizer a while.
+    let (code, v) = s
+        .patch(
+            &format!("{CTS}/b"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let (code, crd) = s
+        .delete(&format!("{CRDS}/crontabs.stable.example.com"))
+        .await;
+    assert_eq!(code, 200, "{crd}");
+    let terminating = eventually(20, "the definition is terminating", || async {
+        let (_, crd) = s.get(&format!("{CRDS}/crontabs.stable.example.com")).await;
+        let t = berth::types::condition(&crd, "Terminating").cloned();
+        t.ok_or_else(|| crd.to_string())
+    })
+    .await;
+    assert_eq!(terminating["reason"], "InstanceDeletionInProgress");
+    // No new objects while it goes.
+    let (code, st) = s.post(CTS, crontab("c", json!({}))).await;
+    assert_eq!(code, 405, "{st}");
+    eventually(20, "a is deleted", || async {
+        let (code, v) = s.get(&format!("{CTS}/a")).await;
+        if code == 404 {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await;
+    // The definition waits for b's finalizer.
+    let (code, _) = s.get(&format!("{CRDS}/crontabs.stable.example.com")).await;
+    assert_eq!(code, 200);
+    let (code, v) = s
+        .patch(
+            &format!("{CTS}/b"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": []}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    eventually(
+        20,
+        "the definition is gone and its kind no longer served",
+        || async {
+            let (code, v) = s.get(&format!("{CRDS}/crontabs.stable.example.com")).await;
+            let (served, _) = s.get("/apis/stable.example.com/v1").await;
+            if code == 404 && served == 404 {
+                Ok(())
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn definitions_are_served_again_after_a_restart() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    s.post(CTS, crontab("a", json!({"image": "x"}))).await;
+    let dir = s.stop().await;
+    let s = TestServer::start_in(dir, |_| {}).await;
+    let (code, a) = s.get(&format!("{CTS}/a")).await;
+    assert_eq!(code, 200, "{a}");
+    assert_eq!(a["spec"]["replicas"], 1);
+    s.stop().await;
+}
