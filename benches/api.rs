@@ -16,12 +16,16 @@
 //!   own (as a load generator such as h2load reads), so that the client's work does not
 //!   take the machine's second core from the server; `watch_http2_reqwest` reads them
 //!   through reqwest (hyper's client) instead;
+//! - custom resources (`crds`): the time from a CustomResourceDefinition's create to its
+//!   group version answering in discovery, and creates/s at 32 connections of objects of
+//!   a definition with a 30-field schema (validated, pruned and defaulted) beside
+//!   ConfigMaps' in the same run;
 //! - RSS after all that, and how many ConfigMaps the store then holds;
 //! - for reference, etcd's own durable put rate through its HTTP gateway at 32
 //!   connections, when an `etcd` binary is on PATH (Debian: `apt-get install etcd-server`).
 //!
 //! `BERTH_BENCH_QUICK=1` shrinks every phase; `BERTH_BENCH_ONLY=watch` (or `idle`,
-//! `creates`, `latency`, `etcd`, comma-separated) runs only those phases;
+//! `creates`, `latency`, `crds`, `etcd`, comma-separated) runs only those phases;
 //! `BERTH_BENCH_BIN=path/to/berth` measures another build of the server (to compare two).
 
 use std::process::{Command, Stdio};
@@ -58,12 +62,23 @@ fn cm(name: &str) -> Value {
 }
 
 async fn create_rate(s: &Server, connections: usize, ns: &str) -> f64 {
+    let url = format!("{}/api/v1/namespaces/{ns}/configmaps", s.url);
+    create_rate_of(s, connections, url, cm).await
+}
+
+/// Creates/s at `connections` of the objects `make` makes, posted to `url`.
+async fn create_rate_of(
+    s: &Server,
+    connections: usize,
+    url: String,
+    make: fn(&str) -> Value,
+) -> f64 {
     let run = Duration::from_millis(if quick() { 500 } else { 3000 });
     let start = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..connections {
         let http = client(&s.ca);
-        let url = format!("{}/api/v1/namespaces/{ns}/configmaps", s.url);
+        let url = url.clone();
         let token = s.token.clone();
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;
@@ -71,7 +86,7 @@ async fn create_rate(s: &Server, connections: usize, ns: &str) -> f64 {
                 let r = http
                     .post(&url)
                     .bearer_auth(&token)
-                    .json(&cm(&format!("c{c}-{n}")))
+                    .json(&make(&format!("c{c}-{n}")))
                     .send()
                     .await
                     .unwrap();
@@ -87,6 +102,90 @@ async fn create_rate(s: &Server, connections: usize, ns: &str) -> f64 {
         total += t.await.unwrap();
     }
     total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A definition of group `group` whose kind has 30 fields of every type.
+fn definition(group: &str) -> Value {
+    let mut fields = serde_json::Map::new();
+    for i in 0..10 {
+        fields.insert(format!("s{i}"), json!({"type": "string", "maxLength": 64}));
+        fields.insert(
+            format!("n{i}"),
+            json!({"type": "integer", "minimum": 0, "default": 1}),
+        );
+        fields.insert(format!("b{i}"), json!({"type": "boolean"}));
+    }
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": fields},
+                }}},
+            }],
+        },
+    })
+}
+
+fn widget(name: &str) -> Value {
+    let mut spec = serde_json::Map::new();
+    for i in 0..10 {
+        spec.insert(format!("s{i}"), json!("some text"));
+        spec.insert(format!("n{i}"), json!(i));
+        spec.insert(format!("b{i}"), json!(i % 2 == 0));
+    }
+    json!({"apiVersion": "bench0.example.com/v1", "kind": "Widget",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// Definition create to discovery, and custom resource creates beside ConfigMaps'.
+async fn custom_resources(s: &Server, c: &reqwest::Client) -> Value {
+    let n = if quick() { 5 } else { 20 };
+    let mut served = Vec::new();
+    for i in 0..n {
+        let group = format!("bench{i}.example.com");
+        let t = Instant::now();
+        let r = s
+            .req(
+                c,
+                reqwest::Method::POST,
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            )
+            .json(&definition(&group))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        loop {
+            let r = s
+                .req(c, reqwest::Method::GET, &format!("/apis/{group}/v1"))
+                .send()
+                .await
+                .unwrap();
+            if r.status().is_success() {
+                break;
+            }
+        }
+        served.push(t.elapsed());
+    }
+    ensure_namespace(s, c, "cr-rate").await;
+    ensure_namespace(s, c, "cm-rate").await;
+    let cms = create_rate(s, 32, "cm-rate").await;
+    let url = format!(
+        "{}/apis/bench0.example.com/v1/namespaces/cr-rate/widgets",
+        s.url
+    );
+    let crs = create_rate_of(s, 32, url, widget).await;
+    json!({
+        "definition_to_discovery": percentiles(served),
+        "creates_per_s_32_connections": {"custom_30_fields": crs, "configmaps": cms, "ratio": crs / cms},
+    })
 }
 
 async fn ensure_namespace(s: &Server, c: &reqwest::Client, ns: &str) {
@@ -623,6 +722,9 @@ fn main() {
         }
         if phase("latency") {
             out.insert("latency".into(), latencies(&s).await);
+        }
+        if phase("crds") {
+            out.insert("custom_resources".into(), custom_resources(&s, &c).await);
         }
         if phase("watch") {
             let n = std::env::var("BERTH_BENCH_WATCHERS")

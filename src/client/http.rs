@@ -173,6 +173,49 @@ impl Http {
         p
     }
 
+    /// The kinds that definitions add, as discovery lists them: every resource of the
+    /// groups that no built-in kind serves.
+    pub(super) async fn custom_resources(&self) -> Result<Vec<std::sync::Arc<Resource>>> {
+        let builtin: Vec<&str> = crate::registry::catalog::RESOURCES
+            .iter()
+            .map(|r| r.group.as_str())
+            .collect();
+        let groups = self.send(self.request(Method::GET, "/apis")).await?;
+        let mut out = Vec::new();
+        for g in groups["groups"].as_array().into_iter().flatten() {
+            let name = g["name"].as_str().unwrap_or("");
+            if builtin.contains(&name) {
+                continue;
+            }
+            for v in g["versions"].as_array().into_iter().flatten() {
+                let version = v["version"].as_str().unwrap_or("");
+                let list = match self
+                    .send(self.request(Method::GET, &format!("/apis/{name}/{version}")))
+                    .await
+                {
+                    Ok(list) => list,
+                    Err(e) if e.is_not_found() => continue,
+                    Err(e) => return Err(e),
+                };
+                for r in list["resources"].as_array().into_iter().flatten() {
+                    let plural = r["name"].as_str().unwrap_or("");
+                    // Subresources (`crontabs/status`) are not kinds.
+                    if plural.is_empty() || plural.contains('/') {
+                        continue;
+                    }
+                    out.push(std::sync::Arc::new(Resource::identity(
+                        name,
+                        version,
+                        r["kind"].as_str().unwrap_or(""),
+                        plural,
+                        r["namespaced"] == true,
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The resource as discovery lists it.
     pub(super) async fn resolve(
         &self,

@@ -174,6 +174,15 @@ impl Local {
         parse(&self.registry.finalize_namespace(name, ns).await?.object)
     }
 
+    pub(super) fn custom_resources(&self) -> Vec<std::sync::Arc<Resource>> {
+        self.registry
+            .served()
+            .iter()
+            .filter(|r| r.kind == crate::registry::Kind::Custom)
+            .cloned()
+            .collect()
+    }
+
     pub(super) fn resolve(
         &self,
         group: &str,

@@ -305,6 +305,14 @@ impl Client {
         self
     }
 
+    /// The kinds that definitions add, as the server serves them now.
+    pub async fn custom_resources(&self) -> Result<Vec<std::sync::Arc<Resource>>> {
+        match &self.transport {
+            Transport::Local(l) => Ok(l.custom_resources()),
+            Transport::Http(h) => h.custom_resources().await,
+        }
+    }
+
     /// The resource `group`/`version`/`plural` as the server serves it now (a kind that a
     /// definition adds, say), if it does.
     pub async fn resolve(

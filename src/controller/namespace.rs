@@ -107,7 +107,10 @@ pub struct Sweep {
     /// Objects found (and deleted, unless already being deleted).
     pub found: usize,
     /// Objects still there after their deletion, by resource.
-    pub remaining: BTreeMap<&'static str, usize>,
+    pub remaining: BTreeMap<String, usize>,
+    /// Objects of kinds that definitions add were found: no informer tells of their
+    /// deletion, so the namespace is looked at again.
+    pub custom: bool,
     /// Finalizers holding the remaining objects, with how many objects each holds.
     pub finalizers: BTreeMap<String, usize>,
     /// Deletes or lists that failed.
@@ -115,8 +118,8 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    fn hold(&mut self, res: &'static Resource, obj: &Value) {
-        *self.remaining.entry(&res.plural).or_default() += 1;
+    fn hold(&mut self, res: &Resource, obj: &Value) {
+        *self.remaining.entry(res.plural.clone()).or_default() += 1;
         for f in strings(obj.pointer("/metadata/finalizers")) {
             *self.finalizers.entry(f).or_default() += 1;
         }
@@ -216,7 +219,7 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
             )));
         }
         tracing::debug!(namespace = name, remaining = ?sweep.remaining, "waiting for content held by finalizers");
-        return Ok(Action::Done);
+        return Ok(again(&sweep));
     }
     if sweep.found > 0 {
         // Their deletions come back as informer events; the next pass confirms nothing
@@ -226,7 +229,7 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
             deleted = sweep.found,
             "deleted content; waiting to confirm"
         );
-        return Ok(Action::Done);
+        return Ok(again(&sweep));
     }
     let mut body = ns.clone();
     body["spec"]["finalizers"] = json!(
@@ -246,10 +249,40 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
     }
 }
 
+/// When to look at a namespace again after a pass that found content: at the next
+/// deletion an informer tells of, or soon when custom objects (which no informer
+/// follows) were among it.
+fn again(sweep: &Sweep) -> Action {
+    if sweep.custom {
+        Action::RequeueAfter(std::time::Duration::from_millis(500))
+    } else {
+        Action::Done
+    }
+}
+
 /// Deletes every object in namespace `ns` that is not already being deleted.
 async fn sweep(client: &Client, ns: &str) -> Sweep {
     let mut sweep = Sweep::default();
-    for res in contents() {
+    let custom = match client.custom_resources().await {
+        Ok(list) => list,
+        Err(e) => {
+            sweep
+                .failures
+                .push(format!("discover custom resources: {e}"));
+            Vec::new()
+        }
+    };
+    let mut kinds: Vec<&Resource> = contents().collect();
+    for r in custom.iter().filter(|r| r.namespaced) {
+        // One version of each kind: they all hold the same objects.
+        if !kinds
+            .iter()
+            .any(|k| k.group == r.group && k.plural == r.plural)
+        {
+            kinds.push(r);
+        }
+    }
+    for res in kinds {
         let list = match client.list(res, Some(ns), &ListParams::default()).await {
             Ok(l) => l,
             Err(e) => {
@@ -259,6 +292,7 @@ async fn sweep(client: &Client, ns: &str) -> Sweep {
         };
         for obj in list.items {
             sweep.found += 1;
+            sweep.custom |= res.kind == Kind::Custom;
             if deleting(&obj) {
                 sweep.hold(res, &obj);
                 continue;

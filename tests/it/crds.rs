@@ -499,3 +499,60 @@ async fn definitions_are_served_again_after_a_restart() {
     assert_eq!(a["spec"]["replicas"], 1);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_custom_objects() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    let (code, v) = s
+        .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let team = "/apis/stable.example.com/v1/namespaces/team/crontabs";
+    for name in ["a", "b"] {
+        let (code, v) = s.post(team, crontab(name, json!({"image": "x"}))).await;
+        assert_eq!(code, 201, "{v}");
+    }
+    let (code, v) = s
+        .patch(
+            &format!("{team}/b"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let (code, _) = s.delete("/api/v1/namespaces/team").await;
+    assert_eq!(code, 200);
+    // b waits for its finalizer, and the namespace says so.
+    let ns = eventually(20, "the namespace names what remains", || async {
+        let (_, ns) = s.get("/api/v1/namespaces/team").await;
+        let remaining = berth::types::condition(&ns, "NamespaceContentRemaining").cloned();
+        match remaining {
+            Some(c) if c["status"] == "True" => Ok(c),
+            _ => Err(ns.to_string()),
+        }
+    })
+    .await;
+    assert!(
+        ns["message"].as_str().unwrap().contains("crontabs has 1"),
+        "{ns}"
+    );
+    let (code, _) = s.get(&format!("{team}/a")).await;
+    assert_eq!(code, 404);
+    s.patch(
+        &format!("{team}/b"),
+        "application/merge-patch+json",
+        json!({"metadata": {"finalizers": []}}),
+    )
+    .await;
+    eventually(20, "the namespace is gone", || async {
+        let (code, ns) = s.get("/api/v1/namespaces/team").await;
+        if code == 404 {
+            Ok(())
+        } else {
+            Err(ns.to_string())
+        }
+    })
+    .await;
+    s.stop().await;
+}
