@@ -12,11 +12,12 @@ use tokio::net::TcpListener;
 
 use crate::api::{self, AppState, tls};
 use crate::client::Client;
-use crate::controller::{self, Supervisor};
+use crate::controller;
 use crate::node;
 use crate::registry::{Registry, User};
 use crate::runtime::process::ProcessRuntime;
 use crate::store::{self, Store};
+use crate::supervisor::Supervisor;
 
 /// The cgroup under which berth puts its pods, at the root of each hierarchy.
 const CGROUP_PARENT: &str = "berth";
@@ -94,33 +95,7 @@ pub enum Error {
     },
 }
 
-/// The data directory used when none is given: `/var/lib/berth` for root, otherwise
-/// `$XDG_DATA_HOME/berth` or `~/.local/share/berth`.
-pub fn default_data_dir() -> PathBuf {
-    if is_root() {
-        return PathBuf::from("/var/lib/berth");
-    }
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(xdg).join("berth");
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => PathBuf::from(home).join(".local/share/berth"),
-        None => PathBuf::from(".berth"),
-    }
-}
-
-fn is_root() -> bool {
-    // The effective uid is the owner of /proc/self; no libc call needed.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-    }
-    #[cfg(not(unix))]
-    {
-        false
-    }
-}
+pub use crate::types::default_data_dir;
 
 /// A cluster whose data directory is open and ready to serve.
 pub struct Cluster {

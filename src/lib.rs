@@ -12,16 +12,18 @@
 //!   watch streaming, and errors as `metav1.Status` (chosen in `api::error` only).
 //! - [`client`] — the one client interface (in-process or HTTPS), watchers, informers and
 //!   the event recorder, used by everything that acts on the cluster.
-//! - [`controller`] — the controller runtime (work queue, supervisor) and the controllers.
+//! - [`controller`] — the controller runtime (work queue, `run`) and the controllers.
 //! - [`node`] — the node agent: node registration and lease, pod workers, pod status.
 //! - [`runtime`] — what runs containers for the node agent: the `Runtime` trait, the
 //!   `process` runtime and its `berth shim`.
 //! - [`cli`] — the client verbs of the `berth` binary (`get`, `describe`, `rollout`, ...).
+//! - [`supervisor`] — the owner of every long-running task: restarts, shutdown.
 //! - [`app`] — wiring the layers into the `berth serve` process.
 //!
 //! Dependencies point down only: `app` → `api` → `registry` → `store`, and
 //! `app` → `controller` → `client` → `registry`; everything above the store may use
-//! `types`.
+//! `types`. ARCHITECTURE.md's "Who may use whom" table is the rule, and a tidy test
+//! reads it.
 
 // `unsafe` only where processes and namespaces need it, each use allowed where it is and
 // explained by a `SAFETY:` comment.
@@ -37,6 +39,7 @@ pub mod node;
 pub mod registry;
 pub mod runtime;
 pub mod store;
+pub mod supervisor;
 pub mod types;
 
 /// Hands the memory that a burst of work (compiling a schema) freed back to the system:

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::client::{Client, RawRequest};
-use crate::registry::{Resource, catalog, merge_key, merges_primitives};
+use crate::client::{Resource, catalog, merge_key, merges_primitives};
 
 use super::resource::object_ref;
 use super::{CliError, Conn, out};
@@ -850,7 +850,7 @@ fn diff_list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Patch;
+    use crate::client::Patch;
 
     fn pod(image: &str) -> Value {
         json!({
@@ -875,7 +875,7 @@ mod tests {
     }
 
     fn patched(current: &Value, patch: &Value) -> Value {
-        let res = catalog::of(crate::registry::Kind::Pod);
+        let res = catalog::of(crate::client::Kind::Pod);
         Patch::Strategic(patch.clone()).apply(res, current).unwrap()
     }
 

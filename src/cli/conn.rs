@@ -114,7 +114,7 @@ fn kubeconfig_paths(args: &ConnArgs) -> (Vec<PathBuf>, String) {
             return (vec![p.clone()], p.display().to_string());
         }
     }
-    let p = crate::app::default_data_dir().join("kubeconfig");
+    let p = crate::types::default_data_dir().join("kubeconfig");
     (vec![p.clone()], p.display().to_string())
 }
 

@@ -5,8 +5,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::client::Resource;
 use crate::client::{Client, RawRequest};
-use crate::registry::Resource;
 
 use super::apply::{DryRun, FileArgs, read_manifests, report, resolve, send};
 use super::resource::{Picked, Picking, object_ref, targets};
@@ -265,7 +265,7 @@ pub async fn run(conn: &Conn, args: DeleteArgs) -> Result<i32, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Kind, catalog};
+    use crate::client::{Kind, catalog};
 
     #[test]
     fn cascade_values_map_to_propagation_policies() {

@@ -4,8 +4,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::client::{Kind, catalog};
 use crate::client::{ListParams, RawRequest};
-use crate::registry::{Kind, catalog};
 use crate::types::openshift::{
     DEPLOYMENT_CANCELLED_ANNOTATION, DEPLOYMENT_POD_LABEL, DEPLOYMENT_STATUS_REASON_ANNOTATION,
     Phase, annotation, deployment_version,

@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use crate::cli::tabwriter::{Layout, align};
 use crate::cli::{CliError, Conn};
+use crate::client::{Kind, Resource, catalog};
 use crate::client::{ListParams, RawRequest};
-use crate::registry::{Kind, Resource, catalog};
 use crate::types::human_duration;
 use crate::types::labels::{Selector, map_at};
 use crate::types::openshift;

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::client::{Event, ListParams, WatchParams};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::types::{age_seconds, human_duration};
 
 use super::resource::resolve;

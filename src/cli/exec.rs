@@ -11,7 +11,7 @@ use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 
 use super::resource::resolve;
 use super::{CliError, Conn};

@@ -5,8 +5,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::client::Resource;
 use crate::client::{Client, Event, ListParams, RawRequest, WatchParams};
-use crate::registry::Resource;
 
 use super::print::{self, KindTable, Output, TableOptions, WatchPrinter};
 use super::resource::{self, Target};

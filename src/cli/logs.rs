@@ -6,7 +6,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::client::{Client, ListParams};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 
 use super::resource::resolve;
 use super::{CliError, Conn};

@@ -3,7 +3,7 @@
 //! `TYPE NAME...`, `TYPE/NAME`, `TYPE1,TYPE2` argument forms.
 
 use crate::client::ListParams;
-use crate::registry::{Resource, catalog};
+use crate::client::{Resource, catalog};
 
 use super::{CliError, Conn};
 
@@ -210,7 +210,7 @@ pub fn object_ref(res: &Resource, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Kind;
+    use crate::client::Kind;
 
     #[test]
     fn every_spelling_of_a_type_resolves() {

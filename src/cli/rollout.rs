@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::client::watcher::{Event as WatchEvent, Watcher};
 use crate::client::{DeleteParams, ListParams, Patch, RawRequest};
-use crate::registry::{Kind, Resource, catalog};
+use crate::client::{Kind, Resource, catalog};
 use crate::types::openshift::{
     DEPLOYER_POD_FOR_LABEL, DEPLOYMENT_CANCELLED_ANNOTATION, DEPLOYMENT_CONFIG_LABEL,
     DEPLOYMENT_PHASE_ANNOTATION, DEPLOYMENT_STATUS_REASON_ANNOTATION, Phase, annotation,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::client::Resource;
 use crate::client::{Error as ClientError, Event, ListParams, WatchParams};
-use crate::registry::Resource;
 
 use super::apply::{FileArgs, read_manifests, report, resolve};
 use super::resource::{Picked, Picking, object_ref, targets};

@@ -18,9 +18,12 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::registry::{Resource, catalog};
-
-pub use crate::registry::{Kind, Patch, Propagation};
+// The façade through which everything above the registry names kinds and uses the API's
+// rules for objects it holds.
+pub use crate::registry::{
+    Kind, Patch, Propagation, Resource, catalog, default_pod, merge_key, merges_primitives,
+    validate_pod,
+};
 
 /// Why a request failed. Expected outcomes (not found, conflict, gone) are variants a
 /// caller matches on; the message is the server's.

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::Client;
 use crate::client::informer::Informer;
-use crate::registry::{KUBERNETES_SERVICE_IP, Kind, catalog};
+use crate::client::{Kind, catalog};
+use crate::types::KUBERNETES_SERVICE_IP;
 
 const NAMESPACE: &str = "default";
 const NAME: &str = "kubernetes";

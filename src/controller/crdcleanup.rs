@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams};
-use crate::registry::crd::CLEANUP_FINALIZER;
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
+use crate::types::CRD_CLEANUP_FINALIZER as CLEANUP_FINALIZER;
 
 /// How soon a definition is looked at again while objects of it wait for their own
 /// finalizers.

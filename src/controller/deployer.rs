@@ -13,7 +13,7 @@ use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, key_of};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::types::openshift::{self as os, deployer_pod_name};
 
 pub use crate::types::openshift::DEPLOYER_IMAGE;

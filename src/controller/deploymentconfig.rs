@@ -14,7 +14,7 @@ use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, Propagation, key_of};
-use crate::registry::{Kind, Resource, catalog};
+use crate::client::{Kind, Resource, catalog};
 use crate::types::openshift as os;
 
 pub const NEWER_RUNNING: &str = "newer deployment was found running";

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, key_of, split_key};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 
 #[derive(Clone)]
 struct Expiry {

@@ -26,7 +26,7 @@ use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, Client, DeleteParams, ListParams, Patch, Propagation, key_of};
-use crate::registry::{Kind, Resource, catalog};
+use crate::client::{Kind, Resource, catalog};
 
 use graph::{FOREGROUND, Graph, Identity, ORPHAN, deleting_with};
 

@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::informer::Informers;
 use crate::client::recorder::Recorder;
 use crate::client::{self, Client};
+use crate::supervisor::Supervisor;
 
 pub use queue::Queue;
 
@@ -209,74 +210,6 @@ pub async fn run<F, Fut>(
     cancel.cancelled().await;
     queue.shut_down();
     while set.join_next().await.is_some() {}
-}
-
-/// Owns every long-running task of the control plane.
-pub struct Supervisor {
-    set: JoinSet<()>,
-    cancel: CancellationToken,
-}
-
-const RESTART_FIRST: Duration = Duration::from_millis(100);
-const RESTART_MAX: Duration = Duration::from_secs(30);
-
-impl Supervisor {
-    pub fn new() -> Self {
-        Supervisor {
-            set: JoinSet::new(),
-            cancel: CancellationToken::new(),
-        }
-    }
-
-    /// The token every task watches to stop.
-    pub fn token(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// Runs `make()` until cancelled; a run that panics or ends early is logged and
-    /// started again after a backoff that doubles up to 30 s.
-    pub fn spawn<F, Fut>(&mut self, name: &'static str, make: F)
-    where
-        F: Fn(CancellationToken) -> Fut + Send + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let cancel = self.cancel.clone();
-        self.set.spawn(async move {
-            let mut backoff = RESTART_FIRST;
-            loop {
-                let run = tokio::spawn(make(cancel.child_token()));
-                let outcome = run.await;
-                if cancel.is_cancelled() {
-                    return;
-                }
-                match outcome {
-                    Ok(()) => tracing::error!(task = name, "ended unexpectedly; restarting"),
-                    Err(e) => tracing::error!(task = name, error = %e, "panicked; restarting"),
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
-                    () = cancel.cancelled() => return,
-                }
-                backoff = (backoff * 2).min(RESTART_MAX);
-            }
-        });
-    }
-
-    /// Stops every task and waits for them (at most `grace`).
-    pub async fn shutdown(mut self, grace: Duration) {
-        self.cancel.cancel();
-        let all = async { while self.set.join_next().await.is_some() {} };
-        if tokio::time::timeout(grace, all).await.is_err() {
-            tracing::warn!("controllers still stopping after {grace:?}; aborting them");
-            self.set.abort_all();
-        }
-    }
-}
-
-impl Default for Supervisor {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// Starts an informer's writer under the supervisor.

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams, Propagation};
-use crate::registry::{Kind, Resource, catalog};
+use crate::client::{Kind, Resource, catalog};
 use crate::types::set_condition;
 
 const NAME: &str = "namespace-controller";

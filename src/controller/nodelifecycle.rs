@@ -21,7 +21,7 @@ use super::{Action, Context, Error, Queue, Result, Supervisor, run};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, DeleteParams, key_of};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::types::taints::{self, NO_EXECUTE, NO_SCHEDULE, UNREACHABLE};
 
 /// Where nodes keep their heartbeat Leases.
@@ -434,7 +434,7 @@ impl Controller {
                 continue;
             }
             self.mark_not_ready(&pod).await?;
-            if crate::registry::is_mirror_pod(&pod) {
+            if crate::types::is_mirror_pod(&pod) {
                 // Its node runs it from a file whatever the API says: never evicted.
                 continue;
             }

@@ -20,7 +20,7 @@ use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, key_of};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::types::labels;
 
 /// Pods created or deleted in one sync at most (as kube-controller-manager's burst).
@@ -111,7 +111,7 @@ fn owner_key(pod: &Value) -> Option<String> {
 }
 
 fn is_mirror(pod: &Value) -> bool {
-    crate::registry::is_mirror_pod(pod)
+    crate::types::is_mirror_pod(pod)
 }
 
 fn is_deleting(obj: &Value) -> bool {

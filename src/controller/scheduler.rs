@@ -10,7 +10,7 @@
 //! checks read, a placed pod deleted or finished, a binding undone); then they are all
 //! queued again. No timers.
 
-pub mod fit;
+use crate::types::fit;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use super::{Action, Context, Error, Queue, Result, Supervisor, run};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, key_of, split_key};
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 
 /// The name pods use to ask for this scheduler (the default).
 pub const NAME: &str = "default-scheduler";

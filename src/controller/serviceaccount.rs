@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, split_key};
-use crate::registry::{Kind, SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, catalog};
+use crate::client::{Kind, catalog};
+use crate::types::accounts::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, new_service_account_token};
 
 const WORKERS: usize = 2;
 /// The accounts every live namespace has.
@@ -28,10 +29,7 @@ fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// The name of the Secret holding `account`'s token.
-pub fn token_secret_name(account: &str) -> String {
-    format!("{account}-token")
-}
+pub use crate::types::accounts::token_secret_name;
 
 fn is_deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp").is_some()
@@ -121,7 +119,7 @@ impl Accounts {
                 // The deletion brings this key back through the secret informer.
                 return Ok(Action::Done);
             }
-            let token = crate::registry::new_service_account_token(ns, &secret_name);
+            let token = new_service_account_token(ns, &secret_name);
             let b64 = |s: &str| {
                 use base64::Engine;
                 base64::engine::general_purpose::STANDARD.encode(s)

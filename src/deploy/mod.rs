@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::client::recorder::Recorder;
 use crate::client::watcher::{Event as WatchEvent, Watcher};
 use crate::client::{Client, ListParams, Patch};
-use crate::registry::{Kind, Resource, catalog};
+use crate::client::{Kind, Resource, catalog};
 use crate::types::openshift::{self as os, DeploymentConfig};
 
 /// How long the deployer keeps connecting to an API server that refuses connections.

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::controller::scheduler::fit::{self, Needs, Resources};
+use crate::types::fit::{self, Needs, Resources};
 use crate::types::taints;
 
 /// Why the node turned a pod away.

@@ -18,7 +18,7 @@ pub const SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 pub const HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 /// When the agent first saw a pod.
 pub const SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
-pub use crate::registry::MIRROR_ANNOTATION;
+pub use crate::types::MIRROR_ANNOTATION;
 
 /// The source name of static pods.
 pub const FILE_SOURCE: &str = "file";
@@ -53,7 +53,7 @@ fn annotation<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Whether the API shows `pod` as the mirror of a static pod.
 pub fn is_mirror(pod: &Value) -> bool {
-    crate::registry::is_mirror_pod(pod)
+    crate::types::is_mirror_pod(pod)
 }
 
 /// Whether `pod` was read from a manifest file.
@@ -94,7 +94,7 @@ pub fn with_defaults(raw: Value, node: &str, path: &Path) -> Value {
         "" => static_uid(&pod, node, path),
         given => given.to_string(),
     };
-    crate::registry::default_pod(&mut pod);
+    crate::client::default_pod(&mut pod);
     let m = pod.as_object_mut().expect("checked");
     m.insert("apiVersion".into(), json!("v1"));
     m.insert("kind".into(), json!("Pod"));
@@ -182,7 +182,7 @@ pub fn filter_invalid(pods: Vec<Value>, source: &str) -> Scan {
     let mut out = Scan::default();
     let mut names = std::collections::HashSet::new();
     for (i, pod) in pods.into_iter().enumerate() {
-        let message = match crate::registry::validate_pod(&pod) {
+        let message = match crate::client::validate_pod(&pod) {
             Err(e) => {
                 tracing::warn!(
                     "Pod[{}] ({}) from {source} failed validation, ignoring: {e}",

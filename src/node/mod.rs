@@ -25,9 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, ListParams, Patch};
-use crate::controller::Supervisor;
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::runtime::{Event, Runtime};
+use crate::supervisor::Supervisor;
 use admission::Rejection;
 use manifests::{Scan, is_mirror, is_static};
 

@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 
 use super::{Config, start};
 use crate::client::{Client, DeleteParams};
-use crate::controller::Supervisor;
-use crate::registry::{Kind, Registry, catalog};
+use crate::client::{Kind, catalog};
+use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::runtime::fake::{Call, FakeRuntime, Step};
+use crate::supervisor::Supervisor;
 
 const NODE: &str = "n1";
 /// How long a test waits in real time for the agent to act (a hang, not a slow run).

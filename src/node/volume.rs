@@ -26,7 +26,7 @@ use serde_json::Value;
 use super::Config;
 use super::atomic_writer::{self, File, Payload};
 use crate::client::Client;
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::runtime::Mount;
 
 /// Where containers find their service account's credentials.
@@ -292,11 +292,11 @@ impl Fetch<'_> {
     /// (it authenticates to the API as `system:serviceaccount:<ns>:<account>`); `None`
     /// until the controller has written it.
     async fn token(&self, account: &str) -> Result<Option<Vec<u8>>, String> {
-        let secret_name = crate::controller::serviceaccount::token_secret_name(account);
+        let secret_name = crate::types::accounts::token_secret_name(account);
         let secret = self.get(Kind::Secret, &secret_name).await?;
         Ok(secret
             .as_ref()
-            .filter(|s| s["type"] == crate::registry::SERVICE_ACCOUNT_TOKEN)
+            .filter(|s| s["type"] == crate::types::accounts::SERVICE_ACCOUNT_TOKEN)
             .and_then(|s| s.pointer("/data/token").and_then(Value::as_str))
             .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok()))
     }

@@ -19,7 +19,7 @@ use super::status::{self, Inputs, Waiting};
 use super::volume;
 use crate::client::Patch;
 use crate::client::recorder::EventType;
-use crate::registry::{Kind, catalog};
+use crate::client::{Kind, catalog};
 use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Resources, Runtime, State};
 use crate::types::quantity::Quantity;
 

@@ -18,8 +18,7 @@ use super::table::{Column, Printer};
 use super::{Cause, Error, Part, Registry, convert};
 use crate::types::names;
 
-/// The finalizer that holds a definition until its objects are gone.
-pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+pub use crate::types::CRD_CLEANUP_FINALIZER as CLEANUP_FINALIZER;
 
 /// The strategy of CustomResourceDefinitions.
 pub struct Definitions;

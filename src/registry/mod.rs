@@ -1542,16 +1542,7 @@ impl Registry {
     }
 }
 
-/// The annotation that marks a mirror pod (its value is the static pod's hash).
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-
-/// Whether a pod is the mirror of a static pod (a node runs it from a file; the API
-/// only shows it).
-pub fn is_mirror_pod(pod: &Value) -> bool {
-    pod.pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
-}
+pub use crate::types::{MIRROR_ANNOTATION, is_mirror_pod};
 
 /// The API's defaults of a pod, without a store: what a node agent fills into the pods it
 /// reads from files.

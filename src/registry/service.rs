@@ -52,8 +52,7 @@ impl Strategy for Service {
 /// two addresses are not handed out, as Kubernetes keeps `.1` for its own service.
 const CLUSTER_IPS: (u32, u32) = (u32::from_be_bytes([10, 96, 0, 0]), 1 << 16);
 
-/// The cluster IP of the `kubernetes` Service in `default`: the range's first address.
-pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+pub use crate::types::KUBERNETES_SERVICE_IP;
 
 /// Node ports, as Kubernetes' default range.
 const NODE_PORTS: std::ops::RangeInclusive<u16> = 30000..=32767;

@@ -12,6 +12,9 @@ use serde_json::Value;
 
 use super::{Error, Kind, Registry, Result, catalog};
 use crate::store::Outcome;
+pub use crate::types::accounts::{
+    SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, new_service_account_token, parse_service_account_token,
+};
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,35 +25,6 @@ pub struct User {
     /// Limits the user to one namespace (service accounts); `None` for cluster-wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-}
-
-/// The Secret type that holds a service account's token.
-pub const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
-/// Annotations of a token Secret naming its service account.
-pub const SA_NAME: &str = "kubernetes.io/service-account.name";
-pub const SA_UID: &str = "kubernetes.io/service-account.uid";
-
-/// A new service-account token naming the Secret `namespace/secret` that will hold it.
-pub fn new_service_account_token(namespace: &str, secret: &str) -> String {
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let mut raw = [0u8; 32];
-    getrandom::fill(&mut raw).expect("the OS random source works");
-    format!(
-        "bsa.{}.{}.{}",
-        b64.encode(namespace),
-        b64.encode(secret),
-        b64.encode(raw)
-    )
-}
-
-/// The namespace and Secret a service-account token names.
-fn parse_service_account_token(token: &str) -> Option<(String, String)> {
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let mut parts = token.strip_prefix("bsa.")?.split('.');
-    let ns = String::from_utf8(b64.decode(parts.next()?).ok()?).ok()?;
-    let secret = String::from_utf8(b64.decode(parts.next()?).ok()?).ok()?;
-    parts.next()?;
-    parts.next().is_none().then_some((ns, secret))
 }
 
 fn key(token: &str) -> String {

@@ -2,7 +2,9 @@
 //! syntax, label and field selectors, quantities, taints and tolerations. Imports nothing
 //! else from the crate.
 
+pub mod accounts;
 pub mod fields;
+pub mod fit;
 pub mod labels;
 pub mod names;
 pub mod openshift;
@@ -183,5 +185,51 @@ mod condition_tests {
             json!({"type": "PodScheduled", "status": "True"})
         ));
         assert_eq!(pod["status"]["conditions"].as_array().unwrap().len(), 2);
+    }
+}
+
+/// The annotation that marks a mirror pod (its value is the static pod's hash).
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Whether a pod is the mirror of a static pod (a node runs it from a file; the API
+/// only shows it).
+pub fn is_mirror_pod(pod: &serde_json::Value) -> bool {
+    pod.pointer("/metadata/annotations")
+        .and_then(serde_json::Value::as_object)
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+}
+
+/// The cluster IP of the `kubernetes` Service in `default`: the first address of the
+/// Services' range (10.96.0.0/16).
+pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+
+/// The finalizer that holds a CustomResourceDefinition until its objects are gone.
+pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// The data directory used when none is given: `/var/lib/berth` for root, otherwise
+/// `$XDG_DATA_HOME/berth` or `~/.local/share/berth`.
+pub fn default_data_dir() -> std::path::PathBuf {
+    if is_root() {
+        return std::path::PathBuf::from("/var/lib/berth");
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return std::path::PathBuf::from(xdg).join("berth");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => std::path::PathBuf::from(home).join(".local/share/berth"),
+        None => std::path::PathBuf::from(".berth"),
+    }
+}
+
+fn is_root() -> bool {
+    // The effective uid is the owner of /proc/self; no libc call needed.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    }
+    #[cfg(not(unix))]
+    {
+        false
     }
 }

@@ -102,7 +102,7 @@ async fn a_status_write_that_fails_is_retried_within_the_retry_delay() {
     .unwrap();
     let mut config = berth::node::Config::new("remote", "127.0.0.1");
     config.retry_after = Duration::from_secs(1);
-    let mut sup = berth::controller::Supervisor::new();
+    let mut sup = berth::supervisor::Supervisor::new();
     berth::node::start(&mut sup, &client, runtime, config);
     let mut p = pod("retried", "Always", "exec sleep 7501");
     p["spec"]["nodeName"] = json!("remote");
@@ -199,7 +199,7 @@ fn remote_agent(
     s: &TestServer,
     name: &str,
     state: &std::path::Path,
-) -> berth::controller::Supervisor {
+) -> berth::supervisor::Supervisor {
     let client = berth::client::Client::http(&s.url, &s.ca_pem, &s.token).unwrap();
     let runtime = berth::runtime::process::ProcessRuntime::open(
         state,
@@ -209,7 +209,7 @@ fn remote_agent(
     .unwrap();
     let mut config = berth::node::Config::new(name, "127.0.0.1");
     config.lease_every = Duration::from_millis(500);
-    let mut sup = berth::controller::Supervisor::new();
+    let mut sup = berth::supervisor::Supervisor::new();
     berth::node::start(&mut sup, &client, runtime, config);
     sup
 }

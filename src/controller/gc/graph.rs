@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use crate::registry::Resource;
+use crate::client::Resource;
 
 /// The finalizer that makes a deletion wait for the blocking dependents.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -263,7 +263,7 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Kind, catalog};
+    use crate::client::{Kind, catalog};
     use serde_json::json;
 
     /// A ConfigMap in namespace `ns` named after its uid, owned by ConfigMaps named
