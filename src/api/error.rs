@@ -117,7 +117,7 @@ impl Error {
                         "retryAfterSeconds": 1,
                     }),
                 ),
-                R::Internal(_) => (
+                R::Internal(_) | R::Store(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalError",
                     json!(null),
@@ -157,7 +157,7 @@ impl Error {
     pub fn status(&self) -> (StatusCode, Value) {
         let (code, reason, details) = self.parts();
         let message = if code.is_server_error() && code != StatusCode::GATEWAY_TIMEOUT {
-            tracing::error!(error = %self, "internal error answering a request");
+            tracing::error!(error = %chain(self), "internal error answering a request");
             "Internal error occurred: see the berth server log for details".to_string()
         } else {
             self.to_string()
@@ -176,6 +176,18 @@ impl Error {
         }
         (code, status)
     }
+}
+
+/// An error with every source below it: `the object store failed: journal: No space left`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
 }
 
 /// The `details` of a Status about one object, without the empty fields (as Go's
@@ -325,6 +337,22 @@ mod tests {
             String::from_utf8(encode_status(&s)).unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Deployment.apps \"web\" is invalid: spec.selector: Required value","reason":"Invalid","details":{"name":"web","group":"apps","kind":"Deployment","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"spec.selector"}]},"code":422}"#
         );
+    }
+
+    #[test]
+    fn a_store_failure_keeps_its_source_for_the_log_and_hides_it_from_clients() {
+        let io = std::io::Error::other("No space left on device");
+        let e = Error::from(registry::Error::from(crate::store::Error::Io {
+            context: "journal".into(),
+            source: io,
+        }));
+        assert_eq!(
+            chain(&e),
+            "the object store failed: journal: No space left on device: No space left on device"
+        );
+        let (code, s) = e.status();
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!s["message"].as_str().unwrap().contains("space"));
     }
 
     #[test]

@@ -828,7 +828,7 @@ pub async fn handle(
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)
                         .filter(|s| !s.is_empty());
-                    let mut patch = json!({"spec": {"replicas": replicas}});
+                    let mut patch = res.strategy.scale_patch(replicas);
                     if let Some(rv) = rv {
                         patch["metadata"] = json!({"resourceVersion": rv});
                     }
@@ -896,7 +896,7 @@ pub async fn handle(
                         .apply(res, &scale)
                         .map_err(|e| Error::Registry(e.into()))?;
                     let replicas = scale_replicas(&patched)?;
-                    let mut p = json!({"spec": {"replicas": replicas}});
+                    let mut p = res.strategy.scale_patch(replicas);
                     if let Some(rv) = patched
                         .pointer("/metadata/resourceVersion")
                         .filter(|rv| rv.as_str().is_some_and(|s| !s.is_empty()))
@@ -957,12 +957,7 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
     let v: Value = serde_json::from_slice(obj)
         .map_err(|e| Error::Registry(registry::Error::Internal(e.to_string())))?;
     let meta = &v["metadata"];
-    let selector = if res.kind == registry::Kind::DeploymentConfig {
-        let map = registry::deploymentconfig::rules::scale_selector(&v);
-        labels::Selector::from_map(&map).to_string()
-    } else {
-        labels::Selector::from_map(&labels::map_at(&v, "/spec/selector")).to_string()
-    };
+    let view = res.strategy.scale(&v);
     let scale = json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -970,11 +965,8 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
             "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
             "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": {"replicas": v.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
-        "status": {
-            "replicas": v.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
-            "selector": selector,
-        },
+        "spec": {"replicas": view.replicas},
+        "status": {"replicas": view.status_replicas, "selector": view.selector},
     });
     Ok(Bytes::from(
         serde_json::to_vec(&scale).expect("JSON serializes"),

@@ -366,6 +366,9 @@ fn validate_definition(crd: &Value, causes: &mut Vec<Cause>) {
                 field: at("name"),
             });
         }
+        if let Some(scale) = v.pointer("/subresources/scale") {
+            validate_scale(scale, &at("subresources.scale"), causes);
+        }
         match v.pointer("/schema/openAPIV3Schema") {
             None | Some(Value::Null) => causes.push(Cause::required(&at("schema.openAPIV3Schema"))),
             Some(schema) => structural(schema, &at("schema.openAPIV3Schema"), true, causes),
@@ -386,6 +389,35 @@ fn validate_definition(crd: &Value, causes: &mut Vec<Cause>) {
             &Value::Null,
             "must have at least one served version",
         ));
+    }
+}
+
+/// The paths of a `scale` subresource: replicas under `.spec` and `.status`, a selector
+/// under either, each a plain path.
+fn validate_scale(scale: &Value, at: &str, causes: &mut Vec<Cause>) {
+    for (field, required, prefixes) in [
+        ("specReplicasPath", true, &[".spec."][..]),
+        ("statusReplicasPath", true, &[".status."][..]),
+        ("labelSelectorPath", false, &[".spec.", ".status."][..]),
+    ] {
+        let at = format!("{at}.{field}");
+        match scale[field].as_str() {
+            None if required => causes.push(Cause::required(&at)),
+            None => {}
+            Some(p) if !prefixes.iter().any(|pre| p.starts_with(pre)) => {
+                causes.push(Cause::invalid(
+                    &at,
+                    &json!(p),
+                    &format!("should be a json path under {}", prefixes.join(" or ")),
+                ))
+            }
+            Some(p)
+                if simple_path(p).is_none() || (field == "specReplicasPath" && p.contains('[')) =>
+            {
+                causes.push(Cause::invalid(&at, &json!(p), "must be a simple json path"))
+            }
+            Some(_) => {}
+        }
     }
 }
 
@@ -636,6 +668,33 @@ struct CustomKind {
     terminating: bool,
     /// `plural.group`, for messages.
     definition: String,
+    /// Where the `scale` subresource reads and writes, when the version has one.
+    scale: Option<ScalePaths>,
+}
+
+/// The paths of a version's `scale` subresource.
+struct ScalePaths {
+    /// `.spec.replicas`, as field names.
+    spec: Vec<String>,
+    status: Vec<Step>,
+    selector: Option<Vec<Step>>,
+}
+
+impl ScalePaths {
+    fn of(scale: &Value) -> Option<ScalePaths> {
+        let spec = simple_path(scale["specReplicasPath"].as_str()?)?
+            .into_iter()
+            .map(|s| match s {
+                Step::Field(f) => Some(f),
+                Step::Index(_) => None,
+            })
+            .collect::<Option<Vec<String>>>()?;
+        Some(ScalePaths {
+            spec,
+            status: simple_path(scale["statusReplicasPath"].as_str()?)?,
+            selector: scale["labelSelectorPath"].as_str().and_then(simple_path),
+        })
+    }
 }
 
 impl Strategy for CustomKind {
@@ -649,6 +708,34 @@ impl Strategy for CustomKind {
                 m.remove("status");
             }
         }
+    }
+
+    fn scale(&self, obj: &Value) -> super::strategy::Scale {
+        let paths = self.scale.as_ref();
+        let spec: Vec<Step> = paths
+            .map(|p| p.spec.iter().cloned().map(Step::Field).collect())
+            .unwrap_or_default();
+        super::strategy::Scale {
+            replicas: follow(obj, &spec).cloned().unwrap_or(json!(0)),
+            status_replicas: paths
+                .and_then(|p| follow(obj, &p.status))
+                .cloned()
+                .unwrap_or(json!(0)),
+            selector: paths
+                .and_then(|p| p.selector.as_ref())
+                .and_then(|s| follow(obj, s))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        }
+    }
+
+    fn scale_patch(&self, replicas: i64) -> Value {
+        let fields = self.scale.as_ref().map_or(&[][..], |p| p.spec.as_slice());
+        fields
+            .iter()
+            .rev()
+            .fold(json!(replicas), |inner, f| json!({ f.as_str(): inner }))
     }
 
     fn admit(
@@ -675,6 +762,7 @@ struct PrinterColumn {
 }
 
 /// A step of a simple JSONPath (`.spec.replicas`, `.status.conditions[0].type`).
+#[derive(Clone)]
 enum Step {
     Field(String),
     Index(usize),
@@ -810,6 +898,9 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
             .cloned()
             .unwrap_or(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
         let status = version.pointer("/subresources/status").is_some();
+        let scale = version
+            .pointer("/subresources/scale")
+            .and_then(ScalePaths::of);
         let name = schema_name(group, vname, kind);
         let mut definitions = Map::new();
         definitions.insert(name.clone(), documented(&schema, group, vname, kind));
@@ -840,7 +931,7 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
             namespaced: str_at(crd, "/spec/scope") == "Namespaced",
             categories: strings("categories"),
             status,
-            scale: false,
+            scale: scale.is_some(),
             verbs: super::catalog::VERBS,
             subresources: Vec::new(),
             selectable: version["selectableFields"]
@@ -855,6 +946,7 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
                 status,
                 terminating,
                 definition: str_at(crd, "/metadata/name").to_string(),
+                scale,
             }),
             schema: Source::custom(name, definitions, validation(&schema, true)),
             table: Arc::new(printer(version)),

@@ -138,6 +138,9 @@ pub enum Error {
     TooLarge(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The store failed (an I/O error, a closed store): kept with its source for the log.
+    #[error("the object store failed")]
+    Store(#[from] store::Error),
 }
 
 /// `.group` for kinds outside the core group, as Kubernetes qualifies kinds in messages.
@@ -158,12 +161,6 @@ fn causes_text(causes: &[Cause]) -> String {
         parts[0].clone()
     } else {
         format!("[{}]", parts.join(", "))
-    }
-}
-
-impl From<store::Error> for Error {
-    fn from(e: store::Error) -> Self {
-        Error::Internal(e.to_string())
     }
 }
 

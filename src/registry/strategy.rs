@@ -96,12 +96,38 @@ pub trait Strategy: Send + Sync {
         value_at(obj, field)
     }
 
+    /// The `scale` subresource's view of `obj` (kinds that have one): desired and
+    /// current replicas, and the selector of what it scales, as a label selector string.
+    fn scale(&self, obj: &Value) -> Scale {
+        Scale {
+            replicas: obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0)),
+            status_replicas: obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            selector: crate::types::labels::Selector::from_map(&crate::types::labels::map_at(
+                obj,
+                "/spec/selector",
+            ))
+            .to_string(),
+        }
+    }
+
+    /// The merge patch that sets the desired replicas to `replicas`.
+    fn scale_patch(&self, replicas: i64) -> Value {
+        json!({"spec": {"replicas": replicas}})
+    }
+
     /// Runs once a write is durable: `object` as stored, or its last state when it was
     /// `deleted`.
     fn after_write(&self, _reg: &Registry, _object: &[u8], _deleted: bool) {}
 
     /// Runs when a registry opens on its store.
     fn on_open(&self, _reg: &Registry) {}
+}
+
+/// What the `scale` subresource shows of an object.
+pub struct Scale {
+    pub replicas: Value,
+    pub status_replicas: Value,
+    pub selector: String,
 }
 
 /// What a [`Strategy::before_write`] holds until the write is done.

@@ -24,7 +24,11 @@ fn crontabs() -> Value {
             "versions": [
                 {
                     "name": "v1", "served": true, "storage": true,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    }},
                     "selectableFields": [{"jsonPath": ".spec.image"}],
                     "additionalPrinterColumns": [
                         {"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"},
@@ -40,7 +44,11 @@ fn crontabs() -> Value {
                                 "port": {"x-kubernetes-int-or-string": true},
                                 "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                             }},
-                            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+                            "status": {"type": "object", "properties": {
+                                "ready": {"type": "boolean"},
+                                "replicas": {"type": "integer"},
+                                "selector": {"type": "string"},
+                            }},
                         },
                     }},
                 },
@@ -103,7 +111,7 @@ async fn a_definition_is_established_and_served_at_once() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["crontabs", "crontabs/status"]);
+    assert_eq!(names, ["crontabs", "crontabs/scale", "crontabs/status"]);
     assert_eq!(list["resources"][0]["shortNames"], json!(["ct"]));
     assert_eq!(list["resources"][0]["categories"], json!(["all"]));
     // Aggregated discovery lists it too.
@@ -330,6 +338,45 @@ async fn status_printer_columns_and_selectable_fields_work_like_built_in_kinds()
     let (_, page) = s.get(&format!("{CTS}?limit=1")).await;
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
     assert!(page["metadata"]["continue"].is_string(), "{page}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_scale_subresource_reads_and_writes_the_definitions_paths() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    let (code, a) = s.post(CTS, crontab("a", json!({"replicas": 2}))).await;
+    assert_eq!(code, 201, "{a}");
+    let mut st = a.clone();
+    st["status"] = json!({"replicas": 1, "selector": "app=a"});
+    let (code, v) = s.put(&format!("{CTS}/a/status"), st).await;
+    assert_eq!(code, 200, "{v}");
+    let (code, scale) = s.get(&format!("{CTS}/a/scale")).await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"], json!({"replicas": 1, "selector": "app=a"}));
+    let (code, v) = s
+        .patch(
+            &format!("{CTS}/a/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!((code, &v["spec"]["replicas"]), (200, &json!(5)), "{v}");
+    let (_, a) = s.get(&format!("{CTS}/a")).await;
+    assert_eq!(a["spec"]["replicas"], 5);
+    // A scale with paths outside .spec and .status is refused.
+    let mut bad = crontabs();
+    bad["spec"]["versions"][0]["subresources"]["scale"]["specReplicasPath"] = json!(".replicas");
+    bad["metadata"]["name"] = json!("crontabs.other.example.com");
+    bad["spec"]["group"] = json!("other.example.com");
+    let (code, st) = s.post(CRDS, bad).await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(
+        st["details"]["causes"][0]["field"],
+        "spec.versions[0].subresources.scale.specReplicasPath"
+    );
     s.stop().await;
 }
 

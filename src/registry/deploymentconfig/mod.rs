@@ -33,6 +33,14 @@ impl super::strategy::Strategy for DeploymentConfig {
     fn prepare_update(&self, old: &Value, incoming: Option<&Value>, merged: &mut Value) {
         rules::keep_status_on_update(old, incoming, merged)
     }
+    fn scale(&self, dc: &Value) -> super::strategy::Scale {
+        super::strategy::Scale {
+            replicas: dc.pointer("/spec/replicas").cloned().unwrap_or(0.into()),
+            status_replicas: dc.pointer("/status/replicas").cloned().unwrap_or(0.into()),
+            selector: crate::types::labels::Selector::from_map(&rules::scale_selector(dc))
+                .to_string(),
+        }
+    }
     fn generation_changes(&self, old: &Value, new: &Value, part: Part) -> bool {
         super::spec_changed(old, new)
             || (part != Part::Status && rules::latest_version_changed(old, new))
