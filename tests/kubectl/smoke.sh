@@ -400,5 +400,57 @@ check "the agent's health through the node proxy" "^ok$" k get --raw /api/v1/nod
 rm "$work/manifests/static.yaml"
 check "removing the manifest deletes the mirror pod" "^rc=0$" rc k wait --for=delete pod/static-n1 --timeout=30s
 
+# A CustomResourceDefinition: served at once, its objects checked by its schema.
+cat >"$work/crd.yaml" <<'YAML'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    additionalPrinterColumns:
+    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string, description: "When to run."}
+              replicas: {type: integer, minimum: 1, default: 1}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+YAML
+cat >"$work/ct.yaml" <<'YAML'
+apiVersion: stable.example.com/v1
+kind: CronTab
+metadata: {name: nightly}
+spec: {cronSpec: "0 3 * * *"}
+YAML
+check "apply a CustomResourceDefinition" "customresourcedefinition.apiextensions.k8s.io/crontabs.stable.example.com created" k apply -f "$work/crd.yaml"
+check "it is established" "condition met" k wait --for=condition=Established crd/crontabs.stable.example.com --timeout=10s
+check "apply a custom object" "crontab.stable.example.com/nightly created" k apply -f "$work/ct.yaml"
+check "get by short name, with the printer columns and a default" "^nightly +0 3 \* \* \* +1 *$" k get ct --no-headers
+check "explain reads the definition's schema" "When to run" k explain crontab.spec.cronSpec
+check "the schema refuses a bad value" "spec.replicas: Invalid value: 0" k patch ct nightly --type=merge -p '{"spec":{"replicas":0}}'
+check "a strategic merge patch is refused as upstream" "not supported by stable.example.com/v1, Kind=CronTab" k patch ct nightly -p '{"spec":{"replicas":2}}'
+check "scale a custom object" "crontab.stable.example.com/nightly scaled" k scale ct nightly --replicas=3
+check "get all includes nothing it should not" "service/kubernetes" k get all
+check "delete the definition: its objects go first" "deleted" k delete crd crontabs.stable.example.com --timeout=30s
+check "no custom objects are left" "the server doesn't have a resource type|No resources found|could not find the requested resource" k get ct
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
