@@ -15,14 +15,16 @@ use sha2::{Digest, Sha256};
 use crate::registry::catalog::{Kind, Resource, Served};
 use crate::registry::schema;
 
-/// The patch media types berth accepts, as advertised on PATCH operations.
-/// Strategic merge patch is accepted but deliberately not listed: clients would then compute
-/// patches from these schemas, which carry no patch-merge-key metadata.
+/// The patch media types every kind accepts, as advertised on PATCH operations.
 pub const PATCH_TYPES: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/apply-patch+yaml",
 ];
+
+/// The strategic merge patch type, which only the built-in kinds take: their schemas
+/// carry the merge keys it needs (a definition's do not, as upstream).
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
 
 struct Doc {
     body: Vec<u8>,
@@ -251,8 +253,11 @@ fn resource_paths(r: &Resource, paths: &mut Map<String, Value>) {
         r.kind_name
     );
     let json_body = json!({"application/json": {"schema": schema::reference(&name)}});
+    let strategic = r.schema.is_builtin().then_some(STRATEGIC);
     let patch_body: Map<String, Value> = PATCH_TYPES
         .iter()
+        .copied()
+        .chain(strategic)
         .map(|t| (t.to_string(), json!({"schema": patch_schema(t)})))
         .collect();
     let with = |mut a: Vec<Value>, b: Vec<Value>| {
@@ -410,11 +415,15 @@ mod tests {
             .map(|p| p["name"].as_str().unwrap())
             .collect();
         assert!(params.contains(&"fieldValidation"));
+        // Built-in kinds take strategic merge patches: their schemas carry the keys.
         assert!(
             patch["requestBody"]["content"]
                 .get("application/strategic-merge-patch+json")
-                .is_none()
+                .is_some()
         );
+        let containers =
+            &doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
         assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"].is_object());
         assert!(doc["paths"]["/api/v1/namespaces/{name}"].is_object());
         assert!(

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::client::{Client, RawRequest};
-use crate::client::{Resource, catalog, merge_key, merges_primitives};
+use crate::client::{ListMerge, Resource, Shape, catalog};
 
 use super::resource::object_ref;
 use super::{CliError, Conn, out};
@@ -653,7 +653,7 @@ async fn client_side(
             None
         }
     };
-    let patch = three_way(original.as_ref(), &modified, &live);
+    let patch = three_way(Shape::of(r.res), original.as_ref(), &modified, &live);
     if patch.as_object().is_some_and(Map::is_empty) {
         return Ok("unchanged");
     }
@@ -706,10 +706,17 @@ fn gvk(res: &Resource) -> String {
 /// and `modified` no longer has are deleted, and fields only the server or other writers
 /// set are left alone. Lists with a merge key (containers by name, ...) are patched
 /// element by element with `$setElementOrder`, others replaced.
-pub fn three_way(original: Option<&Value>, modified: &Value, current: &Value) -> Value {
+/// `shape` is the objects' type, whose merge rules say which lists merge by which key.
+pub fn three_way(
+    shape: Shape<'_>,
+    original: Option<&Value>,
+    modified: &Value,
+    current: &Value,
+) -> Value {
     let empty = Map::new();
     let m = modified.as_object().unwrap_or(&empty);
     Value::Object(diff_object(
+        shape,
         original.and_then(Value::as_object),
         m,
         current.as_object(),
@@ -717,6 +724,7 @@ pub fn three_way(original: Option<&Value>, modified: &Value, current: &Value) ->
 }
 
 fn diff_object(
+    shape: Shape<'_>,
     original: Option<&Map<String, Value>>,
     modified: &Map<String, Value>,
     current: Option<&Map<String, Value>>,
@@ -728,14 +736,14 @@ fn diff_object(
         match (mv, cv) {
             (Value::Null, None | Some(Value::Null)) => {}
             (Value::Object(mo), Some(Value::Object(co))) => {
-                let sub = diff_object(ov.and_then(Value::as_object), mo, Some(co));
+                let sub = diff_object(shape.field(k), ov.and_then(Value::as_object), mo, Some(co));
                 if !sub.is_empty() {
                     patch.insert(k.clone(), Value::Object(sub));
                 }
             }
             (Value::Array(ml), Some(Value::Array(cl))) => {
                 let ol = ov.and_then(Value::as_array).map(Vec::as_slice);
-                diff_list(k, ol, ml, cl, &mut patch);
+                diff_list(shape, k, ol, ml, cl, &mut patch);
             }
             (mv, cv) if Some(mv) != cv => {
                 patch.insert(k.clone(), mv.clone());
@@ -755,13 +763,15 @@ fn diff_object(
 }
 
 fn diff_list(
+    shape: Shape<'_>,
     field: &str,
     original: Option<&[Value]>,
     modified: &[Value],
     current: &[Value],
     patch: &mut Map<String, Value>,
 ) {
-    if merges_primitives(field) {
+    let rule = shape.list_merge(field);
+    if rule == ListMerge::Union {
         let added: Vec<Value> = modified
             .iter()
             .filter(|v| !current.contains(v))
@@ -784,7 +794,11 @@ fn diff_list(
         }
         return;
     }
-    let keyed = merge_key(field).filter(|key| {
+    let key = match rule {
+        ListMerge::ByKey(key) => Some(key),
+        _ => None,
+    };
+    let keyed = key.filter(|key| {
         modified
             .iter()
             .chain(current)
@@ -806,6 +820,7 @@ fn diff_list(
             Some(ce) => {
                 let oe = original.and_then(|o| find(o, id));
                 let mut sub = diff_object(
+                    shape.field(field).items(),
                     oe.as_ref().and_then(Value::as_object),
                     me.as_object().expect("keyed elements are objects"),
                     ce.as_object(),
@@ -874,6 +889,10 @@ mod tests {
         v
     }
 
+    fn pods() -> Shape<'static> {
+        Shape::of(catalog::of(crate::client::Kind::Pod))
+    }
+
     fn patched(current: &Value, patch: &Value) -> Value {
         let res = catalog::of(crate::client::Kind::Pod);
         Patch::Strategic(patch.clone()).apply(res, current).unwrap()
@@ -882,7 +901,7 @@ mod tests {
     #[test]
     fn an_unchanged_manifest_gives_an_empty_patch_despite_server_defaults() {
         let m = pod("a:1");
-        assert_eq!(three_way(Some(&m), &m, &live(&m)), json!({}));
+        assert_eq!(three_way(pods(), Some(&m), &m, &live(&m)), json!({}));
     }
 
     #[test]
@@ -890,7 +909,7 @@ mod tests {
         let old = pod("a:1");
         let new = pod("a:2");
         let cur = live(&old);
-        let p = three_way(Some(&old), &new, &cur);
+        let p = three_way(pods(), Some(&old), &new, &cur);
         assert_eq!(
             p,
             json!({"spec": {
@@ -918,7 +937,7 @@ mod tests {
         let mut cur = live(&old);
         // Someone else added a label: apply leaves it alone.
         cur["metadata"]["labels"]["owner"] = json!("ops");
-        let p = three_way(Some(&old), &new, &cur);
+        let p = three_way(pods(), Some(&old), &new, &cur);
         assert_eq!(p, json!({"metadata": {"labels": {"tier": null}}}));
         let out = patched(&cur, &p);
         assert_eq!(
@@ -927,7 +946,7 @@ mod tests {
         );
 
         // Without a last-applied configuration nothing is deleted.
-        assert_eq!(three_way(None, &new, &cur), json!({}));
+        assert_eq!(three_way(pods(), None, &new, &cur), json!({}));
     }
 
     #[test]
@@ -943,7 +962,7 @@ mod tests {
             {"name": "main", "image": "a:1"},
         ]);
         let cur = live(&old);
-        let p = three_way(Some(&old), &new, &cur);
+        let p = three_way(pods(), Some(&old), &new, &cur);
         assert_eq!(
             p["spec"]["$setElementOrder/containers"],
             json!([{"name": "extra"}, {"name": "main"}])
@@ -975,7 +994,7 @@ mod tests {
         new["spec"]["containers"][0]["command"] = json!(["sleep", "2"]);
         new["metadata"]["finalizers"] = json!(["a/x", "a/z"]);
         let cur = live(&old);
-        let p = three_way(Some(&old), &new, &cur);
+        let p = three_way(pods(), Some(&old), &new, &cur);
         assert_eq!(
             p["spec"]["containers"],
             json!([{"name": "main", "command": ["sleep", "2"]}])
@@ -998,7 +1017,7 @@ mod tests {
         let m = pod("a:1");
         let mut cur = live(&m);
         cur["metadata"]["labels"]["app"] = json!("other");
-        let p = three_way(Some(&m), &m, &cur);
+        let p = three_way(pods(), Some(&m), &m, &cur);
         assert_eq!(p, json!({"metadata": {"labels": {"app": "web"}}}));
     }
 

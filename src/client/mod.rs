@@ -21,8 +21,7 @@ use serde_json::Value;
 // The façade through which everything above the registry names kinds and uses the API's
 // rules for objects it holds.
 pub use crate::registry::{
-    Kind, Patch, Propagation, Resource, catalog, default_pod, merge_key, merges_primitives,
-    validate_pod,
+    Kind, ListMerge, Patch, Propagation, Resource, Shape, catalog, default_pod, validate_pod,
 };
 
 /// Why a request failed. Expected outcomes (not found, conflict, gone) are variants a

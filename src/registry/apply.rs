@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::patch::{merge_key, strategic_merge};
+use super::patch::{Shape, strategic_merge};
 use super::{Error, Part, Registry, Resource, Result, WriteOptions, Written, meta};
 
 /// Who applies, and whether they take fields from other managers.
@@ -49,46 +49,62 @@ fn ignored(path: &[String], status: bool) -> bool {
 }
 
 /// The leaf fields a configuration sets (its status only for the status subresource).
-fn leaves(v: &Value, status: bool) -> BTreeSet<Path> {
-    leaf_values(v, status).into_keys().collect()
+fn leaves(v: &Value, status: bool, shape: Shape<'_>) -> BTreeSet<Path> {
+    leaf_values(v, status, shape).into_keys().collect()
 }
 
 /// The value at each leaf field of `v` (of list elements with equal keys, the first's).
 /// Comparing two objects' maps tells which fields differ in one walk of each, where
 /// looking each path up would search every keyed list once per element: quadratic in
 /// the length of a list such as a container's `env`.
-fn leaf_values(v: &Value, status: bool) -> BTreeMap<Path, &Value> {
+fn leaf_values<'a>(v: &'a Value, status: bool, shape: Shape<'_>) -> BTreeMap<Path, &'a Value> {
     let mut out = BTreeMap::new();
-    walk(v, &mut Vec::new(), &mut Vec::new(), None, status, &mut out);
+    walk(
+        v,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        None,
+        shape,
+        status,
+        &mut out,
+    );
     out
 }
 
+/// `shape` is the type of `v`'s parent (`field` names `v` in it), or of `v` itself when
+/// `field` is `None`.
+#[allow(clippy::too_many_arguments)]
 fn walk<'a>(
     v: &'a Value,
     path: &mut Path,
     names: &mut Vec<String>,
     field: Option<&str>,
+    shape: Shape<'_>,
     status: bool,
     out: &mut BTreeMap<Path, &'a Value>,
 ) {
+    let own = match field {
+        Some(f) => shape.field(f),
+        None => shape,
+    };
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
                 names.push(k.clone());
                 if !ignored(names, status) {
                     path.push(Seg::Field(k.clone()));
-                    walk(child, path, names, Some(k), status, out);
+                    walk(child, path, names, Some(k), own, status, out);
                     path.pop();
                 }
                 names.pop();
             }
         }
-        Value::Array(items) => match field.and_then(merge_key) {
+        Value::Array(items) => match field.and_then(|f| shape.merge_key(f)) {
             Some(key) if items.iter().all(|i| i.get(key).is_some()) && !items.is_empty() => {
                 for item in items {
                     let id = json!({key: item[key]}).to_string();
                     path.push(Seg::Key(id));
-                    walk(item, path, names, None, status, out);
+                    walk(item, path, names, None, own.items(), status, out);
                     path.pop();
                 }
             }
@@ -250,7 +266,8 @@ fn is_own(e: &Value, opts: &ApplyOptions) -> bool {
 
 /// The object after `config` is applied by `opts.manager` to `live`.
 fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -> Result<Value> {
-    let config_values = leaf_values(config, opts.status);
+    let shape = Shape::of(res);
+    let config_values = leaf_values(config, opts.status, shape);
     let applied: BTreeSet<Path> = config_values.keys().cloned().collect();
     let entries: Vec<Value> = meta(live)
         .and_then(|m| m.get("managedFields"))
@@ -273,7 +290,7 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
     let mut conflicts = Vec::new();
     // The live values matter only where another manager owns an applied field.
     let live_values = if others.iter().any(|(_, f)| !f.is_disjoint(&applied)) {
-        leaf_values(live, opts.status)
+        leaf_values(live, opts.status, shape)
     } else {
         BTreeMap::new()
     };
@@ -319,7 +336,7 @@ fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -
             remove_path(&mut out, p);
         }
     }
-    strategic_merge(&mut out, config).map_err(Error::BadRequest)?;
+    strategic_merge(&mut out, config, shape).map_err(Error::BadRequest)?;
     let api_version = res.api_version();
     let mut managed: Vec<Value> = others
         .into_iter()
@@ -370,12 +387,13 @@ pub(super) fn record_update(
         v
     };
     let new_scope = scope(new);
-    let now = leaf_values(&new_scope, status);
+    let shape = Shape::of(res);
+    let now = leaf_values(&new_scope, status, shape);
     let (set, removed): (BTreeSet<Path>, BTreeSet<Path>) = match old {
         None => (now.into_keys().collect(), BTreeSet::new()),
         Some(old) => {
             let old_scope = scope(old);
-            let before = leaf_values(&old_scope, status);
+            let before = leaf_values(&old_scope, status, shape);
             let set = now
                 .iter()
                 .filter(|(p, v)| before.get(*p) != Some(*v))
@@ -506,7 +524,7 @@ impl Registry {
                 }
                 let mut obj = config.clone();
                 super::meta_mut(&mut obj)?.insert("name".into(), json!(name));
-                let fields = leaves(&config, false);
+                let fields = leaves(&config, false, Shape::of(res));
                 super::meta_mut(&mut obj)?.insert(
                     "managedFields".into(),
                     json!([entry(apply, &res.api_version(), &fields)]),
@@ -565,7 +583,7 @@ mod tests {
     fn fields_v1_round_trips_with_keyed_lists() {
         let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
             "spec": {"containers": [{"name": "main", "image": "x"}]}});
-        let set = leaves(&cfg, false);
+        let set = leaves(&cfg, false, Shape::of(catalog::of(Kind::Pod)));
         let f = to_fields_v1(&set);
         assert_eq!(f["f:metadata"]["f:labels"]["f:a"], json!({}));
         assert!(f["f:metadata"].get("f:name").is_none());

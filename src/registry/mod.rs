@@ -9,6 +9,7 @@ mod convert;
 pub mod crd;
 pub mod deploymentconfig;
 mod patch;
+mod patch_meta;
 pub mod schema;
 mod service;
 pub mod strategy;
@@ -29,7 +30,7 @@ use crate::types::{fields, labels, names};
 
 pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
-pub use patch::{Patch, merge_key, merges_primitives};
+pub use patch::{ListMerge, Patch, Shape};
 pub use schema::FieldValidation;
 pub use service::KUBERNETES_SERVICE_IP;
 pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};

@@ -57,7 +57,7 @@ impl From<PatchError> for super::Error {
 
 impl Patch {
     /// The patched object.
-    pub fn apply(&self, _res: &Resource, current: &Value) -> Result<Value, PatchError> {
+    pub fn apply(&self, res: &Resource, current: &Value) -> Result<Value, PatchError> {
         match self {
             Patch::Merge(p) => {
                 if !p.is_object() {
@@ -81,7 +81,7 @@ impl Patch {
                     ));
                 }
                 let mut out = current.clone();
-                strategic_merge(&mut out, p)?;
+                strategic_merge(&mut out, p, Shape::of(res))?;
                 Ok(out)
             }
         }
@@ -143,36 +143,118 @@ fn encoded_len(v: &Value) -> usize {
     count.0
 }
 
-/// The key that identifies elements of a list field in the core types, or `None` when
-/// the list is replaced as a whole.
-pub fn merge_key(field: &str) -> Option<&'static str> {
-    Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        | "resourceClaims"
-        | "secrets" => "name",
-        "ports" => "containerPort",
-        "volumeMounts" => "mountPath",
-        "volumeDevices" => "devicePath",
-        "conditions" | "addresses" => "type",
-        "ownerReferences" => "uid",
-        "hostAliases" => "ip",
-        "topologySpreadConstraints" => "topologyKey",
-        _ => return None,
-    })
+/// Where a value sits among the API's types: the schema of its type (from the served
+/// definitions, with the merge rules of the Go types as `x-kubernetes-*` extensions), so
+/// that a list merges by the key its own type names (a Service's `ports` by `port`, a
+/// container's by `containerPort`). `Shape::NONE` is a value of no known type: its lists
+/// are replaced whole.
+#[derive(Clone, Copy)]
+pub struct Shape<'a> {
+    schema: Option<&'a Value>,
+    defs: Option<&'a Map<String, Value>>,
 }
 
-/// Lists of plain values whose patches are unions rather than replacements.
-pub fn merges_primitives(field: &str) -> bool {
-    field == "finalizers"
+/// How a list field merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListMerge<'a> {
+    /// Replaced whole.
+    Replace,
+    /// A union of plain values (`finalizers`).
+    Union,
+    /// Elements matched by this key.
+    ByKey(&'a str),
 }
 
-/// Applies a strategic merge patch object to `target`.
-pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> {
+impl<'a> Shape<'a> {
+    /// A value of no known type.
+    pub const NONE: Shape<'static> = Shape {
+        schema: None,
+        defs: None,
+    };
+
+    /// The root of an object of `res` (a built-in kind's; custom kinds' have no merge
+    /// rules of the Go types).
+    pub fn of(res: &super::Resource) -> Shape<'static> {
+        if !res.schema.is_builtin() {
+            return Shape::NONE;
+        }
+        let defs = super::schema::definitions();
+        Shape {
+            schema: defs.get(&super::schema::schema_name(res)),
+            defs: Some(defs),
+        }
+    }
+
+    /// The schema a node stands for: itself, or what its `$ref` (or `allOf` of one)
+    /// names.
+    fn resolve(self, node: &'a Value) -> Option<&'a Value> {
+        let target = node
+            .get("$ref")
+            .or_else(|| node.pointer("/allOf/0/$ref"))
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"));
+        match (target, self.defs) {
+            (Some(name), Some(defs)) => defs.get(name),
+            _ => Some(node),
+        }
+    }
+
+    /// The property `name` of this type, as declared (with its merge extensions).
+    fn property(self, name: &str) -> Option<&'a Value> {
+        self.schema?.get("properties")?.get(name)
+    }
+
+    /// The type of field `name`.
+    pub fn field(self, name: &str) -> Shape<'a> {
+        Shape {
+            schema: self.property(name).and_then(|p| self.resolve(p)),
+            defs: self.defs,
+        }
+    }
+
+    /// The type of the elements of this list (or the values of this map).
+    pub fn items(self) -> Shape<'a> {
+        let node = self
+            .schema
+            .and_then(|s| s.get("items").or_else(|| s.get("additionalProperties")));
+        Shape {
+            schema: node.filter(|n| n.is_object()).and_then(|n| self.resolve(n)),
+            defs: self.defs,
+        }
+    }
+
+    /// How the list field `name` of this type merges in a strategic merge patch.
+    pub fn list_merge(self, name: &str) -> ListMerge<'a> {
+        let Some(p) = self.property(name) else {
+            return ListMerge::Replace;
+        };
+        let strategy = p
+            .get("x-kubernetes-patch-strategy")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !strategy.split(',').any(|s| s == "merge") {
+            return ListMerge::Replace;
+        }
+        match p
+            .get("x-kubernetes-patch-merge-key")
+            .and_then(Value::as_str)
+        {
+            Some(key) => ListMerge::ByKey(key),
+            None => ListMerge::Union,
+        }
+    }
+
+    /// The key that identifies the elements of list field `name`, if its elements merge.
+    pub fn merge_key(self, name: &str) -> Option<&'a str> {
+        match self.list_merge(name) {
+            ListMerge::ByKey(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// Applies a strategic merge patch object to `target`, a value of type `shape`.
+pub fn strategic_merge(target: &mut Value, patch: &Value, shape: Shape<'_>) -> Result<(), String> {
     let Value::Object(p) = patch else {
         *target = patch.clone();
         return Ok(());
@@ -223,12 +305,12 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> 
                 t.remove(k);
             }
             Value::Array(items) => {
-                let merged = merge_list(k, t.get(k), items)?;
+                let merged = merge_list(k, t.get(k), items, shape)?;
                 t.insert(k.clone(), merged);
             }
             Value::Object(_) => {
                 let slot = t.entry(k.clone()).or_insert(Value::Null);
-                strategic_merge(slot, v)?;
+                strategic_merge(slot, v, shape.field(k))?;
                 if slot.is_null() {
                     t.remove(k);
                 }
@@ -243,7 +325,7 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> 
         if let Some(field) = k.strip_prefix("$setElementOrder/") {
             let order = order.as_array().ok_or("$setElementOrder needs a list")?;
             if let Some(Value::Array(list)) = t.get_mut(field) {
-                reorder(field, list, order);
+                reorder(shape.merge_key(field), list, order);
             }
         }
     }
@@ -254,7 +336,12 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) -> Result<(), String> 
 // (or of its merge key): a patch may name as many elements as a request body holds, and
 // searching the list for each of them would take quadratic time.
 
-fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<Value, String> {
+fn merge_list(
+    field: &str,
+    current: Option<&Value>,
+    patch: &[Value],
+    shape: Shape<'_>,
+) -> Result<Value, String> {
     let current = current
         .and_then(Value::as_array)
         .cloned()
@@ -270,7 +357,9 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
             .collect();
         return Ok(Value::Array(items));
     }
-    if merges_primitives(field) {
+    let rule = shape.list_merge(field);
+    let elements = shape.field(field).items();
+    if rule == ListMerge::Union {
         let mut seen: HashSet<String> = current.iter().map(Value::to_string).collect();
         let mut out = current;
         for e in patch {
@@ -280,7 +369,7 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
         }
         return Ok(Value::Array(out));
     }
-    let Some(key) = merge_key(field) else {
+    let ListMerge::ByKey(key) = rule else {
         return Ok(Value::Array(patch.to_vec()));
     };
     // Elements by the text of their key (the first of equal keys, as a search would find);
@@ -306,10 +395,10 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
             continue;
         }
         match index.get(&id).and_then(|&i| out[i].as_mut()) {
-            Some(o) => strategic_merge(o, e)?,
+            Some(o) => strategic_merge(o, e, elements)?,
             None => {
                 let mut fresh = Value::Object(Map::new());
-                strategic_merge(&mut fresh, e)?;
+                strategic_merge(&mut fresh, e, elements)?;
                 index.insert(id, out.len());
                 out.push(Some(fresh));
             }
@@ -319,8 +408,7 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
 }
 
 /// Puts the elements named in `order` first, in that order (a stable sort).
-fn reorder(field: &str, list: &mut Vec<Value>, order: &[Value]) {
-    let key = merge_key(field);
+fn reorder(key: Option<&str>, list: &mut Vec<Value>, order: &[Value]) {
     let id = |e: &Value| -> String {
         match key {
             Some(k) => e.get(k).unwrap_or(&Value::Null).to_string(),
@@ -521,10 +609,98 @@ mod tests {
         assert!(!cs.iter().any(|c| c["name"] == "c1"));
     }
 
+    fn pods() -> Shape<'static> {
+        Shape::of(super::super::catalog::of(super::super::Kind::Pod))
+    }
+
     fn smp(target: Value, patch: Value) -> Value {
         let mut t = target;
-        strategic_merge(&mut t, &patch).unwrap();
+        strategic_merge(&mut t, &patch, pods()).unwrap();
         t
+    }
+
+    #[test]
+    fn lists_merge_by_the_key_of_their_own_type() {
+        use super::super::{Kind, catalog};
+        let merge = |kind: Kind, target: Value, patch: Value| {
+            let mut t = target;
+            strategic_merge(&mut t, &patch, Shape::of(catalog::of(kind))).unwrap();
+            t
+        };
+        // A Service's ports merge by port, a container's by containerPort.
+        let svc = json!({"spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                                            {"name": "https", "port": 443}]}});
+        let out = merge(
+            Kind::Service,
+            svc,
+            json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}]}}),
+        );
+        assert_eq!(out["spec"]["ports"][0]["targetPort"], 9090);
+        assert_eq!(out["spec"]["ports"][1]["port"], 443);
+        let pod = json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "name": "web"}],
+                                                  "env": [{"name": "A", "value": "1"}]}]}});
+        let out = merge(
+            Kind::Pod,
+            pod,
+            json!({"spec": {"containers": [{"name": "a",
+            "ports": [{"containerPort": 81}], "env": [{"name": "B", "value": "2"}]}]}}),
+        );
+        assert_eq!(
+            out["spec"]["containers"][0]["ports"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            out["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        // Deep in a template: an RC's containers still merge by name.
+        let rc = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b"}]}}}});
+        let out = merge(
+            Kind::ReplicationController,
+            rc,
+            json!({"spec": {"template": {"spec":
+            {"containers": [{"name": "b", "image": "y"}]}}}}),
+        );
+        let cs = &out["spec"]["template"]["spec"]["containers"];
+        assert_eq!(
+            (cs[0]["image"].as_str(), cs[1]["image"].as_str()),
+            (Some("x"), Some("y"))
+        );
+        // A list the types do not merge is replaced: a container's args.
+        let out = merge(
+            Kind::Pod,
+            json!({"spec": {"containers": [{"name": "a", "args": ["1"]}]}}),
+            json!({"spec": {"containers": [{"name": "a", "args": ["2"]}]}}),
+        );
+        assert_eq!(out["spec"]["containers"][0]["args"], json!(["2"]));
+        // A ConfigMap has no lists that merge; a field named `ports` there is only data.
+        let out = merge(
+            Kind::Node,
+            json!({"status": {"addresses": [{"type": "InternalIP", "address": "1"}]}}),
+            json!({"status": {"addresses": [{"type": "Hostname", "address": "n"}]}}),
+        );
+        assert_eq!(out["status"]["addresses"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_served_schemas_carry_the_merge_rules() {
+        let defs = super::super::schema::definitions();
+        let ports = &defs["io.k8s.api.core.v1.ServiceSpec"]["properties"]["ports"];
+        assert_eq!(ports["x-kubernetes-patch-merge-key"], "port");
+        assert_eq!(
+            ports["x-kubernetes-list-map-keys"],
+            json!(["port", "protocol"])
+        );
+        let fins =
+            &defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["finalizers"];
+        assert_eq!(fins["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(fins["x-kubernetes-list-type"], "set");
     }
 
     #[test]
@@ -601,7 +777,12 @@ mod tests {
         assert_eq!(out["spec"], json!({"args": ["2"]}));
         let mut t = json!({"spec": {"containers": [{"name": "a"}]}});
         assert!(
-            strategic_merge(&mut t, &json!({"spec": {"containers": [{"image": "x"}]}})).is_err()
+            strategic_merge(
+                &mut t,
+                &json!({"spec": {"containers": [{"image": "x"}]}}),
+                pods()
+            )
+            .is_err()
         );
     }
 }

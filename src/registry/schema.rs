@@ -165,6 +165,7 @@ pub fn definitions() -> &'static Map<String, Value> {
         generator.subschema_for::<Status>();
         let mut defs = generator.take_definitions(true);
         defs.extend(super::deploymentconfig::schema::definitions());
+        annotate_merge_rules(&mut defs);
         // Any JSON value (a definition's defaults and examples), not only objects.
         if let Some(Value::Object(any)) =
             defs.get_mut("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON")
@@ -190,6 +191,49 @@ pub fn definitions() -> &'static Map<String, Value> {
         }
         defs
     })
+}
+
+/// Marks each property of the built-in types with how Kubernetes merges it, as its
+/// OpenAPI documents do: `x-kubernetes-patch-strategy` and `-patch-merge-key` (strategic
+/// merge patch; kubectl reads them too), `x-kubernetes-list-type` and `-list-map-keys`
+/// (server-side apply), `x-kubernetes-map-type`.
+fn annotate_merge_rules(defs: &mut Map<String, Value>) {
+    for (name, def) in defs.iter_mut() {
+        if super::patch_meta::is_atomic_type(name) {
+            if let Some(d) = def.as_object_mut() {
+                d.insert("x-kubernetes-map-type".into(), json!("atomic"));
+            }
+        }
+        let Some(Value::Object(props)) = def.get_mut("properties") else {
+            continue;
+        };
+        for (field, prop) in props.iter_mut() {
+            let Some(rule) = super::patch_meta::find(name, field) else {
+                continue;
+            };
+            let Some(p) = prop.as_object_mut() else {
+                continue;
+            };
+            // A property that only refers to another schema keeps the reference in an
+            // allOf, so that the extensions beside it are read.
+            if let Some(r) = p.remove("$ref") {
+                p.insert("allOf".into(), json!([{"$ref": r}]));
+            }
+            for (key, value) in [
+                ("x-kubernetes-patch-strategy", rule.strategy),
+                ("x-kubernetes-patch-merge-key", rule.merge_key),
+                ("x-kubernetes-list-type", rule.list_type),
+                ("x-kubernetes-map-type", rule.map_type),
+            ] {
+                if !value.is_empty() {
+                    p.insert(key.into(), json!(value));
+                }
+            }
+            if !rule.map_keys.is_empty() {
+                p.insert("x-kubernetes-list-map-keys".into(), json!(rule.map_keys));
+            }
+        }
+    }
 }
 
 /// The schemas that the OpenAPI document of `resources` (one group version) carries:

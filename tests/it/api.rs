@@ -2243,6 +2243,38 @@ async fn the_kubernetes_service_points_at_the_api_and_is_kept_so() {
 }
 
 #[tokio::test]
+async fn a_strategic_merge_patch_merges_service_ports_by_port() {
+    let s = bare().await;
+    let svcs = "/api/v1/namespaces/default/services";
+    let (code, v) = s
+        .post(
+            svcs,
+            json!({"metadata": {"name": "web"}, "spec": {"ports": [
+                {"name": "http", "port": 80, "targetPort": 8080},
+                {"name": "https", "port": 443, "targetPort": 8443},
+            ]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let (code, v) = s
+        .patch(
+            &format!("{svcs}/web"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let ports = v["spec"]["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "{v}");
+    assert_eq!(
+        (ports[0]["name"].as_str(), &ports[0]["targetPort"]),
+        (Some("http"), &json!(9090))
+    );
+    assert_eq!(ports[1]["targetPort"], 8443);
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn services_are_given_addresses_and_keep_them() {
     let s = bare().await;
     let svcs = "/api/v1/namespaces/default/services";
