@@ -73,6 +73,10 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/{group}/{version}", get(group_resources))
         .route("/apis/{group}/{version}/", get(group_resources))
         .route("/metrics", get(serve_metrics))
+        .route(
+            "/openapi/v2",
+            get(|headers: HeaderMap| async move { openapi::v2(&headers) }),
+        )
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*path}", get(openapi_document))
         .route(

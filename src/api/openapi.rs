@@ -339,6 +339,57 @@ fn document(served: &Served, group: &str, version: &str) -> Value {
     })
 }
 
+/// `GET /openapi/v2`: a Swagger 2.0 document with no paths and no definitions. berth
+/// documents its API in OpenAPI v3; this says to clients that still read v2 (kubectl does,
+/// for a kind the v3 documents do not list) that v2 knows no types, so such a kind is
+/// reported as one the server does not serve rather than as a failed download. Protobuf
+/// (gnostic's `openapi.v2.Document`) when asked for, as client-go asks, else JSON.
+pub fn v2(headers: &HeaderMap) -> Response {
+    let version = crate::types::kubernetes_version();
+    let wants_protobuf = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("protobuf"));
+    if !wants_protobuf {
+        return super::discovery::json_response(
+            "application/json",
+            &json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": version},
+                    "paths": {}, "definitions": {}}),
+        );
+    }
+    // Length-delimited fields: Document.swagger = 1, .info = 2 (Info.title = 1,
+    // .version = 2), .paths = 8 (empty).
+    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
+        out.push(number << 3 | 2);
+        let mut n = bytes.len();
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        }
+        out.extend_from_slice(bytes);
+    }
+    let mut info = Vec::new();
+    field(&mut info, 1, b"Kubernetes");
+    field(&mut info, 2, version.as_bytes());
+    let mut doc = Vec::new();
+    field(&mut doc, 1, b"2.0");
+    field(&mut doc, 2, &info);
+    field(&mut doc, 8, &[]);
+    // The type client-go asks for has an `@`, which no media type parser takes back, so
+    // the document is answered as plain bytes (as kube-openapi does).
+    let mut r = doc.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    r
+}
+
 /// `GET /openapi/v3`
 pub fn root(cache: &Cache, served: &Served) -> Response {
     let paths: Map<String, Value> = cache

@@ -184,6 +184,24 @@ async fn discovery_is_served_aggregated_and_legacy() {
         let (code, v) = s.get(path).await;
         assert_eq!((code, v["kind"].as_str()), (200, Some(kind)), "{path}");
     }
+    // OpenAPI v2 is an empty Swagger document, in JSON or in gnostic's protobuf.
+    let (code, v2) = s.get("/openapi/v2").await;
+    assert_eq!((code, v2["swagger"].as_str()), (200, Some("2.0")), "{v2}");
+    assert_eq!(v2["definitions"], json!({}));
+    let r = s
+        .req(Method::GET, "/openapi/v2")
+        .header(
+            "accept",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/octet-stream");
+    let pb = r.bytes().await.unwrap();
+    // Field 1 (swagger) = "2.0", then field 2 (info), and an empty field 8 (paths) last.
+    assert_eq!(&pb[..5], b"\x0a\x032.0");
+    assert_eq!(&pb[pb.len() - 2..], b"\x42\x00");
     // A path nobody serves answers kube-apiserver's Status, byte for byte.
     let r = s
         .req(Method::GET, "/apis/nothing.example/v1")

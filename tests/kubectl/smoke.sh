@@ -440,6 +440,7 @@ kind: CronTab
 metadata: {name: nightly}
 spec: {cronSpec: "0 3 * * *"}
 YAML
+check "a kind nothing serves is reported as such" 'no matches for kind "CronTab" in version "stable.example.com/v1"' k apply -f "$work/ct.yaml"
 check "apply a CustomResourceDefinition" "customresourcedefinition.apiextensions.k8s.io/crontabs.stable.example.com created" k apply -f "$work/crd.yaml"
 check "it is established" "condition met" k wait --for=condition=Established crd/crontabs.stable.example.com --timeout=10s
 check "apply a custom object" "crontab.stable.example.com/nightly created" k apply -f "$work/ct.yaml"
