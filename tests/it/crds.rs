@@ -603,3 +603,47 @@ async fn deleting_a_namespace_deletes_its_custom_objects() {
     .await;
     s.stop().await;
 }
+
+#[tokio::test]
+async fn deep_or_huge_custom_objects_get_a_clear_4xx() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    let nested = |depth: usize| {
+        let mut v = json!("leaf");
+        for _ in 0..depth {
+            v = json!({ "x": v });
+        }
+        v
+    };
+    // Deep but within what JSON parsing takes: kept, under a field that keeps anything.
+    let (code, v) = s
+        .post(CTS, crontab("deep", json!({"extra": nested(100)})))
+        .await;
+    assert_eq!(code, 201, "{v}");
+    // Deeper than any parser here goes: refused, and the server goes on.
+    let body = format!(
+        r#"{{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{{"name":"deeper"}},"spec":{{"extra":{}{}}}}}"#,
+        r#"{"x":"#.repeat(5000),
+        "}".repeat(5000)
+    );
+    let r = s
+        .req(Method::POST, CTS)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // Larger than any object may be.
+    let big = "x".repeat(4 << 20);
+    let r = s
+        .req(Method::POST, CTS)
+        .json(&crontab("big", json!({"image": big})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let (code, _) = s.get(&format!("{CTS}/deep")).await;
+    assert_eq!(code, 200);
+    s.stop().await;
+}
