@@ -159,6 +159,13 @@ pub fn from_stored_value(res: &Resource, v: &Value) -> Value {
     }
 }
 
+/// Stored bytes as `res` serves them to a reader: converted, then as its strategy reads
+/// them (the same bytes when neither changes them).
+pub fn served(res: &Resource, b: &Bytes) -> Bytes {
+    let b = from_stored(res, b);
+    res.strategy.read(&b).unwrap_or(b)
+}
+
 /// Stored bytes as `res` serves them (the same bytes when no conversion applies).
 pub fn from_stored(res: &Resource, b: &Bytes) -> Bytes {
     let Some(c) = &res.conversion else {
@@ -188,7 +195,7 @@ fn convert_written(res: &Resource, mut w: Written) -> Written {
 }
 
 fn convert_list(res: &Resource, mut l: List) -> List {
-    l.items = l.items.iter().map(|i| from_stored(res, i)).collect();
+    l.items = l.items.iter().map(|i| served(res, i)).collect();
     l
 }
 
@@ -254,7 +261,7 @@ impl Registry {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<bytes::Bytes> {
-        Ok(from_stored(res, &self.get(stored, namespace, name)?))
+        Ok(served(res, &self.get(stored, namespace, name)?))
     }
 
     pub(super) async fn converted_list(

@@ -670,6 +670,17 @@ struct CustomKind {
     definition: String,
     /// Where the `scale` subresource reads and writes, when the version has one.
     scale: Option<ScalePaths>,
+    /// The schema has defaults: objects read are defaulted too.
+    defaults: bool,
+}
+
+/// Whether a schema names a `default` anywhere.
+fn has_defaults(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.contains_key("default") || m.values().any(has_defaults),
+        Value::Array(a) => a.iter().any(has_defaults),
+        _ => false,
+    }
 }
 
 /// The paths of a version's `scale` subresource.
@@ -708,6 +719,17 @@ impl Strategy for CustomKind {
                 m.remove("status");
             }
         }
+    }
+
+    fn read(&self, stored: &[u8]) -> Option<bytes::Bytes> {
+        if !self.defaults {
+            return None;
+        }
+        let mut obj: Value = serde_json::from_slice(stored).ok()?;
+        let before = obj.clone();
+        apply_defaults(&self.schema, &mut obj);
+        (obj != before)
+            .then(|| bytes::Bytes::from(serde_json::to_vec(&obj).expect("JSON serializes")))
     }
 
     fn scale(&self, obj: &Value) -> super::strategy::Scale {
@@ -947,6 +969,7 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
                 terminating,
                 definition: str_at(crd, "/metadata/name").to_string(),
                 scale,
+                defaults: has_defaults(&schema),
             }),
             schema: Source::custom(name, definitions, validation(&schema, true)),
             table: Arc::new(printer(version)),

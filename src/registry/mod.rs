@@ -750,7 +750,7 @@ impl Registry {
         let ns = Self::scope(res, namespace)?;
         self.store
             .get(&res.key(ns, name))
-            .map(|r| r.value)
+            .map(|r| convert::served(res, &r.value))
             .ok_or_else(|| Self::not_found(res, name))
     }
 
@@ -868,7 +868,7 @@ impl Registry {
                 break;
             }
             last_key = Some(key);
-            items.push(rec.value);
+            items.push(convert::served(res, &rec.value));
         }
         let continue_token = match (more, last_key) {
             (true, Some(k)) => Some(

@@ -115,6 +115,12 @@ pub trait Strategy: Send + Sync {
         json!({"spec": {"replicas": replicas}})
     }
 
+    /// A stored object as it is read, when that differs (a custom kind fills in the
+    /// defaults its schema gained since the object was written).
+    fn read(&self, _stored: &[u8]) -> Option<bytes::Bytes> {
+        None
+    }
+
     /// Runs once a write is durable: `object` as stored, or its last state when it was
     /// `deleted`.
     fn after_write(&self, _reg: &Registry, _object: &[u8], _deleted: bool) {}

@@ -273,7 +273,7 @@ impl Watch {
 
     /// A stored object as this watch's resource serves it.
     fn served(&self, obj: &Bytes) -> Bytes {
-        super::convert::from_stored(&self.res, obj)
+        super::convert::served(&self.res, obj)
     }
 
     /// A store event as this watcher sees it through its filter.

@@ -647,3 +647,30 @@ async fn deep_or_huge_custom_objects_get_a_clear_4xx() {
     assert_eq!(code, 200);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn defaults_a_schema_gains_later_show_when_objects_are_read() {
+    let s = TestServer::start().await;
+    let crd = established(&s).await;
+    let (code, a) = s.post(CTS, crontab("a", json!({"image": "x"}))).await;
+    assert_eq!(code, 201, "{a}");
+    assert!(a["spec"].get("cronSpec").is_none());
+    // The definition gains a default for cronSpec.
+    let mut changed = crd.clone();
+    changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["cronSpec"]["default"] = json!("0 * * * *");
+    let (code, v) = s
+        .put(&format!("{CRDS}/crontabs.stable.example.com"), changed)
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let (_, got) = s.get(&format!("{CTS}/a")).await;
+    assert_eq!(got["spec"]["cronSpec"], "0 * * * *", "{got}");
+    let (_, list) = s.get(CTS).await;
+    assert_eq!(list["items"][0]["spec"]["cronSpec"], "0 * * * *");
+    let mut w = s
+        .watch(&format!("{CTS}?watch=true&resourceVersion=0"))
+        .await;
+    let added = w.next().await.expect("an event");
+    assert_eq!(added["object"]["spec"]["cronSpec"], "0 * * * *");
+    s.stop().await;
+}
