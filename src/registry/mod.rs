@@ -355,16 +355,6 @@ impl Registry {
         self.catalog.served().find(group, version, plural).cloned()
     }
 
-    /// The live descriptor of `res` (a custom kind's may have changed since `res` was
-    /// looked up), or `res` itself when it is no longer served.
-    pub fn current(&self, res: &Arc<Resource>) -> Arc<Resource> {
-        if res.kind != Kind::Custom {
-            return res.clone();
-        }
-        self.resolve(&res.group, &res.version, &res.plural)
-            .unwrap_or_else(|| res.clone())
-    }
-
     /// The store's current revision: what a read now reflects.
     pub fn revision(&self) -> u64 {
         self.store.revision()
