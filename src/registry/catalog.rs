@@ -545,6 +545,8 @@ pub fn of(kind: Kind) -> &'static Arc<Resource> {
 /// set, and its generation says whether anything changed.
 pub struct Served {
     resources: Vec<Arc<Resource>>,
+    /// Where each plural's resources are in `resources`: every request looks one up.
+    by_plural: std::collections::HashMap<String, Vec<usize>>,
     generation: u64,
 }
 
@@ -553,8 +555,13 @@ static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 
 impl Served {
     fn new(resources: Vec<Arc<Resource>>) -> Self {
+        let mut by_plural: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        for (i, r) in resources.iter().enumerate() {
+            by_plural.entry(r.plural.clone()).or_default().push(i);
+        }
         Served {
             resources,
+            by_plural,
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -566,9 +573,11 @@ impl Served {
 
     /// The resource served at `group`/`version` under `plural`.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Resource>> {
-        self.resources
+        self.by_plural
+            .get(plural)?
             .iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .map(|&i| &self.resources[i])
+            .find(|r| r.group == group && r.version == version)
     }
 
     /// A number that changes whenever the served set does.
@@ -633,22 +642,6 @@ impl Catalog {
     }
 }
 
-/// The API groups of the built-in kinds (other than core) with their versions.
-pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
-        match out.iter_mut().find(|(g, _)| *g == r.group) {
-            Some((_, versions)) => {
-                if !versions.contains(&r.version.as_str()) {
-                    versions.push(&r.version);
-                }
-            }
-            None => out.push((&r.group, vec![&r.version])),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,7 +682,7 @@ mod tests {
             }
         }
         assert_eq!(
-            groups(),
+            Catalog::default().served().groups(),
             vec![
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
