@@ -371,7 +371,10 @@ fn validate_definition(crd: &Value, causes: &mut Vec<Cause>) {
         }
         match v.pointer("/schema/openAPIV3Schema") {
             None | Some(Value::Null) => causes.push(Cause::required(&at("schema.openAPIV3Schema"))),
-            Some(schema) => structural(schema, &at("schema.openAPIV3Schema"), true, causes),
+            Some(schema) => {
+                structural(schema, &at("schema.openAPIV3Schema"), true, causes);
+                super::cel::Rules::compile(schema, &at("schema.openAPIV3Schema"), causes);
+            }
         }
     }
     match list.iter().filter(|v| v["storage"] == true).count() {
@@ -457,12 +460,6 @@ fn structural(schema: &Value, at: &str, root: bool, causes: &mut Vec<Cause>) {
                 &format!("{forbidden} is not supported"),
             ));
         }
-    }
-    if m.contains_key("x-kubernetes-validations") {
-        causes.push(Cause::forbidden(
-            &format!("{at}.x-kubernetes-validations"),
-            "validation rules (CEL) cannot be evaluated by this server yet; remove them or validate elsewhere",
-        ));
     }
     if m.contains_key("properties")
         && m.contains_key("additionalProperties")
@@ -672,6 +669,8 @@ struct CustomKind {
     scale: Option<ScalePaths>,
     /// The schema has defaults: objects read are defaulted too.
     defaults: bool,
+    /// The schema's CEL validation rules, compiled.
+    rules: Option<super::cel::Rules>,
 }
 
 /// Whether a schema names a `default` anywhere.
@@ -718,6 +717,18 @@ impl Strategy for CustomKind {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
+        }
+    }
+
+    fn validate_create(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        if let Some(rules) = &self.rules {
+            rules.check(obj, None, causes);
+        }
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, _part: Part, causes: &mut Vec<Cause>) {
+        if let Some(rules) = &self.rules {
+            rules.check(new, Some(old), causes);
         }
     }
 
@@ -970,6 +981,7 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
                 definition: str_at(crd, "/metadata/name").to_string(),
                 scale,
                 defaults: has_defaults(&schema),
+                rules: super::cel::Rules::compile(&schema, "", &mut Vec::new()),
             }),
             schema: Source::custom(name, definitions, validation(&schema, true)),
             table: Arc::new(printer(version)),
@@ -1043,7 +1055,7 @@ mod tests {
     }
 
     #[test]
-    fn non_structural_schemas_and_cel_rules_are_refused() {
+    fn non_structural_schemas_are_refused() {
         let mut causes = Vec::new();
         structural(
             &json!({"type": "object", "properties": {"a": {"properties": {}}},
@@ -1053,9 +1065,6 @@ mod tests {
             &mut causes,
         );
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            ["s.x-kubernetes-validations", "s.properties[a].type"]
-        );
+        assert_eq!(fields, ["s.properties[a].type"]);
     }
 }

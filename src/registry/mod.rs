@@ -5,6 +5,7 @@
 
 mod apply;
 pub mod catalog;
+mod cel;
 mod convert;
 pub mod crd;
 pub mod deploymentconfig;
@@ -686,7 +687,9 @@ impl Registry {
             meta_mut(&mut obj)?.insert("name".into(), json!(name));
             // Defaults may follow from the name (a namespace's name label).
             res.strategy.default(&mut obj);
-            Self::validate(res, &obj, &schema_causes)?;
+            let mut causes = schema_causes.clone();
+            res.strategy.validate_create(&obj, &mut causes);
+            Self::validate(res, &obj, &causes)?;
             self.check_namespace_open(res, ns, &name)?;
             res.strategy.admit(self, ns, &name, &obj)?;
             if let Some(manager) = opts.manager.as_deref().filter(|_| attempt == 0) {

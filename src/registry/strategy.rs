@@ -29,6 +29,9 @@ pub trait Strategy: Send + Sync {
     /// Semantic rules beyond the schema, reported as field causes.
     fn validate(&self, _obj: &Value, _causes: &mut Vec<Cause>) {}
 
+    /// Rules of a create only, beyond those every write checks.
+    fn validate_create(&self, _obj: &Value, _causes: &mut Vec<Cause>) {}
+
     /// Rules of an update of `part` from `old` to `new`, beyond those of a create.
     fn validate_update(&self, _old: &Value, _new: &Value, _part: Part, _causes: &mut Vec<Cause>) {}
 

@@ -1,7 +1,8 @@
 //! CustomResourceDefinitions end to end: a definition is served at once (discovery,
 //! OpenAPI, routing), its objects are validated, pruned and defaulted by its schema, its
 //! versions convert, its status subresource and printer columns work, bad definitions are
-//! refused with the upstream causes, and deleting it deletes its objects first.
+//! refused with the upstream causes, CEL rules hold on creates and updates, and deleting
+//! it deletes its objects first.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -420,9 +421,16 @@ async fn bad_definitions_are_refused_with_the_reasons() {
         (
             |c| {
                 c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
-                    json!([{"rule": "self.spec.replicas > 0"}])
+                    json!([{"rule": "self.spec.replicas >"}])
             },
-            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations",
+            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule",
+        ),
+        (
+            |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"] =
+                    json!([{"rule": "url(self.image).getHost() != ''"}])
+            },
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule",
         ),
         (
             |c| c["spec"]["conversion"] = json!({"strategy": "Webhook"}),
@@ -672,5 +680,136 @@ async fn defaults_a_schema_gains_later_show_when_objects_are_read() {
         .await;
     let added = w.next().await.expect("an event");
     assert_eq!(added["object"]["spec"]["cronSpec"], "0 * * * *");
+    s.stop().await;
+}
+
+/// A definition whose schema has CEL rules: on a field, on the spec, a transition rule.
+fn with_rules() -> Value {
+    let mut crd = crontabs();
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]["maxReplicas"] = json!({"type": "integer"});
+    spec["properties"]["image"]["x-kubernetes-validations"] = json!([
+        {"rule": "self == oldSelf", "message": "image is immutable"},
+    ]);
+    spec["x-kubernetes-validations"] = json!([
+        {"rule": "!has(self.maxReplicas) || self.replicas <= self.maxReplicas",
+         "messageExpression": "'replicas ' + string(self.replicas) + ' is above ' + string(self.maxReplicas)",
+         "fieldPath": ".replicas"},
+        {"rule": "self.cronSpec.split(' ').size() == 5", "reason": "FieldValueForbidden"},
+    ]);
+    crd
+}
+
+#[tokio::test]
+async fn cel_rules_hold_on_creates_and_updates() {
+    let s = TestServer::start().await;
+    let (code, crd) = s.post(CRDS, with_rules()).await;
+    assert_eq!(code, 201, "{crd}");
+    let causes = |st: &Value| -> Vec<(String, String)> {
+        st["details"]["causes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c["field"].as_str().unwrap_or("").to_string(),
+                    c["message"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let good =
+        json!({"cronSpec": "* * * * */5", "image": "web:1", "replicas": 2, "maxReplicas": 3});
+    let (code, ct) = s.post(CTS, crontab("good", good)).await;
+    assert_eq!(code, 201, "{ct}");
+    // Both spec rules fail, each with its own message, field and reason.
+    let bad = json!({"cronSpec": "* *", "image": "web:1", "replicas": 5, "maxReplicas": 3});
+    let (code, st) = s.post(CTS, crontab("bad", bad)).await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(st["reason"], "Invalid", "{st}");
+    let got = causes(&st);
+    assert!(
+        got.contains(&(
+            "spec.replicas".into(),
+            "Invalid value: replicas 5 is above 3".into()
+        )),
+        "{st}"
+    );
+    assert!(
+        got.contains(&(
+            "spec".into(),
+            "Forbidden: failed rule: self.cronSpec.split(' ').size() == 5".into()
+        )),
+        "{st}"
+    );
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("replicas 5 is above 3"),
+        "{st}"
+    );
+    // Nothing was written.
+    let (code, _) = s.get(&format!("{CTS}/bad")).await;
+    assert_eq!(code, 404);
+    // The transition rule: the image cannot change, other fields can.
+    let at = format!("{CTS}/good");
+    let merge = "application/merge-patch+json";
+    let (code, st) = s
+        .patch(&at, merge, json!({"spec": {"image": "web:2"}}))
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(
+        causes(&st),
+        [(
+            "spec.image".to_string(),
+            "Invalid value: \"web:2\": image is immutable".to_string()
+        )],
+        "{st}"
+    );
+    let (code, st) = s.patch(&at, merge, json!({"spec": {"replicas": 3}})).await;
+    assert_eq!(code, 200, "{st}");
+    let (code, st) = s.patch(&at, merge, json!({"spec": {"replicas": 4}})).await;
+    assert_eq!(code, 422, "{st}");
+    // A dry run is checked the same way; a server-side apply too.
+    let (code, _) = s
+        .patch(
+            &format!("{at}?dryRun=All"),
+            merge,
+            json!({"spec": {"replicas": 9}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    let apply = crontab(
+        "good",
+        json!({"cronSpec": "* * * * */5", "image": "web:1", "replicas": 7, "maxReplicas": 3}),
+    );
+    let (code, st) = s
+        .patch(
+            &format!("{at}?fieldManager=me&force=true"),
+            "application/apply-patch+yaml",
+            apply,
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    // A rule tightened later does not lock objects that were valid: an update that leaves
+    // the spec as it is passes, one that changes it must meet the rule.
+    let (_, mut crd) = s.get(&format!("{CRDS}/crontabs.stable.example.com")).await;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
+        [0]["rule"] = json!("self.replicas <= 1");
+    let (code, st) = s
+        .put(&format!("{CRDS}/crontabs.stable.example.com"), crd)
+        .await;
+    assert_eq!(code, 200, "{st}");
+    let (code, st) = s
+        .patch(
+            &at,
+            merge,
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{st}");
+    let (code, st) = s.patch(&at, merge, json!({"spec": {"replicas": 2}})).await;
+    assert_eq!(code, 422, "{st}");
     s.stop().await;
 }

@@ -429,6 +429,11 @@ spec:
             properties:
               cronSpec: {type: string, description: "When to run."}
               replicas: {type: integer, minimum: 1, default: 1}
+              maxReplicas: {type: integer}
+            x-kubernetes-validations:
+            - rule: "!has(self.maxReplicas) || self.replicas <= self.maxReplicas"
+              messageExpression: "'replicas may be at most ' + string(self.maxReplicas)"
+            - {rule: "self.cronSpec == oldSelf.cronSpec", message: cronSpec is immutable}
           status:
             type: object
             properties:
@@ -447,6 +452,8 @@ check "apply a custom object" "crontab.stable.example.com/nightly created" k app
 check "get by short name, with the printer columns and a default" "^nightly +0 3 \* \* \* +1 *$" k get ct --no-headers
 check "explain reads the definition's schema" "When to run" k explain crontab.spec.cronSpec
 check "the schema refuses a bad value" "spec.replicas: Invalid value: 0" k patch ct nightly --type=merge -p '{"spec":{"replicas":0}}'
+check "a CEL rule refuses with its message" "spec: Invalid value: replicas may be at most 2" k patch ct nightly --type=merge -p '{"spec":{"replicas":3,"maxReplicas":2}}'
+check "a CEL transition rule keeps a field as it was" "cronSpec is immutable" k patch ct nightly --type=merge -p '{"spec":{"cronSpec":"0 4 * * *"}}'
 check "a strategic merge patch is refused as upstream" "not supported by stable.example.com/v1, Kind=CronTab" k patch ct nightly -p '{"spec":{"replicas":2}}'
 check "scale a custom object" "crontab.stable.example.com/nightly scaled" k scale ct nightly --replicas=3
 check "get all includes nothing it should not" "service/kubernetes" k get all
