@@ -32,12 +32,13 @@ impl Supervisor {
 
     /// Runs `make()` until cancelled; a run that panics or ends early is logged and
     /// started again after a backoff that doubles up to 30 s.
-    pub fn spawn<F, Fut>(&mut self, name: &'static str, make: F)
+    pub fn spawn<F, Fut>(&mut self, name: impl Into<std::borrow::Cow<'static, str>>, make: F)
     where
         F: Fn(CancellationToken) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let cancel = self.cancel.clone();
+        let name = name.into();
         self.set.spawn(async move {
             let mut backoff = RESTART_FIRST;
             loop {
@@ -47,8 +48,8 @@ impl Supervisor {
                     return;
                 }
                 match outcome {
-                    Ok(()) => tracing::error!(task = name, "ended unexpectedly; restarting"),
-                    Err(e) => tracing::error!(task = name, error = %e, "panicked; restarting"),
+                    Ok(()) => tracing::error!(task = %name, "ended unexpectedly; restarting"),
+                    Err(e) => tracing::error!(task = %name, error = %e, "panicked; restarting"),
                 }
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}

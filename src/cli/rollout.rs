@@ -69,11 +69,11 @@ pub enum Command {
     },
 }
 
-fn dcs() -> &'static Resource {
+fn dcs() -> &'static std::sync::Arc<Resource> {
     catalog::of(Kind::DeploymentConfig)
 }
 
-fn rcs() -> &'static Resource {
+fn rcs() -> &'static std::sync::Arc<Resource> {
     catalog::of(Kind::ReplicationController)
 }
 

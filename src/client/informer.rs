@@ -35,7 +35,7 @@ impl<'a> Change<'a> {
 type Handler = Arc<dyn Fn(Change<'_>) + Send + Sync>;
 
 struct Inner {
-    res: &'static Resource,
+    res: Arc<Resource>,
     selection: ListParams,
     cache: RwLock<BTreeMap<String, Slot>>,
     handlers: Mutex<Vec<Handler>>,
@@ -113,15 +113,23 @@ pub struct Informer {
 }
 
 impl Informer {
-    pub fn new(res: &'static Resource) -> Self {
+    pub fn new(res: &Arc<Resource>) -> Self {
         Self::with_selection(res, ListParams::default())
     }
 
+    /// An informer that keeps only what [`Informers::metadata`] keeps of each object, for
+    /// a controller that starts it itself (the garbage collector, for a custom kind).
+    pub fn metadata_only(res: &Arc<Resource>) -> Self {
+        let informer = Self::new(res);
+        informer.inner.full.store(false, Ordering::Relaxed);
+        informer
+    }
+
     /// An informer of the objects `selection` picks (a node's pods, say).
-    pub fn with_selection(res: &'static Resource, selection: ListParams) -> Self {
+    pub fn with_selection(res: &Arc<Resource>, selection: ListParams) -> Self {
         Informer {
             inner: Arc::new(Inner {
-                res,
+                res: res.clone(),
                 selection,
                 cache: RwLock::new(BTreeMap::new()),
                 handlers: Mutex::new(Vec::new()),
@@ -132,8 +140,8 @@ impl Informer {
         }
     }
 
-    pub fn resource(&self) -> &'static Resource {
-        self.inner.res
+    pub fn resource(&self) -> &Arc<Resource> {
+        &self.inner.res
     }
 
     /// Calls `f` for every change the cache applies, in order, on the writer task. `f`
@@ -312,7 +320,7 @@ impl Informer {
 
     /// The writer: keeps the cache current until `cancel`.
     pub async fn run(self, client: Client, cancel: CancellationToken) {
-        let mut watcher = Watcher::new(client, self.inner.res, None, self.inner.selection.clone());
+        let mut watcher = Watcher::new(client, &self.inner.res, None, self.inner.selection.clone());
         loop {
             let ev = tokio::select! {
                 ev = watcher.next() => ev,
@@ -326,12 +334,12 @@ impl Informer {
 /// One informer per resource, shared by every controller.
 #[derive(Clone, Default)]
 pub struct Informers {
-    all: Arc<Mutex<HashMap<(&'static str, &'static str), Informer>>>,
+    all: Arc<Mutex<HashMap<(String, String), Informer>>>,
 }
 
 impl Informers {
     /// The informer of `res`, made on first use, with whole objects.
-    pub fn get(&self, res: &'static Resource) -> Informer {
+    pub fn get(&self, res: &Arc<Resource>) -> Informer {
         let informer = self.metadata(res);
         informer.inner.full.store(true, Ordering::Relaxed);
         informer
@@ -341,8 +349,8 @@ impl Informers {
     /// ownership and lifecycle (the garbage collector, say): unless another controller
     /// asks for whole objects, its cache keeps only `apiVersion`, `kind` and the
     /// [`KEPT_METADATA`] fields. Informers are asked for before they run.
-    pub fn metadata(&self, res: &'static Resource) -> Informer {
-        let key = (res.group.as_str(), res.plural.as_str());
+    pub fn metadata(&self, res: &Arc<Resource>) -> Informer {
+        let key = (res.group.clone(), res.plural.clone());
         self.all
             .lock()
             .expect("informers lock")
@@ -357,7 +365,7 @@ impl Informers {
 
     /// [`Informers::metadata`] that also keeps the top-level `fields` of each object (an
     /// Event's timestamps, say).
-    pub fn with_fields(&self, res: &'static Resource, fields: &[&'static str]) -> Informer {
+    pub fn with_fields(&self, res: &Arc<Resource>, fields: &[&'static str]) -> Informer {
         let informer = self.metadata(res);
         let mut kept = informer.inner.fields.lock().expect("fields lock");
         for field in fields {

@@ -174,6 +174,10 @@ impl Local {
         parse(&self.registry.finalize_namespace(name, ns).await?.object)
     }
 
+    pub(super) fn served_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.registry.served_changes()
+    }
+
     pub(super) fn custom_resources(&self) -> Vec<std::sync::Arc<Resource>> {
         self.registry
             .served()

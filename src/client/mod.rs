@@ -307,6 +307,15 @@ impl Client {
         self
     }
 
+    /// Tells of every change of the kinds served, once it is served: in process only (a
+    /// client over HTTPS learns of changes from the definitions' watch instead).
+    pub fn served_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match &self.transport {
+            Transport::Local(l) => Some(l.served_changes()),
+            Transport::Http(_) => None,
+        }
+    }
+
     /// The kinds that definitions add, as the server serves them now.
     pub async fn custom_resources(&self) -> Result<Vec<std::sync::Arc<Resource>>> {
         match &self.transport {

@@ -2,6 +2,8 @@
 //! watch ends, re-list when the server says the history is gone (410), back off on errors.
 //! The state machine is [`State`] with one [`Watcher::step`].
 
+use std::sync::Arc;
+
 use std::time::Duration;
 
 use serde_json::Value;
@@ -34,7 +36,7 @@ enum State {
 /// A list-then-watch loop over one resource; never ends on its own.
 pub struct Watcher {
     client: Client,
-    res: &'static Resource,
+    res: Arc<Resource>,
     namespace: Option<String>,
     selection: ListParams,
     state: State,
@@ -49,13 +51,13 @@ const WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 impl Watcher {
     pub fn new(
         client: Client,
-        res: &'static Resource,
+        res: &Arc<Resource>,
         namespace: Option<&str>,
         selection: ListParams,
     ) -> Self {
         Watcher {
             client,
-            res,
+            res: res.clone(),
             namespace: namespace.map(str::to_string),
             selection,
             state: State::Empty,
@@ -67,7 +69,7 @@ impl Watcher {
     /// history is retained, and lists afresh when it is not.
     pub fn from_revision(
         client: Client,
-        res: &'static Resource,
+        res: &Arc<Resource>,
         namespace: Option<&str>,
         selection: ListParams,
         rv: &str,
@@ -108,7 +110,7 @@ impl Watcher {
             State::Empty => {
                 let (items, rv) = self
                     .client
-                    .list_items(self.res, ns, &self.selection)
+                    .list_items(&self.res, ns, &self.selection)
                     .await?;
                 self.state = State::Resume { rv };
                 Ok(Some(Event::Restarted(items)))
@@ -120,7 +122,7 @@ impl Watcher {
                     bookmarks: true,
                     timeout: Some(WATCH_TIMEOUT),
                 };
-                match self.client.watch(self.res, ns, &params).await {
+                match self.client.watch(&self.res, ns, &params).await {
                     Ok(stream) => {
                         self.state = State::Watching {
                             rv,

@@ -15,10 +15,18 @@
 //!
 //! A namespaced object's owner is looked up in its own namespace (or is cluster-scoped);
 //! a cluster-scoped object cannot have a namespaced owner.
+//!
+//! Custom kinds take part like built-in ones: the collector follows the definitions'
+//! informer and, whenever a definition changes, starts an informer for each custom kind
+//! newly served and stops those of kinds no longer served.
+
+use std::collections::HashMap;
 
 mod graph;
 
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
 
 use serde_json::{Value, json};
 
@@ -35,11 +43,17 @@ const WORKERS: usize = 4;
 
 /// Every kind whose objects can own or depend: all but the events.k8s.io view of Events
 /// (the same objects as core Events).
-pub fn collected_kinds() -> impl Iterator<Item = &'static Resource> {
+pub fn collected_kinds() -> impl Iterator<Item = &'static Arc<Resource>> {
     catalog::RESOURCES
         .iter()
-        .map(|r| &**r)
         .filter(|r| r.kind != Kind::EventsV1Event)
+}
+
+/// A custom kind the collector follows, with the informer it started for it.
+struct Followed {
+    res: Arc<Resource>,
+    informer: Informer,
+    stop: CancellationToken,
 }
 
 /// What the workers share.
@@ -48,6 +62,12 @@ struct Collector {
     graph: Arc<Mutex<Graph>>,
     queue: Queue,
     recorder: Recorder,
+    /// The custom kinds followed now, by group and plural.
+    custom: Mutex<HashMap<(String, String), Followed>>,
+    /// Stops the custom kinds' informers (with the process).
+    stop: CancellationToken,
+    /// Told of every change of a definition.
+    definitions: Arc<tokio::sync::Notify>,
 }
 
 /// Registers the graph's informer handlers and spawns the collector.
@@ -57,51 +77,92 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let mut informers: Vec<Informer> = Vec::new();
     for res in collected_kinds() {
         let informer = ctx.informers.metadata(res);
-        let (graph, queue) = (graph.clone(), queue.clone());
-        informer.on_change(move |change| {
-            let wake = {
-                let mut g = graph.lock().expect("graph lock");
-                match change {
-                    Change::Added(o) => g.observe(res, o),
-                    Change::Updated { old, new } if uid_of(old) != uid_of(new) => {
-                        // Deleted and re-created between two lists: two objects.
-                        let mut wake = g.forget(old);
-                        wake.extend(g.observe(res, new));
-                        wake
-                    }
-                    Change::Updated { new, .. } => g.observe(res, new),
-                    Change::Deleted(o) => g.forget(o),
-                }
-            };
-            for uid in wake {
-                queue.add(uid);
-            }
-        });
+        feed(&informer, res, &graph, &queue);
         informers.push(informer);
     }
+    let definitions = Arc::new(tokio::sync::Notify::new());
+    let notify = definitions.clone();
+    ctx.informers
+        .metadata(catalog::of(Kind::CustomResourceDefinition))
+        .on_change(move |_| notify.notify_one());
     let collector = Arc::new(Collector {
         client: ctx.client.clone(),
         graph,
         queue: queue.clone(),
         recorder: ctx.recorder(NAME),
+        custom: Mutex::new(HashMap::new()),
+        stop: sup.token().child_token(),
+        definitions,
     });
     sup.spawn(NAME, move |cancel| {
         let (collector, queue, informers) = (collector.clone(), queue.clone(), informers.clone());
         async move {
+            // The custom kinds served now are in the graph before anything is decided.
+            collector.follow_definitions().await;
             // Orphaning and foreground decisions need every dependent in the graph.
-            let all: Vec<&Informer> = informers.iter().collect();
-            if !super::synced(&all, &cancel).await {
+            let mut all: Vec<Informer> = informers.clone();
+            all.extend(collector.custom_informers());
+            if !super::synced(&all.iter().collect::<Vec<_>>(), &cancel).await {
                 return;
             }
             tracing::info!(
                 objects = collector.graph().len(),
                 "garbage collector synced"
             );
+            let follower = collector.clone();
+            let following = cancel.clone();
+            tokio::spawn(async move {
+                // In process, the catalog tells once a change is served; over HTTPS the
+                // definitions' watch does.
+                let mut served = follower.client.served_changes();
+                loop {
+                    let changed = async {
+                        match served.as_mut() {
+                            Some(rx) => {
+                                if rx.changed().await.is_err() {
+                                    std::future::pending::<()>().await;
+                                }
+                            }
+                            None => follower.definitions.notified().await,
+                        }
+                    };
+                    tokio::select! {
+                        () = changed => {}
+                        () = following.cancelled() => return,
+                    }
+                    follower.follow_definitions().await;
+                }
+            });
             super::run(NAME, queue, WORKERS, cancel, move |uid| {
                 let collector = collector.clone();
                 async move { collector.reconcile(&uid).await }
             })
             .await;
+        }
+    });
+}
+
+/// Feeds the changes `informer` applies (to objects of `res`) into the graph, and the uids
+/// they wake into the queue.
+fn feed(informer: &Informer, res: &Arc<Resource>, graph: &Arc<Mutex<Graph>>, queue: &Queue) {
+    let (res, graph, queue) = (res.clone(), graph.clone(), queue.clone());
+    informer.on_change(move |change| {
+        let wake = {
+            let mut g = graph.lock().expect("graph lock");
+            match change {
+                Change::Added(o) => g.observe(&res, o),
+                Change::Updated { old, new } if uid_of(old) != uid_of(new) => {
+                    // Deleted and re-created between two lists: two objects.
+                    let mut wake = g.forget(old);
+                    wake.extend(g.observe(&res, new));
+                    wake
+                }
+                Change::Updated { new, .. } => g.observe(&res, new),
+                Change::Deleted(o) => g.forget(o),
+            }
+        };
+        for uid in wake {
+            queue.add(uid);
         }
     });
 }
@@ -141,14 +202,6 @@ fn blocks(obj: &Value, uid: &str) -> bool {
         .any(|r| r["uid"] == uid && r["blockOwnerDeletion"] == true)
 }
 
-/// The served resource an ownerReference names.
-fn resource_of_ref(r: &Value) -> Option<&'static Resource> {
-    let (api_version, kind) = (str_at(r, "/apiVersion"), str_at(r, "/kind"));
-    collected_kinds()
-        .chain(std::iter::once(&**catalog::of(Kind::EventsV1Event)))
-        .find(|res| res.kind_name == kind && res.api_version() == api_version)
-}
-
 /// `configmap ns/name`, as messages name objects.
 fn describe(res: &Resource, obj: &Value) -> String {
     format!("{} {}", res.singular, key_of(obj))
@@ -168,6 +221,102 @@ impl Collector {
         self.graph.lock().expect("graph lock")
     }
 
+    fn followed(&self) -> MutexGuard<'_, HashMap<(String, String), Followed>> {
+        self.custom.lock().expect("custom kinds lock")
+    }
+
+    fn custom_informers(&self) -> Vec<Informer> {
+        self.followed()
+            .values()
+            .map(|f| f.informer.clone())
+            .collect()
+    }
+
+    /// Every kind whose objects take part: the built-in ones and the custom ones followed.
+    fn kinds(&self) -> Vec<Arc<Resource>> {
+        let mut kinds: Vec<Arc<Resource>> = collected_kinds().cloned().collect();
+        kinds.extend(self.followed().values().map(|f| f.res.clone()));
+        kinds
+    }
+
+    /// The served resource an ownerReference names: its version if served, else another
+    /// version of its group and kind (objects are the same in every version).
+    fn resource_of_ref(&self, r: &Value) -> Option<Arc<Resource>> {
+        let (api_version, kind) = (str_at(r, "/apiVersion"), str_at(r, "/kind"));
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let kinds = self.kinds();
+        let events = catalog::of(Kind::EventsV1Event);
+        let exact = kinds
+            .iter()
+            .chain(std::iter::once(events))
+            .find(|res| res.kind_name == kind && res.api_version() == api_version);
+        exact
+            .or_else(|| {
+                kinds
+                    .iter()
+                    .find(|res| res.kind_name == kind && res.group == group)
+            })
+            .cloned()
+    }
+
+    /// Starts an informer for each custom kind served now and not yet followed, and stops
+    /// those of kinds no longer served (or no longer in the version they were read in).
+    async fn follow_definitions(&self) {
+        let served = match self.client.custom_resources().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "custom kinds unknown for now; they are looked up again at the next change of a definition");
+                return;
+            }
+        };
+        let mut wanted: HashMap<(String, String), Arc<Resource>> = HashMap::new();
+        for res in served {
+            wanted
+                .entry((res.group.clone(), res.plural.clone()))
+                .or_insert(res);
+        }
+        let mut wake = Vec::new();
+        let mut followed = self.followed();
+        let gone: Vec<(String, String)> = followed
+            .iter()
+            .filter(|(key, f)| wanted.get(*key).is_none_or(|w| w.version != f.res.version))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            let Some(f) = followed.remove(&key) else {
+                continue;
+            };
+            f.stop.cancel();
+            let mut g = self.graph();
+            for obj in f.informer.list() {
+                wake.extend(g.forget(&obj));
+            }
+            tracing::info!(resource = %format!("{}.{}", key.1, key.0), "custom kind no longer followed");
+        }
+        for (key, res) in wanted {
+            if followed.contains_key(&key) {
+                continue;
+            }
+            let informer = Informer::metadata_only(&res);
+            feed(&informer, &res, &self.graph, &self.queue);
+            let stop = self.stop.child_token();
+            tokio::spawn(informer.clone().run(self.client.clone(), stop.clone()));
+            tracing::info!(resource = %format!("{}.{}", key.1, key.0), "custom kind followed");
+            followed.insert(
+                key,
+                Followed {
+                    res,
+                    informer,
+                    stop,
+                },
+            );
+        }
+        drop(followed);
+        for uid in wake {
+            self.queue.add(uid);
+        }
+    }
+
     /// Looks at the object `uid`: its own deletion's finalizers, or its owners.
     async fn reconcile(&self, uid: &str) -> Result<Action> {
         let Some(id) = self.graph().identity(uid) else {
@@ -176,7 +325,7 @@ impl Collector {
         };
         let obj = match self
             .client
-            .get(id.res, id.namespace.as_deref(), &id.name)
+            .get(&id.res, id.namespace.as_deref(), &id.name)
             .await
         {
             Ok(o) => o,
@@ -238,7 +387,7 @@ impl Collector {
             return match self
                 .client
                 .patch(
-                    id.res,
+                    &id.res,
                     id.namespace.as_deref(),
                     &id.name,
                     &Patch::Merge(patch),
@@ -271,7 +420,7 @@ impl Collector {
         };
         match self
             .client
-            .delete(id.res, id.namespace.as_deref(), &id.name, &params)
+            .delete(&id.res, id.namespace.as_deref(), &id.name, &params)
             .await
         {
             Ok(_) => {
@@ -286,7 +435,7 @@ impl Collector {
     /// Looks up the owner `r` of `obj` (which `id` locates) in the API.
     async fn owner_state(&self, id: &Identity, obj: &Value, r: &Value) -> Result<OwnerState> {
         let (kind, name, uid) = (str_at(r, "/kind"), str_at(r, "/name"), str_at(r, "/uid"));
-        let Some(res) = resource_of_ref(r) else {
+        let Some(res) = self.resource_of_ref(r) else {
             // Not a kind this cluster serves: nothing can say it is gone.
             tracing::debug!(object = %id, kind, "owner of an unknown kind; kept");
             return Ok(OwnerState::Solid);
@@ -299,11 +448,11 @@ impl Collector {
                 return Ok(OwnerState::Absent);
             }
         };
-        let owner = match self.client.get(res, ns, name).await {
+        let owner = match self.client.get(&res, ns, name).await {
             Ok(o) => o,
             Err(e) if e.is_not_found() => {
                 if let Some(ns) = ns {
-                    self.check_other_namespace(obj, r, res, ns).await;
+                    self.check_other_namespace(obj, r, &res, ns).await;
                 }
                 return Ok(OwnerState::Absent);
             }
@@ -313,7 +462,7 @@ impl Collector {
         };
         Ok(if uid_of(&owner) != Some(uid) {
             if let Some(ns) = ns {
-                self.check_other_namespace(obj, r, res, ns).await;
+                self.check_other_namespace(obj, r, &res, ns).await;
             }
             OwnerState::Absent
         } else if deleting_with(&owner, FOREGROUND) {
@@ -327,7 +476,8 @@ impl Collector {
     /// dependent.
     async fn check_other_namespace(&self, obj: &Value, r: &Value, res: &Resource, ns: &str) {
         let elsewhere = self.graph().identity(str_at(r, "/uid")).is_some_and(|o| {
-            o.res.kind == res.kind
+            o.res.kind_name == res.kind_name
+                && o.res.group == res.group
                 && o.name == str_at(r, "/name")
                 && o.namespace.as_deref() != Some(ns)
         });
@@ -397,14 +547,18 @@ impl Collector {
             }});
             let key = key_of(&d);
             let (ns, name) = client::split_key(&key);
-            match self.client.patch(res, ns, name, &Patch::Merge(patch)).await {
+            match self
+                .client
+                .patch(&res, ns, name, &Patch::Merge(patch))
+                .await
+            {
                 Ok(_) => tracing::info!(
-                    object = %describe(res, &d),
+                    object = %describe(&res, &d),
                     owner = %id,
                     "orphaned"
                 ),
                 Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(failed(format!("{}: orphan", describe(res, &d)), e)),
+                Err(e) => return Err(failed(format!("{}: orphan", describe(&res, &d)), e)),
             }
         }
         Ok(())
@@ -416,9 +570,9 @@ impl Collector {
         &self,
         owner: &Identity,
         uid: &str,
-    ) -> Result<Vec<(&'static Resource, Value)>> {
+    ) -> Result<Vec<(Arc<Resource>, Value)>> {
         let mut out = Vec::new();
-        for res in collected_kinds() {
+        for res in self.kinds() {
             let ns = match (owner.res.namespaced, res.namespaced) {
                 (true, false) => continue,
                 (true, true) => owner.namespace.as_deref(),
@@ -426,14 +580,14 @@ impl Collector {
             };
             let list = self
                 .client
-                .list(res, ns, &ListParams::default())
+                .list(&res, ns, &ListParams::default())
                 .await
                 .map_err(|e| failed(format!("list {} for dependents", res.plural), e))?;
             out.extend(
                 list.items
                     .into_iter()
                     .filter(|d| names_owner(d, uid))
-                    .map(|d| (res, d)),
+                    .map(|d| (res.clone(), d)),
             );
         }
         Ok(out)
@@ -462,7 +616,7 @@ impl Collector {
         match self
             .client
             .patch(
-                id.res,
+                &id.res,
                 id.namespace.as_deref(),
                 &id.name,
                 &Patch::Merge(patch),

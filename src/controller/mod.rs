@@ -215,7 +215,7 @@ pub async fn run<F, Fut>(
 /// Starts an informer's writer under the supervisor.
 pub fn run_informer(sup: &mut Supervisor, client: &Client, informer: client::informer::Informer) {
     let client = client.clone();
-    let name: &'static str = &informer.resource().plural;
+    let name = informer.resource().plural.clone();
     sup.spawn(name, move |cancel| {
         informer.clone().run(client.clone(), cancel)
     });

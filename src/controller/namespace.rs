@@ -26,10 +26,9 @@ pub const FINALIZER: &str = "kubernetes";
 
 /// The kinds a namespace holds: every namespaced kind but the events.k8s.io view of
 /// Events (the same objects as core Events).
-fn contents() -> impl Iterator<Item = &'static Resource> {
+fn contents() -> impl Iterator<Item = &'static std::sync::Arc<Resource>> {
     catalog::RESOURCES
         .iter()
-        .map(|r| &**r)
         .filter(|r| r.namespaced && r.kind != Kind::EventsV1Event)
 }
 
@@ -272,7 +271,7 @@ async fn sweep(client: &Client, ns: &str) -> Sweep {
             Vec::new()
         }
     };
-    let mut kinds: Vec<&Resource> = contents().collect();
+    let mut kinds: Vec<&Resource> = contents().map(|r| &**r).collect();
     for r in custom.iter().filter(|r| r.namespaced) {
         // One version of each kind: they all hold the same objects.
         if !kinds

@@ -12,6 +12,7 @@ mod rolling;
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
@@ -108,11 +109,11 @@ pub async fn main(opts: Options) -> i32 {
     }
 }
 
-fn rcs() -> &'static Resource {
+fn rcs() -> &'static Arc<Resource> {
     catalog::of(Kind::ReplicationController)
 }
 
-fn pods() -> &'static Resource {
+fn pods() -> &'static Arc<Resource> {
     catalog::of(Kind::Pod)
 }
 
@@ -205,7 +206,7 @@ impl Deployer {
     /// (by name) after every change until it answers; `None` when `timeout` passes first.
     async fn watch_until<T>(
         &self,
-        res: &'static Resource,
+        res: &'static Arc<Resource>,
         selection: ListParams,
         timeout: Duration,
         mut check: impl FnMut(&BTreeMap<String, Value>) -> Option<T>,

@@ -606,12 +606,16 @@ impl Served {
 /// read (one lock held for an `Arc` clone).
 pub struct Catalog {
     current: std::sync::RwLock<Arc<Served>>,
+    /// The generation served now, for those who follow changes.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Catalog {
     fn default() -> Self {
+        let served = Served::new(RESOURCES.clone());
         Catalog {
-            current: std::sync::RwLock::new(Arc::new(Served::new(RESOURCES.clone()))),
+            changes: tokio::sync::watch::channel(served.generation).0,
+            current: std::sync::RwLock::new(Arc::new(served)),
         }
     }
 }
@@ -620,6 +624,11 @@ impl Catalog {
     /// What is served now.
     pub fn served(&self) -> Arc<Served> {
         self.current.read().expect("catalog lock").clone()
+    }
+
+    /// Tells of every change of what is served (by its generation), once it is served.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Serves `resources` (every served version of one custom kind) in place of what was
@@ -638,7 +647,11 @@ impl Catalog {
             (&a.group, &a.version, &a.plural).cmp(&(&b.group, &b.version, &b.plural))
         });
         let all = RESOURCES.iter().cloned().chain(custom).collect();
-        *current = Arc::new(Served::new(all));
+        let served = Served::new(all);
+        let generation = served.generation;
+        *current = Arc::new(served);
+        drop(current);
+        self.changes.send_replace(generation);
     }
 }
 

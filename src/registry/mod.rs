@@ -351,6 +351,11 @@ impl Registry {
         self.catalog.served()
     }
 
+    /// Tells of every change of the kinds served (by the generation of what is served).
+    pub fn served_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.catalog.subscribe()
+    }
+
     /// The live descriptor of the resource `group`/`version`/`plural`, if it is served.
     pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
         self.catalog.served().find(group, version, plural).cloned()

@@ -1,6 +1,7 @@
 //! The garbage collector and the namespace controller end to end over HTTPS: each deletion
 //! propagation policy, dependents of owners that do not exist, owners across namespaces,
-//! and deleting a namespace with content of several kinds.
+//! custom kinds as owners and dependents, and deleting a namespace with content of
+//! several kinds.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -490,4 +491,134 @@ async fn deletions_waiting_at_a_restart_finish_after_it() {
     gone(&s, &blocker).await;
     gone(&s, &ns_path("default", "configmaps/owner")).await;
     gone(&s, "/api/v1/namespaces/closing").await;
+}
+
+/// A namespaced custom kind, `widgets.gc.example.com`, with a second served version.
+fn widgets() -> Value {
+    let schema = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.gc.example.com"},
+        "spec": {
+            "group": "gc.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": schema},
+            ],
+        },
+    })
+}
+
+const WIDGETS: &str = "/apis/gc.example.com/v1/namespaces/default/widgets";
+
+async fn widget(s: &TestServer, name: &str, owners: &[Value]) -> Value {
+    create(
+        s,
+        WIDGETS,
+        json!({"apiVersion": "gc.example.com/v1", "kind": "Widget",
+               "metadata": meta(name, owners), "spec": {"size": 1}}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn custom_objects_own_and_depend_like_built_in_ones() {
+    // The definition is made after the server (and its collector) started.
+    let s = TestServer::start().await;
+    create(
+        &s,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        widgets(),
+    )
+    .await;
+    // A custom object owns a ConfigMap: deleting it collects the ConfigMap.
+    let owner = widget(&s, "owner", &[]).await;
+    configmap(&s, "default", "of-widget", &[owner_ref(&owner, false)]).await;
+    // A ConfigMap owns a custom object, named by the definition's other version.
+    let cm = configmap(&s, "default", "owns-widget", &[]).await;
+    let mut by_v2 = owner_ref(&owner, false);
+    by_v2["apiVersion"] = json!("gc.example.com/v2");
+    let shared = configmap(&s, "default", "shared", &[by_v2, owner_ref(&cm, false)]).await;
+    widget(&s, "of-configmap", &[owner_ref(&cm, false)]).await;
+
+    delete_with(&s, &format!("{WIDGETS}/owner"), "Background").await;
+    gone(&s, &ns_path("default", "configmaps/of-widget")).await;
+    // The reference by another version names the same owner: it goes from "shared",
+    // which its other owner keeps.
+    eventually(20, "shared loses the reference to the widget", || async {
+        let now = live(&s, &ns_path("default", "configmaps/shared")).await;
+        if owner_uids(&now) == [uid(&cm)] {
+            Ok(())
+        } else {
+            Err(now.to_string())
+        }
+    })
+    .await;
+    assert_eq!(
+        uid(&shared),
+        uid(&live(&s, &ns_path("default", "configmaps/shared")).await)
+    );
+
+    delete_with(
+        &s,
+        &ns_path("default", "configmaps/owns-widget"),
+        "Background",
+    )
+    .await;
+    gone(&s, &format!("{WIDGETS}/of-configmap")).await;
+
+    // Foreground: a custom owner waits for its blocking dependents.
+    let top = widget(&s, "top", &[]).await;
+    create(
+        &s,
+        &ns_path("default", "secrets"),
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"],
+                            "ownerReferences": [owner_ref(&top, true)]}}),
+    )
+    .await;
+    let answer = delete_with(&s, &format!("{WIDGETS}/top"), "Foreground").await;
+    assert_eq!(finalizers(&answer), ["foregroundDeletion"]);
+    let held = ns_path("default", "secrets/held");
+    eventually(20, "the held secret is being deleted", || async {
+        let now = live(&s, &held).await;
+        if now["metadata"]["deletionTimestamp"].is_string() {
+            Ok(())
+        } else {
+            Err(now.to_string())
+        }
+    })
+    .await;
+    live(&s, &format!("{WIDGETS}/top")).await;
+    let (code, v) = s
+        .patch(
+            &held,
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    gone(&s, &held).await;
+    gone(&s, &format!("{WIDGETS}/top")).await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn custom_kinds_served_at_start_are_collected_after_a_restart() {
+    let s = TestServer::start().await;
+    create(
+        &s,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        widgets(),
+    )
+    .await;
+    let owner = widget(&s, "owner", &[]).await;
+    configmap(&s, "default", "of-widget", &[owner_ref(&owner, false)]).await;
+    let s = TestServer::start_in(s.stop().await, |_| {}).await;
+    delete_with(&s, &format!("{WIDGETS}/owner"), "Background").await;
+    gone(&s, &ns_path("default", "configmaps/of-widget")).await;
+    s.stop().await;
 }

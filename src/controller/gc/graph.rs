@@ -4,6 +4,7 @@
 //! collector should look at again. Pure bookkeeping: reconciles read the live objects.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ struct Owner {
 /// An object the informers hold.
 #[derive(Debug, Clone)]
 struct Node {
-    res: &'static Resource,
+    res: Arc<Resource>,
     namespace: Option<String>,
     name: String,
     owners: Vec<Owner>,
@@ -43,8 +44,10 @@ impl Node {
     /// same kind and name, and cluster-scoped or in the dependent's namespace. A uid the
     /// reference cannot reach is, for the dependent, an owner that does not exist.
     fn is_named_by(&self, o: &Owner, ns: Option<&str>) -> bool {
+        // Any version of the group names it: objects are the same in every version.
+        let group = o.api_version.rsplit_once('/').map_or("", |(g, _)| g);
         self.res.kind_name == o.kind
-            && self.res.api_version() == o.api_version
+            && self.res.group == group
             && self.name == o.name
             && (self.namespace.is_none() || self.namespace.as_deref() == ns)
     }
@@ -53,7 +56,7 @@ impl Node {
 /// Where an object lives: enough to read it.
 #[derive(Debug, Clone)]
 pub struct Identity {
-    pub res: &'static Resource,
+    pub res: Arc<Resource>,
     pub namespace: Option<String>,
     pub name: String,
 }
@@ -123,12 +126,12 @@ fn owners_of(obj: &Value) -> Vec<Owner> {
 
 impl Graph {
     /// Records an object as added or changed; returns the uids to look at again.
-    pub fn observe(&mut self, res: &'static Resource, obj: &Value) -> Vec<String> {
+    pub fn observe(&mut self, res: &Arc<Resource>, obj: &Value) -> Vec<String> {
         let Some(uid) = uid_of(obj) else {
             return Vec::new();
         };
         let node = Node {
-            res,
+            res: res.clone(),
             namespace: obj
                 .pointer("/metadata/namespace")
                 .and_then(Value::as_str)
@@ -198,7 +201,7 @@ impl Graph {
     /// Where the object `uid` lives, if the informers hold it.
     pub fn identity(&self, uid: &str) -> Option<Identity> {
         self.nodes.get(uid).map(|n| Identity {
-            res: n.res,
+            res: n.res.clone(),
             namespace: n.namespace.clone(),
             name: n.name.clone(),
         })
@@ -285,7 +288,7 @@ mod tests {
         obj
     }
 
-    fn res() -> &'static Resource {
+    fn res() -> &'static Arc<Resource> {
         catalog::of(Kind::ConfigMap)
     }
 
