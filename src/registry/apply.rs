@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::patch::{Shape, strategic_merge};
+use super::patch::{ListMerge, Shape, element_key, strategic_merge};
 use super::{Error, Part, Registry, Resource, Result, WriteOptions, Written, meta};
 
 /// Who applies, and whether they take fields from other managers.
@@ -30,6 +30,8 @@ enum Seg {
     Field(String),
     /// The key object as FieldsV1 writes it, like `{"name":"main"}`.
     Key(String),
+    /// A member of a set (`x-kubernetes-list-type: set`), as JSON: `"a"`.
+    Value(String),
 }
 
 type Path = Vec<Seg>;
@@ -99,12 +101,28 @@ fn walk<'a>(
                 names.pop();
             }
         }
-        Value::Array(items) => match field.and_then(|f| shape.merge_key(f)) {
-            Some(key) if items.iter().all(|i| i.get(key).is_some()) && !items.is_empty() => {
+        Value::Array(items) => match field.map(|f| shape.list_merge(f)) {
+            Some(rule @ (ListMerge::ByKey(_) | ListMerge::ByKeys(_)))
+                if !items.is_empty()
+                    && items
+                        .iter()
+                        .all(|i| element_key(i, rule, own.items()).is_some()) =>
+            {
                 for item in items {
-                    let id = json!({key: item[key]}).to_string();
-                    path.push(Seg::Key(id));
+                    let id = match (rule, element_key(item, rule, own.items())) {
+                        (ListMerge::ByKey(key), Some(v)) => json!({ key: v }),
+                        (_, Some(v)) => v,
+                        (_, None) => unreachable!("every element has its key"),
+                    };
+                    path.push(Seg::Key(id.to_string()));
                     walk(item, path, names, None, own.items(), status, out);
+                    path.pop();
+                }
+            }
+            Some(ListMerge::Union) if !items.is_empty() => {
+                for item in items {
+                    path.push(Seg::Value(item.to_string()));
+                    out.entry(path.clone()).or_insert(item);
                     path.pop();
                 }
             }
@@ -126,6 +144,7 @@ fn to_fields_v1(paths: &BTreeSet<Path>) -> Value {
             let name = match seg {
                 Seg::Field(f) => format!("f:{f}"),
                 Seg::Key(k) => format!("k:{k}"),
+                Seg::Value(v) => format!("v:{v}"),
             };
             let is_key = matches!(seg, Seg::Key(_));
             let entry = node.entry(name).or_insert_with(|| json!({}));
@@ -159,6 +178,8 @@ fn from_fields_v1(v: &Value) -> BTreeSet<Path> {
                 Seg::Field(f.to_string())
             } else if let Some(key) = k.strip_prefix("k:") {
                 Seg::Key(key.to_string())
+            } else if let Some(value) = k.strip_prefix("v:") {
+                Seg::Value(value.to_string())
             } else {
                 continue;
             };
@@ -207,6 +228,8 @@ fn remove_path(v: &mut Value, path: &[Seg]) {
                 (Some(a), Some(k)) => a.iter_mut().find(|i| key_match(i, &k)),
                 _ => None,
             },
+            // A set's members are leaves.
+            Seg::Value(_) => None,
         };
         match next {
             Some(n) => cur = n,
@@ -224,6 +247,11 @@ fn remove_path(v: &mut Value, path: &[Seg]) {
                 a.retain(|i| !key_match(i, &k));
             }
         }
+        Seg::Value(v) => {
+            if let (Some(a), Ok(v)) = (cur.as_array_mut(), serde_json::from_str::<Value>(v)) {
+                a.retain(|i| *i != v);
+            }
+        }
     }
 }
 
@@ -236,6 +264,7 @@ fn render(path: &[Seg]) -> String {
                 out.push_str(f);
             }
             Seg::Key(k) => out.push_str(&format!("[{k}]")),
+            Seg::Value(v) => out.push_str(&format!("[={v}]")),
         }
     }
     out

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::Resource;
 
@@ -146,12 +146,16 @@ fn encoded_len(v: &Value) -> usize {
 /// Where a value sits among the API's types: the schema of its type (from the served
 /// definitions, with the merge rules of the Go types as `x-kubernetes-*` extensions), so
 /// that a list merges by the key its own type names (a Service's `ports` by `port`, a
-/// container's by `containerPort`). `Shape::NONE` is a value of no known type: its lists
+/// container's by `containerPort`). A custom kind's lists merge as its schema's
+/// `x-kubernetes-list-type` says (a `map` list by its `x-kubernetes-list-map-keys`), as
+/// server-side apply merges them. `Shape::NONE` is a value of no known type: its lists
 /// are replaced whole.
 #[derive(Clone, Copy)]
 pub struct Shape<'a> {
     schema: Option<&'a Value>,
     defs: Option<&'a Map<String, Value>>,
+    /// Lists merge by their list types (a custom kind's schema), not by patch strategies.
+    by_list_type: bool,
 }
 
 /// How a list field merges.
@@ -163,6 +167,9 @@ pub enum ListMerge<'a> {
     Union,
     /// Elements matched by this key.
     ByKey(&'a str),
+    /// Elements matched by these keys (`x-kubernetes-list-map-keys`); a key an element
+    /// leaves out has its schema's default.
+    ByKeys(&'a [Value]),
 }
 
 impl<'a> Shape<'a> {
@@ -170,18 +177,24 @@ impl<'a> Shape<'a> {
     pub const NONE: Shape<'static> = Shape {
         schema: None,
         defs: None,
+        by_list_type: false,
     };
 
-    /// The root of an object of `res` (a built-in kind's; custom kinds' have no merge
-    /// rules of the Go types).
-    pub fn of(res: &super::Resource) -> Shape<'static> {
-        if !res.schema.is_builtin() {
-            return Shape::NONE;
-        }
+    /// The root of an object of `res`: a built-in kind's merges by the Go types' patch
+    /// strategies, a custom kind's by its schema's list types.
+    pub fn of(res: &'a super::Resource) -> Shape<'a> {
         let defs = super::schema::definitions();
-        Shape {
-            schema: defs.get(&super::schema::schema_name(res)),
-            defs: Some(defs),
+        match res.schema.custom_schema() {
+            Some(schema) => Shape {
+                schema: Some(schema),
+                defs: Some(defs),
+                by_list_type: true,
+            },
+            None => Shape {
+                schema: defs.get(&super::schema::schema_name(res)),
+                defs: Some(defs),
+                by_list_type: false,
+            },
         }
     }
 
@@ -208,7 +221,7 @@ impl<'a> Shape<'a> {
     pub fn field(self, name: &str) -> Shape<'a> {
         Shape {
             schema: self.property(name).and_then(|p| self.resolve(p)),
-            defs: self.defs,
+            ..self
         }
     }
 
@@ -219,7 +232,7 @@ impl<'a> Shape<'a> {
             .and_then(|s| s.get("items").or_else(|| s.get("additionalProperties")));
         Shape {
             schema: node.filter(|n| n.is_object()).and_then(|n| self.resolve(n)),
-            defs: self.defs,
+            ..self
         }
     }
 
@@ -228,6 +241,16 @@ impl<'a> Shape<'a> {
         let Some(p) = self.property(name) else {
             return ListMerge::Replace;
         };
+        if self.by_list_type {
+            return match p.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("map") => match p.get("x-kubernetes-list-map-keys") {
+                    Some(Value::Array(keys)) if !keys.is_empty() => ListMerge::ByKeys(keys),
+                    _ => ListMerge::Replace,
+                },
+                Some("set") => ListMerge::Union,
+                _ => ListMerge::Replace,
+            };
+        }
         let strategy = p
             .get("x-kubernetes-patch-strategy")
             .and_then(Value::as_str)
@@ -369,22 +392,23 @@ fn merge_list(
         }
         return Ok(Value::Array(out));
     }
-    let ListMerge::ByKey(key) = rule else {
+    if !matches!(rule, ListMerge::ByKey(_) | ListMerge::ByKeys(_)) {
         return Ok(Value::Array(patch.to_vec()));
-    };
+    }
     // Elements by the text of their key (the first of equal keys, as a search would find);
     // a deleted element leaves a hole, closed at the end.
     let mut out: Vec<Option<Value>> = current.into_iter().map(Some).collect();
     let mut index: HashMap<String, usize> = HashMap::with_capacity(out.len());
     for (i, o) in out.iter().enumerate() {
-        if let Some(id) = o.as_ref().and_then(|o| o.get(key)) {
+        if let Some(id) = o.as_ref().and_then(|o| element_key(o, rule, elements)) {
             index.entry(id.to_string()).or_insert(i);
         }
     }
     for e in patch {
-        let Some(id) = e.get(key) else {
+        let Some(id) = element_key(e, rule, elements) else {
             return Err(format!(
-                "the elements of {field} need their merge key {key:?}"
+                "the elements of {field} need their merge keys {}",
+                key_names(rule)
             ));
         };
         let id = id.to_string();
@@ -405,6 +429,34 @@ fn merge_list(
         }
     }
     Ok(Value::Array(out.into_iter().flatten().collect()))
+}
+
+/// What identifies element `e` of a list that merges by `rule`: its merge key's value, or
+/// the object of its map keys (each left out taking the default of `elements`, the
+/// elements' type), as FieldsV1 writes it: `{"port":80,"protocol":"TCP"}`.
+pub fn element_key(e: &Value, rule: ListMerge<'_>, elements: Shape<'_>) -> Option<Value> {
+    match rule {
+        ListMerge::ByKey(key) => e.get(key).cloned(),
+        ListMerge::ByKeys(keys) => {
+            let mut id = std::collections::BTreeMap::new();
+            for key in keys.iter().filter_map(Value::as_str) {
+                let value = e
+                    .get(key)
+                    .or_else(|| elements.property(key).and_then(|p| p.get("default")))?;
+                id.insert(key, value);
+            }
+            Some(json!(id))
+        }
+        ListMerge::Replace | ListMerge::Union => None,
+    }
+}
+
+fn key_names(rule: ListMerge<'_>) -> String {
+    match rule {
+        ListMerge::ByKey(key) => format!("{key:?}"),
+        ListMerge::ByKeys(keys) => Value::Array(keys.to_vec()).to_string(),
+        ListMerge::Replace | ListMerge::Union => String::new(),
+    }
 }
 
 /// Puts the elements named in `order` first, in that order (a stable sort).

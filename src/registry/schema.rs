@@ -80,6 +80,16 @@ impl Source {
         matches!(self.origin, Origin::Builtin { .. })
     }
 
+    /// A custom kind's own schema, as OpenAPI documents it (none for a built-in kind).
+    pub fn custom_schema(&self) -> Option<&Value> {
+        match &self.origin {
+            Origin::Builtin { .. } => None,
+            Origin::Custom {
+                name, definitions, ..
+            } => definitions.get(name),
+        }
+    }
+
     /// A custom kind's schemas, as OpenAPI documents them (none for a built-in kind).
     pub fn custom_definitions(&self) -> Map<String, Value> {
         match &self.origin {

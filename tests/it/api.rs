@@ -1329,6 +1329,112 @@ async fn tables_are_served_for_lists_objects_and_watches() {
 }
 
 #[tokio::test]
+async fn server_side_apply_merges_custom_lists_by_their_list_types() {
+    let s = bare().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "routers.net.example.com"},
+        "spec": {
+            "group": "net.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "routers", "singular": "router", "kind": "Router"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {
+                    "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["port", "protocol"],
+                        "items": {"type": "object", "required": ["port"], "properties": {
+                            "port": {"type": "integer"},
+                            "protocol": {"type": "string", "default": "TCP"},
+                            "name": {"type": "string"},
+                        }}},
+                    "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                        "items": {"type": "string"}},
+                    "hops": {"type": "array", "items": {"type": "string"}},
+                }}},
+            }}}],
+        },
+    });
+    let (code, v) = s
+        .post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            crd,
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let path = "/apis/net.example.com/v1/namespaces/default/routers/r";
+    let apply = |manager: &'static str, body: &'static str| {
+        s.req(Method::PATCH, &format!("{path}?fieldManager={manager}"))
+            .header("Content-Type", "application/apply-patch+yaml")
+            .body(body)
+            .send()
+    };
+    let head = "apiVersion: net.example.com/v1\nkind: Router\nmetadata:\n  name: r\n";
+    let alice: &'static str = Box::leak(
+        format!("{head}spec:\n  ports:\n  - {{port: 53, name: dns}}\n  - {{port: 53, protocol: UDP}}\n  tags: [a]\n  hops: [x]\n")
+            .into_boxed_str(),
+    );
+    let r = apply("alice", alice).await.unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+    // Bob adds a port and a tag: map lists merge by their keys, sets by value.
+    let bob: &'static str = Box::leak(
+        format!("{head}spec:\n  ports:\n  - {{port: 80}}\n  tags: [b]\n").into_boxed_str(),
+    );
+    let r = apply("bob", bob).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    let ports: Vec<(i64, String)> = v["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["port"].as_i64().unwrap(),
+                p["protocol"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            (53, "TCP".to_string()),
+            (53, "UDP".to_string()),
+            (80, "TCP".to_string())
+        ],
+        "{v}"
+    );
+    assert_eq!(v["spec"]["tags"], json!(["a", "b"]), "{v}");
+    let bobs = v["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "bob")
+        .unwrap()
+        .clone();
+    assert!(
+        bobs["fieldsV1"]["f:spec"]["f:ports"]["k:{\"port\":80,\"protocol\":\"TCP\"}"].is_object(),
+        "{bobs}"
+    );
+    // An atomic list is replaced whole; Alice dropping a port removes only hers.
+    let alice2: &'static str = Box::leak(
+        format!("{head}spec:\n  ports:\n  - {{port: 53, name: dns}}\n  tags: [a]\n  hops: [x]\n")
+            .into_boxed_str(),
+    );
+    let r = apply("alice", alice2).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    let ports: Vec<i64> = v["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["port"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, [53, 80], "{v}");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn server_side_apply_creates_merges_and_reports_conflicts() {
     let s = bare().await;
     let apply = |manager: &str, force: bool, body: &str| {
