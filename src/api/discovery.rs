@@ -208,6 +208,7 @@ pub fn resources(served: &Served, group: &str, version: &str) -> Option<Response
             "namespaced": r.namespaced,
             "kind": r.kind_name,
             "verbs": r.verbs,
+            "storageVersionHash": r.storage_version_hash(),
         });
         if !r.short_names.is_empty() {
             v["shortNames"] = json!(r.short_names);

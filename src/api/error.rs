@@ -88,7 +88,9 @@ impl Error {
                 R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest", json!(null)),
                 R::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", json!(null)),
                 R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
-                R::Expired(_) => (StatusCode::GONE, "Expired", json!(null)),
+                R::Expired(_) | R::ExpiredContinue { .. } => {
+                    (StatusCode::GONE, "Expired", json!(null))
+                }
                 R::MethodNotAllowed(_) => (
                     StatusCode::METHOD_NOT_ALLOWED,
                     "MethodNotAllowed",
@@ -173,6 +175,9 @@ impl Error {
         });
         if !details.is_null() {
             status["details"] = details;
+        }
+        if let Error::Registry(crate::registry::Error::ExpiredContinue { token, .. }) = self {
+            status["metadata"] = json!({"continue": token});
         }
         (code, status)
     }

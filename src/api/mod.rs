@@ -75,7 +75,11 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(serve_metrics))
         .route(
             "/openapi/v2",
-            get(|headers: HeaderMap| async move { openapi::v2(&headers) }),
+            get(
+                |State(state): State<AppState>, headers: HeaderMap| async move {
+                    openapi::v2(&state.openapi, &state.registry.served(), &headers)
+                },
+            ),
         )
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*path}", get(openapi_document))

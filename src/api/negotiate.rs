@@ -65,6 +65,25 @@ pub fn negotiate(headers: &HeaderMap, stream: bool) -> Result<Answer> {
     )))
 }
 
+/// Whether `headers` accept nothing but a Table (`application/json;as=Table;...`), which
+/// an answer that is no list or object of a kind cannot be.
+pub fn only_tables(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let mut ranges = accept
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .peekable();
+    ranges.peek().is_some()
+        && ranges.all(|r| {
+            r.split(';')
+                .skip(1)
+                .any(|p| p.trim().eq_ignore_ascii_case("as=Table"))
+        })
+}
+
 /// `response` in YAML, if it is JSON.
 pub async fn to_yaml(response: Response) -> Response {
     let json = response

@@ -2,7 +2,9 @@
 //! its resources (operations marked with their group-version-kind, writes taking
 //! `fieldValidation`) and the schemas: generated from the Rust types for the built-in kinds,
 //! a definition's own for a custom kind. Documents are built when the served kinds change
-//! (a built-in group version's only once) and served with an ETag.
+//! (a built-in group version's only once) and served with an ETag. `/openapi/v2` is the
+//! Swagger 2.0 form of the same documents, made from them when first asked for after a
+//! change.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +48,14 @@ type Docs = BTreeMap<String, Arc<Doc>>;
 #[derive(Default)]
 pub struct Cache {
     built: Mutex<Option<(u64, Arc<Docs>)>>,
+    swagger: Mutex<Option<(u64, Arc<Doc>)>>,
+}
+
+fn doc_of(v: &Value) -> Arc<Doc> {
+    let body = serde_json::to_vec(v).expect("JSON serializes");
+    let digest = Sha256::digest(&body);
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02X}")).collect();
+    Arc::new(Doc { body, hash })
 }
 
 impl Cache {
@@ -77,13 +87,7 @@ impl Cache {
                 let kept = (!custom)
                     .then(|| before.as_ref().and_then(|b| b.get(&path).cloned()))
                     .flatten();
-                let doc = kept.unwrap_or_else(|| {
-                    let body =
-                        serde_json::to_vec(&document(served, g, v)).expect("JSON serializes");
-                    let digest = Sha256::digest(&body);
-                    let hash: String = digest[..8].iter().map(|b| format!("{b:02X}")).collect();
-                    Arc::new(Doc { body, hash })
-                });
+                let doc = kept.unwrap_or_else(|| doc_of(&document(served, g, v)));
                 (path, doc)
             })
             .collect();
@@ -91,6 +95,190 @@ impl Cache {
         *built = Some((served.generation(), docs.clone()));
         docs
     }
+
+    /// The Swagger 2.0 document of `served`.
+    fn swagger(&self, served: &Served) -> Arc<Doc> {
+        let docs = self.docs(served);
+        let mut built = self.swagger.lock().expect("openapi cache lock");
+        if let Some((generation, doc)) = &*built {
+            if *generation == served.generation() {
+                return doc.clone();
+            }
+        }
+        let custom: Vec<String> = served
+            .iter()
+            .filter(|r| r.kind == Kind::Custom)
+            .map(|r| schema::schema_name(r))
+            .collect();
+        let doc = doc_of(&swagger(&docs, &custom));
+        *built = Some((served.generation(), doc.clone()));
+        doc
+    }
+}
+
+/// The Swagger 2.0 form of the v3 documents `docs`: every path and every schema, with
+/// the schemas of custom kinds (named in `custom`) as kube-apiserver publishes them in
+/// v2 (what keeps unknown fields is left open; v2 has no `anyOf`, `oneOf` or `not`).
+fn swagger(docs: &Docs, custom: &[String]) -> Value {
+    let mut paths = Map::new();
+    let mut definitions = Map::new();
+    for doc in docs.values() {
+        let Ok(v) = serde_json::from_slice::<Value>(&doc.body) else {
+            continue;
+        };
+        for (path, item) in v["paths"].as_object().into_iter().flatten() {
+            paths.insert(path.clone(), v2_path(item));
+        }
+        for (name, s) in v["components"]["schemas"].as_object().into_iter().flatten() {
+            if !definitions.contains_key(name) {
+                let is_custom = custom.contains(name);
+                definitions.insert(name.clone(), v2_schema(s, is_custom, is_custom));
+            }
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": crate::types::kubernetes_version()},
+        "paths": paths,
+        "definitions": definitions,
+    })
+}
+
+/// A v3 schema in v2: references into `#/definitions/`, no `nullable`; a custom kind's
+/// (`custom`) as its structural v2 form.
+fn v2_schema(s: &Value, custom: bool, root: bool) -> Value {
+    let Some(m) = s.as_object() else {
+        return match s {
+            Value::Array(a) => {
+                Value::Array(a.iter().map(|v| v2_schema(v, custom, false)).collect())
+            }
+            other => other.clone(),
+        };
+    };
+    let preserves = custom && m.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
+    if preserves && root {
+        let mut out = Map::new();
+        out.insert("type".into(), json!("object"));
+        for k in ["description", "x-kubernetes-group-version-kind"] {
+            if let Some(v) = m.get(k) {
+                out.insert(k.into(), v.clone());
+            }
+        }
+        return Value::Object(out);
+    }
+    let mut out = Map::new();
+    for (k, v) in m {
+        match k.as_str() {
+            "$ref" => {
+                let r = v.as_str().unwrap_or("").replace(REF_V3, REF_V2);
+                out.insert(k.clone(), json!(r));
+            }
+            "nullable" => {}
+            "type" | "properties" | "items" | "additionalProperties" if preserves => {}
+            "anyOf" | "oneOf" | "not" if custom => {}
+            "allOf" if custom => {
+                // The one use a custom kind's schema has for it: metadata's reference.
+                if let Some(r) = v.pointer("/0/$ref").and_then(Value::as_str) {
+                    out.insert("$ref".into(), json!(r.replace(REF_V3, REF_V2)));
+                }
+            }
+            "properties" => {
+                let props: Map<String, Value> = v
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(n, p)| (n.clone(), v2_schema(p, custom, false)))
+                    .collect();
+                out.insert(k.clone(), Value::Object(props));
+            }
+            "items" | "additionalProperties" | "allOf" | "anyOf" | "oneOf" | "not" => {
+                out.insert(k.clone(), v2_schema(v, custom, false));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+const REF_V3: &str = "#/components/schemas/";
+const REF_V2: &str = "#/definitions/";
+
+/// A v3 path item in v2: parameters typed inline, the request body a `body` parameter
+/// with the media types it takes as `consumes`, responses with their schema.
+fn v2_path(item: &Value) -> Value {
+    let mut out = Map::new();
+    for (method, op) in item.as_object().into_iter().flatten() {
+        let Some(op) = op.as_object() else {
+            continue;
+        };
+        let mut o = Map::new();
+        for (k, v) in op {
+            match k.as_str() {
+                "parameters" => {
+                    let mut params: Vec<Value> = v
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|p| {
+                            let mut q = p.as_object().cloned().unwrap_or_default();
+                            if let Some(Value::Object(schema)) = q.remove("schema") {
+                                q.extend(schema);
+                            }
+                            Value::Object(q)
+                        })
+                        .collect();
+                    if let Some(content) = op.get("requestBody").and_then(|b| b.get("content")) {
+                        let schema = content
+                            .as_object()
+                            .and_then(|c| c.values().next())
+                            .map(|c| v2_schema(&c["schema"], false, false))
+                            .unwrap_or(json!({"type": "object"}));
+                        params.push(json!({"name": "body", "in": "body", "required": true, "schema": schema}));
+                        let types: Vec<&String> = content
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .map(|(t, _)| t)
+                            .collect();
+                        o.insert("consumes".into(), json!(types));
+                    }
+                    o.insert(k.clone(), Value::Array(params));
+                }
+                "requestBody" => {}
+                "responses" => {
+                    let responses: Map<String, Value> = v
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(code, r)| {
+                            let mut answer = json!({"description": r["description"]});
+                            if let Some(s) = r.pointer("/content/application~1json/schema") {
+                                answer["schema"] = v2_schema(s, false, false);
+                            }
+                            (code.clone(), answer)
+                        })
+                        .collect();
+                    o.insert(k.clone(), Value::Object(responses));
+                }
+                _ => {
+                    o.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        o.insert(
+            "produces".into(),
+            json!([
+                "application/json",
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf"
+            ]),
+        );
+        o.insert("schemes".into(), json!(["https"]));
+        out.insert(method.clone(), Value::Object(o));
+    }
+    Value::Object(out)
 }
 
 fn param(name: &str, location: &str, description: &str) -> Value {
@@ -339,23 +527,19 @@ fn document(served: &Served, group: &str, version: &str) -> Value {
     })
 }
 
-/// `GET /openapi/v2`: a Swagger 2.0 document with no paths and no definitions. berth
-/// documents its API in OpenAPI v3; this says to clients that still read v2 (kubectl does,
-/// for a kind the v3 documents do not list) that v2 knows no types, so such a kind is
-/// reported as one the server does not serve rather than as a failed download. Protobuf
-/// (gnostic's `openapi.v2.Document`) when asked for, as client-go asks, else JSON.
-pub fn v2(headers: &HeaderMap) -> Response {
+/// `GET /openapi/v2`: the Swagger 2.0 document of every served kind, in JSON (with an
+/// ETag). Protobuf (gnostic's `openapi.v2.Document`, as client-go asks for it) is still a
+/// document with no paths and no definitions: berth does not encode schemas in protobuf,
+/// and a v2 that knows no types makes kubectl read the v3 documents instead and report a
+/// kind they do not list as one the server does not serve.
+pub fn v2(cache: &Cache, served: &Served, headers: &HeaderMap) -> Response {
     let version = crate::types::kubernetes_version();
     let wants_protobuf = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("protobuf"));
     if !wants_protobuf {
-        return super::discovery::json_response(
-            "application/json",
-            &json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": version},
-                    "paths": {}, "definitions": {}}),
-        );
+        return with_etag(&cache.swagger(served), headers, false);
     }
     // Length-delimited fields: Document.swagger = 1, .info = 2 (Info.title = 1,
     // .version = 2), .paths = 8 (empty).
@@ -414,6 +598,12 @@ pub fn document_at(
 ) -> Option<Response> {
     let docs = cache.docs(served);
     let doc = docs.get(path.trim_matches('/'))?;
+    Some(with_etag(doc, headers, true))
+}
+
+/// A document's body (or 304 when the client has it), with its ETag; `immutable` for one
+/// at an address with its hash.
+fn with_etag(doc: &Doc, headers: &HeaderMap, immutable: bool) -> Response {
     let etag = format!("\"{}\"", doc.hash);
     let cached = headers
         .get(header::IF_NONE_MATCH)
@@ -433,11 +623,13 @@ pub fn document_at(
         header::ETAG,
         HeaderValue::from_str(&etag).expect("hex is a valid header"),
     );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, immutable"),
-    );
-    Some(r)
+    if immutable {
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, immutable"),
+        );
+    }
+    r
 }
 
 #[cfg(test)]

@@ -68,6 +68,12 @@ pub(super) fn handle(
     if method != Method::POST {
         return Some(Err(Error::MethodNotAllowed(method.to_string(), "POST")));
     }
+    if super::negotiate::only_tables(headers) {
+        return Some(Err(Error::NotAcceptable(format!(
+            "the resource {}.{} does not support being converted to a Table",
+            review.plural, review.group
+        ))));
+    }
     Some(answer(review, user, headers, body))
 }
 

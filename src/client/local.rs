@@ -28,7 +28,7 @@ impl From<registry::Error> for Error {
                 Error::BadRequest(message)
             }
             R::Forbidden(_) => Error::Forbidden(message),
-            R::Expired(_) => Error::Gone(message),
+            R::Expired(_) | R::ExpiredContinue { .. } => Error::Gone(message),
             R::Timeout(_) | R::TooLargeResourceVersion(_) => Error::Server { code: 504, message },
             R::TooLarge(_) => Error::Server { code: 413, message },
             R::Internal(_) | R::Store(_) => Error::Server { code: 500, message },

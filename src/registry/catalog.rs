@@ -25,6 +25,8 @@ pub enum Kind {
     /// core/v1 Service: stored with an allocated cluster IP and node ports (see
     /// `registry::service`); no proxy carries its traffic yet.
     Service,
+    /// core/v1 PodTemplate: a stored pod template, nothing runs it.
+    PodTemplate,
     Lease,
     /// events.k8s.io/v1 Event: the core Events, seen through the newer API.
     EventsV1Event,
@@ -117,6 +119,18 @@ impl Resource {
             table: Arc::new(table::NAME_ONLY),
             conversion: None,
         }
+    }
+
+    /// What discovery says of the version objects are stored in (so a client sees when it
+    /// changes): the first 8 bytes of the SHA-256 of its `group/version/kind`, in base64,
+    /// as kube-apiserver computes it.
+    pub fn storage_version_hash(&self) -> String {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let stored = super::convert::stored_resource(self);
+        let r = stored.as_deref().unwrap_or(self);
+        let digest = sha2::Sha256::digest(format!("{}/{}/{}", r.group, r.version, r.kind_name));
+        base64::engine::general_purpose::STANDARD.encode(&digest[..8])
     }
 
     /// `v1` or `group/version`.
@@ -400,6 +414,26 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::PodTemplate,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "PodTemplate".into(),
+            plural: "podtemplates".into(),
+            singular: "podtemplate".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[]),
+            strategy: Arc::new(strategy::PodTemplate),
+            schema: Source::typed::<core::PodTemplate>(),
+            table: Arc::new(table::POD_TEMPLATE),
+            conversion: None,
+        },
+        Resource {
             kind: Kind::Service,
             group: "".into(),
             version: "v1".into(),
@@ -598,7 +632,44 @@ impl Served {
                 None => out.push((&r.group, vec![&r.version])),
             }
         }
+        for (_, versions) in &mut out {
+            versions.sort_by(|a, b| version_priority(a, b));
+        }
         out
+    }
+}
+
+/// How Kubernetes orders versions, the preferred first: GA before beta before alpha, a
+/// higher major version first, then a higher beta or alpha number (`v2`, `v1`, `v2beta1`,
+/// `v1beta2`, `v1alpha1`); versions of another shape after them, alphabetically.
+pub fn version_priority(a: &str, b: &str) -> std::cmp::Ordering {
+    /// (stability: 2 GA, 1 beta, 0 alpha; major; minor) of a Kubernetes-shaped version.
+    fn parse(v: &str) -> Option<(u8, u64, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        if rest[..digits].starts_with('0') {
+            return None;
+        }
+        let tail = &rest[digits..];
+        if tail.is_empty() {
+            return Some((2, major, 0));
+        }
+        let (stability, n) = if let Some(n) = tail.strip_prefix("beta") {
+            (1, n)
+        } else {
+            (0, tail.strip_prefix("alpha")?)
+        };
+        let minor: u64 = n.parse().ok()?;
+        (!n.starts_with('0')).then_some((stability, major, minor))
+    }
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
     }
 }
 
@@ -658,6 +729,52 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_storage_version_hash_is_kube_apiservers() {
+        // As kube-apiserver's discovery lists them.
+        assert_eq!(of(Kind::ConfigMap).storage_version_hash(), "qFsyl6wFWjQ=");
+        assert_eq!(of(Kind::Pod).storage_version_hash(), "xPOwRZ+Yhw8=");
+        // events.k8s.io Events are stored as core Events.
+        assert_eq!(
+            of(Kind::EventsV1Event).storage_version_hash(),
+            of(Kind::Event).storage_version_hash()
+        );
+    }
+
+    #[test]
+    fn versions_are_ordered_as_kubernetes_prefers_them() {
+        let mut v = vec![
+            "v1beta1",
+            "foo10",
+            "v11alpha2",
+            "v2",
+            "v10beta3",
+            "v1",
+            "v12alpha1",
+            "foo1",
+            "v10",
+            "v3beta1",
+            "v10beta10",
+        ];
+        v.sort_by(|a, b| version_priority(a, b));
+        assert_eq!(
+            v,
+            [
+                "v10",
+                "v2",
+                "v1",
+                "v10beta10",
+                "v10beta3",
+                "v3beta1",
+                "v1beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "foo1",
+                "foo10"
+            ]
+        );
+    }
 
     #[test]
     fn keys_nest_namespaces_under_resources() {

@@ -109,6 +109,12 @@ impl Strategy for Definitions {
         validate_definition(obj, causes);
     }
 
+    /// kube-apiserver checks a definition's status for its accepted names and stored
+    /// versions only: conditions are whatever their writers make them.
+    fn may_leave_out(&self, field: &str) -> bool {
+        field.starts_with("status.conditions[")
+    }
+
     fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
         if part == Part::Status {
             return;
@@ -606,13 +612,19 @@ fn documented(schema: &Value, group: &str, version: &str, kind: &str) -> Value {
             .expect("properties are an object");
         props.insert(
             "apiVersion".into(),
-            json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}),
+            json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}),
         );
         props.insert(
             "kind".into(),
-            json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}),
+            json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}),
         );
-        props.insert("metadata".into(), super::schema::reference(OBJECT_META));
+        props.insert(
+            "metadata".into(),
+            json!({
+                "allOf": [super::schema::reference(OBJECT_META)],
+                "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+            }),
+        );
         m.insert(
             "x-kubernetes-group-version-kind".into(),
             json!([{"group": group, "version": version, "kind": kind}]),

@@ -125,6 +125,10 @@ pub enum Error {
     /// The requested history is gone (HTTP 410, reason Expired).
     #[error("{0}")]
     Expired(String),
+    /// The snapshot a continue token reads is gone; `token` continues the list from the
+    /// same place at the latest revision (HTTP 410, with the token in the Status).
+    #[error("{message}")]
+    ExpiredContinue { message: String, token: String },
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{0}")]
@@ -320,6 +324,16 @@ fn random_suffix(count: usize) -> String {
 struct ContinueToken {
     rv: u64,
     start: String,
+    /// Continues at the latest revision (a token handed out when `rv` was gone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    latest: bool,
+}
+
+impl ContinueToken {
+    fn encode(&self) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(serde_json::to_vec(self).expect("token serializes"))
+    }
 }
 
 impl Registry {
@@ -781,7 +795,7 @@ impl Registry {
         // A field selector on the namespace narrows a cluster-wide list to one namespace.
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
         let prefix = res.scope_prefix(if res.namespaced { namespace } else { None });
-        const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+        const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
         let given_rv = opts.resource_version.as_deref().filter(|rv| !rv.is_empty());
         Self::check_version_match(given_rv, opts.resource_version_match.as_deref())?;
         // The revision an older snapshot is read at: a later page of a list, or an
@@ -810,7 +824,9 @@ impl Registry {
                 if !raw.start.starts_with(&prefix) || raw.rv > self.store.revision() {
                     return Err(Error::BadRequest("invalid continue token".into()));
                 }
-                at = Some(raw.rv);
+                if !raw.latest {
+                    at = Some(raw.rv);
+                }
                 Some(raw.start)
             }
         };
@@ -837,7 +853,15 @@ impl Registry {
                 {
                     Some(page) => (page, rv),
                     None if opts.continue_token.is_some() => {
-                        return Err(Error::Expired(CONTINUE_EXPIRED.into()));
+                        let token = ContinueToken {
+                            rv,
+                            start: start.clone().unwrap_or_default(),
+                            latest: true,
+                        };
+                        return Err(Error::ExpiredContinue {
+                            message: CONTINUE_EXPIRED.into(),
+                            token: token.encode(),
+                        });
                     }
                     None => {
                         return Err(Error::Expired(format!(
@@ -870,13 +894,12 @@ impl Registry {
         }
         let continue_token = match (more, last_key) {
             (true, Some(k)) => Some(
-                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
-                    serde_json::to_vec(&ContinueToken {
-                        rv: revision,
-                        start: k.to_string(),
-                    })
-                    .expect("token serializes"),
-                ),
+                ContinueToken {
+                    rv: revision,
+                    start: k.to_string(),
+                    latest: false,
+                }
+                .encode(),
             ),
             _ => None,
         };

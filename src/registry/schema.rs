@@ -533,6 +533,21 @@ pub fn admit(
 }
 
 /// [`admit`], for a body that named the fields at `duplicates` twice.
+/// The fields of `obj` that its kind's schema does not declare (paths like
+/// `spec.extra`), outside the nodes that keep unknown fields.
+pub fn undeclared(res: &Resource, obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in validator(res).iter_errors(obj) {
+        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+            e.kind()
+        {
+            let at = field_path(e.instance_path());
+            out.extend(unexpected.iter().map(|name| join(&at, name)));
+        }
+    }
+    out
+}
+
 pub fn admit_with(
     res: &Resource,
     obj: &mut Value,
@@ -552,8 +567,24 @@ pub fn admit_with(
                 }
             }
             jsonschema::error::ValidationErrorKind::Required { property } => {
-                let name = property.as_str().unwrap_or_default();
-                causes.push(Cause::required(&join(&at, name)));
+                let field = join(&at, property.as_str().unwrap_or_default());
+                if !res.strategy.may_leave_out(&field) {
+                    causes.push(Cause::required(&field));
+                }
+            }
+            jsonschema::error::ValidationErrorKind::Enum { options } => {
+                let allowed: Vec<String> = options
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|o| o.as_str().map_or_else(|| o.to_string(), str::to_string))
+                    .collect();
+                let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+                let value = e.instance();
+                let value = value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_string);
+                causes.push(Cause::not_supported(&at, &value, &allowed));
             }
             _ => {
                 let detail = e.to_string();
@@ -561,10 +592,23 @@ pub fn admit_with(
             }
         }
     }
-    let names: Vec<String> = unknown
+    // As kube-apiserver lists them: duplicates in the order of the body, then unknown
+    // fields of the object's own metadata, the others, and those of embedded objects'
+    // metadata.
+    let mut fields: Vec<String> = unknown
         .iter()
-        .map(|(loc, name)| format!("unknown field {:?}", join(&field_path(loc), name)))
-        .chain(duplicates.iter().map(|d| format!("duplicate field {d:?}")))
+        .map(|(loc, name)| join(&field_path(loc), name))
+        .collect();
+    let rank = |f: &String| match (f.starts_with("metadata."), f.contains(".metadata.")) {
+        (true, _) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+    };
+    fields.sort_by_key(rank);
+    let names: Vec<String> = duplicates
+        .iter()
+        .map(|d| format!("duplicate field {d:?}"))
+        .chain(fields.iter().map(|f| format!("unknown field {f:?}")))
         .collect();
     if !names.is_empty() && mode == FieldValidation::Strict {
         let list = &names;

@@ -29,6 +29,12 @@ pub trait Strategy: Send + Sync {
     /// Semantic rules beyond the schema, reported as field causes.
     fn validate(&self, _obj: &Value, _causes: &mut Vec<Cause>) {}
 
+    /// Whether the schema's required `field` (a path like `status.conditions[0].type`) may
+    /// be left out all the same (kube-apiserver does not check it).
+    fn may_leave_out(&self, _field: &str) -> bool {
+        false
+    }
+
     /// Rules of a create only, beyond those every write checks.
     fn validate_create(&self, _obj: &Value, _causes: &mut Vec<Cause>) {}
 
@@ -365,6 +371,21 @@ pub struct EventsV1Event;
 impl Strategy for EventsV1Event {
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         Event.field_value(obj, &super::convert::stored_event_field(field))
+    }
+}
+
+/// A PodTemplate: its template is defaulted and checked as a pod's spec is.
+pub struct PodTemplate;
+impl Strategy for PodTemplate {
+    fn default(&self, obj: &mut Value) {
+        if let Some(spec) = obj.pointer_mut("/template/spec") {
+            default_pod_spec(spec);
+        }
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        if let Some(spec) = obj.pointer("/template/spec") {
+            validate_pod_spec(spec, "template.spec", causes);
+        }
     }
 }
 

@@ -52,6 +52,7 @@ printers! {
     EVENT: event_columns, event_cells;
     EVENTS_V1_EVENT: event_columns, events_v1_event_cells;
     CONFIG_MAP: config_map_columns, config_map_cells;
+    POD_TEMPLATE: pod_template_columns, pod_template_cells;
     SECRET: secret_columns, secret_cells;
     SERVICE_ACCOUNT: service_account_columns, service_account_cells;
     SERVICE: service_columns, service_cells;
@@ -195,6 +196,47 @@ fn event_columns() -> Vec<Column> {
             priority: 1,
             ..name
         },
+    ]
+}
+
+fn pod_template_columns() -> Vec<Column> {
+    vec![
+        col("Template", 0, "Name must be unique within a namespace."),
+        col("Containers", 0, "Names of the containers of the template."),
+        col("Images", 0, "Images of the containers of the template."),
+        col("Pod Labels", 0, "The labels of the template's pods."),
+    ]
+}
+
+fn pod_template_cells(v: &Value) -> Vec<Value> {
+    let containers = v
+        .pointer("/template/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let join = |f: &str| {
+        containers
+            .iter()
+            .map(|c| c[f].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let labels = v
+        .pointer("/template/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(join("name")),
+        json!(join("image")),
+        json!(labels),
     ]
 }
 

@@ -184,10 +184,10 @@ async fn discovery_is_served_aggregated_and_legacy() {
         let (code, v) = s.get(path).await;
         assert_eq!((code, v["kind"].as_str()), (200, Some(kind)), "{path}");
     }
-    // OpenAPI v2 is an empty Swagger document, in JSON or in gnostic's protobuf.
+    // OpenAPI v2 documents every kind in JSON; in gnostic's protobuf it is empty.
     let (code, v2) = s.get("/openapi/v2").await;
     assert_eq!((code, v2["swagger"].as_str()), (200, Some("2.0")), "{v2}");
-    assert_eq!(v2["definitions"], json!({}));
+    assert!(v2["definitions"]["io.k8s.api.core.v1.Pod"].is_object());
     let r = s
         .req(Method::GET, "/openapi/v2")
         .header(
@@ -1038,6 +1038,56 @@ async fn watches_end_at_their_timeout() {
 }
 
 #[tokio::test]
+async fn an_expired_continue_is_410_with_a_token_that_goes_on_at_the_latest_revision() {
+    let s = TestServer::start_with(|c| {
+        c.run_controllers = false;
+        c.store.retain_events = 2;
+        c.store.retain_for = std::time::Duration::ZERO;
+        c.store.compact_every = std::time::Duration::from_millis(20);
+    })
+    .await;
+    for i in 0..6 {
+        s.post(CMS, cm(&format!("c{i}"), json!({}))).await;
+    }
+    let (code, page) = s.get(&format!("{CMS}?limit=2")).await;
+    assert_eq!(code, 200, "{page}");
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    // Writes move the revision on; the retention policy drops the page's snapshot.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut i = 0;
+    let (code, st) = loop {
+        s.post(CMS, cm(&format!("d{i}"), json!({}))).await;
+        i += 1;
+        let (code, st) = s.get(&format!("{CMS}?limit=2&continue={token}")).await;
+        if code != 200 || std::time::Instant::now() > deadline {
+            break (code, st);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(code, 410, "{st}");
+    assert_eq!(st["reason"], "Expired");
+    let fresh = st["metadata"]["continue"]
+        .as_str()
+        .expect("a new token")
+        .to_string();
+    // It goes on after c1, at the latest revision.
+    let (code, next) = s.get(&format!("{CMS}?limit=2&continue={fresh}")).await;
+    assert_eq!(code, 200, "{next}");
+    let names: Vec<&str> = next["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c2", "c3"], "{next}");
+    assert_ne!(
+        next["metadata"]["resourceVersion"],
+        page["metadata"]["resourceVersion"]
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn a_watch_from_compacted_history_is_410_expired() {
     let s = TestServer::start_with(|c| {
         c.run_controllers = false;
@@ -1190,9 +1240,42 @@ async fn openapi_v3_documents_describe_every_group_version() {
     assert_eq!(r.status().as_u16(), 304);
     let (code, _) = s.get("/openapi/v3/apis/nothing/v1").await;
     assert_eq!(code, 404);
-    // v2 is an empty document (see discovery_is_served_aggregated_and_legacy).
-    let (code, v2) = s.get("/openapi/v2").await;
-    assert_eq!((code, &v2["paths"]), (200, &json!({})));
+    // v2 is the same in Swagger 2.0: typed parameters, a body parameter, v2 references.
+    let r = s.req(Method::GET, "/openapi/v2").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let v2: Value = r.json().await.unwrap();
+    let create = &v2["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["post"];
+    let body = create["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["in"] == "body")
+        .unwrap();
+    assert_eq!(
+        body["schema"]["$ref"],
+        "#/definitions/io.k8s.api.core.v1.ConfigMap"
+    );
+    assert_eq!(
+        create["responses"]["201"]["schema"]["$ref"],
+        "#/definitions/io.k8s.api.core.v1.ConfigMap"
+    );
+    let limit = &v2["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap()
+        .clone();
+    assert_eq!(limit["type"], "integer", "{limit}");
+    assert!(!v2.to_string().contains("#/components/schemas/"));
+    let r = s
+        .req(Method::GET, "/openapi/v2")
+        .header("If-None-Match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 304);
     s.stop().await;
 }
 
@@ -1431,6 +1514,17 @@ async fn server_side_apply_merges_custom_lists_by_their_list_types() {
         .map(|p| p["port"].as_i64().unwrap())
         .collect();
     assert_eq!(ports, [53, 80], "{v}");
+    // A field the schema does not declare is refused, whatever the field validation.
+    let typo: &'static str =
+        Box::leak(format!("{head}spec:\n  hops: [x]\n  hopz: [y]\n").into_boxed_str());
+    let r = apply("alice", typo).await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let st: Value = r.json().await.unwrap();
+    assert_eq!(
+        st["message"],
+        "failed to create typed patch object (net.example.com/v1, Kind=Router): .spec.hopz: field not declared in schema",
+        "{st}"
+    );
     s.stop().await;
 }
 
@@ -2690,5 +2784,94 @@ async fn the_legacy_watch_paths_watch_a_collection_or_one_object() {
         .get("/api/v1/watch/namespaces/default/pods/x/status")
         .await;
     assert_eq!(code, 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn pod_templates_tables_reviews_and_discovery_answer_as_upstream() {
+    let s = bare().await;
+    // PodTemplates are stored, defaulted and printed.
+    let (code, pt) = s
+        .post(
+            "/api/v1/namespaces/default/podtemplates",
+            json!({"metadata": {"name": "t"}, "template": {"metadata": {"labels": {"app": "web"}},
+                   "spec": {"containers": [{"name": "main", "image": "registry.example/web:1"}]}}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{pt}");
+    assert_eq!(pt["template"]["spec"]["restartPolicy"], "Always", "{pt}");
+    let r = s
+        .req(Method::GET, "/api/v1/namespaces/default/podtemplates")
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap();
+    let table: Value = r.json().await.unwrap();
+    assert_eq!(
+        table["rows"][0]["cells"],
+        json!(["t", "main", "registry.example/web:1", "app=web"]),
+        "{table}"
+    );
+    let (code, _) = s
+        .post(
+            "/api/v1/namespaces/default/podtemplates",
+            json!({"metadata": {"name": "bad"}, "template": {"spec": {"containers": [{"name": "main"}]}}}),
+        )
+        .await;
+    assert_eq!(code, 422);
+    // A review is no object a Table shows.
+    let r = s
+        .req(
+            Method::POST,
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        )
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .json(
+            &json!({"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                      "spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 406);
+    let st: Value = r.json().await.unwrap();
+    assert_eq!(
+        st["message"],
+        "the resource selfsubjectaccessreviews.authorization.k8s.io does not support being converted to a Table"
+    );
+    // Discovery tells each resource's storage version hash.
+    let (_, v1) = s.get("/api/v1").await;
+    let cms = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "configmaps")
+        .unwrap();
+    assert_eq!(cms["storageVersionHash"], "qFsyl6wFWjQ=");
+    // A definition's versions are ordered as Kubernetes prefers them.
+    let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+    let (code, v) = s
+        .post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            json!({"metadata": {"name": "things.order.example.com"}, "spec": {
+            "group": "order.example.com", "scope": "Namespaced",
+            "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": schema},
+                {"name": "v10alpha1", "served": true, "storage": false, "schema": schema},
+            ]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    let (_, group) = s.get("/apis/order.example.com").await;
+    assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+    let versions: Vec<&str> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v2", "v1beta1", "v10alpha1"]);
     s.stop().await;
 }

@@ -95,7 +95,8 @@ async fn a_definition_is_established_and_served_at_once() {
         crd["metadata"]["finalizers"],
         json!(["customresourcecleanup.apiextensions.k8s.io"])
     );
-    // Legacy discovery: the group with both versions, v2 preferred... as listed.
+    // Legacy discovery: the group with both versions, v2 preferred (as Kubernetes
+    // orders versions).
     let (code, group) = s.get("/apis/stable.example.com").await;
     assert_eq!(code, 200, "{group}");
     let versions: Vec<&str> = group["versions"]
@@ -104,7 +105,8 @@ async fn a_definition_is_established_and_served_at_once() {
         .iter()
         .map(|v| v["version"].as_str().unwrap())
         .collect();
-    assert_eq!(versions, ["v1", "v2"]);
+    assert_eq!(versions, ["v2", "v1"]);
+    assert_eq!(group["preferredVersion"]["version"], "v2");
     let (_, list) = s.get("/apis/stable.example.com/v1").await;
     let names: Vec<&str> = list["resources"]
         .as_array()
@@ -811,5 +813,96 @@ async fn cel_rules_hold_on_creates_and_updates() {
     assert_eq!(code, 200, "{st}");
     let (code, st) = s.patch(&at, merge, json!({"spec": {"replicas": 2}})).await;
     assert_eq!(code, 422, "{st}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn openapi_v2_publishes_definitions_as_they_come_and_go() {
+    let s = TestServer::start().await;
+    let name = "com.example.stable.v1.CronTab";
+    let (_, v2) = s.get("/openapi/v2").await;
+    assert!(v2["definitions"].get(name).is_none());
+    let crd = established(&s).await;
+    let (_, v2) = s.get("/openapi/v2").await;
+    let def = &v2["definitions"][name];
+    assert_eq!(
+        def["properties"]["spec"]["properties"]["replicas"],
+        json!({"type": "integer", "minimum": 1, "default": 1}),
+        "{def}"
+    );
+    assert_eq!(
+        def["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert!(
+        def["properties"]["metadata"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Standard object's metadata")
+    );
+    // What keeps unknown fields is open in v2; a root that keeps them is only an object.
+    let extra = &def["properties"]["spec"]["properties"]["extra"];
+    assert!(extra.get("type").is_none(), "{extra}");
+    let v2def = &v2["definitions"]["com.example.stable.v2.CronTab"];
+    assert_eq!(v2def["type"], "object");
+    assert!(v2def.get("properties").is_none(), "{v2def}");
+    assert!(
+        v2["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"]["get"]
+            .is_object()
+    );
+    // A version no longer served leaves.
+    let mut changed = crd.clone();
+    changed["spec"]["versions"][1]["served"] = json!(false);
+    let (code, st) = s
+        .put(&format!("{CRDS}/crontabs.stable.example.com"), changed)
+        .await;
+    assert_eq!(code, 200, "{st}");
+    let (_, v2) = s.get("/openapi/v2").await;
+    assert!(
+        v2["definitions"]
+            .get("com.example.stable.v2.CronTab")
+            .is_none()
+    );
+    assert!(v2["definitions"].get(name).is_some());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_definitions_conditions_are_whatever_their_writers_make_them() {
+    let s = TestServer::start().await;
+    established(&s).await;
+    let at = format!("{CRDS}/crontabs.stable.example.com/status");
+    let (code, st) = s
+        .patch(
+            &at,
+            "application/json-patch+json",
+            json!([{"op": "add", "path": "/status/conditions/-", "value": {"message": "patched"}}]),
+        )
+        .await;
+    assert_eq!(code, 200, "{st}");
+    let conditions = st["status"]["conditions"].as_array().unwrap();
+    assert!(conditions.contains(&json!({"message": "patched"})), "{st}");
+    // An enum outside its values is reported as upstream does.
+    let mut crd = crontabs();
+    crd["metadata"]["name"] = json!("feelings.stable.example.com");
+    crd["spec"]["names"] = json!({"plural": "feelings", "singular": "feeling", "kind": "Feeling"});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["mood"] =
+        json!({"type": "string", "enum": ["Great", "Down"]});
+    let (code, st) = s.post(CRDS, crd).await;
+    assert_eq!(code, 201, "{st}");
+    let (code, st) = s
+        .post(
+            "/apis/stable.example.com/v1/namespaces/default/feelings",
+            json!({"apiVersion": "stable.example.com/v1", "kind": "Feeling",
+                   "metadata": {"name": "f"}, "spec": {"mood": "NonExistentValue"}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains(
+            r#"spec.mood: Unsupported value: "NonExistentValue": supported values: "Great", "Down""#
+        ),
+        "{st}"
+    );
     s.stop().await;
 }
