@@ -360,6 +360,9 @@ struct Node {
     additional: Option<Box<Node>>,
     /// The keys of an `x-kubernetes-list-type: map` list, by which old items are found.
     map_keys: Option<Vec<String>>,
+    /// The only fields of the node's value its rules read (`self.a`, `has(self.b)`), when
+    /// they read nothing else of it: the value handed to CEL then holds just those.
+    reads: Option<Vec<String>>,
 }
 
 struct Rule {
@@ -459,6 +462,14 @@ fn compile_node(
     }
     if !node.rules.is_empty() {
         node.schema = schema.clone();
+        let mut reads = Some(std::collections::BTreeSet::new());
+        for rule in &node.rules {
+            fields_read(rule.program.expression(), &mut reads);
+            if let Some(m) = &rule.message_expression {
+                fields_read(m.expression(), &mut reads);
+            }
+        }
+        node.reads = reads.map(|r| r.into_iter().collect());
     }
     Some(node)
 }
@@ -822,8 +833,9 @@ impl Node {
             return;
         }
         if !self.rules.is_empty() {
-            let value = to_cel(new, &self.schema, root);
-            let old_value = old.map(|o| to_cel(o, &self.schema, root));
+            let reads = self.reads.as_deref();
+            let value = to_cel_fields(new, &self.schema, root, reads);
+            let old_value = old.map(|o| to_cel_fields(o, &self.schema, root, reads));
             // One binding of the variables serves every rule of the node but those that
             // take oldSelf as an optional.
             let mut plain = Context::with_env(ENV.clone());
@@ -973,6 +985,64 @@ fn to_val(v: CelValue) -> Box<dyn Val> {
 
 /// `v` as a CEL value, typed by its schema: `number`s are doubles even when written
 /// without a fraction; unknown fields keep JSON's own types.
+/// Notes in `reads` the fields of `self` and `oldSelf` that `expr` selects; `None` once it
+/// uses either as a whole.
+fn fields_read(expr: &IdedExpr, reads: &mut Option<std::collections::BTreeSet<String>>) {
+    let is_var = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == "self" || n == "oldSelf");
+    match &expr.expr {
+        Expr::Ident(_) if is_var(expr) => *reads = None,
+        Expr::Unspecified | Expr::Literal(_) | Expr::Ident(_) | Expr::Struct(_) => {}
+        Expr::Select(select) if is_var(&select.operand) => {
+            if let Some(r) = reads {
+                r.insert(select.field.clone());
+            }
+        }
+        Expr::Select(select) => fields_read(&select.operand, reads),
+        Expr::Call(call) => {
+            for e in call.target.iter().map(|t| &**t).chain(&call.args) {
+                fields_read(e, reads);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|e| fields_read(e, reads)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                match &entry.expr {
+                    EntryExpr::StructField(f) => fields_read(&f.value, reads),
+                    EntryExpr::MapEntry(e) => {
+                        fields_read(&e.key, reads);
+                        fields_read(&e.value, reads);
+                    }
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                fields_read(e, reads);
+            }
+        }
+    }
+}
+
+/// [`to_cel`] of an object holding only the fields `reads` names (all when `None`).
+fn to_cel_fields(v: &Value, schema: &Value, root: bool, reads: Option<&[String]>) -> CelValue {
+    match (reads, v) {
+        (Some(fields), Value::Object(m)) => {
+            let kept: serde_json::Map<String, Value> = fields
+                .iter()
+                .filter_map(|f| m.get(f).map(|x| (f.clone(), x.clone())))
+                .collect();
+            to_cel(&Value::Object(kept), schema, root)
+        }
+        _ => to_cel(v, schema, root),
+    }
+}
+
 fn to_cel(v: &Value, schema: &Value, root: bool) -> CelValue {
     match v {
         Value::Null => CelValue::Null,
@@ -1181,6 +1251,31 @@ mod tests {
                 Some(json!({"spec": {"name": "y"}}))
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_node_hands_cel_only_the_fields_its_rules_read() {
+        let r = rules(spec(
+            json!({"rule": "has(self.min) && self.min <= self.max"}),
+        ))
+        .unwrap();
+        let spec_node = &r.root.properties[0].1;
+        assert_eq!(
+            spec_node.reads.as_deref(),
+            Some(&["max".to_string(), "min".to_string()][..])
+        );
+        let whole = rules(spec(json!({"rule": "self == oldSelf || size(self) > 0"}))).unwrap();
+        assert!(whole.root.properties[0].1.reads.is_none());
+        // Comprehension variables are no fields of self.
+        let r = rules(spec(json!({"rule": "self.tags.all(t, t != 'x')"}))).unwrap();
+        assert_eq!(
+            r.root.properties[0].1.reads.as_deref(),
+            Some(&["tags".to_string()][..])
+        );
+        assert_eq!(
+            check(&r, json!({"spec": {"tags": ["x"], "min": 1}}), None).len(),
+            1
         );
     }
 
