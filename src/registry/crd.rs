@@ -681,6 +681,9 @@ struct CustomKind {
     scale: Option<ScalePaths>,
     /// The schema has defaults: objects read are defaulted too.
     defaults: bool,
+    /// The storage version's descriptor as of the definition's revision `since`: objects
+    /// written after it got these defaults when written, and are read as stored.
+    since: Option<u64>,
     /// The schema's CEL validation rules, compiled.
     rules: Option<super::cel::Rules>,
 }
@@ -747,6 +750,11 @@ impl Strategy for CustomKind {
     fn read(&self, stored: &[u8]) -> Option<bytes::Bytes> {
         if !self.defaults {
             return None;
+        }
+        if let (Some(since), Some(written)) = (self.since, crate::store::stored_revision(stored)) {
+            if written > since {
+                return None;
+            }
         }
         let mut obj: Value = serde_json::from_slice(stored).ok()?;
         let before = obj.clone();
@@ -993,6 +1001,9 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
                 definition: str_at(crd, "/metadata/name").to_string(),
                 scale,
                 defaults: has_defaults(&schema),
+                since: (version["storage"] == true)
+                    .then(|| str_at(crd, "/metadata/resourceVersion").parse().ok())
+                    .flatten(),
                 rules: super::cel::Rules::compile(&schema, "", &mut Vec::new()),
             }),
             schema: Source::custom(name, definitions, validation(&schema, true)),

@@ -209,35 +209,39 @@ fn pod_template_columns() -> Vec<Column> {
 }
 
 fn pod_template_cells(v: &Value) -> Vec<Value> {
-    let containers = v
-        .pointer("/template/spec/containers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let join = |f: &str| {
-        containers
-            .iter()
-            .map(|c| c[f].as_str().unwrap_or("").to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let labels = v
-        .pointer("/template/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|l| {
-            l.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .filter(|l| !l.is_empty())
-        .unwrap_or_else(|| "<none>".into());
+    let labels = pairs(v, "/template/metadata/labels");
     vec![
         json!(s(v, "/metadata/name")),
-        json!(join("name")),
-        json!(join("image")),
-        json!(labels),
+        json!(container_fields(v, "/template/spec/containers", "name")),
+        json!(container_fields(v, "/template/spec/containers", "image")),
+        json!(if labels.is_empty() {
+            "<none>".into()
+        } else {
+            labels
+        }),
     ]
+}
+
+/// The `field` of each container of the list at `pointer`, comma-separated.
+fn container_fields(v: &Value, pointer: &str, field: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| c[field].as_str().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The string map at `pointer` as `k=v,k2=v2`.
+fn pairs(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn config_map_columns() -> Vec<Column> {
@@ -459,28 +463,8 @@ fn replication_controller_cells(v: &Value) -> Vec<Value> {
     let name = json!(s(v, "/metadata/name"));
     let created = age(v, "/metadata/creationTimestamp");
     {
-        let containers = v
-            .pointer("/spec/template/spec/containers")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let join = |f: &str| {
-            containers
-                .iter()
-                .map(|c| c[f].as_str().unwrap_or("").to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let selector = v
-            .pointer("/spec/selector")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default();
+        let join = |f: &str| container_fields(v, "/spec/template/spec/containers", f);
+        let selector = pairs(v, "/spec/selector");
         vec![
             name,
             json!(

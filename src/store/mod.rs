@@ -31,7 +31,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 pub use backend::{Event, EventKind, Record};
-pub use stamp::InvalidValue;
+pub use stamp::{InvalidValue, revision as stored_revision};
 pub use watch::{Watch, WatchEvent, WatchOptions};
 
 use backend::Backend;

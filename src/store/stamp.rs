@@ -127,6 +127,22 @@ pub fn prepare(value: Bytes) -> Result<Template, InvalidValue> {
     })
 }
 
+/// Reads the revision stamped in a stored object (`metadata.resourceVersion`).
+pub fn revision(value: &[u8]) -> Option<u64> {
+    let mut s = Scanner::new(value);
+    s.ws();
+    let top = s.object_members().ok()?;
+    let meta = top.iter().find(|m| m.key == b"metadata")?;
+    let mut s = Scanner::new(value);
+    s.pos = meta.value.start;
+    let members = s.object_members().ok()?;
+    let rv = members.iter().find(|m| m.key == b"resourceVersion")?;
+    serde_json::from_slice::<String>(&value[rv.value.clone()])
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// Reads `metadata.uid` of a stored object, if it has one.
 pub fn uid(value: &[u8]) -> Option<String> {
     let mut s = Scanner::new(value);
@@ -382,6 +398,14 @@ mod tests {
         );
         assert_eq!(uid(br#"{"metadata":{}}"#), None);
         assert_eq!(uid(b"not json"), None);
+    }
+
+    #[test]
+    fn the_revision_is_read_from_metadata_only() {
+        let v = br#"{"spec":{"resourceVersion":"9"},"metadata":{"resourceVersion":"42"}}"#;
+        assert_eq!(revision(v), Some(42));
+        assert_eq!(revision(br#"{"metadata":{"resourceVersion":"x"}}"#), None);
+        assert_eq!(revision(b"[]"), None);
     }
 
     proptest::proptest! {
