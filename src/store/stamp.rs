@@ -129,22 +129,16 @@ pub fn prepare(value: Bytes) -> Result<Template, InvalidValue> {
 
 /// Reads the revision stamped in a stored object (`metadata.resourceVersion`).
 pub fn revision(value: &[u8]) -> Option<u64> {
-    let mut s = Scanner::new(value);
-    s.ws();
-    let top = s.object_members().ok()?;
-    let meta = top.iter().find(|m| m.key == b"metadata")?;
-    let mut s = Scanner::new(value);
-    s.pos = meta.value.start;
-    let members = s.object_members().ok()?;
-    let rv = members.iter().find(|m| m.key == b"resourceVersion")?;
-    serde_json::from_slice::<String>(&value[rv.value.clone()])
-        .ok()?
-        .parse()
-        .ok()
+    metadata_string(value, b"resourceVersion")?.parse().ok()
 }
 
 /// Reads `metadata.uid` of a stored object, if it has one.
 pub fn uid(value: &[u8]) -> Option<String> {
+    metadata_string(value, b"uid")
+}
+
+/// The string member `key` of a stored object's metadata.
+fn metadata_string(value: &[u8], key: &[u8]) -> Option<String> {
     let mut s = Scanner::new(value);
     s.ws();
     let top = s.object_members().ok()?;
@@ -152,8 +146,8 @@ pub fn uid(value: &[u8]) -> Option<String> {
     let mut s = Scanner::new(value);
     s.pos = meta.value.start;
     let members = s.object_members().ok()?;
-    let uid = members.iter().find(|m| m.key == b"uid")?;
-    serde_json::from_slice::<String>(&value[uid.value.clone()]).ok()
+    let member = members.iter().find(|m| m.key == key)?;
+    serde_json::from_slice::<String>(&value[member.value.clone()]).ok()
 }
 
 /// One `"key": value` member of an object.
