@@ -104,15 +104,15 @@ fn walk<'a>(
         Value::Array(items) => match field.map(|f| shape.list_merge(f)) {
             Some(rule @ (ListMerge::ByKey(_) | ListMerge::ByKeys(_)))
                 if !items.is_empty()
-                    && items
+                    && let Some(ids) = items
                         .iter()
-                        .all(|i| element_key(i, rule, own.items()).is_some()) =>
+                        .map(|i| element_key(i, rule, own.items()))
+                        .collect::<Option<Vec<Value>>>() =>
             {
-                for item in items {
-                    let id = match (rule, element_key(item, rule, own.items())) {
-                        (ListMerge::ByKey(key), Some(v)) => json!({ key: v }),
-                        (_, Some(v)) => v,
-                        (_, None) => unreachable!("every element has its key"),
+                for (item, id) in items.iter().zip(ids) {
+                    let id = match rule {
+                        ListMerge::ByKey(key) => json!({ key: id }),
+                        _ => id,
                     };
                     path.push(Seg::Key(id.to_string()));
                     walk(item, path, names, None, own.items(), status, out);

@@ -1032,13 +1032,11 @@ fn fields_read(expr: &IdedExpr, reads: &mut Option<std::collections::BTreeSet<St
 /// [`to_cel`] of an object holding only the fields `reads` names (all when `None`).
 fn to_cel_fields(v: &Value, schema: &Value, root: bool, reads: Option<&[String]>) -> CelValue {
     match (reads, v) {
-        (Some(fields), Value::Object(m)) => {
-            let kept: serde_json::Map<String, Value> = fields
-                .iter()
-                .filter_map(|f| m.get(f).map(|x| (f.clone(), x.clone())))
-                .collect();
-            to_cel(&Value::Object(kept), schema, root)
-        }
+        (Some(fields), Value::Object(m)) => object_to_cel(
+            fields.iter().filter_map(|f| m.get_key_value(f)),
+            schema,
+            root,
+        ),
         _ => to_cel(v, schema, root),
     }
 }
@@ -1062,34 +1060,41 @@ fn to_cel(v: &Value, schema: &Value, root: bool) -> CelValue {
                 items.iter().map(|i| to_cel(i, item, false)).collect(),
             ))
         }
-        Value::Object(m) => {
-            let mut map = HashMap::with_capacity(m.len());
-            for (k, v) in m {
-                let sub = schema
-                    .get("properties")
-                    .and_then(|p| p.get(k))
-                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
-                    .unwrap_or(&Value::Null);
-                let value = if root && k == "metadata" {
-                    // At the root a rule sees only the names of the metadata.
-                    let kept = ["name", "generateName"]
-                        .into_iter()
-                        .filter_map(|f| {
-                            v.get(f)
-                                .map(|x| (Key::from(f.to_string()), to_cel(x, &Value::Null, false)))
-                        })
-                        .collect();
-                    CelValue::Map(CelMap {
-                        map: Arc::new(kept),
-                    })
-                } else {
-                    to_cel(v, sub, false)
-                };
-                map.insert(Key::from(k.clone()), value);
-            }
-            CelValue::Map(CelMap { map: Arc::new(map) })
-        }
+        Value::Object(m) => object_to_cel(m.iter(), schema, root),
     }
+}
+
+/// An object of `members` as a CEL map, each typed by `schema`.
+fn object_to_cel<'a>(
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    schema: &Value,
+    root: bool,
+) -> CelValue {
+    let mut map = HashMap::new();
+    for (k, v) in members {
+        let sub = schema
+            .get("properties")
+            .and_then(|p| p.get(k))
+            .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
+            .unwrap_or(&Value::Null);
+        let value = if root && k == "metadata" {
+            // At the root a rule sees only the names of the metadata.
+            let kept = ["name", "generateName"]
+                .into_iter()
+                .filter_map(|f| {
+                    v.get(f)
+                        .map(|x| (Key::from(f.to_string()), to_cel(x, &Value::Null, false)))
+                })
+                .collect();
+            CelValue::Map(CelMap {
+                map: Arc::new(kept),
+            })
+        } else {
+            to_cel(v, sub, false)
+        };
+        map.insert(Key::from(k.clone()), value);
+    }
+    CelValue::Map(CelMap { map: Arc::new(map) })
 }
 
 #[cfg(test)]
