@@ -586,8 +586,31 @@ pub fn admit_with(
                     .map_or_else(|| value.to_string(), str::to_string);
                 causes.push(Cause::not_supported(&at, &value, &allowed));
             }
-            _ => {
-                let detail = e.to_string();
+            kind => {
+                // Bounds in kube-apiserver's words (kube-openapi's validation errors).
+                use jsonschema::error::ValidationErrorKind as K;
+                let detail = match kind {
+                    K::Minimum { limit } => {
+                        format!("{at} in body should be greater than or equal to {limit}")
+                    }
+                    K::Maximum { limit } => {
+                        format!("{at} in body should be less than or equal to {limit}")
+                    }
+                    K::MinLength { limit } => {
+                        format!("{at} in body should be at least {limit} chars long")
+                    }
+                    K::MaxLength { limit } => {
+                        format!("{at} in body should be at most {limit} chars long")
+                    }
+                    K::MinItems { limit } => {
+                        format!("{at} in body should have at least {limit} items")
+                    }
+                    K::MaxItems { limit } => {
+                        format!("{at} in body should have at most {limit} items")
+                    }
+                    K::Pattern { pattern } => format!("{at} in body should match '{pattern}'"),
+                    _ => e.to_string(),
+                };
                 causes.push(Cause::invalid(&at, e.instance(), &detail));
             }
         }

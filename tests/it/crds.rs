@@ -231,6 +231,24 @@ async fn objects_are_validated_pruned_defaulted_and_converted() {
     fields.sort();
     assert_eq!(fields, ["spec.cronSpec", "spec.port", "spec.replicas"]);
     assert_eq!(st["details"]["group"], "stable.example.com");
+    // In kube-apiserver's words.
+    let messages: Vec<&str> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages.contains(
+            &"Invalid value: 0: spec.replicas in body should be greater than or equal to 1"
+        ),
+        "{st}"
+    );
+    assert!(
+        messages
+            .contains(&"Invalid value: \"nope\": spec.cronSpec in body should match '^[0-9*/ ]+$'"),
+        "{st}"
+    );
     // The other version serves the same object under its own apiVersion.
     let (code, v2) = s
         .get("/apis/stable.example.com/v2/namespaces/default/crontabs/a")

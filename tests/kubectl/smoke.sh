@@ -451,7 +451,7 @@ check "it is established" "condition met" k wait --for=condition=Established crd
 check "apply a custom object" "crontab.stable.example.com/nightly created" k apply -f "$work/ct.yaml"
 check "get by short name, with the printer columns and a default" "^nightly +0 3 \* \* \* +1 *$" k get ct --no-headers
 check "explain reads the definition's schema" "When to run" k explain crontab.spec.cronSpec
-check "the schema refuses a bad value" "spec.replicas: Invalid value: 0" k patch ct nightly --type=merge -p '{"spec":{"replicas":0}}'
+check "the schema refuses a bad value" "spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1" k patch ct nightly --type=merge -p '{"spec":{"replicas":0}}'
 check "a CEL rule refuses with its message" "spec: Invalid value: replicas may be at most 2" k patch ct nightly --type=merge -p '{"spec":{"replicas":3,"maxReplicas":2}}'
 check "a CEL transition rule keeps a field as it was" "cronSpec is immutable" k patch ct nightly --type=merge -p '{"spec":{"cronSpec":"0 4 * * *"}}'
 check "a strategic merge patch is refused as upstream" "not supported by stable.example.com/v1, Kind=CronTab" k patch ct nightly -p '{"spec":{"replicas":2}}'
