@@ -747,6 +747,16 @@ impl Strategy for CustomKind {
         }
     }
 
+    fn generation_changes(&self, old: &Value, new: &Value, _part: Part) -> bool {
+        // Without a status subresource the status is the object's like any other field.
+        let kept: &[&str] = if self.status {
+            &["metadata", "status"]
+        } else {
+            &["metadata"]
+        };
+        super::changed_besides(old, new, kept)
+    }
+
     fn read(&self, stored: &[u8]) -> Option<bytes::Bytes> {
         if !self.defaults {
             return None;
@@ -984,6 +994,9 @@ fn descriptors(crd: &Value) -> Vec<Arc<Resource>> {
             namespaced: str_at(crd, "/spec/scope") == "Namespaced",
             categories: strings("categories"),
             status,
+            // Every custom object has one, moved by any change but of metadata (and of
+            // the status, with a status subresource).
+            generation: true,
             scale: scale.is_some(),
             verbs: super::catalog::VERBS,
             subresources: Vec::new(),

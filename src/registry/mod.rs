@@ -687,7 +687,7 @@ impl Registry {
         }
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         m.insert("creationTimestamp".into(), json!(crate::types::now()));
-        if res.status {
+        if res.generation {
             m.insert("generation".into(), json!(1));
         }
         res.strategy.default(&mut obj);
@@ -1324,7 +1324,7 @@ impl Registry {
                 ));
             }
         }
-        if res.status && res.strategy.generation_changes(old, &merged, part) {
+        if res.generation && res.strategy.generation_changes(old, &merged, part) {
             let g = old_meta
                 .get("generation")
                 .and_then(Value::as_i64)
@@ -1624,15 +1624,17 @@ fn same_object(old: &Value, new: &Value) -> bool {
 
 /// Whether anything outside metadata and status differs.
 fn spec_changed(old: &Value, new: &Value) -> bool {
-    let rest = |v: &Value| -> BTreeMap<String, Value> {
+    changed_besides(old, new, &["metadata", "status"])
+}
+
+/// Whether `old` and `new` differ in a top-level member other than those `kept`.
+pub(crate) fn changed_besides(old: &Value, new: &Value, kept: &[&str]) -> bool {
+    fn members<'v>(v: &'v Value, kept: &[&str]) -> BTreeMap<&'v String, &'v Value> {
         v.as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    rest(old) != rest(new)
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !kept.contains(&k.as_str()))
+            .collect()
+    }
+    members(old, kept) != members(new, kept)
 }

@@ -924,3 +924,62 @@ async fn a_definitions_conditions_are_whatever_their_writers_make_them() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn cluster_scoped_objects_without_a_status_subresource_keep_a_generation() {
+    let s = TestServer::start().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.cluster.example.com"},
+        "spec": {
+            "group": "cluster.example.com",
+            "scope": "Cluster",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                }}}}],
+        },
+    });
+    let (code, c) = s.post(CRDS, crd).await;
+    assert_eq!(code, 201, "{c}");
+    const GS: &str = "/apis/cluster.example.com/v1/gadgets";
+    let obj = json!({"apiVersion": "cluster.example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"size": 1}, "status": {"ok": false}});
+    let (code, g) = s.post(GS, obj).await;
+    assert_eq!(code, 201, "{g}");
+    assert_eq!(g["metadata"]["generation"], 1);
+    assert!(g["metadata"].get("namespace").is_none(), "{g}");
+    // Without a status subresource the status is written with the rest.
+    assert_eq!(g["status"]["ok"], false);
+    let merge = "application/merge-patch+json";
+    let (code, p) = s
+        .patch(
+            &format!("{GS}/g"),
+            merge,
+            json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{p}");
+    assert_eq!(
+        p["metadata"]["generation"], 1,
+        "metadata alone moves nothing"
+    );
+    let (_, p) = s
+        .patch(&format!("{GS}/g"), merge, json!({"status": {"ok": true}}))
+        .await;
+    assert_eq!(p["status"]["ok"], true);
+    assert_eq!(p["metadata"]["generation"], 2, "{p}");
+    let (_, p) = s
+        .patch(&format!("{GS}/g"), merge, json!({"spec": {"size": 2}}))
+        .await;
+    assert_eq!(p["metadata"]["generation"], 3, "{p}");
+    // A namespaced path for a cluster-scoped kind is not served.
+    let (code, _) = s
+        .get("/apis/cluster.example.com/v1/namespaces/default/gadgets/g")
+        .await;
+    assert_eq!(code, 404);
+    s.stop().await;
+}
