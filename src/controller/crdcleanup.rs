@@ -1,20 +1,19 @@
 //! Deleting a CustomResourceDefinition: while it is `Terminating`, its objects are deleted
 //! (in every namespace), and once none is left its cleanup finalizer is removed, which
-//! completes its deletion and stops serving its kind.
+//! completes its deletion and stops serving its kind. Objects held by finalizers of their
+//! own are waited for: the informer of the kind ([`super::custom`]) tells of each
+//! deletion, which brings the definition back to the queue.
 
-use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use serde_json::{Value, json};
 
+use super::custom::KindChange;
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams};
 use crate::client::{Kind, catalog};
 use crate::types::CRD_CLEANUP_FINALIZER as CLEANUP_FINALIZER;
-
-/// How soon a definition is looked at again while objects of it wait for their own
-/// finalizers.
-const RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 struct Cleanup {
@@ -84,8 +83,8 @@ impl Cleanup {
                 .items
                 .is_empty()
             {
-                // Some wait for finalizers of their own.
-                return Ok(Action::RequeueAfter(RECHECK));
+                // Some wait for finalizers of their own; their deletions bring it back.
+                return Ok(Action::Done);
             }
         }
         let kept: Vec<&str> = finalizers(&crd)
@@ -125,6 +124,41 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             if !matches!(change, Change::Deleted(_)) {
                 queue.add(str_at(change.object(), "/metadata/name").to_string());
             }
+        });
+    }
+    {
+        let queue = queue.clone();
+        ctx.custom.on_change(move |change| {
+            let KindChange::Followed {
+                res,
+                informer,
+                stopped,
+            } = change
+            else {
+                return;
+            };
+            let definition = format!("{}.{}", res.plural, res.group);
+            {
+                let (queue, definition) = (queue.clone(), definition.clone());
+                informer.on_change(move |change| {
+                    if matches!(change, Change::Deleted(_)) {
+                        queue.add(definition.clone());
+                    }
+                });
+            }
+            // Objects that went before the informer listed tell of nothing: the
+            // definition is looked at once it has.
+            let (queue, informer, stopped) = (
+                queue.clone(),
+                Informer::clone(informer),
+                CancellationToken::clone(stopped),
+            );
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = informer.synced() => queue.add(definition),
+                    () = stopped.cancelled() => {}
+                }
+            });
         });
     }
     let cleanup = Cleanup {

@@ -16,20 +16,17 @@
 //! A namespaced object's owner is looked up in its own namespace (or is cluster-scoped);
 //! a cluster-scoped object cannot have a namespaced owner.
 //!
-//! Custom kinds take part like built-in ones: the collector follows the definitions'
-//! informer and, whenever a definition changes, starts an informer for each custom kind
-//! newly served and stops those of kinds no longer served.
-
-use std::collections::HashMap;
+//! Custom kinds take part like built-in ones: the shared follower of custom kinds
+//! ([`super::custom`]) tells the collector of each kind newly served, whose informer then
+//! feeds the graph, and of each kind no longer served, whose objects leave it.
 
 mod graph;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio_util::sync::CancellationToken;
-
 use serde_json::{Value, json};
 
+use super::custom::{CustomKinds, KindChange};
 use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
@@ -49,25 +46,14 @@ pub fn collected_kinds() -> impl Iterator<Item = &'static Arc<Resource>> {
         .filter(|r| r.kind != Kind::EventsV1Event)
 }
 
-/// A custom kind the collector follows, with the informer it started for it.
-struct Followed {
-    res: Arc<Resource>,
-    informer: Informer,
-    stop: CancellationToken,
-}
-
 /// What the workers share.
 struct Collector {
     client: Client,
     graph: Arc<Mutex<Graph>>,
     queue: Queue,
     recorder: Recorder,
-    /// The custom kinds followed now, by group and plural.
-    custom: Mutex<HashMap<(String, String), Followed>>,
-    /// Stops the custom kinds' informers (with the process).
-    stop: CancellationToken,
-    /// Told of every change of a definition.
-    definitions: Arc<tokio::sync::Notify>,
+    /// The custom kinds followed now.
+    custom: CustomKinds,
 }
 
 /// Registers the graph's informer handlers and spawns the collector.
@@ -80,59 +66,49 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         feed(&informer, res, &graph, &queue);
         informers.push(informer);
     }
-    let definitions = Arc::new(tokio::sync::Notify::new());
-    let notify = definitions.clone();
-    ctx.informers
-        .metadata(catalog::of(Kind::CustomResourceDefinition))
-        .on_change(move |_| notify.notify_one());
+    {
+        let (graph, queue) = (graph.clone(), queue.clone());
+        ctx.custom.on_change(move |change| match change {
+            KindChange::Followed { res, informer, .. } => feed(informer, res, &graph, &queue),
+            KindChange::Dropped { informer, .. } => {
+                let wake: Vec<String> = {
+                    let mut g = graph.lock().expect("graph lock");
+                    informer.list().iter().flat_map(|o| g.forget(o)).collect()
+                };
+                for uid in wake {
+                    queue.add(uid);
+                }
+            }
+        });
+    }
     let collector = Arc::new(Collector {
         client: ctx.client.clone(),
         graph,
         queue: queue.clone(),
         recorder: ctx.recorder(NAME),
-        custom: Mutex::new(HashMap::new()),
-        stop: sup.token().child_token(),
-        definitions,
+        custom: ctx.custom.clone(),
     });
     sup.spawn(NAME, move |cancel| {
         let (collector, queue, informers) = (collector.clone(), queue.clone(), informers.clone());
         async move {
-            // The custom kinds served now are in the graph before anything is decided.
-            collector.follow_definitions().await;
-            // Orphaning and foreground decisions need every dependent in the graph.
-            let mut all: Vec<Informer> = informers.clone();
-            all.extend(collector.custom_informers());
-            if !super::synced(&all.iter().collect::<Vec<_>>(), &cancel).await {
+            // Orphaning and foreground decisions need every dependent in the graph, the
+            // custom kinds served at start among them.
+            let all: Vec<&Informer> = informers.iter().collect();
+            let synced = async {
+                super::synced(&all, &cancel).await && {
+                    tokio::select! {
+                        () = collector.custom.synced() => true,
+                        () = cancel.cancelled() => false,
+                    }
+                }
+            };
+            if !synced.await {
                 return;
             }
             tracing::info!(
                 objects = collector.graph().len(),
                 "garbage collector synced"
             );
-            let follower = collector.clone();
-            let following = cancel.clone();
-            tokio::spawn(async move {
-                // In process, the catalog tells once a change is served; over HTTPS the
-                // definitions' watch does.
-                let mut served = follower.client.served_changes();
-                loop {
-                    let changed = async {
-                        match served.as_mut() {
-                            Some(rx) => {
-                                if rx.changed().await.is_err() {
-                                    std::future::pending::<()>().await;
-                                }
-                            }
-                            None => follower.definitions.notified().await,
-                        }
-                    };
-                    tokio::select! {
-                        () = changed => {}
-                        () = following.cancelled() => return,
-                    }
-                    follower.follow_definitions().await;
-                }
-            });
             super::run(NAME, queue, WORKERS, cancel, move |uid| {
                 let collector = collector.clone();
                 async move { collector.reconcile(&uid).await }
@@ -221,21 +197,10 @@ impl Collector {
         self.graph.lock().expect("graph lock")
     }
 
-    fn followed(&self) -> MutexGuard<'_, HashMap<(String, String), Followed>> {
-        self.custom.lock().expect("custom kinds lock")
-    }
-
-    fn custom_informers(&self) -> Vec<Informer> {
-        self.followed()
-            .values()
-            .map(|f| f.informer.clone())
-            .collect()
-    }
-
     /// Every kind whose objects take part: the built-in ones and the custom ones followed.
     fn kinds(&self) -> Vec<Arc<Resource>> {
         let mut kinds: Vec<Arc<Resource>> = collected_kinds().cloned().collect();
-        kinds.extend(self.followed().values().map(|f| f.res.clone()));
+        kinds.extend(self.custom.kinds());
         kinds
     }
 
@@ -257,64 +222,6 @@ impl Collector {
                     .find(|res| res.kind_name == kind && res.group == group)
             })
             .cloned()
-    }
-
-    /// Starts an informer for each custom kind served now and not yet followed, and stops
-    /// those of kinds no longer served (or no longer in the version they were read in).
-    async fn follow_definitions(&self) {
-        let served = match self.client.custom_resources().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "custom kinds unknown for now; they are looked up again at the next change of a definition");
-                return;
-            }
-        };
-        let mut wanted: HashMap<(String, String), Arc<Resource>> = HashMap::new();
-        for res in served {
-            wanted
-                .entry((res.group.clone(), res.plural.clone()))
-                .or_insert(res);
-        }
-        let mut wake = Vec::new();
-        let mut followed = self.followed();
-        let gone: Vec<(String, String)> = followed
-            .iter()
-            .filter(|(key, f)| wanted.get(*key).is_none_or(|w| w.version != f.res.version))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in gone {
-            let Some(f) = followed.remove(&key) else {
-                continue;
-            };
-            f.stop.cancel();
-            let mut g = self.graph();
-            for obj in f.informer.list() {
-                wake.extend(g.forget(&obj));
-            }
-            tracing::info!(resource = %format!("{}.{}", key.1, key.0), "custom kind no longer followed");
-        }
-        for (key, res) in wanted {
-            if followed.contains_key(&key) {
-                continue;
-            }
-            let informer = Informer::metadata_only(&res);
-            feed(&informer, &res, &self.graph, &self.queue);
-            let stop = self.stop.child_token();
-            tokio::spawn(informer.clone().run(self.client.clone(), stop.clone()));
-            tracing::info!(resource = %format!("{}.{}", key.1, key.0), "custom kind followed");
-            followed.insert(
-                key,
-                Followed {
-                    res,
-                    informer,
-                    stop,
-                },
-            );
-        }
-        drop(followed);
-        for uid in wake {
-            self.queue.add(uid);
-        }
     }
 
     /// Looks at the object `uid`: its own deletion's finalizers, or its owners.

@@ -11,6 +11,7 @@
 
 pub mod apiservice;
 pub mod crdcleanup;
+pub mod custom;
 pub mod deployer;
 pub mod deploymentconfig;
 pub mod eventttl;
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::informer::Informers;
 use crate::client::recorder::Recorder;
-use crate::client::{self, Client};
+use crate::client::{self, Client, Kind, catalog};
 use crate::supervisor::Supervisor;
 
 pub use queue::Queue;
@@ -73,6 +74,8 @@ pub struct Context {
     pub client: Client,
     pub informers: Informers,
     pub config: Arc<Config>,
+    /// The custom kinds served now, followed by informers the controllers share.
+    pub custom: custom::CustomKinds,
 }
 
 impl Context {
@@ -81,6 +84,7 @@ impl Context {
             client,
             informers: Informers::default(),
             config: Arc::new(config),
+            custom: custom::CustomKinds::default(),
         }
     }
 
@@ -107,6 +111,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     replication::start(ctx, sup);
     scheduler::start(ctx, sup);
     serviceaccount::start(ctx, sup);
+    let definitions = ctx
+        .informers
+        .metadata(catalog::of(Kind::CustomResourceDefinition));
+    ctx.custom.start(&ctx.client, definitions, sup);
     for informer in ctx.informers.all() {
         run_informer(sup, &ctx.client, informer);
     }

@@ -6,13 +6,17 @@
 //! finalizer; the namespace waits for them, saying so in its status conditions
 //! (`NamespaceContentRemaining`, `NamespaceFinalizersRemaining`, and
 //! `NamespaceDeletionContentFailure` when deletes fail, as Kubernetes does). Deletions
-//! of objects inside a terminating namespace bring it back to the queue; the finalizer
-//! goes after a pass that finds the namespace empty.
+//! of objects inside a terminating namespace bring it back to the queue (custom objects'
+//! too, told by the informers of [`super::custom`]); the finalizer goes after a pass
+//! that finds the namespace empty.
 
 use std::collections::BTreeMap;
 
+use tokio_util::sync::CancellationToken;
+
 use serde_json::{Value, json};
 
+use super::custom::KindChange;
 use super::{Action, Context, Error, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams, Propagation};
@@ -67,19 +71,40 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let mut informers: Vec<Informer> = vec![namespaces.clone()];
     for res in contents() {
         let informer = ctx.informers.metadata(res);
-        let (q, namespaces) = (queue.clone(), namespaces.clone());
-        informer.on_change(move |change| {
-            let Change::Deleted(obj) = change else {
-                return;
-            };
-            let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) else {
-                return;
-            };
-            if namespaces.get(ns).is_some_and(|n| deleting(&n)) {
-                q.add(ns);
-            }
-        });
+        follow_deletions(&informer, &queue, &namespaces);
         informers.push(informer);
+    }
+    {
+        let (q, namespaces) = (queue.clone(), namespaces.clone());
+        ctx.custom.on_change(move |change| {
+            let KindChange::Followed {
+                res,
+                informer,
+                stopped,
+            } = change
+            else {
+                return;
+            };
+            if !res.namespaced {
+                return;
+            }
+            let (q, namespaces) = (q.clone(), namespaces.clone());
+            follow_deletions(informer, &q, &namespaces);
+            // Objects of a kind served only now may have gone before its informer
+            // listed: each namespace being deleted is looked at once it has.
+            let (informer, stopped) =
+                (Informer::clone(informer), CancellationToken::clone(stopped));
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = informer.synced() => {
+                        for ns in namespaces.list().iter().filter(|n| deleting(n)) {
+                            q.add(name_of(ns));
+                        }
+                    }
+                    () = stopped.cancelled() => {}
+                }
+            });
+        });
     }
     let client = ctx.client.clone();
     sup.spawn(NAME, move |cancel| {
@@ -100,6 +125,23 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     });
 }
 
+/// Brings a namespace being deleted back to the queue when `informer` tells of the
+/// deletion of an object in it.
+fn follow_deletions(informer: &Informer, queue: &Queue, namespaces: &Informer) {
+    let (q, namespaces) = (queue.clone(), namespaces.clone());
+    informer.on_change(move |change| {
+        let Change::Deleted(obj) = change else {
+            return;
+        };
+        let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) else {
+            return;
+        };
+        if namespaces.get(ns).is_some_and(|n| deleting(&n)) {
+            q.add(ns);
+        }
+    });
+}
+
 /// What one pass over a namespace's contents found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Sweep {
@@ -107,9 +149,6 @@ pub struct Sweep {
     pub found: usize,
     /// Objects still there after their deletion, by resource.
     pub remaining: BTreeMap<String, usize>,
-    /// Objects of kinds that definitions add were found: no informer tells of their
-    /// deletion, so the namespace is looked at again.
-    pub custom: bool,
     /// Finalizers holding the remaining objects, with how many objects each holds.
     pub finalizers: BTreeMap<String, usize>,
     /// Deletes or lists that failed.
@@ -218,7 +257,7 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
             )));
         }
         tracing::debug!(namespace = name, remaining = ?sweep.remaining, "waiting for content held by finalizers");
-        return Ok(again(&sweep));
+        return Ok(Action::Done);
     }
     if sweep.found > 0 {
         // Their deletions come back as informer events; the next pass confirms nothing
@@ -228,7 +267,7 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
             deleted = sweep.found,
             "deleted content; waiting to confirm"
         );
-        return Ok(again(&sweep));
+        return Ok(Action::Done);
     }
     let mut body = ns.clone();
     body["spec"]["finalizers"] = json!(
@@ -245,17 +284,6 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
         Err(e) if e.is_not_found() => Ok(Action::Done),
         Err(e) if e.is_conflict() => Err(e.into()),
         Err(e) => Err(Error::Other(format!("namespace {name}: finalize: {e}"))),
-    }
-}
-
-/// When to look at a namespace again after a pass that found content: at the next
-/// deletion an informer tells of, or soon when custom objects (which no informer
-/// follows) were among it.
-fn again(sweep: &Sweep) -> Action {
-    if sweep.custom {
-        Action::RequeueAfter(std::time::Duration::from_millis(500))
-    } else {
-        Action::Done
     }
 }
 
@@ -291,7 +319,6 @@ async fn sweep(client: &Client, ns: &str) -> Sweep {
         };
         for obj in list.items {
             sweep.found += 1;
-            sweep.custom |= res.kind == Kind::Custom;
             if deleting(&obj) {
                 sweep.hold(res, &obj);
                 continue;
