@@ -22,8 +22,8 @@ use super::protobuf;
 use crate::registry::catalog::Served;
 use crate::registry::table::{self, IncludeObject};
 use crate::registry::{
-    self, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation, Resource,
-    WatchEvent, WatchOptions, WriteOptions, catalog,
+    self, BodyNotes, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation,
+    Resource, WatchEvent, WatchOptions, WriteOptions, catalog,
 };
 use crate::types::{fields, labels};
 
@@ -160,7 +160,7 @@ fn write_options(q: &Query) -> Result<WriteOptions> {
     Ok(WriteOptions {
         dry_run,
         field_validation,
-        duplicates: Vec::new(),
+        body: Default::default(),
         manager: None,
     })
 }
@@ -286,22 +286,18 @@ pub(super) fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
     Ok(checked_body(headers, body)?.0)
 }
 
-/// A request's object, and the fields its JSON named twice.
-fn checked_body(headers: &HeaderMap, body: &[u8]) -> Result<(Value, Vec<String>)> {
-    let (v, duplicates) = match media_type(headers).as_deref() {
+/// A request's object, and what decoding it noted (fields named twice).
+fn checked_body(headers: &HeaderMap, body: &[u8]) -> Result<(Value, BodyNotes)> {
+    let (v, notes) = match media_type(headers).as_deref() {
         None | Some("application/json") | Some("") => {
             registry::schema::parse_json(body).map_err(|e| {
                 Error::BadRequest(format!("the body of the request is not valid JSON: {e}"))
             })?
         }
-        // YAML refuses a key given twice as it parses.
-        Some("application/yaml") => (
-            serde_yaml_ng::from_slice(body).map_err(|e| {
-                Error::BadRequest(format!("the body of the request is not valid YAML: {e}"))
-            })?,
-            Vec::new(),
-        ),
-        Some("application/vnd.kubernetes.protobuf") => (protobuf_body(body)?, Vec::new()),
+        Some("application/yaml") => registry::schema::parse_yaml(body).map_err(|e| {
+            Error::BadRequest(format!("the body of the request is not valid YAML: {e}"))
+        })?,
+        Some("application/vnd.kubernetes.protobuf") => (protobuf_body(body)?, BodyNotes::default()),
         Some(other) => {
             return Err(Error::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
@@ -313,11 +309,11 @@ fn checked_body(headers: &HeaderMap, body: &[u8]) -> Result<(Value, Vec<String>)
             "the body of the request must be a JSON object".into(),
         ));
     }
-    Ok((v, duplicates))
+    Ok((v, notes))
 }
 
 /// A patch, and the fields its JSON named twice (reported as in a create's body).
-fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<(Patch, Vec<String>)> {
+fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<(Patch, BodyNotes)> {
     let parse = || {
         registry::schema::parse_json(body)
             .map_err(|e| Error::BadRequest(format!("the patch is not valid JSON: {e}")))
@@ -325,7 +321,9 @@ fn patch_body(headers: &HeaderMap, body: &[u8]) -> Result<(Patch, Vec<String>)> 
     match media_type(headers).as_deref() {
         Some("application/merge-patch+json") => parse().map(|(v, d)| (Patch::Merge(v), d)),
         // Its operations are no fields of the object.
-        Some("application/json-patch+json") => parse().map(|(v, _)| (Patch::Json(v), Vec::new())),
+        Some("application/json-patch+json") => {
+            parse().map(|(v, _)| (Patch::Json(v), BodyNotes::default()))
+        }
         Some("application/strategic-merge-patch+json") => {
             parse().map(|(v, d)| (Patch::Strategic(v), d))
         }
@@ -712,9 +710,9 @@ pub async fn handle(
             }
         }
         (&Method::POST, None) => {
-            let (obj, duplicates) = checked_body(&headers, &body)?;
+            let (obj, notes) = checked_body(&headers, &body)?;
             let opts = WriteOptions {
-                duplicates,
+                body: notes,
                 manager: field_manager(&query, &headers),
                 ..write_options(&query)?
             };
@@ -815,9 +813,9 @@ pub async fn handle(
             }
         }
         (&Method::PUT, Some(name)) => {
-            let (obj, duplicates) = checked_body(&headers, &body)?;
+            let (obj, notes) = checked_body(&headers, &body)?;
             let opts = WriteOptions {
-                duplicates,
+                body: notes,
                 manager: field_manager(&query, &headers),
                 ..write_options(&query)?
             };
@@ -849,15 +847,22 @@ pub async fn handle(
             if matches!(t.sub.as_deref(), None | Some("status"))
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml") =>
         {
-            let config = registry::parse_config(&body).map_err(Error::BadRequest)?;
+            let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
+            let mut opts = write_options(&query)?;
+            if let Some(yaml) = &notes.yaml {
+                if opts.field_validation == FieldValidation::Strict {
+                    return Err(Error::BadRequest(format!(
+                        "error strict decoding YAML: {yaml}"
+                    )));
+                }
+            }
+            opts.body = notes;
             let apply = registry::ApplyOptions {
                 manager: query.get("fieldManager").cloned().unwrap_or_default(),
                 force: flag(&query, "force"),
                 status: t.sub.is_some(),
             };
-            let (out, created) = reg
-                .apply(res, ns, name, config, &write_options(&query)?, &apply)
-                .await?;
+            let (out, created) = reg.apply(res, ns, name, config, &opts, &apply).await?;
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -866,18 +871,18 @@ pub async fn handle(
             Ok(written(code, out))
         }
         (&Method::PATCH, Some(name)) => {
-            let (patch, duplicates) = if t.sub.as_deref() == Some("scale")
+            let (patch, notes) = if t.sub.as_deref() == Some("scale")
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml")
             {
                 // A Scale has one field a client sets: applied, it merges.
-                let config = registry::parse_config(&body).map_err(Error::BadRequest)?;
-                (Patch::Merge(config), Vec::new())
+                let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
+                (Patch::Merge(config), notes)
             } else {
                 patch_body(&headers, &body)?
             };
             let opts = WriteOptions {
                 manager: field_manager(&query, &headers),
-                duplicates,
+                body: notes,
                 ..write_options(&query)?
             };
             let out = match t.sub.as_deref() {

@@ -602,14 +602,14 @@ impl Registry {
     }
 }
 
-/// Parses an apply body: YAML (JSON is YAML too).
-pub fn parse_config(body: &[u8]) -> std::result::Result<Value, String> {
-    let v: Value = serde_yaml_ng::from_slice(body)
+/// Parses an apply body: YAML (JSON is YAML too), with the keys it gives twice.
+pub fn parse_config(body: &[u8]) -> std::result::Result<(Value, super::schema::BodyNotes), String> {
+    let (v, notes) = super::schema::parse_yaml(body)
         .map_err(|e| format!("the applied configuration is not valid YAML: {e}"))?;
     if !v.is_object() {
         return Err("the applied configuration must be an object".into());
     }
-    Ok(v)
+    Ok((v, notes))
 }
 
 #[cfg(test)]

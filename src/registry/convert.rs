@@ -230,7 +230,7 @@ impl Registry {
             res,
             &mut obj,
             opts.field_validation,
-            &opts.duplicates,
+            &opts.body,
             &mut causes,
         )?;
         if !causes.is_empty() {

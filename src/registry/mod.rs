@@ -32,7 +32,7 @@ use crate::types::{fields, labels, names};
 pub use apply::{ApplyOptions, parse_config};
 pub use catalog::{Kind, Resource};
 pub use patch::{ListMerge, Patch, Shape};
-pub use schema::FieldValidation;
+pub use schema::{BodyNotes, FieldValidation};
 pub use service::KUBERNETES_SERVICE_IP;
 pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};
 pub use watch::{Watch, WatchEvent, WatchOptions};
@@ -201,8 +201,9 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// What to do about fields the schema does not know.
     pub field_validation: FieldValidation,
-    /// Fields the request's body named twice (refused or warned about as unknown ones).
-    pub duplicates: Vec<String>,
+    /// What decoding the request's body noted: fields it named twice (refused or
+    /// warned about as unknown ones).
+    pub body: schema::BodyNotes,
     /// Who writes (`fieldManager`, else the client's name), for a write other than an
     /// apply: recorded in managedFields as an Update. `None` records nothing.
     pub manager: Option<String>,
@@ -644,7 +645,7 @@ impl Registry {
             res,
             &mut obj,
             opts.field_validation,
-            &opts.duplicates,
+            &opts.body,
             &mut schema_causes,
         )?;
         let m = meta_mut(&mut obj)?;
@@ -1149,7 +1150,7 @@ impl Registry {
                 res,
                 &mut new,
                 opts.field_validation,
-                &opts.duplicates,
+                &opts.body,
                 &mut schema_causes,
             )?;
             let done = |object| Written {

@@ -415,26 +415,124 @@ fn remove_at(obj: &mut Value, loc: &jsonschema::paths::Location, name: &str) {
     }
 }
 
-/// Parses a JSON body as [`serde_json::from_slice`] does, and also returns the paths
-/// (`data.a`, `spec.containers[0].name`) of the fields it names twice: JSON keeps the
-/// last, and strict field validation refuses them.
-pub fn parse_json(body: &[u8]) -> serde_json::Result<(Value, Vec<String>)> {
-    use serde::de::DeserializeSeed;
-    let mut duplicates = Vec::new();
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let v = Checked {
-        path: &mut String::new(),
-        duplicates: &mut duplicates,
-    }
-    .deserialize(&mut de)?;
-    de.end()?;
-    Ok((v, duplicates))
+/// What decoding a request's body noted besides its value, for strict field validation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyNotes {
+    /// Paths (`data.a`, `spec.containers[0].name`) of the fields a JSON body names
+    /// twice, in the order of the body: JSON keeps the last.
+    pub duplicates: Vec<String>,
+    /// Every field path of the body in its order, kept only when it names fields
+    /// twice: a typed kind's unknown and duplicate fields are listed in that order.
+    pub order: Vec<String>,
+    /// Keys a YAML body gives twice, in kube-apiserver's words (`error converting YAML
+    /// to JSON: yaml: unmarshal errors:` and a `line N: key "k" already set in map` for
+    /// each); YAML keeps the last too.
+    pub yaml: Option<String>,
 }
 
-/// Builds a [`Value`] at `path` (one buffer for the whole walk), noting keys that repeat.
+/// Parses a JSON body as [`serde_json::from_slice`] does, noting the fields it names
+/// twice.
+pub fn parse_json(body: &[u8]) -> serde_json::Result<(Value, BodyNotes)> {
+    let walk = |order: Option<&mut Vec<String>>| {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let mut duplicates = Vec::new();
+        let v =
+            Checked::new(&mut String::new(), &mut duplicates, order, None).deserialize(&mut de)?;
+        de.end()?;
+        Ok::<_, serde_json::Error>((v, duplicates))
+    };
+    use serde::de::DeserializeSeed;
+    let (v, duplicates) = walk(None)?;
+    let mut order = Vec::new();
+    if !duplicates.is_empty() {
+        walk(Some(&mut order))?;
+    }
+    Ok((
+        v,
+        BodyNotes {
+            duplicates,
+            order,
+            yaml: None,
+        },
+    ))
+}
+
+/// At most this many keys given twice are located by line in a YAML body (each takes
+/// one more pass over it); the others are counted.
+const YAML_LINES: usize = 16;
+
+/// Parses a YAML body (JSON is YAML too) into JSON, noting the keys it gives twice with
+/// their lines, as kube-apiserver's strict YAML decoding words them.
+pub fn parse_yaml(body: &[u8]) -> Result<(Value, BodyNotes), serde_yaml_ng::Error> {
+    use serde::de::DeserializeSeed;
+    let walk = |stop_at: Option<usize>| {
+        let mut duplicates = Vec::new();
+        let de = serde_yaml_ng::Deserializer::from_slice(body);
+        Checked::new(&mut String::new(), &mut duplicates, None, stop_at)
+            .deserialize(de)
+            .map(|v| (v, duplicates))
+    };
+    let (v, duplicates) = walk(None)?;
+    let mut notes = BodyNotes::default();
+    if !duplicates.is_empty() {
+        let mut lines: Vec<String> = Vec::new();
+        for (k, path) in duplicates.iter().enumerate().take(YAML_LINES) {
+            // The pass stops at the k-th key given twice, whose error says where it is.
+            let line = walk(Some(k))
+                .err()
+                .and_then(|e| e.location())
+                .map_or(0, |l| l.line());
+            let key = path.rsplit('.').next().unwrap_or(path);
+            lines.push(format!("line {line}: key {key:?} already set in map"));
+        }
+        if duplicates.len() > YAML_LINES {
+            lines.push(format!(
+                "and {} more keys already set in their maps",
+                duplicates.len() - YAML_LINES
+            ));
+        }
+        notes.yaml = Some(format!(
+            "error converting YAML to JSON: yaml: unmarshal errors:\n  {}",
+            lines.join("\n  ")
+        ));
+    }
+    Ok((v, notes))
+}
+
+/// Builds a [`Value`] at `path` (one buffer for the whole walk), noting keys that repeat
+/// (and, with `order`, every key's path in the order of the body). With `stop_at: k`
+/// the walk fails at the key that repeats for the k-th time, so that the parser's error
+/// tells where it is.
 struct Checked<'a> {
     path: &'a mut String,
     duplicates: &'a mut Vec<String>,
+    order: Option<&'a mut Vec<String>>,
+    stop_at: Option<usize>,
+}
+
+impl<'a> Checked<'a> {
+    fn new(
+        path: &'a mut String,
+        duplicates: &'a mut Vec<String>,
+        order: Option<&'a mut Vec<String>>,
+        stop_at: Option<usize>,
+    ) -> Self {
+        Checked {
+            path,
+            duplicates,
+            order,
+            stop_at,
+        }
+    }
+
+    fn nested(&mut self) -> Checked<'_> {
+        Checked {
+            path: &mut *self.path,
+            duplicates: &mut *self.duplicates,
+            order: self.order.as_deref_mut(),
+            stop_at: self.stop_at,
+        }
+    }
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for Checked<'_> {
@@ -442,6 +540,35 @@ impl<'de> serde::de::DeserializeSeed<'de> for Checked<'_> {
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
+    }
+}
+
+/// Reads a map's key; fails on one already in `seen` when `stop` says so.
+struct Key<'m> {
+    seen: &'m serde_json::Map<String, Value>,
+    stop: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key<'_> {
+    type Value = String;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_string(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Key<'_> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a map key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        if self.stop && self.seen.contains_key(v) {
+            return Err(E::custom(format!("key {v:?} already set in map")));
+        }
+        Ok(v.to_owned())
     }
 }
 
@@ -480,17 +607,17 @@ impl<'de> serde::de::Visitor<'de> for Checked<'_> {
         Ok(Value::Null)
     }
 
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
         use std::fmt::Write;
         let mut items = Vec::new();
         let len = self.path.len();
         loop {
             let _ = write!(self.path, "[{}]", items.len());
-            let seed = Checked {
-                path: &mut *self.path,
-                duplicates: &mut *self.duplicates,
-            };
-            let item = seq.next_element_seed(seed)?;
+            let item = seq.next_element_seed(self.nested())?;
             self.path.truncate(len);
             match item {
                 Some(v) => items.push(v),
@@ -499,19 +626,22 @@ impl<'de> serde::de::Visitor<'de> for Checked<'_> {
         }
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
         let mut out = serde_json::Map::new();
         let len = self.path.len();
-        while let Some(key) = map.next_key::<String>()? {
+        loop {
+            let stop = self.stop_at == Some(self.duplicates.len());
+            let Some(key) = map.next_key_seed(Key { seen: &out, stop })? else {
+                break;
+            };
             if len > 0 {
                 self.path.push('.');
             }
             self.path.push_str(&key);
-            let seed = Checked {
-                path: &mut *self.path,
-                duplicates: &mut *self.duplicates,
-            };
-            let v = map.next_value_seed(seed)?;
+            if let Some(order) = self.order.as_deref_mut() {
+                order.push(self.path.clone());
+            }
+            let v = map.next_value_seed(self.nested())?;
             if out.insert(key, v).is_some() {
                 self.duplicates.push(self.path.clone());
             }
@@ -529,10 +659,10 @@ pub fn admit(
     mode: FieldValidation,
     causes: &mut Vec<Cause>,
 ) -> Result<Vec<String>, Error> {
-    admit_with(res, obj, mode, &[], causes)
+    admit_with(res, obj, mode, &BodyNotes::default(), causes)
 }
 
-/// [`admit`], for a body that named the fields at `duplicates` twice.
+/// [`admit`], for a body whose decoding noted `notes` (fields named twice).
 /// The fields of `obj` that its kind's schema does not declare (paths like
 /// `spec.extra`), outside the nodes that keep unknown fields.
 pub fn undeclared(res: &Resource, obj: &Value) -> Vec<String> {
@@ -552,7 +682,7 @@ pub fn admit_with(
     res: &Resource,
     obj: &mut Value,
     mode: FieldValidation,
-    duplicates: &[String],
+    notes: &BodyNotes,
     causes: &mut Vec<Cause>,
 ) -> Result<Vec<String>, Error> {
     drop_nulls(obj);
@@ -615,9 +745,10 @@ pub fn admit_with(
             }
         }
     }
-    // As kube-apiserver lists them: duplicates in the order of the body, then unknown
-    // fields of the object's own metadata, the others, and those of embedded objects'
-    // metadata.
+    // As kube-apiserver lists them: a YAML body's keys given twice first; then, for a
+    // typed kind, unknown and duplicate fields in the order of the body; for a custom
+    // kind, duplicates in the order of the body, then unknown fields of the object's
+    // own metadata, the others, and those of embedded objects' metadata.
     let mut fields: Vec<String> = unknown
         .iter()
         .map(|(loc, name)| join(&field_path(loc), name))
@@ -628,10 +759,31 @@ pub fn admit_with(
         (false, true) => 2,
     };
     fields.sort_by_key(rank);
-    let names: Vec<String> = duplicates
+    let mut listed: Vec<(usize, String)> = notes
+        .duplicates
         .iter()
-        .map(|d| format!("duplicate field {d:?}"))
-        .chain(fields.iter().map(|f| format!("unknown field {f:?}")))
+        .map(|d| (0, format!("duplicate field {d:?}")))
+        .chain(fields.iter().map(|f| (0, format!("unknown field {f:?}"))))
+        .collect();
+    if res.schema.custom_schema().is_none() && !notes.order.is_empty() {
+        // A duplicate sits where it is given again, an unknown field where it first is.
+        let at = |path: &str, last: bool| {
+            let mut found = notes.order.iter().enumerate().filter(|(_, p)| *p == path);
+            let hit = if last { found.next_back() } else { found.next() };
+            hit.map_or(usize::MAX, |(i, _)| i)
+        };
+        let duplicates = notes.duplicates.iter().map(|d| at(d, true));
+        let unknown = fields.iter().map(|f| at(f, false));
+        for ((rank, _), i) in listed.iter_mut().zip(duplicates.chain(unknown)) {
+            *rank = i;
+        }
+        listed.sort_by_key(|(rank, _)| *rank);
+    }
+    let names: Vec<String> = notes
+        .yaml
+        .iter()
+        .cloned()
+        .chain(listed.into_iter().map(|(_, n)| n))
         .collect();
     if !names.is_empty() && mode == FieldValidation::Strict {
         let list = &names;
@@ -659,15 +811,60 @@ mod tests {
     #[test]
     fn parsing_notes_the_fields_a_body_names_twice() {
         let body = br#"{"a": 1, "b": {"c": [true, {"d": null, "d": 2.5}], "c": "x"}, "a": "last"}"#;
-        let (v, duplicates) = parse_json(body).unwrap();
+        let (v, notes) = parse_json(body).unwrap();
         assert_eq!(v, json!({"a": "last", "b": {"c": "x"}}));
-        assert_eq!(duplicates, ["b.c[1].d", "b.c", "a"]);
+        assert_eq!(notes.duplicates, ["b.c[1].d", "b.c", "a"]);
+        assert_eq!(
+            notes.order,
+            ["a", "b", "b.c", "b.c[1].d", "b.c[1].d", "b.c", "a"]
+        );
         let plain = br#"{"k": [1, -2, 18446744073709551615, 0.5, "s", null, {}]}"#;
-        let (v, duplicates) = parse_json(plain).unwrap();
+        let (v, notes) = parse_json(plain).unwrap();
         assert_eq!(v, serde_json::from_slice::<Value>(plain).unwrap());
-        assert!(duplicates.is_empty());
+        assert_eq!(notes, BodyNotes::default());
         assert!(parse_json(b"{} trailing").is_err());
         assert!(parse_json(b"{\"a\": ").is_err());
+    }
+
+    #[test]
+    fn yaml_keys_given_twice_are_told_by_line() {
+        let body = b"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  x: '1'\n  y: '2'\n  x: '3'\nlist:\n- {k: 1, k: 2}\n";
+        let (v, notes) = parse_yaml(body).unwrap();
+        assert_eq!(v["data"]["x"], "3", "the last is kept: {v}");
+        assert_eq!(v["list"][0]["k"], 2);
+        assert_eq!(
+            notes.yaml.as_deref(),
+            Some(
+                "error converting YAML to JSON: yaml: unmarshal errors:\n  line 9: key \"x\" already set in map\n  line 11: key \"k\" already set in map"
+            )
+        );
+        let (v, notes) = parse_yaml(b"a: {b: [1, null, ~, true, 2.5, text]}").unwrap();
+        assert_eq!(v, json!({"a": {"b": [1, null, null, true, 2.5, "text"]}}));
+        assert_eq!(notes, BodyNotes::default());
+        assert!(parse_yaml(b"a: [").is_err());
+    }
+
+    #[test]
+    fn a_typed_kinds_unknown_and_duplicate_fields_are_listed_in_body_order() {
+        let res = catalog::of(Kind::ConfigMap);
+        let body =
+            br#"{"metadata": {"name": "a"}, "zzz": 1, "data": {"a": "1", "a": "2"}, "aaa": 2}"#;
+        let (mut v, notes) = parse_json(body).unwrap();
+        let err = admit_with(
+            res,
+            &mut v,
+            FieldValidation::Strict,
+            &notes,
+            &mut Vec::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.ends_with(
+                r#"strict decoding error: unknown field "zzz", duplicate field "data.a", unknown field "aaa""#
+            ),
+            "{err}"
+        );
     }
 
     #[test]

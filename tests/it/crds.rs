@@ -983,3 +983,82 @@ async fn cluster_scoped_objects_without_a_status_subresource_keep_a_generation()
     assert_eq!(code, 404);
     s.stop().await;
 }
+
+/// The upstream field validation test of a custom object whose YAML gives a key twice
+/// under fields kept unknown: applied strictly it is refused, naming the line.
+#[tokio::test]
+async fn yaml_keys_given_twice_are_refused_by_line_or_warned_about() {
+    let s = TestServer::start().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "noxus.mygroup.example.com"},
+        "spec": {
+            "group": "mygroup.example.com",
+            "scope": "Cluster",
+            "names": {"plural": "noxus", "singular": "noxu", "kind": "Noxu"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {
+                            "foo": {"type": "string"},
+                            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                                "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+                                "items": {"type": "object", "required": ["containerPort", "protocol"],
+                                    "properties": {"containerPort": {"type": "integer", "format": "int32"},
+                                        "name": {"type": "string"}, "protocol": {"type": "string"}}}},
+                        }},
+                }}}}],
+        },
+    });
+    let (code, c) = s.post(CRDS, crd).await;
+    assert_eq!(code, 201, "{c}");
+    let body = "\napiVersion: mygroup.example.com/v1beta1\nkind: Noxu\nmetadata:\n  name: mytest\n  finalizers:\n  - test-finalizer\nspec:\n  unknown: uk1\n  foo: foo1\n  foo: foo2\n  cronSpec: \"* * * * */5\"\n  ports:\n  - name: x\n    containerPort: 80\n    protocol: TCP";
+    let path = "/apis/mygroup.example.com/v1beta1/noxus/mytest";
+    let apply = |mode: &'static str| {
+        s.req(
+            Method::PATCH,
+            &format!("{path}?fieldManager=field_validation_mgr&fieldValidation={mode}"),
+        )
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(body)
+        .send()
+    };
+    let r = apply("Strict").await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let said = r.text().await.unwrap();
+    assert!(
+        said.contains(r#"line 11: key \"foo\" already set in map"#),
+        "{said}"
+    );
+    let (code, _) = s.get(path).await;
+    assert_eq!(code, 404, "nothing was written");
+    // Warned about, the last is kept.
+    let r = apply("Warn").await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let warning = r.headers()["warning"].to_str().unwrap().to_string();
+    assert!(
+        warning.contains(r#"line 11: key \"foo\" already set in map"#),
+        "{warning}"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["spec"]["foo"], "foo2");
+    // So is a create of a YAML body.
+    let r = s
+        .req(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps?fieldValidation=Strict",
+        )
+        .header("Content-Type", "application/yaml")
+        .body("metadata:\n  name: twice\ndata:\n  a: '1'\n  a: '2'\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let said = r.text().await.unwrap();
+    assert!(
+        said.contains(r#"cannot be handled as a ConfigMap: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n  line 5: key \"a\" already set in map"#),
+        "{said}"
+    );
+    s.stop().await;
+}
