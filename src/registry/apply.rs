@@ -295,7 +295,7 @@ fn is_own(e: &Value, opts: &ApplyOptions) -> bool {
 
 /// The object after `config` is applied by `opts.manager` to `live`.
 fn apply_to(res: &Resource, live: &Value, config: &Value, opts: &ApplyOptions) -> Result<Value> {
-    let shape = Shape::of(res);
+    let shape = Shape::applied(res);
     let config_values = leaf_values(config, opts.status, shape);
     let applied: BTreeSet<Path> = config_values.keys().cloned().collect();
     let entries: Vec<Value> = meta(live)
@@ -416,7 +416,7 @@ pub(super) fn record_update(
         v
     };
     let new_scope = scope(new);
-    let shape = Shape::of(res);
+    let shape = Shape::applied(res);
     let now = leaf_values(&new_scope, status, shape);
     let (set, removed): (BTreeSet<Path>, BTreeSet<Path>) = match old {
         None => (now.into_keys().collect(), BTreeSet::new()),
@@ -570,7 +570,7 @@ impl Registry {
                 }
                 let mut obj = config.clone();
                 super::meta_mut(&mut obj)?.insert("name".into(), json!(name));
-                let fields = leaves(&config, false, Shape::of(res));
+                let fields = leaves(&config, false, Shape::applied(res));
                 super::meta_mut(&mut obj)?.insert(
                     "managedFields".into(),
                     json!([entry(apply, &res.api_version(), &fields)]),
@@ -629,7 +629,7 @@ mod tests {
     fn fields_v1_round_trips_with_keyed_lists() {
         let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
             "spec": {"containers": [{"name": "main", "image": "x"}]}});
-        let set = leaves(&cfg, false, Shape::of(catalog::of(Kind::Pod)));
+        let set = leaves(&cfg, false, Shape::applied(catalog::of(Kind::Pod)));
         let f = to_fields_v1(&set);
         assert_eq!(f["f:metadata"]["f:labels"]["f:a"], json!({}));
         assert!(f["f:metadata"].get("f:name").is_none());

@@ -180,6 +180,16 @@ impl<'a> Shape<'a> {
         by_list_type: false,
     };
 
+    /// The root of an object of `res` as server-side apply merges it: by list types and
+    /// map keys, and where a built-in type declares none, by its patch strategy (as
+    /// kube-openapi's conversion for structured merge does).
+    pub fn applied(res: &'a super::Resource) -> Shape<'a> {
+        Shape {
+            by_list_type: true,
+            ..Shape::of(res)
+        }
+    }
+
     /// The root of an object of `res`: a built-in kind's merges by the Go types' patch
     /// strategies, a custom kind's by its schema's list types.
     pub fn of(res: &'a super::Resource) -> Shape<'a> {
@@ -242,14 +252,18 @@ impl<'a> Shape<'a> {
             return ListMerge::Replace;
         };
         if self.by_list_type {
-            return match p.get("x-kubernetes-list-type").and_then(Value::as_str) {
-                Some("map") => match p.get("x-kubernetes-list-map-keys") {
-                    Some(Value::Array(keys)) if !keys.is_empty() => ListMerge::ByKeys(keys),
-                    _ => ListMerge::Replace,
-                },
-                Some("set") => ListMerge::Union,
-                _ => ListMerge::Replace,
-            };
+            match p.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("map") => {
+                    return match p.get("x-kubernetes-list-map-keys") {
+                        Some(Value::Array(keys)) if !keys.is_empty() => ListMerge::ByKeys(keys),
+                        _ => ListMerge::Replace,
+                    };
+                }
+                Some("set") => return ListMerge::Union,
+                Some(_) => return ListMerge::Replace,
+                // No list type: the patch strategy, if any, says.
+                None => {}
+            }
         }
         let strategy = p
             .get("x-kubernetes-patch-strategy")

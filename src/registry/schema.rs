@@ -243,8 +243,23 @@ fn annotate_merge_rules(defs: &mut Map<String, Value>) {
                 p.insert("x-kubernetes-list-map-keys".into(), json!(rule.map_keys));
             }
         }
+        // The defaults the Go types give list map keys (`+default`), which server-side
+        // apply takes for an element that leaves the key out.
+        for (schema, field, default) in KEY_DEFAULTS {
+            if name == schema {
+                if let Some(Value::Object(p)) = props.get_mut(*field) {
+                    p.insert("default".into(), json!(default));
+                }
+            }
+        }
     }
 }
+
+/// List map keys with a `+default` in the Go types: schema, field, default.
+const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"),
+    ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
+];
 
 /// The schemas that the OpenAPI document of `resources` (one group version) carries:
 /// every schema of the built-in kinds when it holds one (their documents share them), else
@@ -769,7 +784,11 @@ pub fn admit_with(
         // A duplicate sits where it is given again, an unknown field where it first is.
         let at = |path: &str, last: bool| {
             let mut found = notes.order.iter().enumerate().filter(|(_, p)| *p == path);
-            let hit = if last { found.next_back() } else { found.next() };
+            let hit = if last {
+                found.next_back()
+            } else {
+                found.next()
+            };
             hit.map_or(usize::MAX, |(i, _)| i)
         };
         let duplicates = notes.duplicates.iter().map(|d| at(d, true));

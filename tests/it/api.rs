@@ -1580,6 +1580,67 @@ async fn server_side_apply_creates_merges_and_reports_conflicts() {
     s.stop().await;
 }
 
+/// Built-in lists merge in an apply by their list map keys, a key left out taking the
+/// type's default: a Service's ports by port and protocol, so 53/TCP and 53/UDP are two.
+#[tokio::test]
+async fn server_side_apply_merges_built_in_lists_by_their_map_keys() {
+    let s = bare().await;
+    let svcs = "/api/v1/namespaces/default/services";
+    let apply = |manager: &'static str, body: &'static str| {
+        s.req(
+            Method::PATCH,
+            &format!("{svcs}/dns?fieldManager={manager}&fieldValidation=Strict"),
+        )
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(body)
+        .send()
+    };
+    let r = apply(
+        "tcp",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: dns\nspec:\n  ports:\n  - name: dns-tcp\n    port: 53\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let v: Value = r.json().await.unwrap();
+    let fields = &v["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:ports"];
+    assert!(
+        fields.get(r#"k:{"port":53,"protocol":"TCP"}"#).is_some(),
+        "{fields}"
+    );
+    let r = apply(
+        "udp",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: dns\nspec:\n  ports:\n  - name: dns-udp\n    port: 53\n    protocol: UDP\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    let ports: Vec<(&str, &str)> = v["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["protocol"].as_str().unwrap()))
+        .collect();
+    assert_eq!(ports, [("dns-tcp", "TCP"), ("dns-udp", "UDP")], "{v}");
+    // Each manager owns its own port: dropping it removes only that one.
+    let r = apply(
+        "tcp",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: dns\nspec:\n  selector:\n    app: dns\n",
+    )
+    .await
+    .unwrap();
+    let v: Value = r.json().await.unwrap();
+    let names: Vec<&str> = v["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dns-udp"], "{v}");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn metrics_count_requests_commits_and_watches() {
     let s = bare().await;
