@@ -1,4 +1,6 @@
-//! The replication manager: keeps `spec.replicas` pods of each ReplicationController.
+//! The replication manager: keeps `spec.replicas` pods of each ReplicationController,
+//! and, as the ReplicaSet controller, of each ReplicaSet (one implementation, two kinds:
+//! an [`Owner`] says how each names itself and reads its selector).
 //!
 //! It adopts orphans that match the selector and releases owned pods that stop matching;
 //! creates missing pods in slow-start batches (1, 2, 4, …) so that a broken template fails
@@ -73,8 +75,40 @@ impl Expectations {
     }
 }
 
+/// A kind whose objects keep a number of pods from a template.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    kind: Kind,
+    api_version: &'static str,
+    kind_name: &'static str,
+    /// The selector is a LabelSelector (`matchLabels`, `matchExpressions`), not a map.
+    label_selector: bool,
+    /// The controller's name, and the component its events come from.
+    name: &'static str,
+    component: &'static str,
+}
+
+const REPLICATION_CONTROLLERS: Owner = Owner {
+    kind: Kind::ReplicationController,
+    api_version: "v1",
+    kind_name: "ReplicationController",
+    label_selector: false,
+    name: "replication-manager",
+    component: "replication-controller",
+};
+
+const REPLICA_SETS: Owner = Owner {
+    kind: Kind::ReplicaSet,
+    api_version: "apps/v1",
+    kind_name: "ReplicaSet",
+    label_selector: true,
+    name: "replicaset-controller",
+    component: "replicaset-controller",
+};
+
 #[derive(Clone)]
 struct Manager {
+    owner: Owner,
     client: Client,
     rcs: Informer,
     pods: Informer,
@@ -98,10 +132,12 @@ fn controller_ref(obj: &Value) -> Option<&Value> {
         .find(|r| r["controller"] == true)
 }
 
-/// The key of the RC that controls `pod`, if an RC does.
-fn owner_key(pod: &Value) -> Option<String> {
+/// The key of the object of `owner`'s kind that controls `pod`, if one does.
+fn owner_key(owner: Owner, pod: &Value) -> Option<String> {
     let r = controller_ref(pod)?;
-    (r["kind"] == "ReplicationController").then(|| {
+    let group = |v: &str| v.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+    let same_group = group(r["apiVersion"].as_str().unwrap_or("")) == group(owner.api_version);
+    (r["kind"] == owner.kind_name && same_group).then(|| {
         format!(
             "{}/{}",
             str_at(pod, "/metadata/namespace"),
@@ -138,8 +174,15 @@ fn ready_for(pod: &Value) -> Option<Duration> {
     Some(Duration::from_secs(age.max(0) as u64))
 }
 
-fn selector_of(rc: &Value) -> labels::Selector {
-    labels::Selector::from_map(&labels_of(rc, "/spec/selector"))
+/// The selector of `rc`; one that does not parse selects nothing (validation refuses it).
+fn selector_of(owner: Owner, rc: &Value) -> labels::Selector {
+    if owner.label_selector {
+        rc.pointer("/spec/selector")
+            .and_then(|s| labels::Selector::from_label_selector(s).ok())
+            .unwrap_or_default()
+    } else {
+        labels::Selector::from_map(&labels_of(rc, "/spec/selector"))
+    }
 }
 
 /// The order in which surplus pods go: the ones that cost least to lose first.
@@ -173,10 +216,10 @@ fn deletion_order(a: &Value, b: &Value) -> Ordering {
 }
 
 /// The ownerReference that makes `rc` a pod's managing controller.
-fn controlled_by(rc: &Value) -> Value {
+fn controlled_by(owner: Owner, rc: &Value) -> Value {
     json!({
-        "apiVersion": "v1",
-        "kind": "ReplicationController",
+        "apiVersion": owner.api_version,
+        "kind": owner.kind_name,
         "name": str_at(rc, "/metadata/name"),
         "uid": str_at(rc, "/metadata/uid"),
         "controller": true,
@@ -185,12 +228,12 @@ fn controlled_by(rc: &Value) -> Value {
 }
 
 /// A new pod from `rc`'s template.
-fn pod_from_template(rc: &Value) -> Value {
+fn pod_from_template(owner: Owner, rc: &Value) -> Value {
     let template = &rc["spec"]["template"];
     let mut meta = json!({
         "generateName": format!("{}-", str_at(rc, "/metadata/name")),
         "namespace": str_at(rc, "/metadata/namespace"),
-        "ownerReferences": [controlled_by(rc)],
+        "ownerReferences": [controlled_by(owner, rc)],
     });
     for field in ["labels", "annotations"] {
         if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
@@ -277,7 +320,7 @@ impl Manager {
             .cloned()
             .unwrap_or_else(|| json!([]));
         if let Some(list) = refs.as_array_mut() {
-            list.push(controlled_by(rc));
+            list.push(controlled_by(self.owner, rc));
         }
         self.set_owner_refs(pod, refs).await
     }
@@ -323,7 +366,7 @@ impl Manager {
             self.expectations.forget(&key);
             return Ok(Action::Done);
         };
-        let selector = selector_of(&rc);
+        let selector = selector_of(self.owner, &rc);
         if selector.is_empty() {
             // Validation forbids this; never manage every pod of a namespace.
             return Ok(Action::Done);
@@ -336,7 +379,7 @@ impl Manager {
             if active.len() < want {
                 let n = (want - active.len()).min(BURST);
                 self.expectations.expect(&key, n as i64, 0);
-                let template = pod_from_template(&rc);
+                let template = pod_from_template(self.owner, &rc);
                 let ns = str_at(&rc, "/metadata/namespace");
                 let (created, err) = slow_start(n, || async {
                     let made = self
@@ -498,9 +541,15 @@ impl Manager {
     }
 }
 
-/// Registers the replication manager's handlers and starts its workers.
+/// Registers the replication manager's and the ReplicaSet controller's handlers and
+/// starts their workers.
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
-    let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
+    keep(ctx, sup, REPLICATION_CONTROLLERS);
+    keep(ctx, sup, REPLICA_SETS);
+}
+
+fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
+    let rcs = ctx.informers.get(catalog::of(owner.kind));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let queue = Queue::new();
     let expectations = Expectations::default();
@@ -523,14 +572,14 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let enqueue_matching = move |queue: &Queue, pod: &Value| {
             let labels = labels_of(pod, "/metadata/labels");
             for rc in rcs.list_namespace(str_at(pod, "/metadata/namespace")) {
-                let sel = selector_of(&rc);
+                let sel = selector_of(owner, &rc);
                 if !sel.is_empty() && sel.matches(&labels) {
                     queue.add(key_of(&rc));
                 }
             }
         };
         pods.on_change(move |change| match change {
-            Change::Added(pod) => match owner_key(pod) {
+            Change::Added(pod) => match owner_key(owner, pod) {
                 Some(owner) => {
                     expectations.observed(&owner, 1, 0);
                     queue.add(owner);
@@ -538,7 +587,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 None => enqueue_matching(&queue, pod),
             },
             Change::Updated { old, new } => {
-                let (was, now) = (owner_key(old), owner_key(new));
+                let (was, now) = (owner_key(owner, old), owner_key(owner, new));
                 if let Some(w) = &was {
                     if was != now {
                         queue.add(w.clone());
@@ -562,7 +611,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
             }
             Change::Deleted(pod) => {
-                if let Some(owner) = owner_key(pod) {
+                if let Some(owner) = owner_key(owner, pod) {
                     if !is_deleting(pod) {
                         expectations.observed(&owner, 0, 1);
                     }
@@ -572,20 +621,21 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         });
     }
     let manager = Manager {
+        owner,
         client: ctx.client.clone(),
         rcs,
         pods,
         expectations,
-        recorder: ctx.recorder("replication-controller"),
+        recorder: ctx.recorder(owner.component),
     };
-    sup.spawn("replication-manager", move |cancel| {
+    sup.spawn(owner.name, move |cancel| {
         let (manager, queue) = (manager.clone(), queue.clone());
         async move {
             // With an empty pod cache every RC would look short of pods.
             if !super::synced(&[&manager.rcs, &manager.pods], &cancel).await {
                 return;
             }
-            super::run("replication-manager", queue, WORKERS, cancel, move |key| {
+            super::run(owner.name, queue, WORKERS, cancel, move |key| {
                 let manager = manager.clone();
                 async move { manager.reconcile(key).await }
             })
@@ -679,12 +729,16 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "image": "i"}]},
             }},
         });
-        let pod = pod_from_template(&rc);
+        let pod = pod_from_template(REPLICATION_CONTROLLERS, &rc);
         assert_eq!(pod["metadata"]["generateName"], "web-");
         assert_eq!(pod["metadata"]["labels"]["app"], "web");
         assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "u1");
         assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
-        assert_eq!(owner_key(&pod).as_deref(), Some("ns/web"));
+        assert_eq!(
+            owner_key(REPLICATION_CONTROLLERS, &pod).as_deref(),
+            Some("ns/web")
+        );
+        assert_eq!(owner_key(REPLICA_SETS, &pod), None, "another kind's pod");
         assert_eq!(pod["spec"]["containers"][0]["name"], "c");
     }
 }

@@ -34,6 +34,8 @@ pub enum Kind {
     DeploymentConfig,
     /// apiextensions.k8s.io/v1 CustomResourceDefinition (see `registry::crd`).
     CustomResourceDefinition,
+    /// apps/v1 ReplicaSet (see `registry::apps`).
+    ReplicaSet,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -210,6 +212,7 @@ const fn sub(
     Subresource { name, verbs, kind }
 }
 
+use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
@@ -277,6 +280,27 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(strategy::ReplicationController),
             schema: Source::typed::<core::ReplicationController>(),
             table: Arc::new(table::REPLICATION_CONTROLLER),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::ReplicaSet,
+            group: "apps".into(),
+            version: "v1".into(),
+            kind_name: "ReplicaSet".into(),
+            plural: "replicasets".into(),
+            singular: "replicaset".into(),
+            short_names: names(&["rs"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            generation: true,
+            scale: true,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&["status.replicas"]),
+            strategy: Arc::new(super::apps::ReplicaSet),
+            schema: Source::typed::<apps::ReplicaSet>(),
+            table: Arc::new(table::REPLICA_SET),
             conversion: None,
         },
         Resource {
@@ -831,6 +855,7 @@ mod tests {
         assert_eq!(
             Catalog::default().served().groups(),
             vec![
+                ("apps", vec!["v1"]),
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
                 ("apps.openshift.io", vec!["v1"]),

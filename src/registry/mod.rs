@@ -4,6 +4,7 @@
 //! deletion, selectors and paging, patches and watches. It knows kinds, not HTTP.
 
 mod apply;
+pub mod apps;
 pub mod catalog;
 mod cel;
 mod convert;
@@ -73,6 +74,14 @@ impl Cause {
                 allowed.join(", ")
             ),
             field: field.into(),
+        }
+    }
+
+    /// A required value, with what requires it.
+    pub fn required_with(field: &str, detail: &str) -> Self {
+        Self {
+            message: format!("Required value: {detail}"),
+            ..Self::required(field)
         }
     }
 

@@ -47,6 +47,7 @@ macro_rules! printers {
 printers! {
     POD: pod_columns, pod_cells;
     REPLICATION_CONTROLLER: replication_controller_columns, replication_controller_cells;
+    REPLICA_SET: replication_controller_columns, replica_set_cells;
     NAMESPACE: namespace_columns, namespace_cells;
     NODE: node_columns, node_cells;
     EVENT: event_columns, event_cells;
@@ -457,6 +458,14 @@ fn pod_cells(v: &Value) -> Vec<Value> {
             }),
         ]
     }
+}
+
+fn replica_set_cells(v: &Value) -> Vec<Value> {
+    let mut cells = replication_controller_cells(v);
+    if let Some(selector) = cells.last_mut() {
+        *selector = json!(super::apps::selector_string(v.pointer("/spec/selector")));
+    }
+    cells
 }
 
 fn replication_controller_cells(v: &Value) -> Vec<Value> {

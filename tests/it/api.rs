@@ -121,7 +121,7 @@ async fn discovery_is_served_aggregated_and_legacy() {
             assert_eq!(pods, ["status", "attach", "binding", "exec", "log"]);
             assert!(v["items"][0]["metadata"].get("name").is_none());
         } else {
-            assert_eq!(v["items"][0]["metadata"]["name"], "coordination.k8s.io");
+            assert_eq!(v["items"][0]["metadata"]["name"], "apps");
         }
     }
     let (_, legacy) = s.get("/api").await;
@@ -129,7 +129,7 @@ async fn discovery_is_served_aggregated_and_legacy() {
     let (_, groups) = s.get("/apis").await;
     assert_eq!(
         groups["groups"][0]["preferredVersion"]["groupVersion"],
-        "coordination.k8s.io/v1"
+        "apps/v1"
     );
     let (_, core) = s.get("/api/v1").await;
     let names: Vec<&str> = core["resources"]

@@ -314,3 +314,134 @@ async fn a_restart_neither_creates_nor_deletes_pods_twice() {
         .await;
     assert!(events["items"].as_array().unwrap().is_empty(), "{events}");
 }
+
+const RSS: &str = "/apis/apps/v1/namespaces/default/replicasets";
+
+fn rs(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": [name]}]},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    })
+}
+
+/// A ReplicaSet is kept by the same manager as an RC: its pods, its scale, its status,
+/// adoption by a selector expression and an RC's pods left alone.
+#[tokio::test]
+async fn a_replica_set_keeps_its_pods_like_an_rc() {
+    let s = TestServer::start().await;
+    // An RC's pod with the same labels is not the ReplicaSet's to adopt.
+    let (code, made) = s.post(RCS, rc("rs-web", 1)).await;
+    assert_eq!(code, 201, "{made}");
+    let rc_uid = made["metadata"]["uid"].as_str().unwrap().to_string();
+    converged(&s, "rs-web", &rc_uid, 1).await;
+    let (code, made) = s.post(RCS, rc("other", 0)).await;
+    assert_eq!(code, 201, "{made}");
+    let (code, made) = s.post(RSS, rs("rs-web", 2)).await;
+    assert_eq!(code, 201, "{made}");
+    assert_eq!(made["metadata"]["generation"], 1);
+    let uid = made["metadata"]["uid"].as_str().unwrap().to_string();
+    let pods = eventually(20, "two pods of the ReplicaSet", || async {
+        let ps = pods(&s, "rs-web").await;
+        let mine: Vec<Value> = ps
+            .iter()
+            .filter(|p| controller_uid(p).as_deref() == Some(&uid))
+            .cloned()
+            .collect();
+        let rcs = ps
+            .iter()
+            .filter(|p| controller_uid(p).as_deref() == Some(&rc_uid))
+            .count();
+        if mine.len() == 2 && rcs == 1 {
+            Ok(mine)
+        } else {
+            Err(format!("{} of the set, {rcs} of the RC", mine.len()))
+        }
+    })
+    .await;
+    let owner = &pods[0]["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["apiVersion"], "apps/v1");
+    assert_eq!(owner["kind"], "ReplicaSet");
+    for p in &pods {
+        set_ready(&s, &name(p)).await;
+    }
+    let st = eventually(20, "two ready replicas", || async {
+        let (_, st) = s.get(&format!("{RSS}/rs-web")).await;
+        if st["status"]["readyReplicas"] == 2 && st["status"]["availableReplicas"] == 2 {
+            Ok(st)
+        } else {
+            Err(st["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(st["status"]["observedGeneration"], 1);
+    // The scale subresource speaks of the selector as a string, and scales it.
+    let (code, scale) = s.get(&format!("{RSS}/rs-web/scale")).await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["status"]["selector"], "app in (rs-web)");
+    let (code, out) = s
+        .patch(
+            &format!("{RSS}/rs-web/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    converged_by(&s, "rs-web", &uid, 1).await;
+    // Bad specs are refused with the upstream causes.
+    let mut bad = rs("bad", 1);
+    bad["spec"]["template"]["metadata"]["labels"] = json!({"app": "elsewhere"});
+    let (code, st) = s.post(RSS, bad).await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(
+        st["details"]["causes"][0]["field"],
+        "spec.template.metadata.labels"
+    );
+    let changed = json!({"spec": {"selector": {"matchLabels": {"app": "rs-web", "x": "y"}}}});
+    let (code, st) = s
+        .patch(
+            &format!("{RSS}/rs-web"),
+            "application/merge-patch+json",
+            changed,
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("field is immutable"),
+        "{st}"
+    );
+    // Deleting it takes its pods along (apps/v1 deletes dependents in the background).
+    let (code, _) = s.delete(&format!("{RSS}/rs-web")).await;
+    assert_eq!(code, 200);
+    converged_by(&s, "rs-web", &uid, 0).await;
+    s.stop().await;
+}
+
+/// Waits until exactly `n` live pods of `app` are controlled by `uid`, whatever else
+/// carries the label.
+async fn converged_by(s: &TestServer, app: &str, uid: &str, n: usize) {
+    eventually(20, &format!("{n} pods of {app} by {uid}"), || async {
+        let owned = pods(s, app)
+            .await
+            .iter()
+            .filter(|p| controller_uid(p).as_deref() == Some(uid))
+            .count();
+        if owned == n {
+            Ok(())
+        } else {
+            Err(format!("{owned}"))
+        }
+    })
+    .await;
+}

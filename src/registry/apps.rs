@@ -1,0 +1,323 @@
+//! The apps/v1 kinds' rules: defaults and validation as kube-apiserver's (apps/v1
+//! `SetDefaults_*`, `ValidateReplicaSet*`), and the label selector rules the workload kinds
+//! share.
+
+use serde_json::{Value, json};
+
+use super::strategy::{self, Scale, Strategy};
+use super::{Cause, Part};
+use crate::types::labels;
+
+/// apps/v1 ReplicaSet: the replication manager's core keeps its pods.
+pub struct ReplicaSet;
+
+impl Strategy for ReplicaSet {
+    fn default(&self, obj: &mut Value) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.entry("replicas").or_insert_with(|| json!(1));
+            if let Some(tspec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+                strategy::default_pod_spec(tspec);
+            }
+        }
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"replicas": 0}));
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate_replicated(obj, causes);
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
+        if part != Part::Status {
+            immutable(old, new, "/spec/selector", "spec.selector", causes);
+        }
+    }
+
+    fn scale(&self, obj: &Value) -> Scale {
+        Scale {
+            replicas: obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0)),
+            status_replicas: obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            selector: selector_string(obj.pointer("/spec/selector")),
+        }
+    }
+}
+
+/// A LabelSelector as a selector string, as `metav1.FormatLabelSelector` writes it (a
+/// Scale's `status.selector`, the wide Table's column): requirements sorted by key,
+/// `matchLabels` as `k=v`, expressions as `k in (a,b)`, `k notin (a)`, `k`, `!k`.
+pub fn selector_string(selector: Option<&Value>) -> String {
+    let Some(sel) = selector.filter(|s| s.is_object()) else {
+        return String::new();
+    };
+    let mut parts: Vec<(String, String)> = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            parts.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
+        }
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or("").to_string();
+        let mut values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let text = match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => continue,
+        };
+        parts.push((key, text));
+    }
+    parts.sort_by(|a, b| a.0.cmp(&b.0));
+    let texts: Vec<String> = parts.into_iter().map(|(_, t)| t).collect();
+    texts.join(",")
+}
+
+/// Refuses a change of the field at `pointer` (shown as `field`).
+fn immutable(old: &Value, new: &Value, pointer: &str, field: &str, causes: &mut Vec<Cause>) {
+    if old.pointer(pointer) != new.pointer(pointer) {
+        causes.push(Cause::invalid(
+            field,
+            new.pointer(pointer).unwrap_or(&Value::Null),
+            "field is immutable",
+        ));
+    }
+}
+
+/// The rules of a spec that keeps replicas of a pod template by a LabelSelector
+/// (`ValidateReplicaSetSpec`).
+fn validate_replicated(obj: &Value, causes: &mut Vec<Cause>) {
+    let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
+        causes.push(Cause::required("spec"));
+        return;
+    };
+    for field in ["replicas", "minReadySeconds"] {
+        if let Some(v) = spec.get(field) {
+            if v.as_i64().is_none_or(|n| n < 0) {
+                causes.push(Cause::invalid(
+                    &format!("spec.{field}"),
+                    v,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+    let selector = match spec.get("selector") {
+        None | Some(Value::Null) => {
+            causes.push(Cause::required("spec.selector"));
+            None
+        }
+        Some(sel) => {
+            validate_label_selector(sel, "spec.selector", causes);
+            let empty = ["matchLabels", "matchExpressions"].iter().all(|k| {
+                sel.get(*k).is_none_or(|v| {
+                    v.as_object().is_some_and(|m| m.is_empty())
+                        || v.as_array().is_some_and(|a| a.is_empty())
+                        || v.is_null()
+                })
+            });
+            if empty {
+                causes.push(Cause::invalid(
+                    "spec.selector",
+                    sel,
+                    "empty selector is invalid for deployment",
+                ));
+            }
+            labels::Selector::from_label_selector(sel).ok()
+        }
+    };
+    let Some(template) = spec.get("template").filter(|t| t.is_object()) else {
+        causes.push(Cause::required("spec.template"));
+        return;
+    };
+    if let Some(selector) = selector.filter(|s| !s.is_empty()) {
+        let template_labels = labels::map_at(template, "/metadata/labels");
+        if !selector.matches(&template_labels) {
+            causes.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                template.pointer("/metadata/labels").unwrap_or(&Value::Null),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+    match template.get("spec") {
+        None => causes.push(Cause::required("spec.template.spec")),
+        Some(ts) => {
+            strategy::validate_pod_spec(ts, "spec.template.spec", causes);
+            let policy = ts["restartPolicy"].as_str().unwrap_or("Always");
+            if policy != "Always" {
+                causes.push(Cause::not_supported(
+                    "spec.template.spec.restartPolicy",
+                    policy,
+                    &["Always"],
+                ));
+            }
+            if ts
+                .get("activeDeadlineSeconds")
+                .is_some_and(|v| !v.is_null())
+            {
+                causes.push(Cause::forbidden(
+                    "spec.template.spec.activeDeadlineSeconds",
+                    "activeDeadlineSeconds in ReplicaSet is not Supported",
+                ));
+            }
+        }
+    }
+}
+
+/// A LabelSelector's rules (`ValidateLabelSelector`): known operators, values only
+/// with `In` and `NotIn` and always with them, valid label keys and values.
+pub fn validate_label_selector(sel: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            let at = format!("{path}.matchLabels");
+            for e in crate::types::names::qualified_name(k) {
+                causes.push(Cause::invalid(&at, &json!(k), &e));
+            }
+            let value = v.as_str().unwrap_or("");
+            for e in crate::types::names::label_value(value) {
+                causes.push(Cause::invalid(&at, v, &e));
+            }
+        }
+    }
+    let exprs = sel.get("matchExpressions").and_then(Value::as_array);
+    for (i, e) in exprs.into_iter().flatten().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        let values = e["values"].as_array().map_or(0, Vec::len);
+        let op = e["operator"].as_str().unwrap_or("");
+        match op {
+            "In" | "NotIn" if values == 0 => causes.push(Cause::required_with(
+                &format!("{at}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if values > 0 => causes.push(Cause::forbidden(
+                &format!("{at}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => causes.push(Cause::invalid(
+                &format!("{at}.operator"),
+                &json!(other),
+                "not a valid selector operator",
+            )),
+        }
+        let key = e["key"].as_str().unwrap_or("");
+        for err in crate::types::names::qualified_name(key) {
+            causes.push(Cause::invalid(&format!("{at}.key"), &json!(key), &err));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rs(selector: Value, labels: Value) -> Value {
+        json!({"metadata": {"name": "web"}, "spec": {
+            "selector": selector,
+            "template": {"metadata": {"labels": labels},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        }})
+    }
+
+    fn fields(obj: &Value) -> Vec<String> {
+        let mut causes = Vec::new();
+        ReplicaSet.validate(obj, &mut causes);
+        causes
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_replica_set_needs_a_selector_that_matches_its_template() {
+        assert!(
+            fields(&rs(
+                json!({"matchLabels": {"app": "web"}}),
+                json!({"app": "web"})
+            ))
+            .is_empty()
+        );
+        let no = fields(&rs(
+            json!({"matchLabels": {"app": "db"}}),
+            json!({"app": "web"}),
+        ));
+        assert_eq!(no.len(), 1, "{no:?}");
+        assert!(
+            no[0].starts_with("spec.template.metadata.labels: Invalid value"),
+            "{no:?}"
+        );
+        let empty = fields(&rs(json!({}), json!({"app": "web"})));
+        assert!(
+            empty[0].contains("empty selector is invalid for deployment"),
+            "{empty:?}"
+        );
+        let mut missing = rs(json!(null), json!({}));
+        missing["spec"].as_object_mut().unwrap().remove("selector");
+        assert_eq!(fields(&missing)[0], "spec.selector: Required value");
+    }
+
+    #[test]
+    fn selector_expressions_are_checked_as_upstream() {
+        let sel = json!({"matchExpressions": [
+            {"key": "app", "operator": "In", "values": []},
+            {"key": "tier", "operator": "Exists", "values": ["x"]},
+            {"key": "bad key!", "operator": "Near"},
+        ]});
+        let mut causes = Vec::new();
+        validate_label_selector(&sel, "spec.selector", &mut causes);
+        let got: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "spec.selector.matchExpressions[0].values",
+                "spec.selector.matchExpressions[1].values",
+                "spec.selector.matchExpressions[2].operator",
+                "spec.selector.matchExpressions[2].key",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_selector_cannot_change_and_the_template_restarts_always() {
+        let old = rs(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web"}),
+        );
+        let mut new = old.clone();
+        new["spec"]["selector"] = json!({"matchLabels": {"app": "web", "x": "y"}});
+        let mut causes = Vec::new();
+        ReplicaSet.validate_update(&old, &new, Part::Main, &mut causes);
+        assert_eq!(causes[0].field, "spec.selector");
+        assert!(causes[0].message.contains("field is immutable"));
+        let mut never = old.clone();
+        never["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+        assert!(
+            fields(&never)[0].starts_with("spec.template.spec.restartPolicy: Unsupported value")
+        );
+    }
+
+    #[test]
+    fn the_scale_view_shows_the_selector_as_a_string() {
+        let obj = rs(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web"}),
+        );
+        assert_eq!(ReplicaSet.scale(&obj).selector, "app=web");
+    }
+}
