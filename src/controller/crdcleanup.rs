@@ -4,8 +4,6 @@
 //! own are waited for: the informer of the kind ([`super::custom`]) tells of each
 //! deletion, which brings the definition back to the queue.
 
-use tokio_util::sync::CancellationToken;
-
 use serde_json::{Value, json};
 
 use super::custom::KindChange;
@@ -129,12 +127,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     {
         let queue = queue.clone();
         ctx.custom.on_change(move |change| {
-            let KindChange::Followed {
-                res,
-                informer,
-                stopped,
-            } = change
-            else {
+            let KindChange::Followed { res, informer, .. } = change else {
                 return;
             };
             let definition = format!("{}.{}", res.plural, res.group);
@@ -146,19 +139,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     }
                 });
             }
-            // Objects that went before the informer listed tell of nothing: the
-            // definition is looked at once it has.
-            let (queue, informer, stopped) = (
-                queue.clone(),
-                Informer::clone(informer),
-                CancellationToken::clone(stopped),
-            );
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = informer.synced() => queue.add(definition),
-                    () = stopped.cancelled() => {}
-                }
-            });
+            let queue = queue.clone();
+            change.when_listed(move || queue.add(definition));
         });
     }
     let cleanup = Cleanup {

@@ -32,6 +32,27 @@ pub enum KindChange<'a> {
     },
 }
 
+impl KindChange<'_> {
+    /// For a kind newly followed, runs `f` once its informer has listed, unless it stops
+    /// first: objects that went before the list tell of nothing, so a controller waiting
+    /// for them looks again then.
+    pub fn when_listed(&self, f: impl FnOnce() + Send + 'static) {
+        let KindChange::Followed {
+            informer, stopped, ..
+        } = self
+        else {
+            return;
+        };
+        let (informer, stopped) = (Informer::clone(informer), CancellationToken::clone(stopped));
+        tokio::spawn(async move {
+            tokio::select! {
+                () = informer.synced() => f(),
+                () = stopped.cancelled() => {}
+            }
+        });
+    }
+}
+
 type Handler = Arc<dyn Fn(&KindChange<'_>) + Send + Sync>;
 
 struct Followed {

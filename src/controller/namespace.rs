@@ -12,8 +12,6 @@
 
 use std::collections::BTreeMap;
 
-use tokio_util::sync::CancellationToken;
-
 use serde_json::{Value, json};
 
 use super::custom::KindChange;
@@ -77,31 +75,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     {
         let (q, namespaces) = (queue.clone(), namespaces.clone());
         ctx.custom.on_change(move |change| {
-            let KindChange::Followed {
-                res,
-                informer,
-                stopped,
-            } = change
-            else {
+            let KindChange::Followed { res, informer, .. } = change else {
                 return;
             };
             if !res.namespaced {
                 return;
             }
-            let (q, namespaces) = (q.clone(), namespaces.clone());
             follow_deletions(informer, &q, &namespaces);
-            // Objects of a kind served only now may have gone before its informer
-            // listed: each namespace being deleted is looked at once it has.
-            let (informer, stopped) =
-                (Informer::clone(informer), CancellationToken::clone(stopped));
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = informer.synced() => {
-                        for ns in namespaces.list().iter().filter(|n| deleting(n)) {
-                            q.add(name_of(ns));
-                        }
-                    }
-                    () = stopped.cancelled() => {}
+            let (q, namespaces) = (q.clone(), namespaces.clone());
+            change.when_listed(move || {
+                for ns in namespaces.list().iter().filter(|n| deleting(n)) {
+                    q.add(name_of(ns));
                 }
             });
         });

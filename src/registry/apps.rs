@@ -33,7 +33,7 @@ impl Strategy for ReplicaSet {
 
     fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
         if part != Part::Status {
-            immutable(old, new, "/spec/selector", "spec.selector", causes);
+            strategy::immutable(old, new, "/spec/selector", "spec.selector", causes);
         }
     }
 
@@ -43,6 +43,31 @@ impl Strategy for ReplicaSet {
             status_replicas: obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
             selector: selector_string(obj.pointer("/spec/selector")),
         }
+    }
+}
+
+/// apps/v1 ControllerRevision: an immutable snapshot of a controller's template, kept as
+/// its history (`ValidateControllerRevision`, `ValidateControllerRevisionUpdate`).
+pub struct ControllerRevision;
+
+impl Strategy for ControllerRevision {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        if obj.get("data").is_none_or(Value::is_null) {
+            causes.push(Cause::required_with("data", "data is mandatory"));
+        }
+        match obj.get("revision") {
+            None => causes.push(Cause::required("revision")),
+            Some(r) if r.as_i64().is_none_or(|n| n < 0) => causes.push(Cause::invalid(
+                "revision",
+                r,
+                "must be greater than or equal to 0",
+            )),
+            Some(_) => {}
+        }
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, _part: Part, causes: &mut Vec<Cause>) {
+        strategy::immutable(old, new, "/data", "data", causes);
     }
 }
 
@@ -86,17 +111,6 @@ pub fn selector_string(selector: Option<&Value>) -> String {
     parts.sort_by(|a, b| a.0.cmp(&b.0));
     let texts: Vec<String> = parts.into_iter().map(|(_, t)| t).collect();
     texts.join(",")
-}
-
-/// Refuses a change of the field at `pointer` (shown as `field`).
-fn immutable(old: &Value, new: &Value, pointer: &str, field: &str, causes: &mut Vec<Cause>) {
-    if old.pointer(pointer) != new.pointer(pointer) {
-        causes.push(Cause::invalid(
-            field,
-            new.pointer(pointer).unwrap_or(&Value::Null),
-            "field is immutable",
-        ));
-    }
 }
 
 /// The rules of a spec that keeps replicas of a pod template by a LabelSelector
@@ -310,6 +324,33 @@ mod tests {
         assert!(
             fields(&never)[0].starts_with("spec.template.spec.restartPolicy: Unsupported value")
         );
+    }
+
+    #[test]
+    fn a_revision_keeps_its_data() {
+        let rev = json!({"metadata": {"name": "web-1"}, "data": {"spec": {}}, "revision": 1});
+        let mut causes = Vec::new();
+        ControllerRevision.validate(&rev, &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        ControllerRevision.validate(&json!({"revision": -1}), &mut causes);
+        let got: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "data: Required value: data is mandatory",
+                "revision: Invalid value: -1: must be greater than or equal to 0"
+            ]
+        );
+        let mut changed = rev.clone();
+        changed["data"] = json!({"spec": {"x": 1}});
+        changed["revision"] = json!(2);
+        let mut causes = Vec::new();
+        ControllerRevision.validate_update(&rev, &changed, Part::Main, &mut causes);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "data");
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum Kind {
     CustomResourceDefinition,
     /// apps/v1 ReplicaSet (see `registry::apps`).
     ReplicaSet,
+    /// apps/v1 ControllerRevision (see `registry::apps`).
+    ControllerRevision,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -301,6 +303,27 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(super::apps::ReplicaSet),
             schema: Source::typed::<apps::ReplicaSet>(),
             table: Arc::new(table::REPLICA_SET),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::ControllerRevision,
+            group: "apps".into(),
+            version: "v1".into(),
+            kind_name: "ControllerRevision".into(),
+            plural: "controllerrevisions".into(),
+            singular: "controllerrevision".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            generation: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::apps::ControllerRevision),
+            schema: Source::typed::<apps::ControllerRevision>(),
+            table: Arc::new(table::CONTROLLER_REVISION),
             conversion: None,
         },
         Resource {

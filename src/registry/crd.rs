@@ -120,13 +120,7 @@ impl Strategy for Definitions {
             return;
         }
         for (field, pointer) in [("spec.group", "/spec/group"), ("spec.scope", "/spec/scope")] {
-            if old.pointer(pointer) != new.pointer(pointer) {
-                causes.push(Cause::invalid(
-                    field,
-                    new.pointer(pointer).unwrap_or(&Value::Null),
-                    "field is immutable",
-                ));
-            }
+            super::strategy::immutable(old, new, pointer, field, causes);
         }
         let served: Vec<&str> = versions(new)
             .iter()

@@ -652,6 +652,23 @@ fn too_long(field: &str, max: usize) -> Cause {
     }
 }
 
+/// Refuses a change of the field at `pointer` (shown as `field`).
+pub(super) fn immutable(
+    old: &Value,
+    new: &Value,
+    pointer: &str,
+    field: &str,
+    causes: &mut Vec<Cause>,
+) {
+    if old.pointer(pointer) != new.pointer(pointer) {
+        causes.push(Cause::invalid(
+            field,
+            new.pointer(pointer).unwrap_or(&Value::Null),
+            "field is immutable",
+        ));
+    }
+}
+
 fn required(causes: &mut Vec<Cause>, field: &str) {
     causes.push(Cause::required(field));
 }

@@ -48,6 +48,7 @@ printers! {
     POD: pod_columns, pod_cells;
     REPLICATION_CONTROLLER: replication_controller_columns, replication_controller_cells;
     REPLICA_SET: replication_controller_columns, replica_set_cells;
+    CONTROLLER_REVISION: controller_revision_columns, controller_revision_cells;
     NAMESPACE: namespace_columns, namespace_cells;
     NODE: node_columns, node_cells;
     EVENT: event_columns, event_cells;
@@ -458,6 +459,46 @@ fn pod_cells(v: &Value) -> Vec<Value> {
             }),
         ]
     }
+}
+
+fn controller_revision_columns() -> Vec<Column> {
+    vec![
+        col("Name", 0, "Name must be unique within a namespace."),
+        col("Controller", 0, "Controller of the object."),
+        Column {
+            kind: std::borrow::Cow::Borrowed("integer"),
+            ..col("Revision", 0, "Revision of the ControllerRevision.")
+        },
+        col("Age", 0, "The time since the object was created."),
+    ]
+}
+
+/// kubectl's printer: the controller as `<kind>.<group>/<name>`.
+fn controller_revision_cells(v: &Value) -> Vec<Value> {
+    let controller = v
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|r| r["controller"] == true)
+        .map_or_else(
+            || "<none>".to_string(),
+            |r| {
+                let api_version = r["apiVersion"].as_str().unwrap_or("");
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                format!(
+                    "{}.{group}/{}",
+                    r["kind"].as_str().unwrap_or("").to_ascii_lowercase(),
+                    r["name"].as_str().unwrap_or("")
+                )
+            },
+        );
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(controller),
+        json!(v["revision"].as_i64().unwrap_or(0)),
+        json!(age(v, "/metadata/creationTimestamp")),
+    ]
 }
 
 fn replica_set_cells(v: &Value) -> Vec<Value> {

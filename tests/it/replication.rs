@@ -445,3 +445,45 @@ async fn converged_by(s: &TestServer, app: &str, uid: &str, n: usize) {
     })
     .await;
 }
+
+/// ControllerRevisions are stored history: their data is kept as written, and kubectl's
+/// columns name the controller that owns them.
+#[tokio::test]
+async fn controller_revisions_keep_their_data() {
+    let s = TestServer::start().await;
+    let revs = "/apis/apps/v1/namespaces/default/controllerrevisions";
+    let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "web-5d4f", "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "StatefulSet", "name": "web", "uid": "u1", "controller": true}]},
+        "data": {"spec": {"template": {"metadata": {"labels": {"app": "web"}}}}},
+        "revision": 3});
+    let (code, made) = s.post(revs, rev).await;
+    assert_eq!(code, 201, "{made}");
+    let table = s
+        .req(reqwest::Method::GET, revs)
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(cells[1], "statefulset.apps/web", "{table}");
+    assert_eq!(cells[2], 3);
+    let (code, st) = s
+        .patch(
+            &format!("{revs}/web-5d4f"),
+            "application/merge-patch+json",
+            json!({"data": {"spec": {"x": 1}}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "data");
+    let (code, st) = s
+        .post(revs, json!({"metadata": {"name": "empty"}, "revision": 1}))
+        .await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "data", "{st}");
+    s.stop().await;
+}
