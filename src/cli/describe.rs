@@ -1734,6 +1734,13 @@ fn matches_selector(pod: &Value, selector: &BTreeMap<String, String>) -> bool {
     Selector::from_map(selector).matches(&map_at(pod, "/metadata/labels"))
 }
 
+/// A ReplicaSet's selector as a label selector query.
+fn rs_selector(rs: &Value) -> String {
+    rs.pointer("/spec/selector")
+        .map(crate::types::labels::format_label_selector)
+        .unwrap_or_default()
+}
+
 /// `kubectl describe rc`. `pods` are the pods the RC's selector picks; only those the RC
 /// controls are counted.
 pub fn replication_controller(
@@ -1742,16 +1749,56 @@ pub fn replication_controller(
     events: Option<&[Value]>,
     clock: &Clock,
 ) -> String {
-    let mut out = Out::default();
     let selector = map_at(rc, "/spec/selector");
+    replicated(
+        rc,
+        &format_labels(&selector),
+        &Selector::from_map(&selector),
+        None,
+        pods,
+        events,
+        clock,
+    )
+}
+
+/// `kubectl describe rs`: an RC's text, with the LabelSelector as kubectl formats it and
+/// the controller that owns the set.
+pub fn replica_set(rs: &Value, pods: &[Value], events: Option<&[Value]>, clock: &Clock) -> String {
+    let selector = rs
+        .pointer("/spec/selector")
+        .and_then(|s| Selector::from_label_selector(s).ok())
+        .unwrap_or_default();
+    let shown = rs
+        .pointer("/spec/selector")
+        .map(crate::types::labels::format_label_selector)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    let owner = controlled_by(rs);
+    replicated(rs, &shown, &selector, owner.as_deref(), pods, events, clock)
+}
+
+/// The describer of a kind that keeps replicas of a pod template.
+fn replicated(
+    rc: &Value,
+    shown_selector: &str,
+    selector: &Selector,
+    controlled_by: Option<&str>,
+    pods: &[Value],
+    events: Option<&[Value]>,
+    clock: &Clock,
+) -> String {
+    let mut out = Out::default();
     name_and_namespace(&mut out, rc);
-    out.w(0, &format!("Selector:\t{}\n", format_labels(&selector)));
+    out.w(0, &format!("Selector:\t{shown_selector}\n"));
     labels_multiline_simple(&mut out, "Labels", &map_at(rc, "/metadata/labels"));
     annotations_multiline(
         &mut out,
         "Annotations",
         &map_at(rc, "/metadata/annotations"),
     );
+    if let Some(owner) = controlled_by {
+        out.w(0, &format!("Controlled By:\t{owner}\n"));
+    }
     out.w(
         0,
         &format!(
@@ -1761,9 +1808,9 @@ pub fn replication_controller(
         ),
     );
     let uid = text(rc, "/metadata/uid");
-    let owned = pods
-        .iter()
-        .filter(|p| matches_selector(p, &selector) && controller_uid(p) == Some(uid));
+    let owned = pods.iter().filter(|p| {
+        selector.matches(&map_at(p, "/metadata/labels")) && controller_uid(p) == Some(uid)
+    });
     let [running, waiting, succeeded, failed] = phase_counts(owned);
     out.w(
         0,
@@ -2964,6 +3011,12 @@ async fn describe_object(
             let pods = list_or_empty(conn, Kind::Pod, ns, Some(selector)).await?;
             let events = events(Some("ReplicationController"), uid.to_string()).await;
             replication_controller(obj, &pods, events.as_deref(), clock)
+        }
+        Kind::ReplicaSet => {
+            let selector = rs_selector(obj);
+            let pods = list_or_empty(conn, Kind::Pod, ns, Some(selector)).await?;
+            let events = events(Some("ReplicaSet"), uid.to_string()).await;
+            replica_set(obj, &pods, events.as_deref(), clock)
         }
         Kind::DeploymentConfig => {
             let by_dc = format!("{}={name}", openshift::DEPLOYMENT_CONFIG_LABEL);

@@ -71,46 +71,9 @@ impl Strategy for ControllerRevision {
     }
 }
 
-/// A LabelSelector as a selector string, as `metav1.FormatLabelSelector` writes it (a
-/// Scale's `status.selector`, the wide Table's column): requirements sorted by key,
-/// `matchLabels` as `k=v`, expressions as `k in (a,b)`, `k notin (a)`, `k`, `!k`.
+/// A LabelSelector as a selector string (see [`labels::format_label_selector`]).
 pub fn selector_string(selector: Option<&Value>) -> String {
-    let Some(sel) = selector.filter(|s| s.is_object()) else {
-        return String::new();
-    };
-    let mut parts: Vec<(String, String)> = Vec::new();
-    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in m {
-            parts.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
-        }
-    }
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e["key"].as_str().unwrap_or("").to_string();
-        let mut values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        values.sort_unstable();
-        values.dedup();
-        let text = match e["operator"].as_str().unwrap_or("") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.clone(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => continue,
-        };
-        parts.push((key, text));
-    }
-    parts.sort_by(|a, b| a.0.cmp(&b.0));
-    let texts: Vec<String> = parts.into_iter().map(|(_, t)| t).collect();
-    texts.join(",")
+    selector.map_or_else(String::new, labels::format_label_selector)
 }
 
 /// The rules of a spec that keeps replicas of a pod template by a LabelSelector

@@ -132,6 +132,49 @@ impl Selector {
     }
 }
 
+/// A LabelSelector as a selector string, as `metav1.FormatLabelSelector` writes it (a
+/// Scale's `status.selector`, the wide Table's column): requirements sorted by key,
+/// `matchLabels` as `k=v`, expressions as `k in (a,b)`, `k notin (a)`, `k`, `!k`.
+pub fn format_label_selector(sel: &serde_json::Value) -> String {
+    use serde_json::Value;
+    if !sel.is_object() {
+        return String::new();
+    }
+    let mut parts: Vec<(String, String)> = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            parts.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
+        }
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or("").to_string();
+        let mut values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let text = match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => continue,
+        };
+        parts.push((key, text));
+    }
+    parts.sort_by(|a, b| a.0.cmp(&b.0));
+    let texts: Vec<String> = parts.into_iter().map(|(_, t)| t).collect();
+    texts.join(",")
+}
+
 impl std::fmt::Display for Selector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let parts: Vec<String> = self

@@ -349,6 +349,25 @@ spec:
       - name: main
         image: registry.example/cmp:1
         command: [sh, -c, "exec sleep 3602"]
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: cmprs
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: cmprs}
+    matchExpressions: [{key: tier, operator: In, values: [b, a]}]
+  template:
+    metadata:
+      labels: {app: cmprs, tier: a}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: main
+        image: registry.example/cmp:1
+        command: [sh, -c, "exec sleep 3603"]
 YAML
 check "berth create -f" "replicationcontroller/cmp created" "$berth" create -f "$work/cmp.yaml"
 check "berth waits for the RC's pods" "condition met" "$berth" wait --for=condition=Ready pod -l app=cmp --timeout=60s
@@ -368,6 +387,9 @@ same "get -o custom-columns" get pods -l app=cmp -o custom-columns=NAME:.metadat
 same "get nodes" get nodes
 same "get a missing pod" get pod nope
 same "describe rc" describe rc cmp
+check "the ReplicaSet controller makes its pod" "condition met" k wait --for=jsonpath='{.status.readyReplicas}'=1 rs/cmprs --timeout=60s
+same "get rs -o wide" get rs cmprs -o wide
+same "describe rs" describe rs cmprs
 same "describe node" describe node n1
 same "describe namespace" describe namespace default
 check "berth rollout history" "1[[:space:]]+Complete[[:space:]]+config change" "$berth" rollout history dc/cmpdc
