@@ -487,3 +487,78 @@ async fn controller_revisions_keep_their_data() {
     assert_eq!(st["details"]["causes"][0]["field"], "data", "{st}");
     s.stop().await;
 }
+
+/// As the upstream ReplicaSet conformance tests drive them: conditions a client writes
+/// through `/status` (update and merge patch) stay beside the controller's own fields,
+/// the scale is replaced and patched (strategic) through `/scale`, and a collection goes
+/// by label selector.
+#[tokio::test]
+async fn replica_set_status_scale_and_collection_endpoints_work_as_upstream() {
+    let s = TestServer::start().await;
+    let mut set = rs("test-rs", 1);
+    set["metadata"]["labels"] = json!({"e2e": "abc"});
+    let (code, made) = s.post(RSS, set).await;
+    assert_eq!(code, 201, "{made}");
+    let uid = made["metadata"]["uid"].as_str().unwrap().to_string();
+    converged_by(&s, "test-rs", &uid, 1).await;
+    let (code, st) = s.get(&format!("{RSS}/test-rs/status")).await;
+    assert_eq!(code, 200, "{st}");
+    let mut updated = st.clone();
+    updated["status"]["conditions"] = json!([{"type": "StatusUpdate", "status": "True",
+        "reason": "E2E", "message": "Set from e2e test"}]);
+    let (code, out) = s.put(&format!("{RSS}/test-rs/status"), updated).await;
+    assert_eq!(code, 200, "{out}");
+    let (code, out) = s
+        .patch(
+            &format!("{RSS}/test-rs/status"),
+            "application/merge-patch+json",
+            json!({"status": {"conditions": [{"type": "StatusPatched", "status": "True"}]}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    // A reconcile after the scale below keeps the client's condition.
+    let (_, mut scale) = s.get(&format!("{RSS}/test-rs/scale")).await;
+    scale["spec"]["replicas"] = json!(2);
+    let (code, out) = s.put(&format!("{RSS}/test-rs/scale"), scale).await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(out["spec"]["replicas"], 2);
+    let (code, out) = s
+        .patch(
+            &format!("{RSS}/test-rs/scale"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"replicas": 4}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    converged_by(&s, "test-rs", &uid, 4).await;
+    let st = eventually(
+        20,
+        "the status counts 4 and keeps the patched condition",
+        || async {
+            let (_, rs) = s.get(&format!("{RSS}/test-rs")).await;
+            let kept = rs["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "StatusPatched"));
+            if rs["status"]["replicas"] == 4 && kept {
+                Ok(rs)
+            } else {
+                Err(rs["status"].to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(st["spec"]["replicas"], 4);
+    let (code, list) = s
+        .get("/apis/apps/v1/replicasets?labelSelector=e2e%3Dabc")
+        .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (code, out) = s.delete(&format!("{RSS}?labelSelector=e2e%3Dabc")).await;
+    assert_eq!(code, 200, "{out}");
+    let (_, list) = s
+        .get("/apis/apps/v1/replicasets?labelSelector=e2e%3Dabc")
+        .await;
+    assert!(list["items"].as_array().unwrap().is_empty(), "{list}");
+    converged_by(&s, "test-rs", &uid, 0).await;
+    s.stop().await;
+}
