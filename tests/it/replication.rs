@@ -501,12 +501,28 @@ async fn replica_set_status_scale_and_collection_endpoints_work_as_upstream() {
     assert_eq!(code, 201, "{made}");
     let uid = made["metadata"]["uid"].as_str().unwrap().to_string();
     converged_by(&s, "test-rs", &uid, 1).await;
-    let (code, st) = s.get(&format!("{RSS}/test-rs/status")).await;
-    assert_eq!(code, 200, "{st}");
-    let mut updated = st.clone();
-    updated["status"]["conditions"] = json!([{"type": "StatusUpdate", "status": "True",
-        "reason": "E2E", "message": "Set from e2e test"}]);
-    let (code, out) = s.put(&format!("{RSS}/test-rs/status"), updated).await;
+    // As the upstream test: read, change, write, again on a conflict (the controller
+    // writes the status too).
+    let put_again = |path: String, change: fn(&mut Value)| {
+        let s = &s;
+        async move {
+            for _ in 0..20 {
+                let (code, mut obj) = s.get(&path).await;
+                assert_eq!(code, 200, "{obj}");
+                change(&mut obj);
+                let (code, out) = s.put(&path, obj).await;
+                if code != 409 {
+                    return (code, out);
+                }
+            }
+            panic!("{path}: a conflict every time");
+        }
+    };
+    let (code, out) = put_again(format!("{RSS}/test-rs/status"), |st| {
+        st["status"]["conditions"] = json!([{"type": "StatusUpdate", "status": "True",
+            "reason": "E2E", "message": "Set from e2e test"}]);
+    })
+    .await;
     assert_eq!(code, 200, "{out}");
     let (code, out) = s
         .patch(
@@ -517,9 +533,10 @@ async fn replica_set_status_scale_and_collection_endpoints_work_as_upstream() {
         .await;
     assert_eq!(code, 200, "{out}");
     // A reconcile after the scale below keeps the client's condition.
-    let (_, mut scale) = s.get(&format!("{RSS}/test-rs/scale")).await;
-    scale["spec"]["replicas"] = json!(2);
-    let (code, out) = s.put(&format!("{RSS}/test-rs/scale"), scale).await;
+    let (code, out) = put_again(format!("{RSS}/test-rs/scale"), |scale| {
+        scale["spec"]["replicas"] = json!(2);
+    })
+    .await;
     assert_eq!(code, 200, "{out}");
     assert_eq!(out["spec"]["replicas"], 2);
     let (code, out) = s
