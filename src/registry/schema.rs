@@ -656,10 +656,12 @@ impl<'de> serde::de::Visitor<'de> for Checked<'_> {
             if let Some(order) = self.order.as_deref_mut() {
                 order.push(self.path.clone());
             }
-            let v = map.next_value_seed(self.nested())?;
-            if out.insert(key, v).is_some() {
+            // Noted at the key, before its value, as the stopping pass counts them.
+            if out.contains_key(&key) {
                 self.duplicates.push(self.path.clone());
             }
+            let v = map.next_value_seed(self.nested())?;
+            out.insert(key, v);
             self.path.truncate(len);
         }
         Ok(Value::Object(out))
@@ -855,6 +857,14 @@ mod tests {
             notes.yaml.as_deref(),
             Some(
                 "error converting YAML to JSON: yaml: unmarshal errors:\n  line 9: key \"x\" already set in map\n  line 11: key \"k\" already set in map"
+            )
+        );
+        // A key given twice whose second value gives one twice too: each on its line.
+        let (_, notes) = parse_yaml(b"a: {x: 1}\na:\n  y: 1\n  y: 2\n").unwrap();
+        assert_eq!(
+            notes.yaml.as_deref(),
+            Some(
+                "error converting YAML to JSON: yaml: unmarshal errors:\n  line 2: key \"a\" already set in map\n  line 4: key \"y\" already set in map"
             )
         );
         let (v, notes) = parse_yaml(b"a: {b: [1, null, ~, true, 2.5, text]}").unwrap();
