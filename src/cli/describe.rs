@@ -1768,9 +1768,7 @@ pub fn replica_set(rs: &Value, pods: &[Value], events: Option<&[Value]>, clock: 
         .pointer("/spec/selector")
         .and_then(|s| Selector::from_label_selector(s).ok())
         .unwrap_or_default();
-    let shown = rs
-        .pointer("/spec/selector")
-        .map(crate::types::labels::format_label_selector)
+    let shown = Some(rs_selector(rs))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "<none>".into());
     let owner = controlled_by(rs);

@@ -132,11 +132,16 @@ fn controller_ref(obj: &Value) -> Option<&Value> {
         .find(|r| r["controller"] == true)
 }
 
+/// The group of an apiVersion (empty for the core group).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 /// The key of the object of `owner`'s kind that controls `pod`, if one does.
 fn owner_key(owner: Owner, pod: &Value) -> Option<String> {
     let r = controller_ref(pod)?;
-    let group = |v: &str| v.rsplit_once('/').map_or("", |(g, _)| g).to_string();
-    let same_group = group(r["apiVersion"].as_str().unwrap_or("")) == group(owner.api_version);
+    let same_group =
+        group_of(r["apiVersion"].as_str().unwrap_or("")) == group_of(owner.api_version);
     (r["kind"] == owner.kind_name && same_group).then(|| {
         format!(
             "{}/{}",

@@ -101,14 +101,9 @@ fn validate_replicated(obj: &Value, causes: &mut Vec<Cause>) {
         }
         Some(sel) => {
             validate_label_selector(sel, "spec.selector", causes);
-            let empty = ["matchLabels", "matchExpressions"].iter().all(|k| {
-                sel.get(*k).is_none_or(|v| {
-                    v.as_object().is_some_and(|m| m.is_empty())
-                        || v.as_array().is_some_and(|a| a.is_empty())
-                        || v.is_null()
-                })
-            });
-            if empty {
+            let labels = sel["matchLabels"].as_object().map_or(0, |m| m.len());
+            let exprs = sel["matchExpressions"].as_array().map_or(0, Vec::len);
+            if labels + exprs == 0 {
                 causes.push(Cause::invalid(
                     "spec.selector",
                     sel,

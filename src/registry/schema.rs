@@ -2,6 +2,7 @@
 //! schemars), used twice: served as OpenAPI v3 components, and compiled into validators
 //! that check every incoming object (types, enums, required fields, unknown fields).
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
@@ -656,12 +657,18 @@ impl<'de> serde::de::Visitor<'de> for Checked<'_> {
             if let Some(order) = self.order.as_deref_mut() {
                 order.push(self.path.clone());
             }
-            // Noted at the key, before its value, as the stopping pass counts them.
-            if out.contains_key(&key) {
+            // A duplicate is listed where its key is, before those in its value. The
+            // stopping pass counts them so as it meets their keys; the others note them
+            // with the one lookup of the insert.
+            let stopping = self.stop_at.is_some();
+            if stopping && out.contains_key(&key) {
                 self.duplicates.push(self.path.clone());
             }
+            let slot = self.duplicates.len();
             let v = map.next_value_seed(self.nested())?;
-            out.insert(key, v);
+            if out.insert(key, v).is_some() && !stopping {
+                self.duplicates.insert(slot, self.path.clone());
+            }
             self.path.truncate(len);
         }
         Ok(Value::Object(out))
@@ -784,17 +791,18 @@ pub fn admit_with(
         .collect();
     if res.schema.custom_schema().is_none() && !notes.order.is_empty() {
         // A duplicate sits where it is given again, an unknown field where it first is.
-        let at = |path: &str, last: bool| {
-            let mut found = notes.order.iter().enumerate().filter(|(_, p)| *p == path);
-            let hit = if last {
-                found.next_back()
-            } else {
-                found.next()
-            };
-            hit.map_or(usize::MAX, |(i, _)| i)
+        let mut at: HashMap<&str, (usize, usize)> = HashMap::with_capacity(notes.order.len());
+        for (i, path) in notes.order.iter().enumerate() {
+            at.entry(path)
+                .and_modify(|(_, last)| *last = i)
+                .or_insert((i, i));
+        }
+        let place = |path: &str, last: bool| {
+            at.get(path)
+                .map_or(usize::MAX, |&(first, l)| if last { l } else { first })
         };
-        let duplicates = notes.duplicates.iter().map(|d| at(d, true));
-        let unknown = fields.iter().map(|f| at(f, false));
+        let duplicates = notes.duplicates.iter().map(|d| place(d, true));
+        let unknown = fields.iter().map(|f| place(f, false));
         for ((rank, _), i) in listed.iter_mut().zip(duplicates.chain(unknown)) {
             *rank = i;
         }

@@ -103,7 +103,7 @@ impl Selector {
             #[serde(default)]
             match_expressions: Vec<Expr>,
         }
-        let sel: LabelSelector = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        let sel = LabelSelector::deserialize(v).map_err(|e| e.to_string())?;
         let mut requirements: Vec<Requirement> = sel
             .match_labels
             .into_iter()
@@ -346,6 +346,23 @@ fn check_value(v: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_selectors_are_formatted_as_format_label_selector_does() {
+        let sel = serde_json::json!({"matchLabels": {"tier": "fe"}, "matchExpressions": [
+            {"key": "env", "operator": "NotIn", "values": ["prod", "dev"]},
+            {"key": "app", "operator": "In", "values": ["web"]},
+            {"key": "zone", "operator": "DoesNotExist"},
+            {"key": "gpu", "operator": "Exists"},
+        ]});
+        assert_eq!(
+            format_label_selector(&sel),
+            "app in (web),env notin (dev,prod),gpu,tier=fe,!zone"
+        );
+        assert_eq!(format_label_selector(&serde_json::json!({})), "");
+        let parsed = Selector::from_label_selector(&sel).unwrap();
+        assert_eq!(parsed.requirements.len(), 5);
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
