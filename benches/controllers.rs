@@ -7,7 +7,11 @@
 //! - an RC scaled from 0 to N replicas (1,000; 100 with `BERTH_BENCH_QUICK=1`): seconds
 //!   until its status reports N ready; RSS growth per 1,000 pods;
 //! - the RC scaled back to 0: seconds until no pod is left;
-//! - the server's CPU at rest afterwards (controllers must not poll).
+//! - the server's CPU at rest afterwards (controllers must not poll);
+//! - a Deployment of 100 replicas: seconds from its creation to all available, then
+//!   seconds for a rolling update of its template (25% surge and unavailability) to
+//!   finish (the goal for each: under 2 s);
+//! - 100 Deployments of one replica each at rest: the server's CPU (goal: about 0).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -236,6 +240,92 @@ async fn run(s: &Server) -> Value {
     })
 }
 
+/// Waits until the Deployment `name` is rolled out: every replica updated and available.
+async fn deployment_rolled_out(c: &Client, name: &str) {
+    let params = WatchParams {
+        selection: ListParams {
+            field_selector: Some(format!("metadata.name={name}")),
+            ..ListParams::default()
+        },
+        ..WatchParams::default()
+    };
+    let mut watch = c
+        .watch(catalog::of(Kind::Deployment), Some("default"), &params)
+        .await
+        .unwrap();
+    while let Some(ev) = watch.next().await {
+        if let Event::Added(d) | Event::Modified(d) = ev.unwrap() {
+            let (st, want) = (&d["status"], &d["spec"]["replicas"]);
+            if st["observedGeneration"] == d["metadata"]["generation"]
+                && &st["updatedReplicas"] == want
+                && &st["replicas"] == want
+                && &st["availableReplicas"] == want
+            {
+                return;
+            }
+        }
+    }
+    panic!("the watch ended");
+}
+
+fn deployment(name: &str, replicas: usize) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                     "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]},
+        }},
+    })
+}
+
+async fn deployments(s: &Server) -> Value {
+    let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
+    let res = catalog::of(Kind::Deployment);
+    let beat = tokio::spawn(heartbeat(c.clone()));
+    let agent = tokio::spawn(agent(c.clone()));
+    let t0 = Instant::now();
+    c.create(res, Some("default"), &deployment("web", 100))
+        .await
+        .unwrap();
+    deployment_rolled_out(&c, "web").await;
+    let created = t0.elapsed();
+    let t1 = Instant::now();
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}});
+    c.patch(res, Some("default"), "web", &Patch::Merge(patch))
+        .await
+        .unwrap();
+    deployment_rolled_out(&c, "web").await;
+    let rolled = t1.elapsed();
+    c.delete(res, Some("default"), "web", &Default::default())
+        .await
+        .unwrap();
+    for i in 0..100 {
+        c.create(res, Some("default"), &deployment(&format!("idle-{i}"), 1))
+            .await
+            .unwrap();
+    }
+    for i in 0..100 {
+        deployment_rolled_out(&c, &format!("idle-{i}")).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, cpu0) = s.usage();
+    let rest = Duration::from_secs(if quick() { 3 } else { 10 });
+    tokio::time::sleep(rest).await;
+    let (_, cpu1) = s.usage();
+    beat.abort();
+    agent.abort();
+    json!({
+        "replicas": 100,
+        "create_to_all_available_s": created.as_secs_f64(),
+        "rolling_update_s": rolled.as_secs_f64(),
+        "goal_s": 2.0,
+        "idle_deployments": 100,
+        "cpu_percent_at_rest_with_100_deployments": (cpu1 - cpu0) / rest.as_secs_f64() * 100.0,
+    })
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -246,6 +336,7 @@ fn main() {
         let s = start_with(&["--no-node"]).await;
         let mut out = serde_json::Map::new();
         out.insert("replication".into(), run(&s).await);
+        out.insert("deployment".into(), deployments(&s).await);
         out
     });
     println!("{}", Value::Object(out));

@@ -29,6 +29,28 @@ ROOTS = [
     ("coordination.k8s.io/v1", "Lease", "api.coordination.v1", "Lease"),
     ("events.k8s.io/v1", "Event", "api.events.v1", "Event"),
     ("autoscaling/v1", "Scale", "api.autoscaling.v1", "Scale"),
+    # The workload kinds kubectl's create, scale, rollout and drain send.
+    ("apps/v1", "Deployment", "api.apps.v1", "Deployment"),
+    ("apps/v1", "ReplicaSet", "api.apps.v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet", "api.apps.v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet", "api.apps.v1", "DaemonSet"),
+    ("apps/v1", "ControllerRevision", "api.apps.v1", "ControllerRevision"),
+    ("batch/v1", "Job", "api.batch.v1", "Job"),
+    ("batch/v1", "CronJob", "api.batch.v1", "CronJob"),
+    ("policy/v1", "PodDisruptionBudget", "api.policy.v1", "PodDisruptionBudget"),
+    ("policy/v1", "Eviction", "api.policy.v1", "Eviction"),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        "api.autoscaling.v2",
+        "HorizontalPodAutoscaler",
+    ),
+    (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        "api.autoscaling.v1",
+        "HorizontalPodAutoscaler",
+    ),
     # kubectl auth whoami and can-i ask with their typed clients.
     (
         "authentication.k8s.io/v1",

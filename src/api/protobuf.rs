@@ -866,17 +866,17 @@ mod tests {
 
     #[test]
     fn kinds_and_encodings_it_does_not_know_are_named() {
-        let err = decode(&envelope("apps/v1", "Deployment", b"")).unwrap_err();
+        let err = decode(&envelope("storage.k8s.io/v1", "StorageClass", b"")).unwrap_err();
         assert_eq!(
             err,
             DecodeError::UnknownKind {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into()
+                api_version: "storage.k8s.io/v1".into(),
+                kind: "StorageClass".into()
             }
         );
         let text = err.to_string();
         assert!(
-            text.contains("\"Deployment\"") && text.contains("kubectl apply -f"),
+            text.contains("\"StorageClass\"") && text.contains("kubectl apply -f"),
             "{text}"
         );
         let mut body = MAGIC.to_vec();

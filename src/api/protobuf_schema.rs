@@ -28,6 +28,33 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
     ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
     ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
+    ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),
+    ("apps/v1", "ReplicaSet", &APPS_V1_REPLICA_SET),
+    ("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),
+    ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
+    (
+        "apps/v1",
+        "ControllerRevision",
+        &APPS_V1_CONTROLLER_REVISION,
+    ),
+    ("batch/v1", "Job", &BATCH_V1_JOB),
+    ("batch/v1", "CronJob", &BATCH_V1_CRON_JOB),
+    (
+        "policy/v1",
+        "PodDisruptionBudget",
+        &POLICY_V1_POD_DISRUPTION_BUDGET,
+    ),
+    ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        &AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER,
+    ),
+    (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        &AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER,
+    ),
     (
         "authentication.k8s.io/v1",
         "SelfSubjectReview",
@@ -45,6 +72,294 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
     ),
     ("*", "DeleteOptions", &META_V1_DELETE_OPTIONS),
 ];
+
+pub static APPS_V1_CONTROLLER_REVISION: Message = Message {
+    name: "api.apps.v1.ControllerRevision",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "data", RawJson),
+        one(3, "revision", Int),
+    ],
+};
+
+pub static APPS_V1_DAEMON_SET: Message = Message {
+    name: "api.apps.v1.DaemonSet",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&APPS_V1_DAEMON_SET_SPEC)),
+        one(3, "status", Message(&APPS_V1_DAEMON_SET_STATUS)),
+    ],
+};
+
+pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
+    name: "api.apps.v1.DaemonSetCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(3, "lastTransitionTime", Time),
+        one(4, "reason", Str),
+        one(5, "message", Str),
+    ],
+};
+
+pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
+    name: "api.apps.v1.DaemonSetSpec",
+    fields: &[
+        one(1, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(2, "template", Message(&CORE_V1_POD_TEMPLATE_SPEC)),
+        one(
+            3,
+            "updateStrategy",
+            Message(&APPS_V1_DAEMON_SET_UPDATE_STRATEGY),
+        ),
+        one(4, "minReadySeconds", Int),
+        one(6, "revisionHistoryLimit", Int),
+    ],
+};
+
+pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
+    name: "api.apps.v1.DaemonSetStatus",
+    fields: &[
+        one(1, "currentNumberScheduled", Int),
+        one(2, "numberMisscheduled", Int),
+        one(3, "desiredNumberScheduled", Int),
+        one(4, "numberReady", Int),
+        one(5, "observedGeneration", Int),
+        one(6, "updatedNumberScheduled", Int),
+        one(7, "numberAvailable", Int),
+        one(8, "numberUnavailable", Int),
+        one(9, "collisionCount", Int),
+        rep(10, "conditions", Message(&APPS_V1_DAEMON_SET_CONDITION)),
+    ],
+};
+
+pub static APPS_V1_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
+    name: "api.apps.v1.DaemonSetUpdateStrategy",
+    fields: &[
+        one(1, "type", Str),
+        one(
+            2,
+            "rollingUpdate",
+            Message(&APPS_V1_ROLLING_UPDATE_DAEMON_SET),
+        ),
+    ],
+};
+
+pub static APPS_V1_DEPLOYMENT: Message = Message {
+    name: "api.apps.v1.Deployment",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&APPS_V1_DEPLOYMENT_SPEC)),
+        one(3, "status", Message(&APPS_V1_DEPLOYMENT_STATUS)),
+    ],
+};
+
+pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
+    name: "api.apps.v1.DeploymentCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(4, "reason", Str),
+        one(5, "message", Str),
+        one(6, "lastUpdateTime", Time),
+        one(7, "lastTransitionTime", Time),
+    ],
+};
+
+pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
+    name: "api.apps.v1.DeploymentSpec",
+    fields: &[
+        one(1, "replicas", Int),
+        one(2, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(3, "template", Message(&CORE_V1_POD_TEMPLATE_SPEC)),
+        one(4, "strategy", Message(&APPS_V1_DEPLOYMENT_STRATEGY)),
+        one(5, "minReadySeconds", Int),
+        one(6, "revisionHistoryLimit", Int),
+        one(7, "paused", Bool),
+        one(9, "progressDeadlineSeconds", Int),
+    ],
+};
+
+pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
+    name: "api.apps.v1.DeploymentStatus",
+    fields: &[
+        one(1, "observedGeneration", Int),
+        one(2, "replicas", Int),
+        one(3, "updatedReplicas", Int),
+        one(4, "availableReplicas", Int),
+        one(5, "unavailableReplicas", Int),
+        rep(6, "conditions", Message(&APPS_V1_DEPLOYMENT_CONDITION)),
+        one(7, "readyReplicas", Int),
+        one(8, "collisionCount", Int),
+        one(9, "terminatingReplicas", Int),
+    ],
+};
+
+pub static APPS_V1_DEPLOYMENT_STRATEGY: Message = Message {
+    name: "api.apps.v1.DeploymentStrategy",
+    fields: &[
+        one(1, "type", Str),
+        one(
+            2,
+            "rollingUpdate",
+            Message(&APPS_V1_ROLLING_UPDATE_DEPLOYMENT),
+        ),
+    ],
+};
+
+pub static APPS_V1_REPLICA_SET: Message = Message {
+    name: "api.apps.v1.ReplicaSet",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&APPS_V1_REPLICA_SET_SPEC)),
+        one(3, "status", Message(&APPS_V1_REPLICA_SET_STATUS)),
+    ],
+};
+
+pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
+    name: "api.apps.v1.ReplicaSetCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(3, "lastTransitionTime", Time),
+        one(4, "reason", Str),
+        one(5, "message", Str),
+    ],
+};
+
+pub static APPS_V1_REPLICA_SET_SPEC: Message = Message {
+    name: "api.apps.v1.ReplicaSetSpec",
+    fields: &[
+        one(1, "replicas", Int),
+        one(2, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(3, "template", Message(&CORE_V1_POD_TEMPLATE_SPEC)),
+        one(4, "minReadySeconds", Int),
+    ],
+};
+
+pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
+    name: "api.apps.v1.ReplicaSetStatus",
+    fields: &[
+        one(1, "replicas", Int),
+        one(2, "fullyLabeledReplicas", Int),
+        one(3, "observedGeneration", Int),
+        one(4, "readyReplicas", Int),
+        one(5, "availableReplicas", Int),
+        rep(6, "conditions", Message(&APPS_V1_REPLICA_SET_CONDITION)),
+        one(7, "terminatingReplicas", Int),
+    ],
+};
+
+pub static APPS_V1_ROLLING_UPDATE_DAEMON_SET: Message = Message {
+    name: "api.apps.v1.RollingUpdateDaemonSet",
+    fields: &[
+        one(1, "maxUnavailable", IntOrString),
+        one(2, "maxSurge", IntOrString),
+    ],
+};
+
+pub static APPS_V1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
+    name: "api.apps.v1.RollingUpdateDeployment",
+    fields: &[
+        one(1, "maxUnavailable", IntOrString),
+        one(2, "maxSurge", IntOrString),
+    ],
+};
+
+pub static APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
+    name: "api.apps.v1.RollingUpdateStatefulSetStrategy",
+    fields: &[
+        one(1, "partition", Int),
+        one(2, "maxUnavailable", IntOrString),
+    ],
+};
+
+pub static APPS_V1_STATEFUL_SET: Message = Message {
+    name: "api.apps.v1.StatefulSet",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&APPS_V1_STATEFUL_SET_SPEC)),
+        one(3, "status", Message(&APPS_V1_STATEFUL_SET_STATUS)),
+    ],
+};
+
+pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
+    name: "api.apps.v1.StatefulSetCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(3, "lastTransitionTime", Time),
+        one(4, "reason", Str),
+        one(5, "message", Str),
+    ],
+};
+
+pub static APPS_V1_STATEFUL_SET_ORDINALS: Message = Message {
+    name: "api.apps.v1.StatefulSetOrdinals",
+    fields: &[one(1, "start", Int)],
+};
+
+pub static APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
+    name: "api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy",
+    fields: &[one(1, "whenDeleted", Str), one(2, "whenScaled", Str)],
+};
+
+pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
+    name: "api.apps.v1.StatefulSetSpec",
+    fields: &[
+        one(1, "replicas", Int),
+        one(2, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(3, "template", Message(&CORE_V1_POD_TEMPLATE_SPEC)),
+        rep(
+            4,
+            "volumeClaimTemplates",
+            Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
+        ),
+        one(5, "serviceName", Str),
+        one(6, "podManagementPolicy", Str),
+        one(
+            7,
+            "updateStrategy",
+            Message(&APPS_V1_STATEFUL_SET_UPDATE_STRATEGY),
+        ),
+        one(8, "revisionHistoryLimit", Int),
+        one(9, "minReadySeconds", Int),
+        one(
+            10,
+            "persistentVolumeClaimRetentionPolicy",
+            Message(&APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
+        ),
+        one(11, "ordinals", Message(&APPS_V1_STATEFUL_SET_ORDINALS)),
+    ],
+};
+
+pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
+    name: "api.apps.v1.StatefulSetStatus",
+    fields: &[
+        one(1, "observedGeneration", Int),
+        one(2, "replicas", Int),
+        one(3, "readyReplicas", Int),
+        one(4, "currentReplicas", Int),
+        one(5, "updatedReplicas", Int),
+        one(6, "currentRevision", Str),
+        one(7, "updateRevision", Str),
+        one(9, "collisionCount", Int),
+        rep(10, "conditions", Message(&APPS_V1_STATEFUL_SET_CONDITION)),
+        one(11, "availableReplicas", Int),
+    ],
+};
+
+pub static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
+    name: "api.apps.v1.StatefulSetUpdateStrategy",
+    fields: &[
+        one(1, "type", Str),
+        one(
+            2,
+            "rollingUpdate",
+            Message(&APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
+        ),
+    ],
+};
 
 pub static AUTHENTICATION_V1_EXTRA_VALUE: Message = Message {
     name: "api.authentication.v1.ExtraValue",
@@ -224,6 +539,57 @@ pub static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
     ],
 };
 
+pub static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
+    name: "api.autoscaling.v1.CrossVersionObjectReference",
+    fields: &[
+        one(1, "kind", Str),
+        one(2, "name", Str),
+        one(3, "apiVersion", Str),
+    ],
+};
+
+pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
+    name: "api.autoscaling.v1.HorizontalPodAutoscaler",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
+    name: "api.autoscaling.v1.HorizontalPodAutoscalerSpec",
+    fields: &[
+        one(
+            1,
+            "scaleTargetRef",
+            Message(&AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE),
+        ),
+        one(2, "minReplicas", Int),
+        one(3, "maxReplicas", Int),
+        one(4, "targetCPUUtilizationPercentage", Int),
+    ],
+};
+
+pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
+    name: "api.autoscaling.v1.HorizontalPodAutoscalerStatus",
+    fields: &[
+        one(1, "observedGeneration", Int),
+        one(2, "lastScaleTime", Time),
+        one(3, "currentReplicas", Int),
+        one(4, "desiredReplicas", Int),
+        one(5, "currentCPUUtilizationPercentage", Int),
+    ],
+};
+
 pub static AUTOSCALING_V1_SCALE: Message = Message {
     name: "api.autoscaling.v1.Scale",
     fields: &[
@@ -241,6 +607,434 @@ pub static AUTOSCALING_V1_SCALE_SPEC: Message = Message {
 pub static AUTOSCALING_V1_SCALE_STATUS: Message = Message {
     name: "api.autoscaling.v1.ScaleStatus",
     fields: &[one(1, "replicas", Int), one(2, "selector", Str)],
+};
+
+pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE: Message = Message {
+    name: "api.autoscaling.v2.ContainerResourceMetricSource",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "target", Message(&AUTOSCALING_V2_METRIC_TARGET)),
+        one(3, "container", Str),
+    ],
+};
+
+pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS: Message = Message {
+    name: "api.autoscaling.v2.ContainerResourceMetricStatus",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "current", Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS)),
+        one(3, "container", Str),
+    ],
+};
+
+pub static AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
+    name: "api.autoscaling.v2.CrossVersionObjectReference",
+    fields: &[
+        one(1, "kind", Str),
+        one(2, "name", Str),
+        one(3, "apiVersion", Str),
+    ],
+};
+
+pub static AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE: Message = Message {
+    name: "api.autoscaling.v2.ExternalMetricSource",
+    fields: &[
+        one(1, "metric", Message(&AUTOSCALING_V2_METRIC_IDENTIFIER)),
+        one(2, "target", Message(&AUTOSCALING_V2_METRIC_TARGET)),
+    ],
+};
+
+pub static AUTOSCALING_V2_EXTERNAL_METRIC_STATUS: Message = Message {
+    name: "api.autoscaling.v2.ExternalMetricStatus",
+    fields: &[
+        one(1, "metric", Message(&AUTOSCALING_V2_METRIC_IDENTIFIER)),
+        one(2, "current", Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS)),
+    ],
+};
+
+pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER: Message = Message {
+    name: "api.autoscaling.v2.HorizontalPodAutoscaler",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR: Message = Message {
+    name: "api.autoscaling.v2.HorizontalPodAutoscalerBehavior",
+    fields: &[
+        one(1, "scaleUp", Message(&AUTOSCALING_V2_HPA_SCALING_RULES)),
+        one(2, "scaleDown", Message(&AUTOSCALING_V2_HPA_SCALING_RULES)),
+    ],
+};
+
+pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message {
+    name: "api.autoscaling.v2.HorizontalPodAutoscalerCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(3, "lastTransitionTime", Time),
+        one(4, "reason", Str),
+        one(5, "message", Str),
+    ],
+};
+
+pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
+    name: "api.autoscaling.v2.HorizontalPodAutoscalerSpec",
+    fields: &[
+        one(
+            1,
+            "scaleTargetRef",
+            Message(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
+        ),
+        one(2, "minReplicas", Int),
+        one(3, "maxReplicas", Int),
+        rep(4, "metrics", Message(&AUTOSCALING_V2_METRIC_SPEC)),
+        one(
+            5,
+            "behavior",
+            Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
+    name: "api.autoscaling.v2.HorizontalPodAutoscalerStatus",
+    fields: &[
+        one(1, "observedGeneration", Int),
+        one(2, "lastScaleTime", Time),
+        one(3, "currentReplicas", Int),
+        one(4, "desiredReplicas", Int),
+        rep(5, "currentMetrics", Message(&AUTOSCALING_V2_METRIC_STATUS)),
+        rep(
+            6,
+            "conditions",
+            Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V2_HPA_SCALING_POLICY: Message = Message {
+    name: "api.autoscaling.v2.HpaScalingPolicy",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "value", Int),
+        one(3, "periodSeconds", Int),
+    ],
+};
+
+pub static AUTOSCALING_V2_HPA_SCALING_RULES: Message = Message {
+    name: "api.autoscaling.v2.HpaScalingRules",
+    fields: &[
+        one(1, "selectPolicy", Str),
+        rep(2, "policies", Message(&AUTOSCALING_V2_HPA_SCALING_POLICY)),
+        one(3, "stabilizationWindowSeconds", Int),
+        one(4, "tolerance", Quantity),
+    ],
+};
+
+pub static AUTOSCALING_V2_METRIC_IDENTIFIER: Message = Message {
+    name: "api.autoscaling.v2.MetricIdentifier",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "selector", Message(&META_V1_LABEL_SELECTOR)),
+    ],
+};
+
+pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
+    name: "api.autoscaling.v2.MetricSpec",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "object", Message(&AUTOSCALING_V2_OBJECT_METRIC_SOURCE)),
+        one(3, "pods", Message(&AUTOSCALING_V2_PODS_METRIC_SOURCE)),
+        one(
+            4,
+            "resource",
+            Message(&AUTOSCALING_V2_RESOURCE_METRIC_SOURCE),
+        ),
+        one(
+            5,
+            "external",
+            Message(&AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE),
+        ),
+        one(
+            7,
+            "containerResource",
+            Message(&AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
+    name: "api.autoscaling.v2.MetricStatus",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "object", Message(&AUTOSCALING_V2_OBJECT_METRIC_STATUS)),
+        one(3, "pods", Message(&AUTOSCALING_V2_PODS_METRIC_STATUS)),
+        one(
+            4,
+            "resource",
+            Message(&AUTOSCALING_V2_RESOURCE_METRIC_STATUS),
+        ),
+        one(
+            5,
+            "external",
+            Message(&AUTOSCALING_V2_EXTERNAL_METRIC_STATUS),
+        ),
+        one(
+            7,
+            "containerResource",
+            Message(&AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V2_METRIC_TARGET: Message = Message {
+    name: "api.autoscaling.v2.MetricTarget",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "value", Quantity),
+        one(3, "averageValue", Quantity),
+        one(4, "averageUtilization", Int),
+    ],
+};
+
+pub static AUTOSCALING_V2_METRIC_VALUE_STATUS: Message = Message {
+    name: "api.autoscaling.v2.MetricValueStatus",
+    fields: &[
+        one(1, "value", Quantity),
+        one(2, "averageValue", Quantity),
+        one(3, "averageUtilization", Int),
+    ],
+};
+
+pub static AUTOSCALING_V2_OBJECT_METRIC_SOURCE: Message = Message {
+    name: "api.autoscaling.v2.ObjectMetricSource",
+    fields: &[
+        one(
+            1,
+            "describedObject",
+            Message(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
+        ),
+        one(2, "target", Message(&AUTOSCALING_V2_METRIC_TARGET)),
+        one(3, "metric", Message(&AUTOSCALING_V2_METRIC_IDENTIFIER)),
+    ],
+};
+
+pub static AUTOSCALING_V2_OBJECT_METRIC_STATUS: Message = Message {
+    name: "api.autoscaling.v2.ObjectMetricStatus",
+    fields: &[
+        one(1, "metric", Message(&AUTOSCALING_V2_METRIC_IDENTIFIER)),
+        one(2, "current", Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS)),
+        one(
+            3,
+            "describedObject",
+            Message(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
+        ),
+    ],
+};
+
+pub static AUTOSCALING_V2_PODS_METRIC_SOURCE: Message = Message {
+    name: "api.autoscaling.v2.PodsMetricSource",
+    fields: &[
+        one(1, "metric", Message(&AUTOSCALING_V2_METRIC_IDENTIFIER)),
+        one(2, "target", Message(&AUTOSCALING_V2_METRIC_TARGET)),
+    ],
+};
+
+pub static AUTOSCALING_V2_PODS_METRIC_STATUS: Message = Message {
+    name: "api.autoscaling.v2.PodsMetricStatus",
+    fields: &[
+        one(1, "metric", Message(&AUTOSCALING_V2_METRIC_IDENTIFIER)),
+        one(2, "current", Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS)),
+    ],
+};
+
+pub static AUTOSCALING_V2_RESOURCE_METRIC_SOURCE: Message = Message {
+    name: "api.autoscaling.v2.ResourceMetricSource",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "target", Message(&AUTOSCALING_V2_METRIC_TARGET)),
+    ],
+};
+
+pub static AUTOSCALING_V2_RESOURCE_METRIC_STATUS: Message = Message {
+    name: "api.autoscaling.v2.ResourceMetricStatus",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "current", Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS)),
+    ],
+};
+
+pub static BATCH_V1_CRON_JOB: Message = Message {
+    name: "api.batch.v1.CronJob",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&BATCH_V1_CRON_JOB_SPEC)),
+        one(3, "status", Message(&BATCH_V1_CRON_JOB_STATUS)),
+    ],
+};
+
+pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
+    name: "api.batch.v1.CronJobSpec",
+    fields: &[
+        one(1, "schedule", Str),
+        one(2, "startingDeadlineSeconds", Int),
+        one(3, "concurrencyPolicy", Str),
+        one(4, "suspend", Bool),
+        one(5, "jobTemplate", Message(&BATCH_V1_JOB_TEMPLATE_SPEC)),
+        one(6, "successfulJobsHistoryLimit", Int),
+        one(7, "failedJobsHistoryLimit", Int),
+        one(8, "timeZone", Str),
+    ],
+};
+
+pub static BATCH_V1_CRON_JOB_STATUS: Message = Message {
+    name: "api.batch.v1.CronJobStatus",
+    fields: &[
+        rep(1, "active", Message(&CORE_V1_OBJECT_REFERENCE)),
+        one(4, "lastScheduleTime", Time),
+        one(5, "lastSuccessfulTime", Time),
+    ],
+};
+
+pub static BATCH_V1_JOB: Message = Message {
+    name: "api.batch.v1.Job",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&BATCH_V1_JOB_SPEC)),
+        one(3, "status", Message(&BATCH_V1_JOB_STATUS)),
+    ],
+};
+
+pub static BATCH_V1_JOB_CONDITION: Message = Message {
+    name: "api.batch.v1.JobCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(3, "lastProbeTime", Time),
+        one(4, "lastTransitionTime", Time),
+        one(5, "reason", Str),
+        one(6, "message", Str),
+    ],
+};
+
+pub static BATCH_V1_JOB_SPEC: Message = Message {
+    name: "api.batch.v1.JobSpec",
+    fields: &[
+        one(1, "parallelism", Int),
+        one(2, "completions", Int),
+        one(3, "activeDeadlineSeconds", Int),
+        one(4, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(5, "manualSelector", Bool),
+        one(6, "template", Message(&CORE_V1_POD_TEMPLATE_SPEC)),
+        one(7, "backoffLimit", Int),
+        one(8, "ttlSecondsAfterFinished", Int),
+        one(9, "completionMode", Str),
+        one(10, "suspend", Bool),
+        one(
+            11,
+            "podFailurePolicy",
+            Message(&BATCH_V1_POD_FAILURE_POLICY),
+        ),
+        one(12, "backoffLimitPerIndex", Int),
+        one(13, "maxFailedIndexes", Int),
+        one(14, "podReplacementPolicy", Str),
+        one(15, "managedBy", Str),
+        one(16, "successPolicy", Message(&BATCH_V1_SUCCESS_POLICY)),
+    ],
+};
+
+pub static BATCH_V1_JOB_STATUS: Message = Message {
+    name: "api.batch.v1.JobStatus",
+    fields: &[
+        rep(1, "conditions", Message(&BATCH_V1_JOB_CONDITION)),
+        one(2, "startTime", Time),
+        one(3, "completionTime", Time),
+        one(4, "active", Int),
+        one(5, "succeeded", Int),
+        one(6, "failed", Int),
+        one(7, "completedIndexes", Str),
+        one(
+            8,
+            "uncountedTerminatedPods",
+            Message(&BATCH_V1_UNCOUNTED_TERMINATED_PODS),
+        ),
+        one(9, "ready", Int),
+        one(10, "failedIndexes", Str),
+        one(11, "terminating", Int),
+    ],
+};
+
+pub static BATCH_V1_JOB_TEMPLATE_SPEC: Message = Message {
+    name: "api.batch.v1.JobTemplateSpec",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&BATCH_V1_JOB_SPEC)),
+    ],
+};
+
+pub static BATCH_V1_POD_FAILURE_POLICY: Message = Message {
+    name: "api.batch.v1.PodFailurePolicy",
+    fields: &[rep(1, "rules", Message(&BATCH_V1_POD_FAILURE_POLICY_RULE))],
+};
+
+pub static BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT: Message = Message {
+    name: "api.batch.v1.PodFailurePolicyOnExitCodesRequirement",
+    fields: &[
+        one(1, "containerName", Str),
+        one(2, "operator", Str),
+        rep(3, "values", Int),
+    ],
+};
+
+pub static BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN: Message = Message {
+    name: "api.batch.v1.PodFailurePolicyOnPodConditionsPattern",
+    fields: &[one(1, "type", Str), one(2, "status", Str)],
+};
+
+pub static BATCH_V1_POD_FAILURE_POLICY_RULE: Message = Message {
+    name: "api.batch.v1.PodFailurePolicyRule",
+    fields: &[
+        one(1, "action", Str),
+        one(
+            2,
+            "onExitCodes",
+            Message(&BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT),
+        ),
+        rep(
+            3,
+            "onPodConditions",
+            Message(&BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN),
+        ),
+    ],
+};
+
+pub static BATCH_V1_SUCCESS_POLICY: Message = Message {
+    name: "api.batch.v1.SuccessPolicy",
+    fields: &[rep(1, "rules", Message(&BATCH_V1_SUCCESS_POLICY_RULE))],
+};
+
+pub static BATCH_V1_SUCCESS_POLICY_RULE: Message = Message {
+    name: "api.batch.v1.SuccessPolicyRule",
+    fields: &[
+        one(1, "succeededIndexes", Str),
+        one(2, "succeededCount", Int),
+    ],
+};
+
+pub static BATCH_V1_UNCOUNTED_TERMINATED_PODS: Message = Message {
+    name: "api.batch.v1.UncountedTerminatedPods",
+    fields: &[rep(1, "succeeded", Str), rep(2, "failed", Str)],
 };
 
 pub static COORDINATION_V1_LEASE: Message = Message {
@@ -931,6 +1725,14 @@ pub static CORE_V1_LOCAL_OBJECT_REFERENCE: Message = Message {
     fields: &[one(1, "name", Str)],
 };
 
+pub static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
+    name: "api.core.v1.ModifyVolumeStatus",
+    fields: &[
+        one(1, "targetVolumeAttributesClassName", Str),
+        one(2, "status", Str),
+    ],
+};
+
 pub static CORE_V1_NAMESPACE: Message = Message {
     name: "api.core.v1.Namespace",
     fields: &[
@@ -1179,6 +1981,31 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
     ],
 };
 
+pub static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
+    name: "api.core.v1.PersistentVolumeClaim",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC)),
+        one(
+            3,
+            "status",
+            Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS),
+        ),
+    ],
+};
+
+pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
+    name: "api.core.v1.PersistentVolumeClaimCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        one(3, "lastProbeTime", Time),
+        one(4, "lastTransitionTime", Time),
+        one(5, "reason", Str),
+        one(6, "message", Str),
+    ],
+};
+
 pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
     name: "api.core.v1.PersistentVolumeClaimSpec",
     fields: &[
@@ -1199,6 +2026,28 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
         ),
         one(8, "dataSourceRef", Message(&CORE_V1_TYPED_OBJECT_REFERENCE)),
         one(9, "volumeAttributesClassName", Str),
+    ],
+};
+
+pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
+    name: "api.core.v1.PersistentVolumeClaimStatus",
+    fields: &[
+        one(1, "phase", Str),
+        rep(2, "accessModes", Str),
+        map(3, "capacity", Quantity),
+        rep(
+            4,
+            "conditions",
+            Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION),
+        ),
+        map(5, "allocatedResources", Quantity),
+        map(7, "allocatedResourceStatuses", Str),
+        one(8, "currentVolumeAttributesClassName", Str),
+        one(
+            9,
+            "modifyVolumeStatus",
+            Message(&CORE_V1_MODIFY_VOLUME_STATUS),
+        ),
     ],
 };
 
@@ -2261,4 +3110,48 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
 pub static META_V1_PRECONDITIONS: Message = Message {
     name: "apimachinery.pkg.apis.meta.v1.Preconditions",
     fields: &[one(1, "uid", Str), one(2, "resourceVersion", Str)],
+};
+
+pub static POLICY_V1_EVICTION: Message = Message {
+    name: "api.policy.v1.Eviction",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "deleteOptions", Message(&META_V1_DELETE_OPTIONS)),
+    ],
+};
+
+pub static POLICY_V1_POD_DISRUPTION_BUDGET: Message = Message {
+    name: "api.policy.v1.PodDisruptionBudget",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&POLICY_V1_POD_DISRUPTION_BUDGET_SPEC)),
+        one(
+            3,
+            "status",
+            Message(&POLICY_V1_POD_DISRUPTION_BUDGET_STATUS),
+        ),
+    ],
+};
+
+pub static POLICY_V1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
+    name: "api.policy.v1.PodDisruptionBudgetSpec",
+    fields: &[
+        one(1, "minAvailable", IntOrString),
+        one(2, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(3, "maxUnavailable", IntOrString),
+        one(4, "unhealthyPodEvictionPolicy", Str),
+    ],
+};
+
+pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
+    name: "api.policy.v1.PodDisruptionBudgetStatus",
+    fields: &[
+        one(1, "observedGeneration", Int),
+        map(2, "disruptedPods", Time),
+        one(3, "disruptionsAllowed", Int),
+        one(4, "currentHealthy", Int),
+        one(5, "desiredHealthy", Int),
+        one(6, "expectedPods", Int),
+        rep(7, "conditions", Message(&META_V1_CONDITION)),
+    ],
 };

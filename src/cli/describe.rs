@@ -1775,6 +1775,139 @@ pub fn replica_set(rs: &Value, pods: &[Value], events: Option<&[Value]>, clock: 
     replicated(rs, &shown, &selector, owner.as_deref(), pods, events, clock)
 }
 
+/// `kubectl describe deployment`. `rss` are the ReplicaSets its selector picks; only
+/// those it controls are shown, the one with its template as the new one.
+pub fn deployment(d: &Value, rss: &[Value], events: Option<&[Value]>, clock: &Clock) -> String {
+    let mut out = Out::default();
+    name_and_namespace(&mut out, d);
+    out.w(
+        0,
+        &format!(
+            "CreationTimestamp:\t{}\n",
+            clock.rfc1123z(opt_text(d, "/metadata/creationTimestamp"))
+        ),
+    );
+    labels_multiline_simple(&mut out, "Labels", &map_at(d, "/metadata/labels"));
+    annotations_multiline(&mut out, "Annotations", &map_at(d, "/metadata/annotations"));
+    out.w(0, &format!("Selector:\t{}\n", rs_selector(d)));
+    let n = |p: &str| int(d, p).unwrap_or(0);
+    out.w(
+        0,
+        &format!(
+            "Replicas:\t{} desired | {} updated | {} total | {} available | {} unavailable\n",
+            int(d, "/spec/replicas").unwrap_or(1),
+            n("/status/updatedReplicas"),
+            n("/status/replicas"),
+            n("/status/availableReplicas"),
+            n("/status/unavailableReplicas"),
+        ),
+    );
+    out.w(
+        0,
+        &format!("StrategyType:\t{}\n", text(d, "/spec/strategy/type")),
+    );
+    out.w(
+        0,
+        &format!("MinReadySeconds:\t{}\n", n("/spec/minReadySeconds")),
+    );
+    if let Some(ru) = d
+        .pointer("/spec/strategy/rollingUpdate")
+        .filter(|r| r.is_object())
+    {
+        out.w(
+            0,
+            &format!(
+                "RollingUpdateStrategy:\t{} max unavailable, {} max surge\n",
+                int_or_string(&ru["maxUnavailable"]),
+                int_or_string(&ru["maxSurge"])
+            ),
+        );
+    }
+    describe_pod_template(&mut out, &d["spec"]["template"], clock);
+    conditions_with_reasons(&mut out, d);
+    let uid = text(d, "/metadata/uid");
+    let mut owned: Vec<&Value> = rss
+        .iter()
+        .filter(|rs| controller_uid(rs) == Some(uid))
+        .collect();
+    owned.sort_by(|a, b| {
+        text(a, "/metadata/creationTimestamp")
+            .cmp(text(b, "/metadata/creationTimestamp"))
+            .then(text(a, "/metadata/name").cmp(text(b, "/metadata/name")))
+    });
+    if !owned.is_empty() {
+        let template = |t: &Value| {
+            let mut t = t.clone();
+            if let Some(l) = t
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+            {
+                l.remove("pod-template-hash");
+            }
+            t
+        };
+        let mine = template(&d["spec"]["template"]);
+        let new = owned
+            .iter()
+            .position(|rs| template(&rs["spec"]["template"]) == mine);
+        let shown = |sets: Vec<&Value>| {
+            if sets.is_empty() {
+                return "<none>".to_string();
+            }
+            sets.iter()
+                .map(|rs| {
+                    format!(
+                        "{} ({}/{} replicas created)",
+                        text(rs, "/metadata/name"),
+                        int(rs, "/status/replicas").unwrap_or(0),
+                        int(rs, "/spec/replicas").unwrap_or(0)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let old: Vec<&Value> = owned
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != new)
+            .map(|(_, rs)| *rs)
+            .collect();
+        out.w(0, &format!("OldReplicaSets:\t{}\n", shown(old)));
+        out.w(
+            0,
+            &format!(
+                "NewReplicaSet:\t{}\n",
+                shown(new.map(|i| owned[i]).into_iter().collect())
+            ),
+        );
+    }
+    if let Some(events) = events {
+        describe_events(&mut out, events, clock);
+    }
+    out.finish(Layout::DESCRIBE)
+}
+
+/// A workload's conditions: type, status and reason of each.
+fn conditions_with_reasons(out: &mut Out, obj: &Value) {
+    let conditions = list(obj, "/status/conditions");
+    if conditions.is_empty() {
+        return;
+    }
+    out.w(0, "Conditions:\n  Type\tStatus\tReason\n");
+    out.w(1, "----\t------\t------\n");
+    for c in conditions {
+        out.w(
+            1,
+            &format!(
+                "{} \t{}\t{}\n",
+                text(c, "/type"),
+                text(c, "/status"),
+                text(c, "/reason")
+            ),
+        );
+    }
+}
+
 /// The describer of a kind that keeps replicas of a pod template.
 fn replicated(
     rc: &Value,
@@ -1817,22 +1950,7 @@ fn replicated(
         ),
     );
     describe_pod_template(&mut out, &rc["spec"]["template"], clock);
-    let conditions = list(rc, "/status/conditions");
-    if !conditions.is_empty() {
-        out.w(0, "Conditions:\n  Type\tStatus\tReason\n");
-        out.w(1, "----\t------\t------\n");
-        for c in conditions {
-            out.w(
-                1,
-                &format!(
-                    "{} \t{}\t{}\n",
-                    text(c, "/type"),
-                    text(c, "/status"),
-                    text(c, "/reason")
-                ),
-            );
-        }
-    }
+    conditions_with_reasons(&mut out, rc);
     if let Some(events) = events {
         describe_events(&mut out, events, clock);
     }
@@ -3015,6 +3133,11 @@ async fn describe_object(
             let pods = list_or_empty(conn, Kind::Pod, ns, Some(selector)).await?;
             let events = events(Some("ReplicaSet"), uid.to_string()).await;
             replica_set(obj, &pods, events.as_deref(), clock)
+        }
+        Kind::Deployment => {
+            let rss = list_or_empty(conn, Kind::ReplicaSet, ns, Some(rs_selector(obj))).await?;
+            let events = events(Some("Deployment"), uid.to_string()).await;
+            deployment(obj, &rss, events.as_deref(), clock)
         }
         Kind::DeploymentConfig => {
             let by_dc = format!("{}={name}", openshift::DEPLOYMENT_CONFIG_LABEL);

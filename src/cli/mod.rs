@@ -19,6 +19,7 @@ pub mod logs;
 pub mod print;
 pub mod resource;
 pub mod rollout;
+pub mod rollout_apps;
 pub mod tabwriter;
 pub mod wait;
 
@@ -116,8 +117,8 @@ pub enum Verb {
         #[command(flatten)]
         conn: ConnArgs,
     },
-    /// Start, follow, cancel, retry, pause, resume or undo the rollouts of a
-    /// DeploymentConfig.
+    /// Start, follow, cancel, retry, pause, resume, undo or restart the rollouts of a
+    /// DeploymentConfig (`dc/NAME`) or a Deployment (`deploy/NAME`).
     Rollout {
         #[command(subcommand)]
         command: rollout::Command,

@@ -1,5 +1,6 @@
 //! `rollout latest|status|history|cancel|retry|pause|resume|undo` for DeploymentConfigs,
-//! with the texts and exit codes of `oc` (deploymentconfigs spec §20).
+//! with the texts and exit codes of `oc` (deploymentconfigs spec §20); a `deploy/NAME`
+//! goes to the Deployment verbs of [`super::rollout_apps`], as kubectl's.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -67,6 +68,8 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         to_revision: i64,
     },
+    /// Restart every pod of a deployment (`deploy/NAME`) by a rolling update.
+    Restart { name: String },
 }
 
 fn dcs() -> &'static std::sync::Arc<Resource> {
@@ -98,7 +101,7 @@ pub fn dc_name(arg: &str) -> Result<&str, CliError> {
             Ok(name)
         }
         Some((kind, _)) => Err(CliError::msg(format!(
-            "berth rollout works on deployment configs (dc/NAME), not on {kind:?}"
+            "berth rollout works on deployment configs (dc/NAME) and deployments (deploy/NAME), not on {kind:?}"
         ))),
     }
 }
@@ -176,6 +179,8 @@ impl Conn {
 
 /// Runs a rollout verb; returns the exit code.
 pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
+    use super::rollout_apps as apps;
+    let stop = matches!(command, Command::Pause { .. });
     match command {
         Command::Latest {
             names,
@@ -190,7 +195,12 @@ pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
             timeout,
         } => {
             let timeout = parse_timeout(&timeout)?;
-            let status = status(conn, dc_name(&name)?, revision, watch);
+            let status = async {
+                match apps::deployment_name(&name) {
+                    Some(d) => apps::status(conn, d, revision, watch).await,
+                    None => status(conn, dc_name(&name)?, revision, watch).await,
+                }
+            };
             match timeout {
                 Some(t) => tokio::time::timeout(t, status).await.map_err(|_| {
                     CliError::msg(format!("timed out waiting for the condition on {name}"))
@@ -198,12 +208,26 @@ pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
                 None => status.await,
             }
         }
-        Command::History { name, revision } => history(conn, dc_name(&name)?, revision).await,
+        Command::History { name, revision } => match apps::deployment_name(&name) {
+            Some(d) => apps::history(conn, d, revision).await,
+            None => history(conn, dc_name(&name)?, revision).await,
+        },
+        Command::Restart { name } => match apps::deployment_name(&name) {
+            Some(d) => apps::restart(conn, d).await,
+            None => Err(CliError::msg(format!(
+                "berth rollout restart works on deployments (deploy/NAME), not on {name:?}"
+            ))),
+        },
         Command::Cancel { name } => cancel(conn, dc_name(&name)?).await,
         Command::Retry { name } => retry(conn, dc_name(&name)?).await,
-        Command::Pause { name } => pause(conn, dc_name(&name)?, true).await,
-        Command::Resume { name } => pause(conn, dc_name(&name)?, false).await,
-        Command::Undo { name, to_revision } => undo(conn, dc_name(&name)?, to_revision).await,
+        Command::Pause { name } | Command::Resume { name } => match apps::deployment_name(&name) {
+            Some(d) => apps::pause(conn, d, stop).await,
+            None => pause(conn, dc_name(&name)?, stop).await,
+        },
+        Command::Undo { name, to_revision } => match apps::deployment_name(&name) {
+            Some(d) => apps::undo(conn, d, to_revision).await,
+            None => undo(conn, dc_name(&name)?, to_revision).await,
+        },
     }
 }
 
@@ -646,7 +670,7 @@ async fn status(
 ) -> Result<i32, CliError> {
     let dc = conn.dc(name).await?;
     let mut last = String::new();
-    let mut show = |dc: &Value| -> Option<Result<i32, CliError>> {
+    let show = |dc: &Value| -> Option<Result<i32, CliError>> {
         match observe(dc, revision) {
             Observed::Done(line) => {
                 out(&format!("{line}\n"));
@@ -662,37 +686,49 @@ async fn status(
             }
         }
     };
-    if let Some(end) = show(&dc) {
+    follow(conn, dcs(), &dc, show).await
+}
+
+/// Shows `obj` and each later state of it until `show` says how the command ends. The
+/// client's watcher resumes after the state just read, re-watches when a watch ends and
+/// lists again when the history is gone.
+pub(crate) async fn follow(
+    conn: &Conn,
+    res: &std::sync::Arc<Resource>,
+    obj: &Value,
+    mut show: impl FnMut(&Value) -> Option<Result<i32, CliError>>,
+) -> Result<i32, CliError> {
+    if let Some(end) = show(obj) {
         return end;
     }
-    // The client's watcher resumes after the state just read, re-watches when a watch
-    // ends and lists again when the history is gone.
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let gone = || {
         CliError::msg(format!(
-            "deploymentconfigs.apps.openshift.io \"{name}\" was deleted"
+            "{}.{} \"{name}\" was deleted",
+            res.plural, res.group
         ))
     };
     let selection = ListParams {
         label_selector: None,
         field_selector: Some(format!("metadata.name={name}")),
     };
-    let rv = dc["metadata"]["resourceVersion"]
+    let rv = obj["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or_default();
     let mut watcher = Watcher::from_revision(
         conn.client.clone(),
-        dcs(),
+        res,
         Some(&conn.namespace),
         selection,
         rv,
     );
     loop {
-        let dc = match watcher.next().await {
-            WatchEvent::Applied(dc) => dc,
+        let obj = match watcher.next().await {
+            WatchEvent::Applied(obj) => obj,
             WatchEvent::Restarted(list) => list.into_iter().next().ok_or_else(gone)?,
             WatchEvent::Deleted(_) => return Err(gone()),
         };
-        if let Some(end) = show(&dc) {
+        if let Some(end) = show(&obj) {
             return end;
         }
     }

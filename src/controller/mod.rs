@@ -10,9 +10,11 @@
 //! [`client::informer`]: crate::client::informer
 
 pub mod apiservice;
+pub mod claim;
 pub mod crdcleanup;
 pub mod custom;
 pub mod deployer;
+pub mod deployment;
 pub mod deploymentconfig;
 pub mod eventttl;
 pub mod gc;
@@ -104,6 +106,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
     apiservice::start(ctx, sup);
     crdcleanup::start(ctx, sup);
+    deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
     namespace::start(ctx, sup);

@@ -18,10 +18,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
-use crate::client::{Client, DeleteParams, Patch, key_of};
+use crate::client::{Client, DeleteParams, key_of};
 use crate::client::{Kind, catalog};
 use crate::types::labels;
 
@@ -106,6 +107,15 @@ const REPLICA_SETS: Owner = Owner {
     component: "replicaset-controller",
 };
 
+impl Owner {
+    fn controls(self) -> OwnerKind {
+        OwnerKind {
+            api_version: self.api_version,
+            kind_name: self.kind_name,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Manager {
     owner: Owner,
@@ -118,45 +128,6 @@ struct Manager {
 
 fn labels_of(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
     labels::map_at(obj, pointer)
-}
-
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The ownerReference that marks `obj`'s managing controller.
-fn controller_ref(obj: &Value) -> Option<&Value> {
-    obj.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"] == true)
-}
-
-/// The group of an apiVersion (empty for the core group).
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
-
-/// The key of the object of `owner`'s kind that controls `pod`, if one does.
-fn owner_key(owner: Owner, pod: &Value) -> Option<String> {
-    let r = controller_ref(pod)?;
-    let same_group =
-        group_of(r["apiVersion"].as_str().unwrap_or("")) == group_of(owner.api_version);
-    (r["kind"] == owner.kind_name && same_group).then(|| {
-        format!(
-            "{}/{}",
-            str_at(pod, "/metadata/namespace"),
-            r["name"].as_str().unwrap_or("")
-        )
-    })
-}
-
-fn is_mirror(pod: &Value) -> bool {
-    crate::types::is_mirror_pod(pod)
-}
-
-fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp").is_some()
 }
 
 fn is_terminal(pod: &Value) -> bool {
@@ -220,25 +191,13 @@ fn deletion_order(a: &Value, b: &Value) -> Ordering {
         )
 }
 
-/// The ownerReference that makes `rc` a pod's managing controller.
-fn controlled_by(owner: Owner, rc: &Value) -> Value {
-    json!({
-        "apiVersion": owner.api_version,
-        "kind": owner.kind_name,
-        "name": str_at(rc, "/metadata/name"),
-        "uid": str_at(rc, "/metadata/uid"),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    })
-}
-
 /// A new pod from `rc`'s template.
 fn pod_from_template(owner: Owner, rc: &Value) -> Value {
     let template = &rc["spec"]["template"];
     let mut meta = json!({
         "generateName": format!("{}-", str_at(rc, "/metadata/name")),
         "namespace": str_at(rc, "/metadata/namespace"),
-        "ownerReferences": [controlled_by(owner, rc)],
+        "ownerReferences": [owner.controls().controlled_by(rc)],
     });
     for field in ["labels", "annotations"] {
         if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
@@ -276,96 +235,6 @@ where
 }
 
 impl Manager {
-    /// Adopts matching orphans and releases owned pods that stopped matching; returns
-    /// the pods this RC controls.
-    async fn claim(&self, rc: &Value, selector: &labels::Selector) -> Result<Vec<Arc<Value>>> {
-        let ns = str_at(rc, "/metadata/namespace");
-        let uid = str_at(rc, "/metadata/uid");
-        let mut owned = Vec::new();
-        let mut fresh_checked = false;
-        for pod in self.pods.list_namespace(ns) {
-            let matches = selector.matches(&labels_of(&pod, "/metadata/labels"));
-            match controller_ref(&pod) {
-                Some(r) if r["uid"] == uid => {
-                    if matches {
-                        owned.push(pod);
-                    } else if !is_deleting(&pod) {
-                        self.release(&pod, uid).await?;
-                    }
-                }
-                Some(_) => {}
-                // A mirror pod belongs to the node that runs its static pod.
-                None if matches && !is_deleting(&pod) && !is_deleting(rc) && !is_mirror(&pod) => {
-                    // Adopt only for an RC that still exists as we know it.
-                    if !fresh_checked {
-                        let live = self
-                            .client
-                            .get(self.rcs.resource(), Some(ns), str_at(rc, "/metadata/name"))
-                            .await?;
-                        if str_at(&live, "/metadata/uid") != uid || is_deleting(&live) {
-                            return Ok(owned);
-                        }
-                        fresh_checked = true;
-                    }
-                    match self.adopt(rc, &pod).await {
-                        Ok(adopted) => owned.push(Arc::new(adopted)),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                None => {}
-            }
-        }
-        Ok(owned)
-    }
-
-    async fn adopt(&self, rc: &Value, pod: &Value) -> crate::client::Result<Value> {
-        let mut refs = pod
-            .pointer("/metadata/ownerReferences")
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        if let Some(list) = refs.as_array_mut() {
-            list.push(controlled_by(self.owner, rc));
-        }
-        self.set_owner_refs(pod, refs).await
-    }
-
-    async fn release(&self, pod: &Value, uid: &str) -> Result<()> {
-        let refs: Vec<Value> = pod
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter(|r| r["uid"] != uid).cloned().collect())
-            .unwrap_or_default();
-        match self.set_owner_refs(pod, json!(refs)).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Replaces a pod's ownerReferences if the pod is still the one we looked at.
-    async fn set_owner_refs(&self, pod: &Value, refs: Value) -> crate::client::Result<Value> {
-        let patch = json!([
-            {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
-            {"op": "test", "path": "/metadata/resourceVersion", "value": pod["metadata"]["resourceVersion"]},
-            {"op": "add", "path": "/metadata/ownerReferences", "value": refs},
-        ]);
-        let ns = str_at(pod, "/metadata/namespace");
-        let name = str_at(pod, "/metadata/name");
-        self.client
-            .patch(self.pods.resource(), Some(ns), name, &Patch::Json(patch))
-            .await
-            .map_err(|e| match e {
-                // A failed test means the pod changed under us: look again.
-                crate::client::Error::BadRequest(m) | crate::client::Error::Invalid(m)
-                    if m.contains("test") =>
-                {
-                    crate::client::Error::Conflict(m)
-                }
-                e => e,
-            })
-    }
-
     async fn reconcile(&self, key: String) -> Result<Action> {
         let Some(rc) = self.rcs.get(&key) else {
             self.expectations.forget(&key);
@@ -376,7 +245,16 @@ impl Manager {
             // Validation forbids this; never manage every pod of a namespace.
             return Ok(Action::Done);
         }
-        let owned = self.claim(&rc, &selector).await?;
+        let owned = Claim {
+            client: &self.client,
+            kind: self.owner.controls(),
+            owners: self.rcs.resource(),
+            children: &self.pods,
+            owner: &rc,
+            selector: &selector,
+        }
+        .run()
+        .await?;
         let active: Vec<&Arc<Value>> = owned.iter().filter(|p| is_active(p)).collect();
         let want = rc["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
         let mut failure: Option<String> = None;
@@ -584,7 +462,7 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
             }
         };
         pods.on_change(move |change| match change {
-            Change::Added(pod) => match owner_key(owner, pod) {
+            Change::Added(pod) => match owner.controls().key_of_controller(pod) {
                 Some(owner) => {
                     expectations.observed(&owner, 1, 0);
                     queue.add(owner);
@@ -592,7 +470,10 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
                 None => enqueue_matching(&queue, pod),
             },
             Change::Updated { old, new } => {
-                let (was, now) = (owner_key(owner, old), owner_key(owner, new));
+                let (was, now) = (
+                    owner.controls().key_of_controller(old),
+                    owner.controls().key_of_controller(new),
+                );
                 if let Some(w) = &was {
                     if was != now {
                         queue.add(w.clone());
@@ -616,7 +497,7 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
                 }
             }
             Change::Deleted(pod) => {
-                if let Some(owner) = owner_key(owner, pod) {
+                if let Some(owner) = owner.controls().key_of_controller(pod) {
                     if !is_deleting(pod) {
                         expectations.observed(&owner, 0, 1);
                     }
@@ -740,10 +621,17 @@ mod tests {
         assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "u1");
         assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(
-            owner_key(REPLICATION_CONTROLLERS, &pod).as_deref(),
+            REPLICATION_CONTROLLERS
+                .controls()
+                .key_of_controller(&pod)
+                .as_deref(),
             Some("ns/web")
         );
-        assert_eq!(owner_key(REPLICA_SETS, &pod), None, "another kind's pod");
+        assert_eq!(
+            REPLICA_SETS.controls().key_of_controller(&pod),
+            None,
+            "another kind's pod"
+        );
         assert_eq!(pod["spec"]["containers"][0]["name"], "c");
     }
 }

@@ -1,6 +1,6 @@
 //! The apps/v1 kinds' rules: defaults and validation as kube-apiserver's (apps/v1
-//! `SetDefaults_*`, `ValidateReplicaSet*`), and the label selector rules the workload kinds
-//! share.
+//! `SetDefaults_*`, `ValidateReplicaSet*`, `ValidateDeployment*`), and the label selector
+//! rules the workload kinds share.
 
 use serde_json::{Value, json};
 
@@ -43,6 +43,149 @@ impl Strategy for ReplicaSet {
             status_replicas: obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
             selector: selector_string(obj.pointer("/spec/selector")),
         }
+    }
+}
+
+/// apps/v1 Deployment: the deployment controller rolls its template out through
+/// ReplicaSets.
+pub struct Deployment;
+
+impl Strategy for Deployment {
+    fn default(&self, obj: &mut Value) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        spec.entry("replicas").or_insert_with(|| json!(1));
+        spec.entry("revisionHistoryLimit")
+            .or_insert_with(|| json!(10));
+        spec.entry("progressDeadlineSeconds")
+            .or_insert_with(|| json!(600));
+        let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+        if let Some(st) = strategy.as_object_mut() {
+            let kind = st.entry("type").or_insert_with(|| json!("RollingUpdate"));
+            if kind == "RollingUpdate" {
+                let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
+                if let Some(ru) = ru.as_object_mut() {
+                    ru.entry("maxUnavailable").or_insert_with(|| json!("25%"));
+                    ru.entry("maxSurge").or_insert_with(|| json!("25%"));
+                }
+            }
+        }
+        if let Some(tspec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+            strategy::default_pod_spec(tspec);
+        }
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({}));
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate_replicated(obj, causes);
+        let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
+            return;
+        };
+        validate_deployment_strategy(spec.get("strategy"), causes);
+        if let Some(v) = spec.get("revisionHistoryLimit").filter(|v| !v.is_null()) {
+            nonnegative(v, "spec.revisionHistoryLimit", causes);
+        }
+        if let Some(v) = spec.get("progressDeadlineSeconds").filter(|v| !v.is_null()) {
+            nonnegative(v, "spec.progressDeadlineSeconds", causes);
+            let min_ready = spec["minReadySeconds"].as_i64().unwrap_or(0);
+            if v.as_i64().is_some_and(|d| d <= min_ready) {
+                causes.push(Cause::invalid(
+                    "spec.progressDeadlineSeconds",
+                    v,
+                    "must be greater than minReadySeconds",
+                ));
+            }
+        }
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
+        if part != Part::Status {
+            strategy::immutable(old, new, "/spec/selector", "spec.selector", causes);
+        }
+    }
+
+    fn scale(&self, obj: &Value) -> Scale {
+        ReplicaSet.scale(obj)
+    }
+}
+
+fn nonnegative(v: &Value, field: &str, causes: &mut Vec<Cause>) {
+    if v.as_i64().is_none_or(|n| n < 0) {
+        causes.push(Cause::invalid(
+            field,
+            v,
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+/// `ValidateDeploymentStrategy` and `ValidateRollingUpdateDeployment`.
+fn validate_deployment_strategy(strategy: Option<&Value>, causes: &mut Vec<Cause>) {
+    let Some(st) = strategy.filter(|s| s.is_object()) else {
+        return;
+    };
+    let rolling = st.get("rollingUpdate").filter(|r| !r.is_null());
+    match st["type"].as_str().unwrap_or("") {
+        "Recreate" => {
+            if rolling.is_some() {
+                causes.push(Cause::forbidden(
+                    "spec.strategy.rollingUpdate",
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
+            }
+        }
+        "RollingUpdate" => {
+            let Some(ru) = rolling else {
+                causes.push(Cause::required_with(
+                    "spec.strategy.rollingUpdate",
+                    "this should be defaulted and never be nil",
+                ));
+                return;
+            };
+            let mut zero = [true, true];
+            for (i, f) in ["maxUnavailable", "maxSurge"].into_iter().enumerate() {
+                let at = format!("spec.strategy.rollingUpdate.{f}");
+                let Some(v) = ru.get(f).filter(|v| !v.is_null()) else {
+                    continue;
+                };
+                match crate::types::int_or_percent(v) {
+                    None => causes.push(Cause::invalid(
+                        &at,
+                        v,
+                        "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+                    )),
+                    Some((n, _)) if n < 0 => causes.push(Cause::invalid(
+                        &at,
+                        v,
+                        "must be greater than or equal to 0",
+                    )),
+                    Some((n, pct)) => {
+                        zero[i] = n == 0;
+                        if i == 0 && pct && n > 100 {
+                            causes.push(Cause::invalid(&at, v, "must not be greater than 100%"));
+                        }
+                    }
+                }
+            }
+            if zero == [true, true] {
+                causes.push(Cause::invalid(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    ru.get("maxUnavailable").unwrap_or(&json!(0)),
+                    "may not be 0 when `maxSurge` is 0",
+                ));
+            }
+        }
+        other => causes.push(Cause::not_supported(
+            "spec.strategy.type",
+            other,
+            &["Recreate", "RollingUpdate"],
+        )),
     }
 }
 

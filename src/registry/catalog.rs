@@ -34,6 +34,8 @@ pub enum Kind {
     DeploymentConfig,
     /// apiextensions.k8s.io/v1 CustomResourceDefinition (see `registry::crd`).
     CustomResourceDefinition,
+    /// apps/v1 Deployment (see `registry::apps`).
+    Deployment,
     /// apps/v1 ReplicaSet (see `registry::apps`).
     ReplicaSet,
     /// apps/v1 ControllerRevision (see `registry::apps`).
@@ -282,6 +284,27 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(strategy::ReplicationController),
             schema: Source::typed::<core::ReplicationController>(),
             table: Arc::new(table::REPLICATION_CONTROLLER),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Deployment,
+            group: "apps".into(),
+            version: "v1".into(),
+            kind_name: "Deployment".into(),
+            plural: "deployments".into(),
+            singular: "deployment".into(),
+            short_names: names(&["deploy"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            generation: true,
+            scale: true,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::apps::Deployment),
+            schema: Source::typed::<apps::Deployment>(),
+            table: Arc::new(table::DEPLOYMENT),
             conversion: None,
         },
         Resource {

@@ -48,6 +48,7 @@ printers! {
     POD: pod_columns, pod_cells;
     REPLICATION_CONTROLLER: replication_controller_columns, replication_controller_cells;
     REPLICA_SET: replication_controller_columns, replica_set_cells;
+    DEPLOYMENT: deployment_columns, deployment_cells;
     CONTROLLER_REVISION: controller_revision_columns, controller_revision_cells;
     NAMESPACE: namespace_columns, namespace_cells;
     NODE: node_columns, node_cells;
@@ -498,6 +499,56 @@ fn controller_revision_cells(v: &Value) -> Vec<Value> {
         json!(controller),
         json!(v["revision"].as_i64().unwrap_or(0)),
         json!(age(v, "/metadata/creationTimestamp")),
+    ]
+}
+
+fn deployment_columns() -> Vec<Column> {
+    let name = col("Name", 0, "Name must be unique within a namespace.");
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col("Ready", 0, "Number of the pod with ready state."),
+        col(
+            "Up-to-date",
+            0,
+            "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+        ),
+        col(
+            "Available",
+            0,
+            "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+        ),
+        age,
+        col("Containers", 1, "Names of each container in the template."),
+        col(
+            "Images",
+            1,
+            "Images referenced by each container in the template.",
+        ),
+        col(
+            "Selector",
+            1,
+            "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+        ),
+    ]
+}
+
+fn deployment_cells(v: &Value) -> Vec<Value> {
+    let n = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let join = |f: &str| container_fields(v, "/spec/template/spec/containers", f);
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(format!(
+            "{}/{}",
+            n("/status/readyReplicas"),
+            n("/spec/replicas")
+        )),
+        json!(n("/status/updatedReplicas")),
+        json!(n("/status/availableReplicas")),
+        json!(age(v, "/metadata/creationTimestamp")),
+        json!(join("name")),
+        json!(join("image")),
+        json!(super::apps::selector_string(v.pointer("/spec/selector"))),
     ]
 }
 

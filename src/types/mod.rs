@@ -91,6 +91,39 @@ pub fn kubernetes_version() -> String {
     format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// An IntOrString that is a number or a percentage `"N%"` (`IsValidPercent`): the figure
+/// and whether it is a percentage; `None` when it is neither.
+pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64().map(|n| (n, false)),
+        serde_json::Value::String(s) => {
+            let digits = s.strip_suffix('%')?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse().ok().map(|n| (n, true))
+        }
+        _ => None,
+    }
+}
+
+/// An IntOrString resolved against `total` (`GetScaledValueFromIntOrPercent`): a number
+/// as is, a percentage of `total` rounded up or down; absent or malformed is 0.
+pub fn scaled_int_or_percent(v: Option<&serde_json::Value>, total: i64, round_up: bool) -> i64 {
+    match v.and_then(int_or_percent) {
+        None => 0,
+        Some((n, false)) => n,
+        Some((pct, true)) => {
+            let num = pct * total;
+            if round_up {
+                (num + 99).div_euclid(100)
+            } else {
+                num.div_euclid(100)
+            }
+        }
+    }
+}
+
 /// Seconds since an API timestamp, if it parses.
 pub fn age_seconds(timestamp: &str) -> Option<i64> {
     let t: jiff::Timestamp = timestamp.parse().ok()?;

@@ -14,6 +14,7 @@ mod console;
 mod crds;
 mod deployer;
 mod deploymentconfigs;
+mod deployments;
 mod exec;
 mod gc;
 mod https;

@@ -265,15 +265,15 @@ async fn broken_and_unknown_protobuf_bodies_get_a_status() {
     assert_eq!(v["reason"], "BadRequest");
     assert!(v["message"].as_str().unwrap().contains("protobuf"), "{v}");
 
-    let deployment = envelope("apps/v1", "Deployment", &ld(1, meta("d", "")));
-    let (code, _, v) = send(&s, Method::POST, CMS, deployment).await;
+    let unknown = envelope("storage.k8s.io/v1", "StorageClass", &ld(1, meta("d", "")));
+    let (code, _, v) = send(&s, Method::POST, CMS, unknown).await;
     assert_eq!(
         (code, v["reason"].as_str()),
         (415, Some("UnsupportedMediaType"))
     );
     let message = v["message"].as_str().unwrap();
     assert!(
-        message.contains("\"Deployment\"") && message.contains("JSON"),
+        message.contains("\"StorageClass\"") && message.contains("JSON"),
         "{message}"
     );
 

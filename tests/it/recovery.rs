@@ -186,3 +186,125 @@ async fn a_berth_killed_with_sigkill_adopts_the_same_processes_when_it_comes_bac
         .status();
     second.child.wait().unwrap();
 }
+
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+/// A Deployment's status as `kubectl rollout status` reads it: rolled out when every
+/// replica is updated and available and none is old.
+fn rolled_out(d: &Value) -> bool {
+    let st = &d["status"];
+    let want = &d["spec"]["replicas"];
+    st["observedGeneration"] == d["metadata"]["generation"]
+        && &st["updatedReplicas"] == want
+        && &st["replicas"] == want
+        && &st["availableReplicas"] == want
+}
+
+/// kill -9 of berth in the middle of a rolling update: the rollout completes after the
+/// restart, with exactly the pods of the new template running and none of the old.
+#[tokio::test]
+async fn a_rollout_interrupted_by_sigkill_completes_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut first = Served::start(&data);
+    let deployment = |arg: &str| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "roll"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "roll"}},
+                "template": {
+                    "metadata": {"labels": {"app": "roll"}},
+                    "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+                        {"name": "c", "image": "busybox", "command": ["sleep", arg]}]},
+                },
+            },
+        })
+    };
+    let (code, out) = first
+        .call(reqwest::Method::POST, DEPLOYS, Some(deployment("7811")))
+        .await;
+    assert_eq!(code, 201, "{out}");
+    eventually(60, "three pods of the first template", || async {
+        let (_, d) = first
+            .call(reqwest::Method::GET, &format!("{DEPLOYS}/roll"), None)
+            .await;
+        let pids = pids_of(&["sleep", "7811"]);
+        if rolled_out(&d) && pids.len() == 3 {
+            Ok(())
+        } else {
+            Err(format!("{} {pids:?}", d["status"]))
+        }
+    })
+    .await;
+    let (code, out) = first
+        .call(
+            reqwest::Method::PUT,
+            &format!("{DEPLOYS}/roll"),
+            Some(deployment("7812")),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    // Mid-rollout: the new template runs somewhere, the old one still does.
+    eventually(60, "the rollout under way", || async {
+        let (new, old) = (pids_of(&["sleep", "7812"]), pids_of(&["sleep", "7811"]));
+        if !new.is_empty() && !old.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{new:?} {old:?}"))
+        }
+    })
+    .await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let mut second = Served::start(&data);
+    eventually(90, "the rollout completed", || async {
+        let (_, d) = second
+            .call(reqwest::Method::GET, &format!("{DEPLOYS}/roll"), None)
+            .await;
+        let (new, old) = (pids_of(&["sleep", "7812"]), pids_of(&["sleep", "7811"]));
+        if rolled_out(&d) && new.len() == 3 && old.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} new {new:?} old {old:?}", d["status"]))
+        }
+    })
+    .await;
+    let (_, rss) = second
+        .call(
+            reqwest::Method::GET,
+            "/apis/apps/v1/namespaces/default/replicasets",
+            None,
+        )
+        .await;
+    let sizes: Vec<i64> = rss["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rs| rs["spec"]["replicas"].as_i64().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 2, "one set per template: {rss}");
+    assert_eq!(sizes.iter().sum::<i64>(), 3, "{sizes:?}");
+    // Still exactly three after a while: nothing duplicated.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pids_of(&["sleep", "7812"]).len(), 3);
+
+    second
+        .call(reqwest::Method::DELETE, &format!("{DEPLOYS}/roll"), None)
+        .await;
+    eventually(60, "the pods and their processes are gone", || async {
+        let left = pids_of(&["sleep", "7812"]);
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{left:?}"))
+        }
+    })
+    .await;
+    let _ = Command::new("kill")
+        .args(["-TERM", &second.child.id().to_string()])
+        .status();
+    second.child.wait().unwrap();
+}

@@ -390,6 +390,25 @@ same "describe rc" describe rc cmp
 check "the ReplicaSet controller makes its pod" "condition met" k wait --for=jsonpath='{.status.readyReplicas}'=1 rs/cmprs --timeout=60s
 same "get rs -o wide" get rs cmprs -o wide
 same "describe rs" describe rs cmprs
+# Deployments: kubectl's generator, rollouts, history, rollback, restart, pause and scale.
+check "create deployment (sent in protobuf)" "deployment.apps/webd created" k create deployment webd --image=registry.example/web:1 --replicas=2 -- sleep 3600
+check "rollout status" 'deployment "webd" successfully rolled out' k rollout status deploy/webd --timeout=60s
+check "set image" "deployment.apps/webd image updated" k set image deploy/webd web=registry.example/web:2
+check "the new image rolls out" "successfully rolled out" k rollout status deploy/webd --timeout=60s
+check "rollout history" "^2 +<none>" k rollout history deploy/webd
+check "rollout undo" "deployment.apps/webd rolled back" k rollout undo deploy/webd
+check "the undo rolls out" "successfully rolled out" k rollout status deploy/webd --timeout=60s
+check "the first image is back" "^registry.example/web:1$" k get deploy webd -o jsonpath='{.spec.template.spec.containers[0].image}'
+check "rollout restart" "deployment.apps/webd restarted" k rollout restart deploy/webd
+check "rollout pause" "deployment.apps/webd paused" k rollout pause deploy/webd
+check "rollout resume" "deployment.apps/webd resumed" k rollout resume deploy/webd
+check "scale deployment" "deployment.apps/webd scaled" k scale deploy/webd --replicas=3
+check "the scaled deployment settles" "successfully rolled out" k rollout status deploy/webd --timeout=60s
+same "get deploy -o wide" get deploy webd -o wide
+same "describe deploy" describe deploy webd
+same "rollout history deploy" rollout history deploy/webd
+check "berth rollout status deploy" 'deployment "webd" successfully rolled out' "$berth" rollout status deploy/webd
+check "delete deployment" 'deployment.apps "webd" deleted' k delete deploy webd
 same "describe node" describe node n1
 same "describe namespace" describe namespace default
 check "berth rollout history" "1[[:space:]]+Complete[[:space:]]+config change" "$berth" rollout history dc/cmpdc
