@@ -6,11 +6,24 @@ Kubernetes' generated.proto files); JSON field names from the serde code of `k8s
 Both are read from the cargo registry's source copies, so fetch them first (for example by
 adding them to a scratch project and running `cargo fetch`).
 
+Which scalar fields leave out their zero value comes from the Go API types of k8s.io/api and
+of k8s.io/apimachinery's pkg/apis/meta/v1, read from bare git mirrors of the two repositories
+at one tag (as src/registry/gen_patch_meta.py reads them). Go's gogo-protobuf writes every
+non-pointer scalar, zero or not, while kube-apiserver's JSON of the same object leaves a zero
+out where the Go field is not a pointer and its json tag says `omitempty` (or `omitzero`):
+those fields get `omitempty(...)` in the descriptors, the rest `one(...)`. The struct and the
+field are found by the message name and the field number of the `protobuf:"..."` tag.
+
 Usage: src/api/gen_protobuf_schema.py K8S_PB_DIR K8S_OPENAPI_DIR/src/v1_NN \
+         K8S_API_GIT_DIR APIMACHINERY_GIT_DIR [TAG] \
          | rustfmt --edition 2024 > src/api/protobuf_schema.rs
+where the two git directories are clones (bare ones do) of github.com/kubernetes/api and
+github.com/kubernetes/apimachinery that have the tag (default v0.37.0-beta.0).
+Notes (fields not found, names that disagree) go to stderr.
 """
 import os
 import re
+import subprocess
 import sys
 
 # The kinds berth decodes from protobuf request bodies: (apiVersion, kind, module, message).
@@ -97,7 +110,12 @@ EMBEDDED = {
 
 SCALARS = {"string": "Str", "int32": "Int", "int64": "Int", "bool": "Bool", "bytes": "Bytes", "double": "Double"}
 
-pb_root, openapi_root = sys.argv[1], sys.argv[2]
+pb_root, openapi_root, api_git, machinery_git = sys.argv[1:5]
+tag = sys.argv[5] if len(sys.argv) > 5 else "v0.37.0-beta.0"
+
+# Files that hold no hand-written API structs.
+GENERATED = re.compile(r"(_test\.go|generated\.pb\.go|_generated\.go|^zz_generated\..*\.go)$")
+TAG_KEY = re.compile(r'(\w+):"([^"]*)"')
 
 
 def pb_file(module):
@@ -134,6 +152,56 @@ def parse_pb(module):
                 fields.append((number, name, kind, None, card))
         out[m.group(1)] = fields
     return out
+
+
+def git(repo, *args):
+    run = subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True)
+    return run.stdout
+
+
+go_packages = {}  # proto module -> {struct, lowercased: {field number: (json, pointer, omit)}}
+
+
+def go_fields(module, message):
+    """The Go fields of a message's struct by protobuf field number: (JSON name, whether its
+    type is a pointer, whether its json tag says omitempty or omitzero); None if the struct
+    is not found. The proto module api.core.v1 is k8s.io/api's core/v1 and
+    apimachinery.pkg.apis.meta.v1 apimachinery's pkg/apis/meta/v1; k8s-pb spells the
+    message names its own way (PodOs for PodOS), so they are matched ignoring case."""
+    if module not in go_packages:
+        head, *rest = module.split(".")
+        repo = {"api": api_git, "apimachinery": machinery_git}[head]
+        path = "/".join(rest)
+        structs = {}
+        try:
+            files = git(repo, "ls-tree", "--name-only", f"{tag}:{path}").split()
+        except subprocess.CalledProcessError:
+            files = []
+        for fn in files:
+            if not fn.endswith(".go") or GENERATED.search(fn):
+                continue
+            text = git(repo, "show", f"{tag}:{path}/{fn}")
+            # gofmt puts a struct's closing brace, and only that one, at the line start.
+            for m in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", text, re.S | re.M):
+                fields = {}
+                for line in m.group(2).splitlines():
+                    line = line.strip()
+                    if line.startswith("//") or "`" not in line:
+                        continue
+                    code, tagtext = line.split("`", 1)
+                    tags = dict(TAG_KEY.findall(tagtext.rsplit("`", 1)[0]))
+                    pb = re.match(r"\w+,(\d+),", tags.get("protobuf", ""))
+                    if not pb:  # no protobuf field, or `protobuf:"-"`
+                        continue
+                    words = code.split()
+                    number = int(pb.group(1))
+                    json, *opts = tags.get("json", "").split(",")
+                    omit = "omitempty" in opts or "omitzero" in opts
+                    fields[number] = (json, words[-1].startswith("*"), omit)
+                # meta/v1 FieldsV1 is declared once per build tag; the first one is kept.
+                structs.setdefault(m.group(1).lower(), fields)
+        go_packages[module] = structs
+    return go_packages[module].get(message.lower())
 
 
 def resolve(module, path):
@@ -183,6 +251,7 @@ while todo:
     if module not in modules:
         modules[module] = parse_pb(module)
     names = json_names(module, EMBEDDED.get(name, name))
+    go = go_fields(module, name) or {}
     fields = []
     for number, rust, scalar, path, card in modules[module][name]:
         json = names.pop(norm(rust), None)
@@ -191,8 +260,17 @@ while todo:
         elif json is None:
             json = camel(rust)
             missing.append(f"{module}.{name}.{rust}")
+        omit = False
         if scalar:
             kind = SCALARS[scalar]
+            if card == "one":
+                if number not in go:
+                    missing.append(f"{module}.{name}.{rust}: no Go field; its zero value is kept")
+                else:
+                    go_json, pointer, omitempty = go[number]
+                    if go_json != json:
+                        missing.append(f"{module}.{name}.{rust}: JSON name {go_json} in Go")
+                    omit = omitempty and not pointer
         else:
             target = resolve(module, path)
             full = ".".join(target)
@@ -201,7 +279,7 @@ while todo:
             else:
                 kind = "Message(&%s)" % ident(*target) if False else ("Message", target)
                 todo.append(target)
-        fields.append((number, json, card, kind))
+        fields.append((number, json, "omitempty" if omit else card, kind))
     for json in names.values():
         missing.append(f"{module}.{name}: no field number for JSON field {json}")
     messages[(module, name)] = sorted(fields)
@@ -230,11 +308,13 @@ for m in missing:
 print("//! Protobuf descriptors of the kinds berth accepts in protobuf request bodies: for each")
 print("//! message, its field numbers with their JSON names and encodings. Generated by")
 print("//! `src/api/gen_protobuf_schema.py` from Kubernetes' generated.proto definitions (field")
-print("//! numbers, as the k8s-pb crate carries them) and the JSON names of k8s-openapi; edit the")
-print("//! root list there and run it again rather than editing this file.")
+print("//! numbers, as the k8s-pb crate carries them), the JSON names of k8s-openapi and, for")
+print("//! which scalars leave out their zero value (`omitempty`), the Go types of k8s.io/api and")
+print(f"//! k8s.io/apimachinery (tag {tag}); edit the root list there and run it again rather")
+print("//! than editing this file.")
 print()
 print("use super::protobuf::Kind::*;")
-print("use super::protobuf::{Message, inline, map, one, rep};")
+print("use super::protobuf::{Message, inline, map, omitempty, one, rep};")
 print()
 print("/// The messages of the kinds that may arrive as protobuf: (apiVersion, kind, message);")
 print("/// `*` matches any apiVersion.")
@@ -251,7 +331,7 @@ for (module, name), fields in sorted(messages.items(), key=lambda kv: ident(*kv[
         if card == "inline":
             print(f"        inline({number}, &{ident(*kind[1])}),")
         else:
-            fn = {"one": "one", "repeated": "rep", "map": "map"}[card]
+            fn = {"one": "one", "omitempty": "omitempty", "repeated": "rep", "map": "map"}[card]
             print(f'        {fn}({number}, "{json}", {kind_str(kind)}),')
     print("    ],")
     print("};")

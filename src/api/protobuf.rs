@@ -7,6 +7,14 @@
 //! apiVersion and kind, and its own message in `raw`. That message is read against the
 //! descriptors of `protobuf_schema` (field number → JSON name and encoding); what the
 //! descriptors do not know is skipped by its wire type. Answers stay JSON.
+//!
+//! The JSON is the one kube-apiserver's Go types would give for the same message. Go's
+//! gogo-protobuf writes every non-pointer scalar, zero or not, but a Go field that is not a
+//! pointer and has `omitempty` in its json tag leaves a zero out of JSON (`stdin: false`,
+//! `metadata.generation: 0`): such fields are `omitempty` in the descriptors and their zero
+//! values are left out here too. Pointer fields (`*int32 replicas`) and fields without
+//! `omitempty` keep them. One difference remains: a zero `metav1.Time` is left out, where Go
+//! writes `null` unless the field is `omitzero` (as `metadata.creationTimestamp` is).
 
 use base64::Engine;
 use serde_json::{Map, Number, Value};
@@ -65,6 +73,9 @@ pub struct Field {
     json: &'static str,
     kind: Kind,
     card: Card,
+    /// A zero value (false, 0, empty string or bytes) is left out of the JSON: the Go field is
+    /// a non-pointer scalar with `omitempty`.
+    omit_zero: bool,
 }
 
 /// A message: its fields, sorted by number.
@@ -83,12 +94,26 @@ impl Message {
     }
 }
 
+/// A field that occurs once and keeps its value in JSON even when it is the zero value.
 pub const fn one(number: u32, json: &'static str, kind: Kind) -> Field {
     Field {
         number,
         json,
         kind,
         card: Card::One,
+        omit_zero: false,
+    }
+}
+
+/// A scalar field that occurs once and is left out of JSON when it is the zero value, as a
+/// non-pointer Go field with `json:",omitempty"` is.
+pub const fn omitempty(number: u32, json: &'static str, kind: Kind) -> Field {
+    Field {
+        number,
+        json,
+        kind,
+        card: Card::One,
+        omit_zero: true,
     }
 }
 
@@ -98,6 +123,7 @@ pub const fn rep(number: u32, json: &'static str, kind: Kind) -> Field {
         json,
         kind,
         card: Card::Repeated,
+        omit_zero: false,
     }
 }
 
@@ -107,6 +133,7 @@ pub const fn map(number: u32, json: &'static str, value: Kind) -> Field {
         json,
         kind: value,
         card: Card::Map,
+        omit_zero: false,
     }
 }
 
@@ -116,6 +143,7 @@ pub const fn inline(number: u32, embedded: &'static Message) -> Field {
         json: "",
         kind: Kind::Message(embedded),
         card: Card::Inline,
+        omit_zero: false,
     }
 }
 
@@ -316,8 +344,8 @@ fn message(
                 let Some(v) = single(field.kind, wire, &mut r, depth, skipped, &what)? else {
                     continue;
                 };
-                if matches!(field.kind, Kind::Str) && v.as_str() == Some("") {
-                    // Go writes every string field; an empty one is an unset one.
+                if field.omit_zero && is_zero(&v) {
+                    // Go writes every non-pointer scalar; its JSON leaves this one out.
                     out.remove(field.json);
                     continue;
                 }
@@ -374,6 +402,16 @@ fn message(
         }
     }
     Ok(out)
+}
+
+/// Whether a scalar's JSON is its zero value: false, 0 or an empty string (or bytes).
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_i64() == Some(0),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
 }
 
 fn expect(wire: u8, want: u8, what: &dyn Fn() -> String) -> Result<(), DecodeError> {
@@ -608,7 +646,7 @@ mod tests {
         let v = decode(&hex(recorded("KUBECTL_CONFIGMAP"))).unwrap();
         assert_eq!(
             v,
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "generation": 0},
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
                    "data": {"a": "b", "c": "d"}})
         );
         let v = decode(&hex(recorded("KUBECTL_CONFIGMAP_BINARY"))).unwrap();
@@ -634,12 +672,12 @@ mod tests {
     fn kubectl_namespaces_service_accounts_and_delete_options_decode() {
         assert_eq!(
             decode(&hex(recorded("KUBECTL_NAMESPACE"))).unwrap(),
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "generation": 0},
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"},
                    "spec": {}, "status": {}})
         );
         assert_eq!(
             decode(&hex(recorded("KUBECTL_SERVICE_ACCOUNT"))).unwrap(),
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "generation": 0}})
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}})
         );
         assert_eq!(
             decode(&hex(KUBECTL_DELETE_OPTIONS)).unwrap(),
@@ -650,10 +688,7 @@ mod tests {
     #[test]
     fn kubectl_debug_pods_decode() {
         let v = decode(&hex(recorded("KUBECTL_DEBUG_COPY"))).unwrap();
-        assert_eq!(
-            v["metadata"],
-            json!({"name": "p2", "namespace": "default", "generation": 0})
-        );
+        assert_eq!(v["metadata"], json!({"name": "p2", "namespace": "default"}));
         let spec = &v["spec"];
         assert_eq!(
             spec["containers"][0]["command"],
@@ -672,11 +707,20 @@ mod tests {
         assert_eq!(
             (
                 &spec["shareProcessNamespace"],
-                &spec["hostPID"],
                 &spec["terminationGracePeriodSeconds"]
             ),
-            (&json!(true), &json!(false), &json!(30))
+            (&json!(true), &json!(30))
         );
+        // kubectl wrote hostNetwork, hostPID, hostIPC, stdin, stdinOnce and tty as false and
+        // generation as 0; kube-apiserver's JSON leaves such zeros out, and so does berth.
+        for key in ["hostNetwork", "hostPID", "hostIPC"] {
+            assert_eq!(spec.get(key), None, "{key}");
+        }
+        for c in spec["containers"].as_array().unwrap() {
+            for key in ["stdin", "stdinOnce", "tty"] {
+                assert_eq!(c.get(key), None, "{key}");
+            }
+        }
         assert_eq!(spec["serviceAccountName"], "default");
 
         let v = decode(&hex(recorded("KUBECTL_DEBUG_NODE"))).unwrap();
@@ -694,9 +738,126 @@ mod tests {
         );
         assert_eq!(
             spec["containers"][0]["volumeMounts"],
-            json!([{"name": "host-root", "mountPath": "/host", "readOnly": false}])
+            json!([{"name": "host-root", "mountPath": "/host"}])
         );
         assert_eq!(spec.get("dnsPolicy"), None);
+    }
+
+    /// ObjectMeta as Go writes it: every string and the generation, empty or not.
+    fn go_meta(name: &str, labels: &[u8]) -> Vec<u8> {
+        let strings: Vec<u8> = (2..=6).flat_map(|n| ld(n, "")).collect();
+        [ld(1, name), strings, num(7, 0), ld(8, ""), labels.to_vec()].concat()
+    }
+
+    #[test]
+    fn zeros_of_non_pointer_omitempty_fields_are_left_out_as_go_json_does() {
+        // `kubectl create deployment web --image=busybox --replicas=0 -- sleep 3600` as
+        // gogo-protobuf writes it: every non-pointer scalar, zero or not.
+        let container = [
+            ld(1, "busybox"),
+            ld(2, "busybox"),
+            ld(3, "sleep"),
+            ld(3, "3600"),
+            ld(5, ""),
+            ld(8, ""),
+            ld(13, ""),
+            ld(14, ""),
+            num(16, 0),
+            num(17, 0),
+            num(18, 0),
+            ld(20, ""),
+        ]
+        .concat();
+        let pod_spec = [
+            ld(2, container),
+            ld(3, ""),
+            // Pointers set to zero: *int64 terminationGracePeriodSeconds, *bool
+            // automountServiceAccountToken.
+            num(4, 0),
+            ld(6, ""),
+            ld(8, ""),
+            ld(9, ""),
+            ld(10, ""),
+            num(11, 0),
+            num(12, 0),
+            num(13, 0),
+            ld(16, ""),
+            ld(17, ""),
+            ld(19, ""),
+            num(21, 0),
+            ld(24, ""),
+        ]
+        .concat();
+        let labels = entry(11, "app", "web");
+        let template = [ld(1, go_meta("", &labels)), ld(2, pod_spec)].concat();
+        let spec = [
+            // *int32 replicas: 0
+            num(1, 0),
+            ld(2, entry(1, "app", "web")),
+            ld(3, template),
+            ld(4, ld(1, "")),
+            num(5, 0),
+            num(7, 0),
+        ]
+        .concat();
+        let status: Vec<u8> = [1, 2, 3, 4, 5, 7].iter().flat_map(|n| num(*n, 0)).collect();
+        let raw = [ld(1, go_meta("web", &labels)), ld(2, spec), ld(3, status)].concat();
+        let v = decode(&envelope("apps/v1", "Deployment", &raw)).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "labels": {"app": "web"}},
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {
+                            "containers": [{
+                                "name": "busybox", "image": "busybox", "command": ["sleep", "3600"],
+                                "resources": {},
+                            }],
+                            "terminationGracePeriodSeconds": 0,
+                            "automountServiceAccountToken": false,
+                        },
+                    },
+                    "strategy": {},
+                },
+                "status": {},
+            })
+        );
+    }
+
+    #[test]
+    fn zeros_of_pointer_fields_and_of_fields_without_omitempty_are_kept() {
+        // ReplicaSetStatus: `replicas int32 json:"replicas"` keeps its 0, readyReplicas
+        // (omitempty) does not; ContainerPort: `containerPort` keeps it, hostPort does not.
+        let port = [ld(1, ""), num(2, 0), num(3, 0), ld(4, "TCP"), ld(5, "")].concat();
+        let container = [ld(1, ""), ld(2, "busybox"), ld(6, port)].concat();
+        let template = ld(2, ld(2, container));
+        let status = [num(1, 0), num(2, 0), num(3, 0), num(4, 0), num(5, 0)].concat();
+        let raw = [ld(2, ld(3, template)), ld(3, status)].concat();
+        let v = decode(&envelope("apps/v1", "ReplicaSet", &raw)).unwrap();
+        assert_eq!(v["status"], json!({"replicas": 0}));
+        assert_eq!(
+            v["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "", "image": "busybox", "ports": [{"containerPort": 0, "protocol": "TCP"}]}]),
+            "`name string json:\"name\"` keeps its empty string"
+        );
+        // A *string set to "": a StatefulSet's claim that asks for no storage class, and
+        // `serviceName string json:"serviceName"`.
+        let claim = ld(2, [ld(3, ""), ld(5, "")].concat());
+        let raw = ld(2, [ld(4, claim), ld(5, "")].concat());
+        let v = decode(&envelope("apps/v1", "StatefulSet", &raw)).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"volumeClaimTemplates": [{"spec": {"storageClassName": ""}}], "serviceName": ""})
+        );
+        // A value that comes twice is the last one, zero or not.
+        let raw = ld(2, [num(5, 5), num(5, 0)].concat());
+        let v = decode(&envelope("apps/v1", "Deployment", &raw)).unwrap();
+        assert_eq!(v["spec"], json!({}));
     }
 
     #[test]
@@ -964,6 +1125,16 @@ mod tests {
                     check(inner, seen);
                 }
                 assert!(matches!(f.card, Card::Inline) || !f.json.is_empty());
+                assert!(
+                    !f.omit_zero
+                        || matches!(
+                            (f.card, f.kind),
+                            (Card::One, Kind::Str | Kind::Int | Kind::Bool | Kind::Bytes)
+                        ),
+                    "{}: {} is not a scalar to leave out",
+                    m.name,
+                    f.json
+                );
             }
         }
         /// The JSON names of a message's object, inlined messages' included.

@@ -282,3 +282,115 @@ async fn broken_and_unknown_protobuf_bodies_get_a_status() {
     assert!(s.get(CMS).await.1["items"].as_array().unwrap().is_empty());
     s.stop().await;
 }
+
+/// `kubectl create deployment web --image=busybox -- sleep 3600` as kubectl sends it:
+/// gogo-protobuf writes every non-pointer scalar (stdin, tty, hostNetwork, generation, ...)
+/// even when it is zero.
+fn kubectl_deployment(resource_version: &str) -> Vec<u8> {
+    let container = [
+        ld(1, "busybox"),
+        ld(2, "busybox"),
+        ld(3, "sleep"),
+        ld(3, "3600"),
+        ld(5, ""),
+        ld(8, ""),
+        ld(13, ""),
+        ld(14, ""),
+        num(16, 0),
+        num(17, 0),
+        num(18, 0),
+        ld(20, ""),
+    ]
+    .concat();
+    let pod_spec = [
+        ld(2, container),
+        ld(3, ""),
+        ld(6, ""),
+        ld(8, ""),
+        ld(9, ""),
+        ld(10, ""),
+        num(11, 0),
+        num(12, 0),
+        num(13, 0),
+        ld(16, ""),
+        ld(17, ""),
+        ld(19, ""),
+        ld(24, ""),
+    ]
+    .concat();
+    let labels = entry(11, "app", "web");
+    let template = [
+        ld(1, [meta("", ""), labels.clone()].concat()),
+        ld(2, pod_spec),
+    ]
+    .concat();
+    let spec = [
+        num(1, 1),
+        ld(2, entry(1, "app", "web")),
+        ld(3, template),
+        ld(4, ld(1, "")),
+        num(5, 0),
+        num(7, 0),
+    ]
+    .concat();
+    let status: Vec<u8> = [1, 2, 3, 4, 5, 7].iter().flat_map(|n| num(*n, 0)).collect();
+    let metadata = [meta("web", resource_version), labels].concat();
+    envelope(
+        "apps/v1",
+        "Deployment",
+        &[ld(1, metadata), ld(2, spec), ld(3, status)].concat(),
+    )
+}
+
+#[tokio::test]
+async fn a_protobuf_deployment_is_stored_as_its_json_twin_is() {
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let deploys = "/apis/apps/v1/namespaces/default/deployments";
+    let (code, _, v) = send(&s, Method::POST, deploys, kubectl_deployment("")).await;
+    assert_eq!(code, 201, "{v}");
+    let pod_spec = &v["spec"]["template"]["spec"];
+    for key in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert_eq!(pod_spec.get(key), None, "{key}: {pod_spec}");
+    }
+    for key in ["stdin", "stdinOnce", "tty"] {
+        assert_eq!(
+            pod_spec["containers"][0].get(key),
+            None,
+            "{key}: {pod_spec}"
+        );
+    }
+    assert_eq!(
+        v["spec"]["template"]["metadata"],
+        json!({"labels": {"app": "web"}})
+    );
+    assert_eq!(v["metadata"]["generation"], 1);
+
+    // The same Deployment from a JSON client (what `kubectl create deployment -o json`
+    // prints) is no change of spec: the generation stays.
+    let rv = v["metadata"]["resourceVersion"].as_str().unwrap();
+    let twin = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}, "resourceVersion": rv},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "busybox", "image": "busybox",
+                                         "command": ["sleep", "3600"], "resources": {}}]},
+            },
+            "strategy": {},
+        },
+        "status": {},
+    });
+    let (code, v) = s.put(&format!("{deploys}/web"), twin).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["metadata"]["generation"], 1, "{v}");
+    // And so is the protobuf body again.
+    let rv = v["metadata"]["resourceVersion"].as_str().unwrap();
+    let path = format!("{deploys}/web");
+    let (code, _, v) = send(&s, Method::PUT, &path, kubectl_deployment(rv)).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["metadata"]["generation"], 1, "{v}");
+    s.stop().await;
+}
