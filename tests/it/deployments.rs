@@ -539,3 +539,32 @@ async fn bad_deployments_are_refused_with_field_paths() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn pods_count_as_available_only_after_min_ready_seconds() {
+    let s = TestServer::start().await;
+    let mut d = deployment("slow", 1, "v1");
+    d["spec"]["minReadySeconds"] = json!(2);
+    let (code, made) = s.post(DEPLOYS, d).await;
+    assert_eq!(code, 201, "{made}");
+    let ready = eventually(30, "a ready pod", || async {
+        let live = tick(&s, "slow", |_| true).await;
+        if live.iter().any(is_ready) {
+            Ok(())
+        } else {
+            Err(format!("{} pods", live.len()))
+        }
+    });
+    ready.await;
+    let (_, early) = s.get(&format!("{DEPLOYS}/slow")).await;
+    assert!(
+        early["status"]["availableReplicas"].is_null(),
+        "available before minReadySeconds: {}",
+        early["status"]
+    );
+    let d = rolled_out(&s, "slow", |_| true).await;
+    assert_eq!(condition(&d, "Available")["status"], "True");
+    let rss = rss_of(&s, "slow").await;
+    assert_eq!(rss[0]["spec"]["minReadySeconds"], 2, "the set carries it");
+    s.stop().await;
+}
