@@ -405,7 +405,7 @@ check "rollout resume" "deployment.apps/webd resumed" k rollout resume deploy/we
 check "scale deployment" "deployment.apps/webd scaled" k scale deploy/webd --replicas=3
 check "the scaled deployment settles" "successfully rolled out" k rollout status deploy/webd --timeout=60s
 same "get deploy -o wide" get deploy webd -o wide
-same "describe deploy" describe deploy webd
+same "describe deploy" describe deploy webd --show-events=false
 same "rollout history deploy" rollout history deploy/webd
 check "berth rollout status deploy" 'deployment "webd" successfully rolled out' "$berth" rollout status deploy/webd
 check "delete deployment" 'deployment.apps "webd" deleted' k delete deploy webd
