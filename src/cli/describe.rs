@@ -1836,20 +1836,12 @@ pub fn deployment(d: &Value, rss: &[Value], events: Option<&[Value]>, clock: &Cl
             .then(text(a, "/metadata/name").cmp(text(b, "/metadata/name")))
     });
     if !owned.is_empty() {
-        let template = |t: &Value| {
-            let mut t = t.clone();
-            if let Some(l) = t
-                .pointer_mut("/metadata/labels")
-                .and_then(Value::as_object_mut)
-            {
-                l.remove("pod-template-hash");
-            }
-            t
-        };
-        let mine = template(&d["spec"]["template"]);
-        let new = owned
-            .iter()
-            .position(|rs| template(&rs["spec"]["template"]) == mine);
+        let new = owned.iter().position(|rs| {
+            crate::types::same_template_ignoring_hash(
+                &rs["spec"]["template"],
+                &d["spec"]["template"],
+            )
+        });
         let shown = |sets: Vec<&Value>| {
             if sets.is_empty() {
                 return "<none>".to_string();

@@ -11,7 +11,6 @@ use super::{CliError, Conn, out};
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
 const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
-const HASH_LABEL: &str = "pod-template-hash";
 
 fn deployments() -> &'static std::sync::Arc<Resource> {
     catalog::of(Kind::Deployment)
@@ -82,17 +81,6 @@ async fn history_sets(conn: &Conn, d: &Value) -> Result<Vec<Value>, CliError> {
         .collect();
     sets.sort_by_key(revision_of);
     Ok(sets)
-}
-
-fn without_hash(template: &Value) -> Value {
-    let mut t = template.clone();
-    if let Some(l) = t
-        .pointer_mut("/metadata/labels")
-        .and_then(Value::as_object_mut)
-    {
-        l.remove(HASH_LABEL);
-    }
-    t
 }
 
 /// kubectl's deployment status viewer: a line, and whether the rollout is done.
@@ -276,8 +264,10 @@ pub async fn undo(conn: &Conn, name: &str, to_revision: i64) -> Result<i32, CliE
         }
         &sets[sets.len() - 2]
     };
-    let template = without_hash(&target["spec"]["template"]);
-    if template == without_hash(&d["spec"]["template"]) {
+    if crate::types::same_template_ignoring_hash(
+        &target["spec"]["template"],
+        &d["spec"]["template"],
+    ) {
         out(&format!(
             "{} skipped rollback (current template already matches revision {})\n",
             res(name),
@@ -287,7 +277,8 @@ pub async fn undo(conn: &Conn, name: &str, to_revision: i64) -> Result<i32, CliE
     }
     let patch = Patch::Json(json!([
         {"op": "test", "path": "/metadata/resourceVersion", "value": d["metadata"]["resourceVersion"]},
-        {"op": "replace", "path": "/spec/template", "value": template},
+        {"op": "replace", "path": "/spec/template",
+         "value": crate::types::template_without_hash(&target["spec"]["template"])},
     ]));
     conn.client
         .patch(deployments(), Some(&conn.namespace), name, &patch)

@@ -119,17 +119,9 @@ fn without_hash(template: &Value) -> Value {
 /// collision count), spelled with the alphabet of upstream's `SafeEncodeString`.
 pub fn template_hash(template: &Value, collisions: Option<u32>) -> String {
     const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut h: u32 = 0x811c_9dc5;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u32::from(*b);
-            h = h.wrapping_mul(0x0100_0193);
-        }
-    };
-    eat(&serde_json::to_vec(template).unwrap_or_default());
-    if let Some(c) = collisions {
-        eat(&c.to_le_bytes());
-    }
+    let json = serde_json::to_vec(template).unwrap_or_default();
+    let count = collisions.map(u32::to_le_bytes);
+    let h = crate::types::fnv1a32(&[&json, count.as_ref().map_or(&[][..], |c| &c[..])]);
     h.to_string()
         .bytes()
         .map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char)
@@ -470,7 +462,7 @@ impl Controller {
         let next_revision = old.iter().map(revision).max().unwrap_or(0) + 1;
         let new = match new {
             Some(rs) => Some(self.sync_new(s, rs, next_revision).await?),
-            None if create => self.create_new(s, &old, next_revision).await?,
+            None if create => Some(self.create_new(s, &old, next_revision).await?),
             None => None,
         };
         Ok((new, old))
@@ -501,12 +493,7 @@ impl Controller {
     }
 
     /// Makes the new set, sized by what the strategy allows now.
-    async fn create_new(
-        &self,
-        s: &mut Sync,
-        old: &[Value],
-        next_revision: i64,
-    ) -> Result<Option<Value>> {
+    async fn create_new(&self, s: &mut Sync, old: &[Value], next_revision: i64) -> Result<Value> {
         let d = &s.d;
         let collisions = d
             .pointer("/status/collisionCount")
@@ -567,7 +554,7 @@ impl Controller {
                         == without_hash(&d["spec"]["template"])
                 {
                     // Made by an earlier sync that the cache has not shown yet.
-                    return Ok(Some(existing));
+                    return Ok(existing);
                 }
                 let mut status = s.d["status"].clone();
                 status["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
@@ -604,7 +591,7 @@ impl Controller {
             self.set_progressing(s, "True", "NewReplicaSetCreated", message)
                 .await?;
         }
-        Ok(Some(made))
+        Ok(made)
     }
 
     /// Sets the Deployment's revision annotation to its new set's.
@@ -869,7 +856,7 @@ impl Controller {
 
     /// `rolloutRecreate`.
     async fn rollout_recreate(&self, s: &mut Sync, rss: Vec<Value>) -> Result<Action> {
-        let (new, mut old) = self.sets(s, rss.clone(), false).await?;
+        let (new, mut old) = self.sets(s, rss, false).await?;
         let mut scaled = false;
         for rs in old.iter_mut().filter(|rs| is_active(rs)) {
             scaled |= self.scale(s, rs, 0, "down").await?;
@@ -880,14 +867,13 @@ impl Controller {
         if self.old_pods_running(new.as_ref(), &old) {
             return self.rollout_status(s, new.as_ref(), &old).await;
         }
-        let (new, old) = match new {
-            Some(n) => (n, old),
+        let mut new = match new {
+            Some(n) => n,
             None => {
-                let (new, old) = self.sets(s, rss, true).await?;
-                (new.expect("create makes the new set"), old)
+                let next_revision = old.iter().map(revision).max().unwrap_or(0) + 1;
+                self.create_new(s, &old, next_revision).await?
             }
         };
-        let mut new = new;
         if replicas(&new) != s.b.replicas {
             self.scale_auto(s, &mut new, s.b.replicas).await?;
         }

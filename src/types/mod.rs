@@ -91,6 +91,66 @@ pub fn kubernetes_version() -> String {
     format!("v1.37.0+berth-{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// FNV-1a, 32 bits, over `parts` one after the other.
+pub fn fnv1a32(parts: &[&[u8]]) -> u32 {
+    parts
+        .iter()
+        .flat_map(|p| p.iter())
+        .fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+        })
+}
+
+/// The label the workload controllers add to their sets' pod templates and selectors.
+pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+
+/// Whether two pod templates are the same apart from their `pod-template-hash` label
+/// (`EqualIgnoreHash`), reading both in place; absent labels or metadata are empty ones.
+pub fn same_template_ignoring_hash(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::{Map, Value};
+    /// Equal apart from `key`, which `inner` compares (absent and non-objects as empty).
+    fn except(
+        a: Option<&Value>,
+        b: Option<&Value>,
+        key: &str,
+        inner: &dyn Fn(Option<&Value>, Option<&Value>) -> bool,
+    ) -> bool {
+        let empty = Map::new();
+        let (am, bm) = match (a, b) {
+            (Some(Value::Object(x)), Some(Value::Object(y))) => (x, y),
+            (Some(Value::Object(x)), None) => (x, &empty),
+            (None, Some(Value::Object(y))) => (&empty, y),
+            (None, None) => return true,
+            (x, y) => return x == y,
+        };
+        let rest = |m: &Map<String, Value>| m.keys().filter(|k| *k != key).count();
+        rest(am) == rest(bm)
+            && am
+                .iter()
+                .filter(|(k, _)| *k != key)
+                .all(|(k, v)| bm.get(k) == Some(v))
+            && inner(am.get(key), bm.get(key))
+    }
+    except(Some(a), Some(b), "metadata", &|ma, mb| {
+        except(ma, mb, "labels", &|la, lb| {
+            except(la, lb, POD_TEMPLATE_HASH_LABEL, &|_, _| true)
+        })
+    })
+}
+
+/// A copy of a pod template without its `pod-template-hash` label, as a rollback writes
+/// it back to its Deployment.
+pub fn template_without_hash(template: &serde_json::Value) -> serde_json::Value {
+    let mut t = template.clone();
+    if let Some(labels) = t
+        .pointer_mut("/metadata/labels")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        labels.remove(POD_TEMPLATE_HASH_LABEL);
+    }
+    t
+}
+
 /// An IntOrString that is a number or a percentage `"N%"` (`IsValidPercent`): the figure
 /// and whether it is a percentage; `None` when it is neither.
 pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {

@@ -113,11 +113,8 @@ pub fn hook_pod_name(rc: &str, label: &str) -> String {
     pod_name(rc, &format!("hook-{label}"))
 }
 
-/// FNV-1a, 32 bits.
 fn fnv1a32(s: &str) -> u32 {
-    s.bytes().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+    super::fnv1a32(&[s.as_bytes()])
 }
 
 /// `<base>-<suffix>`, shortened with a hash of `base` when longer than a name may be.
@@ -296,22 +293,15 @@ pub struct TagImageHook {
 /// Resolves a surge or unavailability figure against `total`: a number as is, a
 /// percentage rounded up (`round_up`) or down. Errors on malformed percentages.
 pub fn scaled_value(v: Option<&IntOrString>, total: i64, round_up: bool) -> Result<i64, String> {
-    match v {
-        None => Ok(0),
-        Some(IntOrString::Int(n)) => Ok(i64::from(*n)),
-        Some(IntOrString::String(s)) => {
-            let pct: i64 = s
-                .strip_suffix('%')
-                .and_then(|p| p.trim().parse().ok())
-                .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
-            let num = pct * total;
-            Ok(if round_up {
-                (num + 99).div_euclid(100)
-            } else {
-                num.div_euclid(100)
-            })
-        }
+    let s = match v {
+        None => return Ok(0),
+        Some(IntOrString::Int(n)) => return Ok(i64::from(*n)),
+        Some(IntOrString::String(s)) => Value::String(s.clone()),
+    };
+    if super::int_or_percent(&s).is_none() {
+        return Err(format!("invalid value for IntOrString: invalid value {s}"));
     }
+    Ok(super::scaled_int_or_percent(Some(&s), total, round_up))
 }
 
 /// The image of deployer pods: the node agent runs it as `berth deploy`.

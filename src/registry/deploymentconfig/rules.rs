@@ -415,27 +415,9 @@ fn positive(p: &Value, field: &str, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// `Some(percent)` for `"N%"`, `Some(n)` for a number; the error text otherwise.
+/// `(n, false)` for a number, `(n, true)` for `"N%"`; the error text otherwise.
 fn int_or_percent(v: &Value) -> Result<(i64, bool), &'static str> {
-    match v {
-        Value::Number(n) => n
-            .as_i64()
-            .map(|n| (n, false))
-            .ok_or("value should be int(5) or percentage(5%)"),
-        Value::String(s) => {
-            let digits = s
-                .strip_suffix('%')
-                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-            match digits {
-                Some(d) => d
-                    .parse()
-                    .map(|n| (n, true))
-                    .map_err(|_| "value should be int(5) or percentage(5%)"),
-                None => Err("value should be int(5) or percentage(5%)"),
-            }
-        }
-        _ => Err("value should be int(5) or percentage(5%)"),
-    }
+    crate::types::int_or_percent(v).ok_or("value should be int(5) or percentage(5%)")
 }
 
 fn validate_strategy(spec: &Value, template: &Value, causes: &mut Vec<Cause>) {
