@@ -17,7 +17,9 @@ pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
 pub mod eventttl;
+pub mod expectations;
 pub mod gc;
+pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod queue;
@@ -78,6 +80,8 @@ pub struct Context {
     pub config: Arc<Config>,
     /// The custom kinds served now, followed by informers the controllers share.
     pub custom: custom::CustomKinds,
+    /// Where the controllers read the time (a manual clock in tests).
+    pub clock: Arc<dyn crate::types::clock::Clock>,
 }
 
 impl Context {
@@ -87,6 +91,7 @@ impl Context {
             informers: Informers::default(),
             config: Arc::new(config),
             custom: custom::CustomKinds::default(),
+            clock: Arc::new(crate::types::clock::System),
         }
     }
 
@@ -109,6 +114,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);
+    job::start(ctx, sup);
     namespace::start(ctx, sup);
     nodelifecycle::start(ctx, sup);
     replication::start(ctx, sup);

@@ -11,14 +11,14 @@
 //! has seen them, so that a sync on a stale cache never creates or deletes twice.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
+use super::expectations::Expectations;
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
@@ -28,54 +28,7 @@ use crate::types::labels;
 
 /// Pods created or deleted in one sync at most (as kube-controller-manager's burst).
 const BURST: usize = 500;
-/// Expectations not met after this long are given up (a lost watch event).
-const EXPECTATIONS_TTL: Duration = Duration::from_secs(300);
 const WORKERS: usize = 5;
-
-/// Creations and deletions asked for and not yet seen, per controller key.
-#[derive(Clone, Default)]
-struct Expectations {
-    inner: Arc<Mutex<HashMap<String, Pending>>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    adds: i64,
-    dels: i64,
-    at: Instant,
-}
-
-impl Expectations {
-    fn satisfied(&self, key: &str) -> bool {
-        match self.inner.lock().expect("expectations lock").get(key) {
-            None => true,
-            Some(p) => (p.adds <= 0 && p.dels <= 0) || p.at.elapsed() > EXPECTATIONS_TTL,
-        }
-    }
-
-    fn expect(&self, key: &str, adds: i64, dels: i64) {
-        self.inner.lock().expect("expectations lock").insert(
-            key.to_string(),
-            Pending {
-                adds,
-                dels,
-                at: Instant::now(),
-            },
-        );
-    }
-
-    fn observed(&self, key: &str, adds: i64, dels: i64) {
-        if let Some(p) = self.inner.lock().expect("expectations lock").get_mut(key) {
-            p.adds -= adds;
-            p.dels -= dels;
-        }
-    }
-
-    fn forget(&self, key: &str) {
-        self.inner.lock().expect("expectations lock").remove(key);
-    }
-}
-
 /// A kind whose objects keep a number of pods from a template.
 #[derive(Debug, Clone, Copy)]
 struct Owner {
@@ -162,7 +115,7 @@ fn selector_of(owner: Owner, rc: &Value) -> labels::Selector {
 }
 
 /// The order in which surplus pods go: the ones that cost least to lose first.
-fn deletion_order(a: &Value, b: &Value) -> Ordering {
+pub(super) fn deletion_order(a: &Value, b: &Value) -> Ordering {
     let scheduled = |p: &Value| !str_at(p, "/spec/nodeName").is_empty();
     let phase_rank = |p: &Value| match str_at(p, "/status/phase") {
         "Pending" | "" => 0,
@@ -213,17 +166,22 @@ fn pod_from_template(owner: Owner, rc: &Value) -> Value {
 }
 
 /// Slow start: batches of 1, 2, 4 … until `total` are created or a batch has an error.
-/// Returns how many were created and the first error.
-async fn slow_start<F, Fut>(total: usize, create: F) -> (usize, Option<crate::client::Error>)
+/// `create` is given the number of its attempt (0, 1, …). Returns how many were created
+/// and the first error.
+pub(super) async fn slow_start<F, Fut>(
+    total: usize,
+    create: F,
+) -> (usize, Option<crate::client::Error>)
 where
-    F: Fn() -> Fut,
+    F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = crate::client::Result<()>>,
 {
     let mut done = 0;
     let mut batch = 1;
     while done < total {
         let n = batch.min(total - done);
-        let results = futures_util::future::join_all((0..n).map(|_| create())).await;
+        let first = done;
+        let results = futures_util::future::join_all((first..first + n).map(&create)).await;
         let ok = results.iter().filter(|r| r.is_ok()).count();
         done += ok;
         if let Some(e) = results.into_iter().find_map(|r| r.err()) {
@@ -264,7 +222,7 @@ impl Manager {
                 self.expectations.expect(&key, n as i64, 0);
                 let template = pod_from_template(self.owner, &rc);
                 let ns = str_at(&rc, "/metadata/namespace");
-                let (created, err) = slow_start(n, || async {
+                let (created, err) = slow_start(n, |_| async {
                     let made = self
                         .client
                         .create(self.pods.resource(), Some(ns), &template)
@@ -574,7 +532,7 @@ mod tests {
     #[tokio::test]
     async fn slow_start_doubles_batches_and_stops_at_the_first_failing_batch() {
         let calls = AtomicUsize::new(0);
-        let (created, err) = slow_start(100, || async {
+        let (created, err) = slow_start(100, |_| async {
             let n = calls.fetch_add(1, AtomicOrdering::SeqCst);
             if n >= 5 {
                 Err(crate::client::Error::Invalid("broken template".into()))
@@ -587,23 +545,8 @@ mod tests {
         assert_eq!(calls.load(AtomicOrdering::SeqCst), 7);
         assert_eq!(created, 5);
         assert!(err.is_some());
-        let (created, err) = slow_start(10, || async { Ok(()) }).await;
+        let (created, err) = slow_start(10, |_| async { Ok(()) }).await;
         assert_eq!((created, err.is_none()), (10, true));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn expectations_hold_until_observed_or_expired() {
-        let e = Expectations::default();
-        assert!(e.satisfied("ns/rc"));
-        e.expect("ns/rc", 2, 0);
-        assert!(!e.satisfied("ns/rc"));
-        e.observed("ns/rc", 1, 0);
-        assert!(!e.satisfied("ns/rc"));
-        e.observed("ns/rc", 1, 0);
-        assert!(e.satisfied("ns/rc"));
-        e.expect("ns/rc", 0, 3);
-        tokio::time::advance(EXPECTATIONS_TTL + Duration::from_secs(1)).await;
-        assert!(e.satisfied("ns/rc"), "stale expectations are given up");
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub enum Kind {
     ReplicaSet,
     /// apps/v1 ControllerRevision (see `registry::apps`).
     ControllerRevision,
+    /// batch/v1 Job (see `registry::batch`).
+    Job,
+    /// batch/v1 CronJob (see `registry::batch`).
+    CronJob,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -217,6 +221,7 @@ const fn sub(
 }
 
 use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
@@ -347,6 +352,48 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(super::apps::ControllerRevision),
             schema: Source::typed::<apps::ControllerRevision>(),
             table: Arc::new(table::CONTROLLER_REVISION),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::Job,
+            group: "batch".into(),
+            version: "v1".into(),
+            kind_name: "Job".into(),
+            plural: "jobs".into(),
+            singular: "job".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::batch::Job),
+            schema: Source::typed::<batch::Job>(),
+            table: Arc::new(table::JOB),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::CronJob,
+            group: "batch".into(),
+            version: "v1".into(),
+            kind_name: "CronJob".into(),
+            plural: "cronjobs".into(),
+            singular: "cronjob".into(),
+            short_names: names(&["cj"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::batch::CronJob),
+            schema: Source::typed::<batch::CronJob>(),
+            table: Arc::new(table::CRON_JOB),
             conversion: None,
         },
         Resource {
@@ -902,6 +949,7 @@ mod tests {
             Catalog::default().served().groups(),
             vec![
                 ("apps", vec!["v1"]),
+                ("batch", vec!["v1"]),
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
                 ("apps.openshift.io", vec!["v1"]),

@@ -5,6 +5,7 @@
 
 mod apply;
 pub mod apps;
+pub mod batch;
 pub mod catalog;
 mod cel;
 mod convert;

@@ -3,6 +3,8 @@
 //! else from the crate.
 
 pub mod accounts;
+pub mod clock;
+pub mod cron;
 pub mod fields;
 pub mod fit;
 pub mod labels;

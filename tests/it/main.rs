@@ -18,6 +18,7 @@ mod deployments;
 mod exec;
 mod gc;
 mod https;
+mod jobs;
 mod kube_client;
 mod lifecycle;
 mod node;

@@ -308,3 +308,80 @@ async fn a_rollout_interrupted_by_sigkill_completes_after_the_restart() {
         .status();
     second.child.wait().unwrap();
 }
+
+const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+
+/// kill -9 of berth in the middle of a Job: after the restart the Job completes, and
+/// every completion is counted exactly once (no pod counted twice, none lost and run
+/// again).
+#[tokio::test]
+async fn a_job_interrupted_by_sigkill_counts_every_completion_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut first = Served::start(&data);
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "count"},
+        "spec": {
+            "completions": 8,
+            "parallelism": 2,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "command": ["sleep", "0.4"]}]}},
+        },
+    });
+    let (code, out) = first.call(reqwest::Method::POST, JOBS, Some(job)).await;
+    assert_eq!(code, 201, "{out}");
+    eventually(60, "some completions counted", || async {
+        let (_, j) = first
+            .call(reqwest::Method::GET, &format!("{JOBS}/count"), None)
+            .await;
+        let done = j["status"]["succeeded"].as_i64().unwrap_or(0);
+        if done >= 2 {
+            Ok(())
+        } else {
+            Err(j["status"].to_string())
+        }
+    })
+    .await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let mut second = Served::start(&data);
+    let j = eventually(90, "the job complete", || async {
+        let (_, j) = second
+            .call(reqwest::Method::GET, &format!("{JOBS}/count"), None)
+            .await;
+        let complete = j["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Complete" && c["status"] == "True")
+        });
+        if complete {
+            Ok(j)
+        } else {
+            Err(j["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(j["status"]["succeeded"], 8, "{}", j["status"]);
+    let (_, pods) = second
+        .call(
+            reqwest::Method::GET,
+            &format!("{PODS}?labelSelector=batch.kubernetes.io%2Fjob-name%3Dcount"),
+            None,
+        )
+        .await;
+    let phases: Vec<&str> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["status"]["phase"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        phases, ["Succeeded"; 8],
+        "one pod per completion: {phases:?}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &second.child.id().to_string()])
+        .status();
+    second.child.wait().unwrap();
+}
