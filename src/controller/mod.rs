@@ -13,10 +13,12 @@ pub mod apiservice;
 pub mod claim;
 pub mod crdcleanup;
 pub mod custom;
+pub mod daemonset;
 pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
 pub mod eventttl;
+pub mod expectations;
 pub mod gc;
 pub mod namespace;
 pub mod nodelifecycle;
@@ -106,6 +108,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
     apiservice::start(ctx, sup);
     crdcleanup::start(ctx, sup);
+    daemonset::start(ctx, sup);
     deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);

@@ -11,14 +11,14 @@
 //! has seen them, so that a sync on a stale cache never creates or deletes twice.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
+use super::expectations::Expectations;
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
@@ -28,53 +28,7 @@ use crate::types::labels;
 
 /// Pods created or deleted in one sync at most (as kube-controller-manager's burst).
 const BURST: usize = 500;
-/// Expectations not met after this long are given up (a lost watch event).
-const EXPECTATIONS_TTL: Duration = Duration::from_secs(300);
 const WORKERS: usize = 5;
-
-/// Creations and deletions asked for and not yet seen, per controller key.
-#[derive(Clone, Default)]
-struct Expectations {
-    inner: Arc<Mutex<HashMap<String, Pending>>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    adds: i64,
-    dels: i64,
-    at: Instant,
-}
-
-impl Expectations {
-    fn satisfied(&self, key: &str) -> bool {
-        match self.inner.lock().expect("expectations lock").get(key) {
-            None => true,
-            Some(p) => (p.adds <= 0 && p.dels <= 0) || p.at.elapsed() > EXPECTATIONS_TTL,
-        }
-    }
-
-    fn expect(&self, key: &str, adds: i64, dels: i64) {
-        self.inner.lock().expect("expectations lock").insert(
-            key.to_string(),
-            Pending {
-                adds,
-                dels,
-                at: Instant::now(),
-            },
-        );
-    }
-
-    fn observed(&self, key: &str, adds: i64, dels: i64) {
-        if let Some(p) = self.inner.lock().expect("expectations lock").get_mut(key) {
-            p.adds -= adds;
-            p.dels -= dels;
-        }
-    }
-
-    fn forget(&self, key: &str) {
-        self.inner.lock().expect("expectations lock").remove(key);
-    }
-}
 
 /// A kind whose objects keep a number of pods from a template.
 #[derive(Debug, Clone, Copy)]
@@ -589,21 +543,6 @@ mod tests {
         assert!(err.is_some());
         let (created, err) = slow_start(10, || async { Ok(()) }).await;
         assert_eq!((created, err.is_none()), (10, true));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn expectations_hold_until_observed_or_expired() {
-        let e = Expectations::default();
-        assert!(e.satisfied("ns/rc"));
-        e.expect("ns/rc", 2, 0);
-        assert!(!e.satisfied("ns/rc"));
-        e.observed("ns/rc", 1, 0);
-        assert!(!e.satisfied("ns/rc"));
-        e.observed("ns/rc", 1, 0);
-        assert!(e.satisfied("ns/rc"));
-        e.expect("ns/rc", 0, 3);
-        tokio::time::advance(EXPECTATIONS_TTL + Duration::from_secs(1)).await;
-        assert!(e.satisfied("ns/rc"), "stale expectations are given up");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod cli_verbs;
 mod client;
 mod console;
 mod crds;
+mod daemonsets;
 mod deployer;
 mod deploymentconfigs;
 mod deployments;

@@ -1,0 +1,76 @@
+//! Expectations: the creations and deletions a controller asked for, per controller key,
+//! until its informer has seen them, so that a sync on a stale cache never creates or
+//! deletes twice (shared by the replication manager and the daemon set controller).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Expectations not met after this long are given up (a lost watch event).
+pub const EXPECTATIONS_TTL: Duration = Duration::from_secs(300);
+
+/// Creations and deletions asked for and not yet seen, per controller key.
+#[derive(Clone, Default)]
+pub struct Expectations {
+    inner: Arc<Mutex<HashMap<String, Pending>>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    adds: i64,
+    dels: i64,
+    at: Instant,
+}
+
+impl Expectations {
+    pub fn satisfied(&self, key: &str) -> bool {
+        match self.inner.lock().expect("expectations lock").get(key) {
+            None => true,
+            Some(p) => (p.adds <= 0 && p.dels <= 0) || p.at.elapsed() > EXPECTATIONS_TTL,
+        }
+    }
+
+    pub fn expect(&self, key: &str, adds: i64, dels: i64) {
+        self.inner.lock().expect("expectations lock").insert(
+            key.to_string(),
+            Pending {
+                adds,
+                dels,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    pub fn observed(&self, key: &str, adds: i64, dels: i64) {
+        if let Some(p) = self.inner.lock().expect("expectations lock").get_mut(key) {
+            p.adds -= adds;
+            p.dels -= dels;
+        }
+    }
+
+    pub fn forget(&self, key: &str) {
+        self.inner.lock().expect("expectations lock").remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn expectations_hold_until_observed_or_expired() {
+        let e = Expectations::default();
+        assert!(e.satisfied("ns/rc"));
+        e.expect("ns/rc", 2, 0);
+        assert!(!e.satisfied("ns/rc"));
+        e.observed("ns/rc", 1, 0);
+        assert!(!e.satisfied("ns/rc"));
+        e.observed("ns/rc", 1, 0);
+        assert!(e.satisfied("ns/rc"));
+        e.expect("ns/rc", 0, 3);
+        tokio::time::advance(EXPECTATIONS_TTL + Duration::from_secs(1)).await;
+        assert!(e.satisfied("ns/rc"), "stale expectations are given up");
+    }
+}
