@@ -17,6 +17,7 @@ pub mod daemonset;
 pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
+pub mod disruption;
 pub mod eventttl;
 pub mod expectations;
 pub mod gc;
@@ -109,6 +110,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     apiservice::start(ctx, sup);
     crdcleanup::start(ctx, sup);
     daemonset::start(ctx, sup);
+    disruption::start(ctx, sup);
     deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);

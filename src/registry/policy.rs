@@ -9,10 +9,8 @@ use serde_json::{Value, json};
 use super::catalog::{self, Kind};
 use super::strategy::Strategy;
 use super::{Cause, DeleteOptions, Error, ListOptions, Part, Registry, Result, WriteOptions};
-use crate::types::labels;
+use crate::types::disruption;
 
-/// The condition the disruption controller and evictions keep on a budget.
-pub const DISRUPTION_ALLOWED: &str = "DisruptionAllowed";
 /// How many evictions a budget may have approved that its controller has not seen yet.
 const MAX_DISRUPTED_PODS: usize = 2000;
 /// How often an eviction re-reads after a conflicting write (upstream's 20 steps).
@@ -96,68 +94,6 @@ impl Strategy for PodDisruptionBudget {
 /// Whether the pod's `Ready` condition is true (`IsPodReady`).
 pub fn is_pod_ready(pod: &Value) -> bool {
     crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
-}
-
-/// Whether a budget selects `pod`: same namespace, a selector that parses and is not
-/// empty (an empty one selects nothing), and matches.
-pub fn selects(pdb: &Value, pod: &Value) -> bool {
-    let ns = |v: &Value| v.pointer("/metadata/namespace").cloned();
-    if ns(pdb) != ns(pod) {
-        return false;
-    }
-    let Some(sel) = pdb
-        .pointer("/spec/selector")
-        .and_then(|s| labels::Selector::from_label_selector(s).ok())
-    else {
-        return false;
-    };
-    !sel.is_empty() && sel.matches(&labels::map_at(pod, "/metadata/labels"))
-}
-
-/// `UpdateDisruptionAllowedCondition`: True/SufficientPods when disruptions are allowed,
-/// else False/InsufficientPods; the transition time moves only with the status.
-pub fn set_disruption_allowed(status: &mut Value) {
-    let allowed = status["disruptionsAllowed"].as_i64().unwrap_or(0) > 0;
-    let (state, reason) = if allowed {
-        ("True", "SufficientPods")
-    } else {
-        ("False", "InsufficientPods")
-    };
-    let observed = status["observedGeneration"].clone();
-    set_pdb_condition(status, state, reason, "", observed);
-}
-
-/// `meta.SetStatusCondition` of the DisruptionAllowed condition.
-pub fn set_pdb_condition(
-    status: &mut Value,
-    state: &str,
-    reason: &str,
-    message: &str,
-    observed: Value,
-) {
-    if !status["conditions"].is_array() {
-        status["conditions"] = json!([]);
-    }
-    let list = status["conditions"].as_array_mut().expect("made an array");
-    let mut cond = json!({
-        "type": DISRUPTION_ALLOWED,
-        "status": state,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": crate::types::now(),
-    });
-    if observed.as_i64().is_some() {
-        cond["observedGeneration"] = observed;
-    }
-    match list.iter_mut().find(|c| c["type"] == DISRUPTION_ALLOWED) {
-        Some(cur) => {
-            if cur["status"] == state {
-                cond["lastTransitionTime"] = cur["lastTransitionTime"].clone();
-            }
-            *cur = cond;
-        }
-        None => list.push(cond),
-    }
 }
 
 /// Pods whose eviction needs no budget: finished, not yet running or already being
@@ -264,7 +200,7 @@ pub async fn evict(
     let mut matching = Vec::new();
     for item in &list.items {
         let pdb = super::parse(item)?;
-        if selects(&pdb, &pod) {
+        if disruption::selects(&pdb, &pod) {
             matching.push(pdb);
         }
     }
@@ -362,7 +298,8 @@ async fn check_and_decrement(reg: &Registry, pod: &str, pdb: &Value, dry_run: bo
     let status = &mut next["status"];
     status["disruptionsAllowed"] = json!(allowed - 1);
     if allowed - 1 == 0 {
-        set_disruption_allowed(status);
+        let (state, reason) = disruption::allowed_state(status);
+        disruption::set_condition(status, state, reason, "");
     }
     if !status["disruptedPods"].is_object() {
         status["disruptedPods"] = json!({});
@@ -428,32 +365,6 @@ mod tests {
             fields(&pdb(json!({"unhealthyPodEvictionPolicy": "Sometimes"})))[0]
                 .starts_with("spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\"")
         );
-    }
-
-    #[test]
-    fn an_empty_selector_selects_no_pod() {
-        let pod = json!({"metadata": {"namespace": "default", "labels": {"app": "web"}}});
-        let mut b = pdb(json!({"selector": {}}));
-        assert!(!selects(&b, &pod));
-        b["spec"]["selector"] = json!({"matchLabels": {"app": "web"}});
-        assert!(selects(&b, &pod));
-        b["metadata"]["namespace"] = json!("other");
-        assert!(!selects(&b, &pod));
-    }
-
-    #[test]
-    fn the_condition_follows_the_disruptions_allowed() {
-        let mut status = json!({"disruptionsAllowed": 1, "observedGeneration": 3});
-        set_disruption_allowed(&mut status);
-        let c = &status["conditions"][0];
-        assert_eq!(
-            (&c["status"], &c["reason"], &c["observedGeneration"]),
-            (&json!("True"), &json!("SufficientPods"), &json!(3))
-        );
-        status["disruptionsAllowed"] = json!(0);
-        set_disruption_allowed(&mut status);
-        assert_eq!(status["conditions"].as_array().unwrap().len(), 1);
-        assert_eq!(status["conditions"][0]["reason"], "InsufficientPods");
     }
 
     #[test]

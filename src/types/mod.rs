@@ -3,6 +3,7 @@
 //! else from the crate.
 
 pub mod accounts;
+pub mod disruption;
 pub mod fields;
 pub mod fit;
 pub mod labels;

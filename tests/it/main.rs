@@ -16,6 +16,7 @@ mod daemonsets;
 mod deployer;
 mod deploymentconfigs;
 mod deployments;
+mod disruption;
 mod exec;
 mod gc;
 mod https;
