@@ -324,6 +324,28 @@ async fn a_rolling_update_leaves_at_most_max_unavailable_nodes_without_a_pod() {
         .collect();
     numbers.sort();
     assert_eq!(numbers, [1, 2]);
+    // berth's rollout status and describe, as kubectl's.
+    let run = s.berth(&["rollout", "status", "ds/agent"]).await;
+    crate::support::ok(&run, "daemon set \"agent\" successfully rolled out\n");
+    let run = s.berth(&["describe", "ds/agent"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for line in [
+        "Name:           agent",
+        "Node-Selector:  <none>",
+        "Desired Number of Nodes Scheduled: 3",
+        "Number of Nodes Scheduled with Up-to-date Pods: 3",
+        "Pods Status:  3 Running / 0 Waiting / 0 Succeeded / 0 Failed",
+        "SuccessfulDelete",
+    ] {
+        assert!(run.stdout.contains(line), "{line:?} in:\n{}", run.stdout);
+    }
+    let run = s.berth(&["get", "ds"]).await;
+    assert!(
+        run.stdout.starts_with(
+            "NAME    DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   NODE SELECTOR   AGE\nagent   3         3         3       3            3           <none>"
+        ),
+        "{run:?}"
+    );
     // The pods carry the new revision's hash.
     let newest = revs["items"]
         .as_array()
@@ -425,6 +447,11 @@ async fn on_delete_replaces_only_the_pods_that_are_deleted() {
     .await;
     let live = live_pods(&s, "agent").await;
     assert!(live.iter().all(|p| image_of(p) == "v1"), "{live:?}");
+    let run = s.berth(&["rollout", "status", "ds/agent"]).await;
+    crate::support::fails(
+        &run,
+        "error: rollout status is only available for RollingUpdate strategy type\n",
+    );
     let victim = live.iter().find(|p| node_of(p) == "n1").unwrap();
     let (code, out) = s
         .delete(&format!("{PODS}/{}?gracePeriodSeconds=0", name(victim)))
