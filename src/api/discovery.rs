@@ -44,9 +44,10 @@ fn aggregated_resource(r: &Resource) -> Value {
         }));
     }
     for sub in &r.subresources {
+        let (group, version) = sub.api.unwrap_or((&r.group, &r.version));
         subresources.push(json!({
             "subresource": sub.name,
-            "responseKind": {"group": r.group, "version": r.version, "kind": sub.kind},
+            "responseKind": {"group": group, "version": version, "kind": sub.kind},
             "verbs": sub.verbs,
         }));
     }
@@ -230,10 +231,16 @@ pub fn resources(served: &Served, group: &str, version: &str) -> Option<Response
             }));
         }
         for sub in &r.subresources {
-            list.push(json!({
+            let mut v = json!({
                 "name": format!("{}/{}", r.plural, sub.name), "singularName": "",
                 "namespaced": r.namespaced, "kind": sub.kind, "verbs": sub.verbs,
-            }));
+            });
+            // kubectl drain finds the Eviction's version here.
+            if let Some((group, version)) = sub.api {
+                v["group"] = json!(group);
+                v["version"] = json!(version);
+            }
+            list.push(v);
         }
     }
     let gv = if group.is_empty() {

@@ -119,6 +119,20 @@ impl Error {
                         "retryAfterSeconds": 1,
                     }),
                 ),
+                R::TooManyRequests {
+                    cause, retry_after, ..
+                } => {
+                    let mut d = json!({});
+                    if let Some(c) = cause {
+                        d["causes"] = json!([{"reason": c.reason, "message": c.message}]);
+                    }
+                    if *retry_after > 0 {
+                        d["retryAfterSeconds"] = json!(retry_after);
+                    }
+                    (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", d)
+                }
+                // Not an internal failure: the message is the answer, and has no reason.
+                R::Unsupported(_) => (StatusCode::INTERNAL_SERVER_ERROR, "", json!(null)),
                 R::Internal(_) | R::Store(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalError",
@@ -158,7 +172,9 @@ impl Error {
     /// The Status object for this error.
     pub fn status(&self) -> (StatusCode, Value) {
         let (code, reason, details) = self.parts();
-        let message = if code.is_server_error() && code != StatusCode::GATEWAY_TIMEOUT {
+        let shown = code == StatusCode::GATEWAY_TIMEOUT
+            || matches!(self, Error::Registry(registry::Error::Unsupported(_)));
+        let message = if code.is_server_error() && !shown {
             tracing::error!(error = %chain(self), "internal error answering a request");
             "Internal error occurred: see the berth server log for details".to_string()
         } else {
@@ -173,6 +189,9 @@ impl Error {
             "reason": reason,
             "code": code.as_u16(),
         });
+        if reason.is_empty() {
+            status.as_object_mut().expect("an object").remove("reason");
+        }
         if !details.is_null() {
             status["details"] = details;
         }
@@ -295,6 +314,12 @@ impl IntoResponse for Error {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Error::Registry(registry::Error::TooManyRequests { retry_after, .. }) = &self {
+            if *retry_after > 0 {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+            }
+        }
         if code == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -22,8 +22,8 @@ use super::protobuf;
 use crate::registry::catalog::Served;
 use crate::registry::table::{self, IncludeObject};
 use crate::registry::{
-    self, BodyNotes, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Propagation,
-    Resource, WatchEvent, WatchOptions, WriteOptions, catalog,
+    self, BodyNotes, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Resource,
+    WatchEvent, WatchOptions, WriteOptions, catalog,
 };
 use crate::types::{fields, labels};
 
@@ -113,6 +113,8 @@ fn parse_target(served: &Served, group: &str, version: &str, rest: &str) -> Resu
                 registry::Kind::Pod | registry::Kind::DeploymentConfig
             ) => {}
         Some("instantiate" | "rollback") if res.kind == registry::Kind::DeploymentConfig => {}
+        // What the kind's strategy carries out itself (a pod's eviction).
+        Some(s) if res.strategy.actions().contains(&s) => {}
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
@@ -351,51 +353,18 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
         serde_json::from_slice(body)
             .map_err(|e| Error::BadRequest(format!("invalid DeleteOptions: {e}")))?
     };
-    let propagation = v
-        .get("propagationPolicy")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| q.get("propagationPolicy").cloned())
-        .or_else(
-            || match v.get("orphanDependents").and_then(Value::as_bool) {
-                Some(true) => Some("Orphan".into()),
-                Some(false) => Some("Background".into()),
-                None => None,
-            },
-        );
-    let propagation = match propagation.as_deref() {
-        None => None,
-        Some("Background") => Some(Propagation::Background),
-        Some("Foreground") => Some(Propagation::Foreground),
-        Some("Orphan") => Some(Propagation::Orphan),
-        Some(other) => {
-            return Err(Error::BadRequest(format!(
-                "unsupported propagationPolicy {other:?}: use Background, Foreground or Orphan"
-            )));
+    let mut opts = DeleteOptions::from_json(&v)?;
+    // The query's policy gives way to the body's, but not to its `orphanDependents`.
+    if v.get("propagationPolicy").is_none() {
+        if let Some(p) = q.get("propagationPolicy") {
+            opts.propagation = Some(registry::Propagation::parse(p)?);
         }
-    };
-    let dry_run = v
-        .get("dryRun")
-        .and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|d| d == "All"))
-        || write_options(q)?.dry_run;
-    let grace = v
-        .get("gracePeriodSeconds")
-        .and_then(Value::as_i64)
-        .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()));
-    Ok(DeleteOptions {
-        uid: v
-            .pointer("/preconditions/uid")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        resource_version: v
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        propagation,
-        grace_period_seconds: grace,
-        dry_run,
-    })
+    }
+    opts.dry_run |= write_options(q)?.dry_run;
+    if opts.grace_period_seconds.is_none() {
+        opts.grace_period_seconds = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok());
+    }
+    Ok(opts)
 }
 
 /// The verb and resource of a request, as metrics name them.
@@ -787,11 +756,29 @@ pub async fn handle(
                 .map_err(|e| Error::BadRequest(e.to_string()))?;
             super::logs::serve(state.node.as_deref(), &pod, &query)
         }
+        (&Method::POST, Some(name))
+            if t.sub
+                .as_deref()
+                .is_some_and(|s| res.strategy.actions().contains(&s)) =>
+        {
+            let sub = t.sub.as_deref().unwrap_or_default();
+            let body = json_body(&headers, &body)?;
+            let out = reg
+                .act(res, ns, name, sub, &body, &write_options(&query)?)
+                .await?;
+            Ok(json_ok(
+                StatusCode::CREATED,
+                Bytes::from(serde_json::to_vec(&out).expect("JSON serializes")),
+            ))
+        }
         (_, Some(_))
             if matches!(
                 t.sub.as_deref(),
                 Some("binding" | "finalize" | "log" | "instantiate" | "rollback")
-            ) =>
+            ) || t
+                .sub
+                .as_deref()
+                .is_some_and(|s| res.strategy.actions().contains(&s)) =>
         {
             not_allowed()
         }

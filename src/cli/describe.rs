@@ -1775,6 +1775,110 @@ pub fn replica_set(rs: &Value, pods: &[Value], events: Option<&[Value]>, clock: 
     replicated(rs, &shown, &selector, owner.as_deref(), pods, events, clock)
 }
 
+/// `kubectl describe daemonset`: the node counts of its status and its pods by phase.
+pub fn daemon_set(ds: &Value, pods: &[Value], events: Option<&[Value]>, clock: &Clock) -> String {
+    let mut out = Out::default();
+    // kubectl names no namespace here.
+    out.w(0, &format!("Name:\t{}\n", text(ds, "/metadata/name")));
+    out.w(0, &format!("Selector:\t{}\n", rs_selector(ds)));
+    let node_selector = labels_string(&map_at(ds, "/spec/template/spec/nodeSelector"));
+    out.w(
+        0,
+        &format!(
+            "Node-Selector:\t{}\n",
+            if node_selector.is_empty() {
+                "<none>"
+            } else {
+                &node_selector
+            }
+        ),
+    );
+    labels_multiline_simple(&mut out, "Labels", &map_at(ds, "/metadata/labels"));
+    annotations_multiline(
+        &mut out,
+        "Annotations",
+        &map_at(ds, "/metadata/annotations"),
+    );
+    let n = |p: &str| int(ds, p).unwrap_or(0);
+    for (what, field) in [
+        (
+            "Desired Number of Nodes Scheduled",
+            "desiredNumberScheduled",
+        ),
+        (
+            "Current Number of Nodes Scheduled",
+            "currentNumberScheduled",
+        ),
+        (
+            "Number of Nodes Scheduled with Up-to-date Pods",
+            "updatedNumberScheduled",
+        ),
+        (
+            "Number of Nodes Scheduled with Available Pods",
+            "numberAvailable",
+        ),
+        ("Number of Nodes Misscheduled", "numberMisscheduled"),
+    ] {
+        out.w(0, &format!("{what}: {}\n", n(&format!("/status/{field}"))));
+    }
+    let uid = text(ds, "/metadata/uid");
+    let owned = pods.iter().filter(|p| controller_uid(p) == Some(uid));
+    let [running, waiting, succeeded, failed] = phase_counts(owned);
+    out.w(
+        0,
+        &format!(
+            "Pods Status:\t{running} Running / {waiting} Waiting / {succeeded} Succeeded / {failed} Failed\n"
+        ),
+    );
+    describe_pod_template(&mut out, &ds["spec"]["template"], clock);
+    if let Some(events) = events {
+        describe_events(&mut out, events, clock);
+    }
+    out.finish(Layout::DESCRIBE)
+}
+
+/// `kubectl describe poddisruptionbudget`.
+pub fn pod_disruption_budget(pdb: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
+    let mut out = Out::default();
+    out.w(0, &format!("Name:\t{}\n", text(pdb, "/metadata/name")));
+    out.w(
+        0,
+        &format!("Namespace:\t{}\n", text(pdb, "/metadata/namespace")),
+    );
+    let set = |p: &str| pdb.pointer(p).filter(|v| !v.is_null());
+    if let Some(min) = set("/spec/minAvailable") {
+        out.w(0, &format!("Min available:\t{}\n", int_or_string(min)));
+    } else if let Some(max) = set("/spec/maxUnavailable") {
+        out.w(0, &format!("Max unavailable:\t{}\n", int_or_string(max)));
+    }
+    match set("/spec/selector") {
+        Some(sel) => out.w(
+            0,
+            &format!(
+                "Selector:\t{}\n",
+                crate::types::labels::format_label_selector(sel)
+            ),
+        ),
+        None => out.w(0, "Selector:\t<unset>\n"),
+    }
+    out.w(0, "Status:\n");
+    let n = |p: &str| int(pdb, p).unwrap_or(0);
+    out.w(
+        2,
+        &format!(
+            "Allowed disruptions:\t{}\n",
+            n("/status/disruptionsAllowed")
+        ),
+    );
+    out.w(2, &format!("Current:\t{}\n", n("/status/currentHealthy")));
+    out.w(2, &format!("Desired:\t{}\n", n("/status/desiredHealthy")));
+    out.w(2, &format!("Total:\t{}\n", n("/status/expectedPods")));
+    if let Some(events) = events {
+        describe_events(&mut out, events, clock);
+    }
+    out.finish(Layout::DESCRIBE)
+}
+
 /// `kubectl describe deployment`. `rss` are the ReplicaSets its selector picks; only
 /// those it controls are shown, the one with its template as the new one.
 pub fn deployment(d: &Value, rss: &[Value], events: Option<&[Value]>, clock: &Clock) -> String {
@@ -3130,6 +3234,15 @@ async fn describe_object(
             let rss = list_or_empty(conn, Kind::ReplicaSet, ns, Some(rs_selector(obj))).await?;
             let events = events(Some("Deployment"), uid.to_string()).await;
             deployment(obj, &rss, events.as_deref(), clock)
+        }
+        Kind::DaemonSet => {
+            let pods = list_or_empty(conn, Kind::Pod, ns, Some(rs_selector(obj))).await?;
+            let events = events(Some("DaemonSet"), uid.to_string()).await;
+            daemon_set(obj, &pods, events.as_deref(), clock)
+        }
+        Kind::PodDisruptionBudget => {
+            let events = events(Some("PodDisruptionBudget"), uid.to_string()).await;
+            pod_disruption_budget(obj, events.as_deref(), clock)
         }
         Kind::DeploymentConfig => {
             let by_dc = format!("{}={name}", openshift::DEPLOYMENT_CONFIG_LABEL);

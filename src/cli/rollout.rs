@@ -196,6 +196,9 @@ pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
         } => {
             let timeout = parse_timeout(&timeout)?;
             let status = async {
+                if let Some(ds) = apps::daemon_set_name(&name) {
+                    return apps::daemon_set_status(conn, ds, watch).await;
+                }
                 match apps::deployment_name(&name) {
                     Some(d) => apps::status(conn, d, revision, watch).await,
                     None => status(conn, dc_name(&name)?, revision, watch).await,

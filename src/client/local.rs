@@ -31,7 +31,10 @@ impl From<registry::Error> for Error {
             R::Expired(_) | R::ExpiredContinue { .. } => Error::Gone(message),
             R::Timeout(_) | R::TooLargeResourceVersion(_) => Error::Server { code: 504, message },
             R::TooLarge(_) => Error::Server { code: 413, message },
-            R::Internal(_) | R::Store(_) => Error::Server { code: 500, message },
+            R::TooManyRequests { .. } => Error::TooManyRequests(message),
+            R::Internal(_) | R::Store(_) | R::Unsupported(_) => {
+                Error::Server { code: 500, message }
+            }
         }
     }
 }

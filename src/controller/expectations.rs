@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Expectations not met after this long are given up (a lost watch event).
-const EXPECTATIONS_TTL: Duration = Duration::from_secs(300);
+pub const EXPECTATIONS_TTL: Duration = Duration::from_secs(300);
 
 /// Creations and deletions asked for and not yet seen, per controller key.
 #[derive(Clone, Default)]

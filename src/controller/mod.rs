@@ -13,9 +13,11 @@ pub mod apiservice;
 pub mod claim;
 pub mod crdcleanup;
 pub mod custom;
+pub mod daemonset;
 pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
+pub mod disruption;
 pub mod eventttl;
 pub mod expectations;
 pub mod gc;
@@ -111,6 +113,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
     apiservice::start(ctx, sup);
     crdcleanup::start(ctx, sup);
+    daemonset::start(ctx, sup);
+    disruption::start(ctx, sup);
     deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);

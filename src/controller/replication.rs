@@ -29,6 +29,7 @@ use crate::types::labels;
 /// Pods created or deleted in one sync at most (as kube-controller-manager's burst).
 const BURST: usize = 500;
 const WORKERS: usize = 5;
+
 /// A kind whose objects keep a number of pods from a template.
 #[derive(Debug, Clone, Copy)]
 struct Owner {

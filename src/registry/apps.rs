@@ -214,6 +214,196 @@ impl Strategy for ControllerRevision {
     }
 }
 
+/// apps/v1 DaemonSet: the daemon set controller keeps one pod of its template on each
+/// eligible node (`SetDefaults_DaemonSet`, `ValidateDaemonSet*`).
+pub struct DaemonSet;
+
+impl Strategy for DaemonSet {
+    fn default(&self, obj: &mut Value) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        let strategy = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+        if let Some(st) = strategy.as_object_mut() {
+            let kind = st.entry("type").or_insert_with(|| json!("RollingUpdate"));
+            if kind == "RollingUpdate" {
+                let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
+                if let Some(ru) = ru.as_object_mut() {
+                    ru.entry("maxUnavailable").or_insert_with(|| json!(1));
+                    ru.entry("maxSurge").or_insert_with(|| json!(0));
+                }
+            }
+        }
+        spec.entry("revisionHistoryLimit")
+            .or_insert_with(|| json!(10));
+        if let Some(tspec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+            strategy::default_pod_spec(tspec);
+        }
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            // The fields Go writes without omitempty.
+            m.insert(
+                "status".into(),
+                json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                       "desiredNumberScheduled": 0, "numberReady": 0}),
+            );
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate_daemon_set_spec(obj, causes);
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
+        if part != Part::Status {
+            strategy::immutable(old, new, "/spec/selector", "spec.selector", causes);
+        }
+    }
+}
+
+/// `ValidateDaemonSetSpec`.
+fn validate_daemon_set_spec(obj: &Value, causes: &mut Vec<Cause>) {
+    let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
+        causes.push(Cause::required("spec"));
+        return;
+    };
+    let selector = match spec.get("selector") {
+        None | Some(Value::Null) => {
+            causes.push(Cause::required("spec.selector"));
+            None
+        }
+        Some(sel) => {
+            validate_label_selector(sel, "spec.selector", causes);
+            let labels = sel["matchLabels"].as_object().map_or(0, |m| m.len());
+            let exprs = sel["matchExpressions"].as_array().map_or(0, Vec::len);
+            if labels + exprs == 0 {
+                causes.push(Cause::invalid(
+                    "spec.selector",
+                    sel,
+                    "empty selector is invalid for daemonset",
+                ));
+            }
+            labels::Selector::from_label_selector(sel).ok()
+        }
+    };
+    let Some(template) = spec.get("template").filter(|t| t.is_object()) else {
+        causes.push(Cause::required("spec.template"));
+        return;
+    };
+    if let Some(selector) = selector.filter(|s| !s.is_empty()) {
+        if !selector.matches(&labels::map_at(template, "/metadata/labels")) {
+            causes.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                template.pointer("/metadata/labels").unwrap_or(&Value::Null),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+    match template.get("spec") {
+        None => causes.push(Cause::required("spec.template.spec")),
+        Some(ts) => {
+            strategy::validate_pod_spec(ts, "spec.template.spec", causes);
+            let policy = ts["restartPolicy"].as_str().unwrap_or("Always");
+            if policy != "Always" {
+                causes.push(Cause::not_supported(
+                    "spec.template.spec.restartPolicy",
+                    policy,
+                    &["Always"],
+                ));
+            }
+            if let Some(v) = ts.get("activeDeadlineSeconds").filter(|v| !v.is_null()) {
+                causes.push(Cause::invalid(
+                    "spec.template.spec.activeDeadlineSeconds",
+                    v,
+                    "activeDeadlineSeconds in DaemonSet is not Supported",
+                ));
+            }
+        }
+    }
+    if let Some(v) = spec.get("minReadySeconds").filter(|v| !v.is_null()) {
+        nonnegative(v, "spec.minReadySeconds", causes);
+    }
+    if let Some(v) = spec.get("revisionHistoryLimit").filter(|v| !v.is_null()) {
+        nonnegative(v, "spec.revisionHistoryLimit", causes);
+    }
+    validate_daemon_set_update_strategy(spec.get("updateStrategy"), causes);
+}
+
+/// `ValidateDaemonSetUpdateStrategy` and `ValidateRollingUpdateDaemonSet`: exactly one of
+/// maxUnavailable and maxSurge is non-zero.
+fn validate_daemon_set_update_strategy(strategy: Option<&Value>, causes: &mut Vec<Cause>) {
+    const AT: &str = "spec.updateStrategy";
+    let st = strategy.filter(|s| s.is_object());
+    let kind = st.and_then(|s| s["type"].as_str()).unwrap_or("");
+    match kind {
+        "OnDelete" => {}
+        "RollingUpdate" => {
+            let Some(ru) = st
+                .and_then(|s| s.get("rollingUpdate"))
+                .filter(|r| !r.is_null())
+            else {
+                causes.push(Cause::required(&format!("{AT}.rollingUpdate")));
+                return;
+            };
+            let mut nonzero = [false, false];
+            for (i, f) in ["maxUnavailable", "maxSurge"].into_iter().enumerate() {
+                let at = format!("{AT}.rollingUpdate.{f}");
+                let Some(v) = ru.get(f).filter(|v| !v.is_null()) else {
+                    continue;
+                };
+                match positive_int_or_percent(v, &at, causes) {
+                    Some(n) => nonzero[i] = n != 0,
+                    None => nonzero[i] = true,
+                }
+            }
+            match nonzero {
+                [true, true] => causes.push(Cause::invalid(
+                    &format!("{AT}.rollingUpdate.maxSurge"),
+                    &ru["maxSurge"],
+                    "may not be set when maxUnavailable is non-zero",
+                )),
+                [false, false] => causes.push(Cause::required_with(
+                    &format!("{AT}.rollingUpdate.maxUnavailable"),
+                    "cannot be 0 when maxSurge is 0",
+                )),
+                _ => {}
+            }
+        }
+        other => causes.push(Cause::not_supported(
+            AT,
+            other,
+            &["OnDelete", "RollingUpdate"],
+        )),
+    }
+}
+
+/// `ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent`: the figure when `v` is
+/// a valid one (a percentage counts by its figure).
+pub(super) fn positive_int_or_percent(v: &Value, at: &str, causes: &mut Vec<Cause>) -> Option<i64> {
+    match crate::types::int_or_percent(v) {
+        None => {
+            causes.push(Cause::invalid(
+                at,
+                v,
+                "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+            ));
+            None
+        }
+        Some((n, _)) if n < 0 => {
+            causes.push(Cause::invalid(at, v, "must be greater than or equal to 0"));
+            None
+        }
+        Some((n, pct)) => {
+            if pct && n > 100 {
+                causes.push(Cause::invalid(at, v, "must not be greater than 100%"));
+            }
+            Some(n)
+        }
+    }
+}
+
 /// A LabelSelector as a selector string (see [`labels::format_label_selector`]).
 pub fn selector_string(selector: Option<&Value>) -> String {
     selector.map_or_else(String::new, labels::format_label_selector)
@@ -452,6 +642,100 @@ mod tests {
         ControllerRevision.validate_update(&rev, &changed, Part::Main, &mut causes);
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0].field, "data");
+    }
+
+    fn ds_fields(obj: &Value) -> Vec<String> {
+        let mut causes = Vec::new();
+        DaemonSet.validate(obj, &mut causes);
+        causes
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    fn ds(strategy: Value) -> Value {
+        let mut d = rs(
+            json!({"matchLabels": {"app": "agent"}}),
+            json!({"app": "agent"}),
+        );
+        d["spec"]["updateStrategy"] = strategy;
+        d
+    }
+
+    #[test]
+    fn a_daemon_set_defaults_to_one_unavailable_node_at_a_time() {
+        let mut d = ds(Value::Null);
+        d["spec"].as_object_mut().unwrap().remove("updateStrategy");
+        DaemonSet.default(&mut d);
+        assert_eq!(
+            d["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        );
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert!(ds_fields(&d).is_empty(), "{:?}", ds_fields(&d));
+        let mut on_delete = ds(json!({"type": "OnDelete"}));
+        DaemonSet.default(&mut on_delete);
+        assert_eq!(
+            on_delete["spec"]["updateStrategy"],
+            json!({"type": "OnDelete"})
+        );
+    }
+
+    #[test]
+    fn a_daemon_set_surges_or_leaves_nodes_unavailable_not_both() {
+        let ru = |u: Value, s: Value| {
+            ds(
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": u, "maxSurge": s}}),
+            )
+        };
+        assert!(ds_fields(&ru(json!(0), json!("25%"))).is_empty());
+        assert_eq!(
+            ds_fields(&ru(json!(1), json!(1))),
+            [
+                "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: may not be set when maxUnavailable is non-zero"
+            ]
+        );
+        assert_eq!(
+            ds_fields(&ru(json!(0), json!(0))),
+            [
+                "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0"
+            ]
+        );
+        assert_eq!(
+            ds_fields(&ru(json!("110%"), json!(0))),
+            [
+                "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: \"110%\": must not be greater than 100%"
+            ]
+        );
+        assert!(
+            ds_fields(&ds(json!({"type": "Sometimes"})))[0]
+                .starts_with("spec.updateStrategy: Unsupported value: \"Sometimes\"")
+        );
+        assert_eq!(
+            ds_fields(&ds(json!({"type": "RollingUpdate"}))),
+            ["spec.updateStrategy.rollingUpdate: Required value"]
+        );
+    }
+
+    #[test]
+    fn a_daemon_set_needs_a_matching_selector_that_never_changes() {
+        let mut d = ds(json!({"type": "OnDelete"}));
+        d["spec"]["selector"] = json!({"matchLabels": {"app": "other"}});
+        assert!(ds_fields(&d)[0].starts_with("spec.template.metadata.labels: Invalid value"));
+        d["spec"]["selector"] = json!({});
+        assert!(
+            ds_fields(&d)
+                .iter()
+                .any(|f| f.contains("empty selector is invalid for daemonset"))
+        );
+        d["spec"].as_object_mut().unwrap().remove("selector");
+        assert_eq!(ds_fields(&d), ["spec.selector: Required value"]);
+        let old = ds(json!({"type": "OnDelete"}));
+        let mut new = old.clone();
+        new["spec"]["selector"] = json!({"matchLabels": {"app": "agent", "v": "2"}});
+        let mut causes = Vec::new();
+        DaemonSet.validate_update(&old, &new, Part::Main, &mut causes);
+        assert_eq!(causes[0].field, "spec.selector");
     }
 
     #[test]

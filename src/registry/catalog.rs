@@ -44,6 +44,10 @@ pub enum Kind {
     Job,
     /// batch/v1 CronJob (see `registry::batch`).
     CronJob,
+    /// apps/v1 DaemonSet (see `registry::apps`).
+    DaemonSet,
+    /// policy/v1 PodDisruptionBudget (see `registry::policy`).
+    PodDisruptionBudget,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -55,6 +59,9 @@ pub struct Subresource {
     pub verbs: &'static [&'static str],
     /// The kind of its body.
     pub kind: &'static str,
+    /// The group and version of that kind, when not the resource's own (a pod's
+    /// `eviction` takes a policy/v1 Eviction).
+    pub api: Option<(&'static str, &'static str)>,
 }
 
 /// One served resource: a kind's descriptor, shared as an `Arc` (the built-in kinds'
@@ -217,7 +224,26 @@ const fn sub(
     verbs: &'static [&'static str],
     kind: &'static str,
 ) -> Subresource {
-    Subresource { name, verbs, kind }
+    Subresource {
+        name,
+        verbs,
+        kind,
+        api: None,
+    }
+}
+
+/// A subresource whose body is a kind of another group and version.
+const fn sub_in(
+    group: &'static str,
+    version: &'static str,
+    name: &'static str,
+    verbs: &'static [&'static str],
+    kind: &'static str,
+) -> Subresource {
+    Subresource {
+        api: Some((group, version)),
+        ..sub(name, verbs, kind)
+    }
 }
 
 use k8s_openapi::api::apps::v1 as apps;
@@ -252,6 +278,7 @@ fn builtin() -> Vec<Resource> {
                 // What the node agent and the scheduler serve of a pod.
                 sub("attach", &["create", "get"], "PodAttachOptions"),
                 sub("binding", &["create"], "Binding"),
+                sub_in("policy", "v1", "eviction", &["create"], "Eviction"),
                 sub("exec", &["create", "get"], "PodExecOptions"),
                 sub("log", &["get"], "Pod"),
             ],
@@ -352,6 +379,27 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(super::apps::ControllerRevision),
             schema: Source::typed::<apps::ControllerRevision>(),
             table: Arc::new(table::CONTROLLER_REVISION),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::DaemonSet,
+            group: "apps".into(),
+            version: "v1".into(),
+            kind_name: "DaemonSet".into(),
+            plural: "daemonsets".into(),
+            singular: "daemonset".into(),
+            short_names: names(&["ds"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::apps::DaemonSet),
+            schema: Source::typed::<apps::DaemonSet>(),
+            table: Arc::new(table::DAEMON_SET),
             conversion: None,
         },
         Resource {
@@ -635,6 +683,27 @@ fn builtin() -> Vec<Resource> {
             schema: Source::typed::<k8s_openapi::api::events::v1::Event>(),
             table: Arc::new(table::EVENTS_V1_EVENT),
             conversion: Some(super::convert::events_v1()),
+        },
+        Resource {
+            kind: Kind::PodDisruptionBudget,
+            group: "policy".into(),
+            version: "v1".into(),
+            kind_name: "PodDisruptionBudget".into(),
+            plural: "poddisruptionbudgets".into(),
+            singular: "poddisruptionbudget".into(),
+            short_names: names(&["pdb"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::policy::PodDisruptionBudget),
+            schema: Source::typed::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(),
+            table: Arc::new(table::POD_DISRUPTION_BUDGET),
+            conversion: None,
         },
         Resource {
             kind: Kind::DeploymentConfig,
@@ -952,6 +1021,7 @@ mod tests {
                 ("batch", vec!["v1"]),
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
+                ("policy", vec!["v1"]),
                 ("apps.openshift.io", vec!["v1"]),
                 ("apiextensions.k8s.io", vec!["v1"])
             ]

@@ -13,6 +13,7 @@ pub mod crd;
 pub mod deploymentconfig;
 mod patch;
 mod patch_meta;
+pub mod policy;
 pub mod schema;
 mod service;
 pub mod strategy;
@@ -152,6 +153,18 @@ pub enum Error {
     /// The write would make an object larger than [`MAX_OBJECT`] (HTTP 413).
     #[error("{0}")]
     TooLarge(String),
+    /// Too many requests now (HTTP 429): an eviction its disruption budget refuses, with
+    /// the budget's cause; a client retries after `retry_after` seconds (0: unsaid).
+    #[error("{message}")]
+    TooManyRequests {
+        message: String,
+        cause: Option<Cause>,
+        retry_after: u64,
+    },
+    /// A request the server does not support for this object (HTTP 500 with the message,
+    /// as kube-apiserver answers an eviction of a pod that two budgets cover).
+    #[error("{0}")]
+    Unsupported(String),
     #[error("internal error: {0}")]
     Internal(String),
     /// The store failed (an I/O error, a closed store): kept with its source for the log.
@@ -244,6 +257,46 @@ pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     pub grace_period_seconds: Option<i64>,
     pub dry_run: bool,
+}
+
+impl Propagation {
+    /// A `propagationPolicy` as the API spells it.
+    pub fn parse(policy: &str) -> Result<Propagation> {
+        match policy {
+            "Background" => Ok(Propagation::Background),
+            "Foreground" => Ok(Propagation::Foreground),
+            "Orphan" => Ok(Propagation::Orphan),
+            other => Err(Error::BadRequest(format!(
+                "unsupported propagationPolicy {other:?}: use Background, Foreground or Orphan"
+            ))),
+        }
+    }
+}
+
+impl DeleteOptions {
+    /// A DeleteOptions object's fields (a DELETE's body, an Eviction's `deleteOptions`):
+    /// `propagationPolicy`, else the older `orphanDependents`.
+    pub fn from_json(v: &Value) -> Result<DeleteOptions> {
+        let propagation = match v.get("propagationPolicy").and_then(Value::as_str) {
+            Some(p) => Some(Propagation::parse(p)?),
+            None => match v.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some(Propagation::Orphan),
+                Some(false) => Some(Propagation::Background),
+                None => None,
+            },
+        };
+        let text = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+        Ok(DeleteOptions {
+            uid: text("/preconditions/uid"),
+            resource_version: text("/preconditions/resourceVersion"),
+            propagation,
+            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
+            dry_run: v
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|d| d == "All")),
+        })
+    }
 }
 
 /// Which part of an object a write addresses.
@@ -998,6 +1051,21 @@ impl Registry {
         let key = res.key(ns, name);
         self.update_with(res, &key, name, expect, opts, |_old| Ok(obj.clone()), part)
             .await
+    }
+
+    /// Carries out a POST to an action subresource of an object (one its kind's strategy
+    /// lists in `actions`, such as `pods/eviction`).
+    pub async fn act(
+        &self,
+        res: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        sub: &str,
+        body: &Value,
+        opts: &WriteOptions,
+    ) -> Result<Value> {
+        let ns = Self::scope(res, namespace)?;
+        res.strategy.act(self, sub, ns, name, body, opts).await
     }
 
     /// Binds pod `name` to `node` (the `pods/binding` subresource): sets `spec.nodeName`

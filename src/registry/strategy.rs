@@ -136,6 +136,28 @@ pub trait Strategy: Send + Sync {
 
     /// Runs when a registry opens on its store.
     fn on_open(&self, _reg: &Registry) {}
+
+    /// The subresources beyond status and scale that this kind carries out itself when
+    /// one is POSTed to (a pod's `eviction`); the catalog lists them for discovery.
+    fn actions(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Carries out a POST to subresource `sub` (one of [`Strategy::actions`]) of object
+    /// `name` with `body`: the Status or object to answer with.
+    fn act<'a>(
+        &'a self,
+        _reg: &'a Registry,
+        sub: &'a str,
+        _ns: Option<&'a str>,
+        _name: &'a str,
+        _body: &'a Value,
+        _opts: &'a super::WriteOptions,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        Box::pin(std::future::ready(Err(Error::MethodNotAllowed(format!(
+            "the server does not serve the subresource {sub:?} of this kind"
+        )))))
+    }
 }
 
 /// What the `scale` subresource shows of an object.
@@ -219,6 +241,29 @@ impl Strategy for Plain {}
 
 pub struct Pod;
 impl Strategy for Pod {
+    fn actions(&self) -> &'static [&'static str] {
+        super::policy::POD_ACTIONS
+    }
+    fn act<'a>(
+        &'a self,
+        reg: &'a Registry,
+        sub: &'a str,
+        ns: Option<&'a str>,
+        name: &'a str,
+        body: &'a Value,
+        opts: &'a super::WriteOptions,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        Box::pin(async move {
+            match sub {
+                "eviction" => {
+                    super::policy::evict(reg, ns.unwrap_or_default(), name, body, opts).await
+                }
+                _ => Err(Error::MethodNotAllowed(format!(
+                    "pods do not serve the subresource {sub:?}"
+                ))),
+            }
+        })
+    }
     fn default(&self, obj: &mut Value) {
         default_pod(obj)
     }

@@ -65,6 +65,8 @@ printers! {
     DEPLOYMENT_CONFIG: deployment_config_columns, deployment_config_cells;
     CUSTOM_RESOURCE_DEFINITION: definition_columns, definition_cells;
     NAME_ONLY: name_columns, name_cells;
+    DAEMON_SET: daemon_set_columns, daemon_set_cells;
+    POD_DISRUPTION_BUDGET: pod_disruption_budget_columns, pod_disruption_budget_cells;
 }
 
 fn name_columns() -> Vec<Column> {
@@ -551,6 +553,127 @@ fn deployment_cells(v: &Value) -> Vec<Value> {
         json!(join("name")),
         json!(join("image")),
         json!(super::apps::selector_string(v.pointer("/spec/selector"))),
+    ]
+}
+
+fn daemon_set_columns() -> Vec<Column> {
+    let name = col("Name", 0, "Name must be unique within a namespace.");
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col(
+            "Desired",
+            0,
+            "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
+        ),
+        col(
+            "Current",
+            0,
+            "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+        ),
+        col(
+            "Ready",
+            0,
+            "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
+        ),
+        col(
+            "Up-to-date",
+            0,
+            "The total number of nodes that are running updated daemon pod",
+        ),
+        col(
+            "Available",
+            0,
+            "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
+        ),
+        col(
+            "Node Selector",
+            0,
+            "NodeSelector is a selector which must be true for the pod to fit on a node.",
+        ),
+        age,
+        col("Containers", 1, "Names of each container in the template."),
+        col(
+            "Images",
+            1,
+            "Images referenced by each container in the template.",
+        ),
+        col(
+            "Selector",
+            1,
+            "A label query over pods that are managed by the daemon set.",
+        ),
+    ]
+}
+
+fn daemon_set_cells(v: &Value) -> Vec<Value> {
+    let n = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let join = |f: &str| container_fields(v, "/spec/template/spec/containers", f);
+    // `labels.FormatLabels`: sorted by key.
+    let mut selector: Vec<(String, String)> = v
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+        .collect();
+    selector.sort();
+    let node_selector: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(n("/status/desiredNumberScheduled")),
+        json!(n("/status/currentNumberScheduled")),
+        json!(n("/status/numberReady")),
+        json!(n("/status/updatedNumberScheduled")),
+        json!(n("/status/numberAvailable")),
+        json!(or_none(node_selector.join(","))),
+        json!(age(v, "/metadata/creationTimestamp")),
+        json!(join("name")),
+        json!(join("image")),
+        json!(super::apps::selector_string(v.pointer("/spec/selector"))),
+    ]
+}
+
+fn pod_disruption_budget_columns() -> Vec<Column> {
+    let name = col("Name", 0, "Name must be unique within a namespace.");
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col(
+            "Min Available",
+            0,
+            "The minimum number or percentage of available pods this budget requires.",
+        ),
+        col(
+            "Max Unavailable",
+            0,
+            "The maximum number or percentage of unavailable pods this budget requires.",
+        ),
+        col(
+            "Allowed Disruptions",
+            0,
+            "Calculated number of pods that may be disrupted at this time.",
+        ),
+        age,
+    ]
+}
+
+fn pod_disruption_budget_cells(v: &Value) -> Vec<Value> {
+    let figure = |p: &str| match v.pointer(p) {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => "N/A".into(),
+    };
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(figure("/spec/minAvailable")),
+        json!(figure("/spec/maxUnavailable")),
+        json!(
+            v.pointer("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        ),
+        json!(age(v, "/metadata/creationTimestamp")),
     ]
 }
 

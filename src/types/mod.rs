@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod clock;
 pub mod cron;
+pub mod disruption;
 pub mod fields;
 pub mod fit;
 pub mod labels;

@@ -7,6 +7,8 @@ use serde_json::Value;
 
 /// The taint the node lifecycle controller puts on a node whose heartbeat stopped.
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+/// The taint of a node that is not Ready.
+pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
 /// The taint that stands for `spec.unschedulable` (a pod tolerating it may still go there).
 pub const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 

@@ -112,13 +112,27 @@ async fn discovery_is_served_aggregated_and_legacy() {
                 .map(|s| s["subresource"].as_str().unwrap())
                 .collect();
             assert_eq!(subs, ["scale", "status"]);
+            let eviction = pods["subresources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["subresource"] == "eviction")
+                .unwrap();
+            // kubectl drain reads the Eviction's version from here.
+            assert_eq!(
+                eviction["responseKind"],
+                json!({"group": "policy", "version": "v1", "kind": "Eviction"})
+            );
             let pods: Vec<&str> = pods["subresources"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|s| s["subresource"].as_str().unwrap())
                 .collect();
-            assert_eq!(pods, ["status", "attach", "binding", "exec", "log"]);
+            assert_eq!(
+                pods,
+                ["status", "attach", "binding", "eviction", "exec", "log"]
+            );
             assert!(v["items"][0]["metadata"].get("name").is_none());
         } else {
             assert_eq!(v["items"][0]["metadata"]["name"], "apps");

@@ -3,7 +3,8 @@
 # invalid object showing the server's message, the controllers at work (an RC's pods,
 # service accounts, cascading and namespace deletion) and a pod running on this machine
 # (logs, exec, exec -it and attach -it through a terminal), and the generators that send
-# protobuf bodies (create configmap|secret|namespace|serviceaccount, debug, drain).
+# protobuf bodies (create configmap|secret|namespace|serviceaccount|pdb, debug, drain),
+# DaemonSets and a drain through the eviction API that a disruption budget stops.
 # Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -408,6 +409,43 @@ same "get deploy -o wide" get deploy webd -o wide
 same "describe deploy" describe deploy webd --show-events=false
 same "rollout history deploy" rollout history deploy/webd
 check "berth rollout status deploy" 'deployment "webd" successfully rolled out' "$berth" rollout status deploy/webd
+# DaemonSets and disruption budgets: a daemon pod on the node and its rollout; a drain
+# through the eviction API that the budget stops short.
+cat >"$work/ds.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: registry.example/agent:1
+        command: [sleep, "3600"]
+YAML
+check "create a daemon set" "daemonset.apps/agent created" k apply -f "$work/ds.yaml"
+check "its rollout" 'daemon set "agent" successfully rolled out' k rollout status ds/agent --timeout=60s
+check "get ds" "^agent +1 +1 +1 +1 +1 +<none> " k get ds agent --no-headers
+check "set image on a daemon set" "daemonset.apps/agent image updated" k set image ds/agent main=registry.example/agent:2
+check "the daemon set rolls out again" 'daemon set "agent" successfully rolled out' k rollout status ds/agent --timeout=60s
+check "rollout history ds" "^2 +<none>" k rollout history ds/agent
+same "describe ds" describe ds agent --show-events=false
+check "berth rollout status ds" 'daemon set "agent" successfully rolled out' "$berth" rollout status ds/agent
+check "create pdb (protobuf)" "poddisruptionbudget.policy/webd created" k create pdb webd --selector=app=webd --min-available=2
+check "the budget's figures" "^webd +2 +N/A +1 " k get pdb webd --no-headers
+same "describe pdb" describe pdb webd --show-events=false
+check "cordon" "node/n1 cordoned" k cordon n1
+check "drain evicts until the budget stops it" "Cannot evict pod as it would violate the pod's disruption budget" k drain n1 --pod-selector=app=webd --delete-emptydir-data --timeout=8s
+check "uncordon after the drain" "node/n1 uncordoned" k uncordon n1
+check "the deployment recovers" "successfully rolled out" k rollout status deploy/webd --timeout=60s
+check "delete pdb" 'poddisruptionbudget.policy "webd" deleted' k delete pdb webd
+check "delete ds" 'daemonset.apps "agent" deleted' k delete ds agent
 check "delete deployment" 'deployment.apps "webd" deleted' k delete deploy webd
 same "describe node" describe node n1
 same "describe namespace" describe namespace default

@@ -1,0 +1,1325 @@
+//! The daemon set controller: keeps one pod of each DaemonSet's template on every node
+//! that should run it, as kube-controller-manager's (`pkg/controller/daemon`) does.
+//!
+//! Whether a node should run a daemon pod is decided by the scheduler's pure rules
+//! ([`fit`]): the template's node selector and required node affinity, and its
+//! tolerations of the node's NoSchedule and NoExecute taints (a pod that only tolerates
+//! NoExecute may stay where it runs). Daemon pods tolerate what upstream adds
+//! (not-ready and unreachable NoExecute; disk, memory and pid pressure, unschedulable
+//! and, with the host network, network-unavailable NoSchedule) and are pinned to their
+//! node by a required node affinity `metadata.name In [node]`; the scheduler binds them.
+//!
+//! The template's history is kept in ControllerRevisions (named `<ds>-<hash>`, the hash
+//! as a Deployment's `pod-template-hash`, labelled `controller-revision-hash`, pruned to
+//! `revisionHistoryLimit` among those no pod uses); each pod carries the hash of the
+//! revision it was made from. `RollingUpdate` deletes old pods while no more than
+//! `maxUnavailable` nodes are without an available pod, or, with `maxSurge`, starts the
+//! new pod beside the old one and deletes the old one once the new one is available;
+//! `OnDelete` only replaces pods that are gone. Failed pods are deleted (with a backoff
+//! per node), surplus pods on a node too. The status counts nodes as upstream.
+//!
+//! Nodes coming, going or changing their labels, taints or schedulability queue every
+//! DaemonSet; pods and revisions queue their owner. Expectations cover the window in
+//! which the pods just created or deleted are not in the cache yet. Pods bound to a node
+//! that no longer exists are deleted at once (upstream leaves them to the pod GC, which
+//! berth does not have).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::claim::{Claim, OwnerKind, is_deleting, str_at};
+use super::expectations::Expectations;
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::recorder::{EventType, Recorder};
+use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
+use crate::types::{fit, labels, taints};
+
+/// The label that names the revision a daemon pod (and a revision) was made from.
+pub const HASH_LABEL: &str = "controller-revision-hash";
+const WORKERS: usize = 2;
+/// The backoff of a node whose daemon pod keeps failing.
+const FAILED_BACKOFF_START: Duration = Duration::from_secs(1);
+const FAILED_BACKOFF_MAX: Duration = Duration::from_secs(15 * 60);
+
+const DAEMON_SETS: OwnerKind = OwnerKind {
+    api_version: "apps/v1",
+    kind_name: "DaemonSet",
+};
+
+fn name(obj: &Value) -> &str {
+    str_at(obj, "/metadata/name")
+}
+
+fn int_at(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn is_terminal(pod: &Value) -> bool {
+    matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
+}
+
+fn is_ready(pod: &Value) -> bool {
+    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+/// How long until a ready pod is available (`IsPodAvailable`): zero when it is, `None`
+/// when it is not ready.
+fn until_available(pod: &Value, min_ready: i64) -> Option<Duration> {
+    let c = crate::types::condition(pod, "Ready").filter(|c| c["status"] == "True")?;
+    if min_ready <= 0 {
+        return Some(Duration::ZERO);
+    }
+    let age = c["lastTransitionTime"]
+        .as_str()
+        .and_then(crate::types::age_seconds)
+        .unwrap_or(0);
+    Some(Duration::from_secs((min_ready - age).max(0) as u64))
+}
+
+fn is_available(pod: &Value, min_ready: i64) -> bool {
+    until_available(pod, min_ready).is_some_and(|d| d.is_zero())
+}
+
+fn hash_of(obj: &Value) -> &str {
+    str_at(obj, &format!("/metadata/labels/{HASH_LABEL}"))
+}
+
+/// Scheduled pods first, then oldest, then by name (`podByCreationTimestampAndPhase`).
+fn by_age(a: &Value, b: &Value) -> std::cmp::Ordering {
+    let bound = |p: &Value| str_at(p, "/spec/nodeName").is_empty();
+    bound(a)
+        .cmp(&bound(b))
+        .then(
+            str_at(a, "/metadata/creationTimestamp").cmp(str_at(b, "/metadata/creationTimestamp")),
+        )
+        .then(name(a).cmp(name(b)))
+}
+
+/// The node a daemon pod is for: its node, else the one its affinity pins it to
+/// (`GetTargetNodeName`).
+fn target_node(pod: &Value) -> Option<&str> {
+    let bound = str_at(pod, "/spec/nodeName");
+    if !bound.is_empty() {
+        return Some(bound);
+    }
+    let terms = pod
+        .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")?
+        .as_array()?;
+    terms.iter().find_map(|t| {
+        t["matchFields"].as_array()?.iter().find_map(|r| {
+            let values = r["values"].as_array()?;
+            (r["key"] == "metadata.name" && r["operator"] == "In" && values.len() == 1)
+                .then(|| values[0].as_str())
+                .flatten()
+        })
+    })
+}
+
+/// The tolerations every daemon pod has (`AddOrUpdateDaemonPodTolerations`).
+fn daemon_tolerations(host_network: bool) -> Vec<Value> {
+    let t = |key: &str, effect: &str| json!({"key": key, "operator": "Exists", "effect": effect});
+    let mut out = vec![
+        t(taints::NOT_READY, taints::NO_EXECUTE),
+        t(taints::UNREACHABLE, taints::NO_EXECUTE),
+        t("node.kubernetes.io/disk-pressure", taints::NO_SCHEDULE),
+        t("node.kubernetes.io/memory-pressure", taints::NO_SCHEDULE),
+        t("node.kubernetes.io/pid-pressure", taints::NO_SCHEDULE),
+        t(taints::UNSCHEDULABLE, taints::NO_SCHEDULE),
+    ];
+    if host_network {
+        out.push(t(
+            "node.kubernetes.io/network-unavailable",
+            taints::NO_SCHEDULE,
+        ));
+    }
+    out
+}
+
+/// The pod spec of the DaemonSet's template with the daemon tolerations added (those
+/// already there kept once).
+fn daemon_pod_spec(ds: &Value) -> Value {
+    let mut spec = ds
+        .pointer("/spec/template/spec")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let host_network = spec["hostNetwork"] == true;
+    if !spec["tolerations"].is_array() {
+        spec["tolerations"] = json!([]);
+    }
+    let list = spec["tolerations"].as_array_mut().expect("made an array");
+    for t in daemon_tolerations(host_network) {
+        let same = |x: &Value| {
+            ["key", "operator", "value", "effect"]
+                .iter()
+                .all(|f| x.get(*f).unwrap_or(&Value::Null) == t.get(*f).unwrap_or(&Value::Null))
+        };
+        if !list.iter().any(same) {
+            list.push(t);
+        }
+    }
+    spec
+}
+
+/// Sets the required node affinity to `metadata.name In [node]`, in place of the
+/// template's required terms (`ReplaceDaemonSetPodNodeNameNodeAffinity`).
+fn pin_to_node(spec: &mut Value, node: &str) {
+    let term = json!({"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]},
+    ]}]});
+    if !spec["affinity"].is_object() {
+        spec["affinity"] = json!({});
+    }
+    if !spec["affinity"]["nodeAffinity"].is_object() {
+        spec["affinity"]["nodeAffinity"] = json!({});
+    }
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = term;
+}
+
+/// Whether `node` should run the DaemonSet's pod, and whether a pod already there may
+/// keep running (`NodeShouldRunDaemonPod`), by the scheduler's rules.
+pub fn should_run(ds: &Value, node: &Value) -> (bool, bool) {
+    let wanted = str_at(ds, "/spec/template/spec/nodeName");
+    if !wanted.is_empty() && wanted != name(node) {
+        return (false, false);
+    }
+    let mut pod = json!({"spec": daemon_pod_spec(ds)});
+    pod["spec"]["nodeName"] = json!(name(node));
+    let Ok(needs) = fit::Needs::of(&pod) else {
+        return (false, false);
+    };
+    if !fit::affinity_matches(&needs, node) {
+        return (false, false);
+    }
+    let effects = [taints::NO_SCHEDULE, taints::NO_EXECUTE];
+    if fit::untolerated_taint(&needs, node, &effects).is_none() {
+        return (true, true);
+    }
+    let evicting = fit::untolerated_taint(&needs, node, &[taints::NO_EXECUTE]);
+    (false, evicting.is_none())
+}
+
+/// The revision data of a DaemonSet: its template as the strategic merge patch that
+/// puts it back (`getPatch`).
+fn revision_data(ds: &Value) -> Value {
+    let mut template = ds["spec"]["template"].clone();
+    if let Some(t) = template.as_object_mut() {
+        t.insert("$patch".into(), json!("replace"));
+    }
+    json!({"spec": {"template": template}})
+}
+
+/// The update strategy's bounds for `desired` nodes (`updatedDesiredNodeCounts`).
+fn bounds(ds: &Value, desired: i64) -> (i64, i64) {
+    let ru = ds.pointer("/spec/updateStrategy/rollingUpdate");
+    let at = |f: &str| ru.and_then(|r| r.get(f));
+    let surge = crate::types::scaled_int_or_percent(at("maxSurge"), desired, true);
+    let mut unavailable = crate::types::scaled_int_or_percent(at("maxUnavailable"), desired, true);
+    if desired > 0 && surge == 0 && unavailable == 0 {
+        unavailable = 1;
+    }
+    (surge, unavailable)
+}
+
+/// One node's daemon pods (not being deleted) split into the updated one and the old
+/// one; `None` when there are more than one of either (`findUpdatedPodsOnNode`).
+fn updated_and_old<'p>(
+    pods: &[&'p Value],
+    hash: &str,
+) -> Option<(Option<&'p Value>, Option<&'p Value>)> {
+    let (mut new, mut old) = (None, None);
+    for pod in pods.iter().filter(|p| !is_deleting(p)) {
+        let slot = if hash_of(pod) == hash {
+            &mut new
+        } else {
+            &mut old
+        };
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(*pod);
+    }
+    Some((new, old))
+}
+
+/// What one sync decided for the nodes.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Plan {
+    /// Nodes to make a pod for.
+    create: Vec<String>,
+    /// Pods to delete, by name.
+    delete: Vec<String>,
+    /// Failed pods found: (pod, node), each deleted unless its node is backing off.
+    failed: Vec<(String, String)>,
+}
+
+/// What each node needs (`podsShouldBeOnNode`); `pods` holds the daemon pods of each
+/// node.
+fn plan_node(ds: &Value, node: &Value, pods: Option<&Vec<&Value>>, hash: &str, plan: &mut Plan) {
+    let (run, keep) = should_run(ds, node);
+    let node_name = name(node);
+    let surge = ds.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate"))
+        && bounds(ds, 1).0 > 0;
+    match pods {
+        None if run => plan.create.push(node_name.to_string()),
+        Some(pods) if keep => {
+            let mut running = Vec::new();
+            for pod in pods.iter().filter(|p| !is_deleting(p)) {
+                match str_at(pod, "/status/phase") {
+                    "Failed" => plan
+                        .failed
+                        .push((name(pod).to_string(), node_name.to_string())),
+                    "Succeeded" => plan.delete.push(name(pod).to_string()),
+                    _ => running.push(*pod),
+                }
+            }
+            running.sort_by(|a, b| by_age(a, b));
+            if !surge {
+                match running.len() {
+                    0 if run => plan.create.push(node_name.to_string()),
+                    0 | 1 => {}
+                    _ => plan
+                        .delete
+                        .extend(running[1..].iter().map(|p| name(p).to_string())),
+                }
+                return;
+            }
+            if running.len() <= 1 {
+                if running.is_empty() && run {
+                    plan.create.push(node_name.to_string());
+                }
+                return;
+            }
+            // Surging: the oldest new pod and the oldest old one may live together while
+            // the new one is not yet available and the old one is ready.
+            let (mut newest, mut oldest) = (None, None);
+            for pod in running {
+                let slot = if hash_of(pod) == hash {
+                    &mut newest
+                } else {
+                    &mut oldest
+                };
+                if slot.is_none() {
+                    *slot = Some(pod);
+                } else {
+                    plan.delete.push(name(pod).to_string());
+                }
+            }
+            if let (Some(new), Some(old)) = (newest, oldest) {
+                let min_ready = int_at(ds, "/spec/minReadySeconds");
+                if !is_ready(old) || is_available(new, min_ready) {
+                    plan.delete.push(name(old).to_string());
+                }
+            }
+        }
+        Some(pods) if !keep => plan.delete.extend(
+            pods.iter()
+                .filter(|p| !is_deleting(p))
+                .map(|p| name(p).to_string()),
+        ),
+        _ => {}
+    }
+}
+
+/// The rolling update's choices (`rollingUpdate`): old pods to delete and, when surging,
+/// nodes to start a new pod on beside the old one.
+fn plan_rolling(
+    ds: &Value,
+    nodes: &[Arc<Value>],
+    by_node: &BTreeMap<String, Vec<&Value>>,
+    hash: &str,
+) -> Plan {
+    let min_ready = int_at(ds, "/spec/minReadySeconds");
+    let mut wanted: BTreeMap<&str, (bool, &[&Value])> = BTreeMap::new();
+    let mut desired = 0;
+    for node in nodes {
+        if should_run(ds, node).0 {
+            desired += 1;
+            wanted.insert(name(node), (true, &[]));
+        }
+    }
+    for (node, pods) in by_node {
+        let run = nodes
+            .iter()
+            .find(|n| name(n) == node)
+            .is_some_and(|n| should_run(ds, n).0);
+        wanted.insert(node.as_str(), (run, pods.as_slice()));
+    }
+    let (max_surge, max_unavailable) = bounds(ds, desired);
+    let mut plan = Plan::default();
+    if max_surge == 0 {
+        let mut unavailable = 0;
+        let mut replace = Vec::new();
+        let mut candidates = Vec::new();
+        for (_, pods) in wanted.values() {
+            let Some((new, old)) = updated_and_old(pods, hash) else {
+                unavailable += 1;
+                continue;
+            };
+            match (new, old) {
+                (None, None) | (Some(_), Some(_)) => unavailable += 1,
+                (Some(new), None) => {
+                    if !is_available(new, min_ready) {
+                        unavailable += 1;
+                    }
+                }
+                (None, Some(old)) => {
+                    if !is_available(old, min_ready) {
+                        replace.push(name(old).to_string());
+                    } else if unavailable < max_unavailable {
+                        candidates.push(name(old).to_string());
+                    }
+                }
+            }
+        }
+        let room = (max_unavailable - unavailable).clamp(0, candidates.len() as i64) as usize;
+        plan.delete = replace;
+        plan.delete.extend(candidates.into_iter().take(room));
+        return plan;
+    }
+    let mut surging = 0;
+    let mut available = 0;
+    let mut allowed = Vec::new();
+    let mut candidates = Vec::new();
+    let mut sunset = Vec::new();
+    for (node, (run, pods)) in &wanted {
+        let Some((new, old)) = updated_and_old(pods, hash) else {
+            surging += 1;
+            continue;
+        };
+        if let Some(p) = old.or(new) {
+            if is_available(p, min_ready) {
+                available += 1;
+            }
+        }
+        match (new, old) {
+            (_, None) => {}
+            (None, Some(old)) => {
+                if !is_available(old, min_ready) {
+                    if *run {
+                        allowed.push(node.to_string());
+                    } else {
+                        plan.delete.push(name(old).to_string());
+                    }
+                } else if !*run {
+                    sunset.push(name(old).to_string());
+                } else if surging < max_surge {
+                    candidates.push(node.to_string());
+                }
+            }
+            (Some(new), Some(old)) => {
+                if is_available(new, min_ready) {
+                    plan.delete.push(name(old).to_string());
+                } else {
+                    surging += 1;
+                }
+            }
+        }
+    }
+    // Pods on nodes that no longer want one go only while the rest stay available.
+    let deletable = (available - desired).clamp(0, sunset.len() as i64) as usize;
+    plan.delete.extend(sunset.into_iter().take(deletable));
+    let room = (max_surge - surging).clamp(0, candidates.len() as i64) as usize;
+    plan.create = allowed;
+    plan.create.extend(candidates.into_iter().take(room));
+    plan
+}
+
+/// The per-node backoff of failed daemon pods.
+#[derive(Default)]
+struct Backoff {
+    next: Mutex<HashMap<String, (Instant, Duration)>>,
+}
+
+impl Backoff {
+    /// Whether a failed pod on this node may be deleted now; else how long to wait.
+    fn wait(&self, key: &str) -> Option<Duration> {
+        let now = Instant::now();
+        let mut next = self.next.lock().expect("backoff lock");
+        match next.get(key).copied() {
+            Some((at, _)) if at > now => Some(at - now),
+            Some((_, step)) => {
+                let step = (step * 2).min(FAILED_BACKOFF_MAX);
+                next.insert(key.to_string(), (now + step, step));
+                None
+            }
+            None => {
+                next.insert(
+                    key.to_string(),
+                    (now + FAILED_BACKOFF_START, FAILED_BACKOFF_START),
+                );
+                None
+            }
+        }
+    }
+
+    fn forget_daemon_set(&self, prefix: &str) {
+        self.next
+            .lock()
+            .expect("backoff lock")
+            .retain(|k, _| !k.starts_with(prefix));
+    }
+}
+
+#[derive(Clone)]
+struct Controller {
+    client: Client,
+    daemon_sets: Informer,
+    pods: Informer,
+    nodes: Informer,
+    revisions: Informer,
+    expectations: Expectations,
+    backoff: Arc<Backoff>,
+    recorder: Recorder,
+}
+
+impl Controller {
+    async fn reconcile(&self, key: String) -> Result<Action> {
+        let Some(ds) = self.daemon_sets.get(&key) else {
+            self.expectations.forget(&key);
+            self.backoff.forget_daemon_set(&format!("{key}/"));
+            return Ok(Action::Done);
+        };
+        let mut ds = (*ds).clone();
+        let selector = ds
+            .pointer("/spec/selector")
+            .and_then(|s| labels::Selector::from_label_selector(s).ok())
+            .unwrap_or_default();
+        if selector.is_empty() {
+            self.recorder
+                .event(
+                    &ds,
+                    EventType::Warning,
+                    "SelectingAll",
+                    "This daemon set is selecting all pods. A non-empty selector is required.",
+                )
+                .await;
+            return Ok(Action::Done);
+        }
+        if is_deleting(&ds) {
+            return Ok(Action::Done);
+        }
+        let nodes = self.nodes.list();
+        let (cur, old) = self.history(&mut ds, &selector).await?;
+        let hash = hash_of(&cur).to_string();
+        let pods = self.claim_pods(&ds, &selector).await?;
+        let mut next = None;
+        if self.expectations.satisfied(&key) {
+            next = self.manage(&key, &ds, &nodes, &pods, &hash).await?;
+            let rolling = ds.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate"));
+            if rolling && self.expectations.satisfied(&key) {
+                let by_node = group_by_node(&pods);
+                let plan = plan_rolling(&ds, &nodes, &by_node, &hash);
+                self.sync_nodes(&key, &ds, &plan.delete, &plan.create, &hash)
+                    .await?;
+            }
+            if self.expectations.satisfied(&key) {
+                self.cleanup_history(&ds, &old, &pods).await?;
+            }
+        }
+        let wait = self.update_status(&ds, &nodes, &pods, &hash).await?;
+        Ok(match next.into_iter().chain(wait).min() {
+            Some(d) => Action::RequeueAfter(d),
+            None => Action::Done,
+        })
+    }
+
+    /// The pods this DaemonSet controls, adopting and releasing by its selector.
+    async fn claim_pods(&self, ds: &Value, selector: &labels::Selector) -> Result<Vec<Value>> {
+        let owned = Claim {
+            client: &self.client,
+            kind: DAEMON_SETS,
+            owners: self.daemon_sets.resource(),
+            children: &self.pods,
+            owner: ds,
+            selector,
+        }
+        .run()
+        .await?;
+        Ok(owned.iter().map(|p| (**p).clone()).collect())
+    }
+
+    /// Brings the pods on each node to what it needs (`manage`); returns when to look
+    /// again for a node whose failed pod is backing off.
+    async fn manage(
+        &self,
+        key: &str,
+        ds: &Value,
+        nodes: &[Arc<Value>],
+        pods: &[Value],
+        hash: &str,
+    ) -> Result<Option<Duration>> {
+        let by_node = group_by_node(pods);
+        let mut plan = Plan::default();
+        for node in nodes {
+            plan_node(ds, node, by_node.get(name(node)), hash, &mut plan);
+        }
+        let mut wait: Option<Duration> = None;
+        for (pod, node) in std::mem::take(&mut plan.failed) {
+            match self.backoff.wait(&format!("{key}/{node}")) {
+                Some(d) => wait = Some(wait.map_or(d, |w| w.min(d))),
+                None => {
+                    let message = format!(
+                        "Found failed daemon pod {}/{pod} on node {node}, will try to kill it",
+                        str_at(ds, "/metadata/namespace")
+                    );
+                    self.recorder
+                        .event(ds, EventType::Warning, "FailedDaemonPod", &message)
+                        .await;
+                    plan.delete.push(pod);
+                }
+            }
+        }
+        // Pods for nodes that are gone: unscheduled ones go, and bound ones too (no
+        // kubelet will ever finish them).
+        let mut orphans = Vec::new();
+        for (node, on_node) in &by_node {
+            if nodes.iter().any(|n| name(n) == node) {
+                continue;
+            }
+            for pod in on_node.iter().filter(|p| !is_deleting(p)) {
+                orphans.push(name(pod).to_string());
+            }
+        }
+        self.sync_nodes(key, ds, &plan.delete, &plan.create, hash)
+            .await?;
+        self.delete_pods(key, ds, &orphans, Some(0)).await?;
+        self.report_placement(ds, nodes, pods).await;
+        Ok(wait)
+    }
+
+    /// A `FailedPlacement` event for each daemon pod the scheduler could not place.
+    async fn report_placement(&self, ds: &Value, nodes: &[Arc<Value>], pods: &[Value]) {
+        for pod in pods.iter().filter(|p| !is_deleting(p)) {
+            let Some(cond) = crate::types::condition(pod, "PodScheduled") else {
+                continue;
+            };
+            if cond["status"] != "False" || cond["reason"] != "Unschedulable" {
+                continue;
+            }
+            let Some(node) = target_node(pod) else {
+                continue;
+            };
+            if !nodes.iter().any(|n| name(n) == node) {
+                continue;
+            }
+            let message = format!(
+                "failed to place pod on {node:?}: {}",
+                cond["message"].as_str().unwrap_or("")
+            );
+            self.recorder
+                .event(ds, EventType::Warning, "FailedPlacement", &message)
+                .await;
+        }
+    }
+
+    /// Creates a pod for each node of `create` and deletes the pods of `delete`
+    /// (`syncNodes`).
+    async fn sync_nodes(
+        &self,
+        key: &str,
+        ds: &Value,
+        delete: &[String],
+        create: &[String],
+        hash: &str,
+    ) -> Result<()> {
+        self.delete_pods(key, ds, delete, None).await?;
+        if create.is_empty() {
+            return Ok(());
+        }
+        let ns = str_at(ds, "/metadata/namespace");
+        let pods = self.pods.resource();
+        self.expectations.expect(key, create.len() as i64, 0);
+        for (i, node) in create.iter().enumerate() {
+            let pod = new_pod(ds, node, hash);
+            match self.client.create(pods, Some(ns), &pod).await {
+                Ok(made) => {
+                    self.recorder
+                        .event(
+                            ds,
+                            EventType::Normal,
+                            "SuccessfulCreate",
+                            &format!("Created pod: {}", name(&made)),
+                        )
+                        .await;
+                }
+                Err(e) => {
+                    // None of the rest will be made now: stop expecting them.
+                    self.expectations
+                        .observed(key, (create.len() - i) as i64, 0);
+                    self.recorder
+                        .event(
+                            ds,
+                            EventType::Warning,
+                            "FailedCreate",
+                            &format!("Error creating: {e}"),
+                        )
+                        .await;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_pods(
+        &self,
+        key: &str,
+        ds: &Value,
+        names: &[String],
+        grace: Option<i64>,
+    ) -> Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let ns = str_at(ds, "/metadata/namespace");
+        let pods = self.pods.resource();
+        self.expectations.expect(key, 0, names.len() as i64);
+        for pod in names {
+            let params = DeleteParams {
+                grace_period_seconds: grace,
+                ..DeleteParams::default()
+            };
+            match self.client.delete(pods, Some(ns), pod, &params).await {
+                Ok(_) => {
+                    self.recorder
+                        .event(
+                            ds,
+                            EventType::Normal,
+                            "SuccessfulDelete",
+                            &format!("Deleted pod: {pod}"),
+                        )
+                        .await;
+                }
+                Err(e) if e.is_not_found() => self.expectations.observed(key, 0, 1),
+                Err(e) => {
+                    self.expectations.observed(key, 0, 1);
+                    self.recorder
+                        .event(
+                            ds,
+                            EventType::Warning,
+                            "FailedDelete",
+                            &format!("Error deleting: {e}"),
+                        )
+                        .await;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The revision of the current template, made or renumbered when needed, and the
+    /// old ones (`constructHistory`).
+    async fn history(
+        &self,
+        ds: &mut Value,
+        selector: &labels::Selector,
+    ) -> Result<(Value, Vec<Value>)> {
+        let owned = Claim {
+            client: &self.client,
+            kind: DAEMON_SETS,
+            owners: self.daemon_sets.resource(),
+            children: &self.revisions,
+            owner: ds,
+            selector,
+        }
+        .run()
+        .await?;
+        let data = revision_data(ds);
+        let res = self.revisions.resource();
+        let mut current = Vec::new();
+        let mut old = Vec::new();
+        for rev in owned {
+            let mut rev = (*rev).clone();
+            if hash_of(&rev).is_empty() {
+                let rev_name = name(&rev).to_string();
+                if !rev["metadata"]["labels"].is_object() {
+                    rev["metadata"]["labels"] = json!({});
+                }
+                rev["metadata"]["labels"][HASH_LABEL] = json!(rev_name);
+                rev = self.client.update(res, &rev).await?;
+            }
+            if rev["data"] == data {
+                current.push(rev);
+            } else {
+                old.push(rev);
+            }
+        }
+        let next = old
+            .iter()
+            .map(|r| int_at(r, "/revision"))
+            .max()
+            .unwrap_or(0)
+            + 1;
+        current.sort_by_key(|r| std::cmp::Reverse(int_at(r, "/revision")));
+        let mut current = current.into_iter();
+        let cur = match current.next() {
+            None => self.snapshot(ds, next).await?,
+            Some(mut cur) => {
+                // Duplicates of the current revision go (`dedupCurHistories`).
+                for dup in current {
+                    self.delete_revision(&dup).await?;
+                }
+                if int_at(&cur, "/revision") < next {
+                    cur["revision"] = json!(next);
+                    cur = self.client.update(res, &cur).await?;
+                }
+                cur
+            }
+        };
+        Ok((cur, old))
+    }
+
+    /// Makes the revision of the current template (`snapshot`); a name taken by another
+    /// template bumps the collision count.
+    async fn snapshot(&self, ds: &mut Value, revision: i64) -> Result<Value> {
+        let collisions = ds
+            .pointer("/status/collisionCount")
+            .and_then(Value::as_u64)
+            .map(|c| c as u32);
+        let hash = super::deployment::template_hash(&ds["spec"]["template"], collisions);
+        let rev_name = format!("{}-{hash}", name(ds));
+        let mut labels = ds
+            .pointer("/spec/template/metadata/labels")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        labels[HASH_LABEL] = json!(hash);
+        let mut metadata = json!({
+            "name": rev_name,
+            "namespace": str_at(ds, "/metadata/namespace"),
+            "labels": labels,
+            "ownerReferences": [DAEMON_SETS.controlled_by(ds)],
+        });
+        if let Some(a) = ds.pointer("/metadata/annotations") {
+            metadata["annotations"] = a.clone();
+        }
+        let rev = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ControllerRevision",
+            "metadata": metadata,
+            "data": revision_data(ds),
+            "revision": revision,
+        });
+        let ns = str_at(ds, "/metadata/namespace").to_string();
+        let res = self.revisions.resource();
+        match self.client.create(res, Some(&ns), &rev).await {
+            Ok(made) => Ok(made),
+            Err(e) if e.is_already_exists() => {
+                let existing = self.client.get(res, Some(&ns), &rev_name).await?;
+                if existing["data"] == revision_data(ds) {
+                    return Ok(existing);
+                }
+                let mut live = self
+                    .client
+                    .get(self.daemon_sets.resource(), Some(&ns), name(ds))
+                    .await?;
+                if live.pointer("/status/collisionCount") == ds.pointer("/status/collisionCount") {
+                    live["status"]["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
+                    *ds = self
+                        .client
+                        .update_status(self.daemon_sets.resource(), &live)
+                        .await?;
+                }
+                Err(super::Error::Other(format!(
+                    "controller revision {rev_name:?} exists with another template: hashing again"
+                )))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn delete_revision(&self, rev: &Value) -> Result<()> {
+        let params = DeleteParams {
+            uid: Some(str_at(rev, "/metadata/uid").to_string()),
+            ..DeleteParams::default()
+        };
+        match self
+            .client
+            .delete(
+                self.revisions.resource(),
+                Some(str_at(rev, "/metadata/namespace")),
+                name(rev),
+                &params,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes the oldest revisions beyond `revisionHistoryLimit` that no pod uses
+    /// (`cleanupHistory`).
+    async fn cleanup_history(&self, ds: &Value, old: &[Value], pods: &[Value]) -> Result<()> {
+        let limit = ds
+            .pointer("/spec/revisionHistoryLimit")
+            .and_then(Value::as_i64)
+            .unwrap_or(10);
+        let mut extra = old.len() as i64 - limit;
+        if extra <= 0 {
+            return Ok(());
+        }
+        let live: Vec<&str> = pods.iter().map(hash_of).collect();
+        let mut old: Vec<&Value> = old.iter().collect();
+        old.sort_by_key(|r| int_at(r, "/revision"));
+        for rev in old {
+            if extra <= 0 {
+                break;
+            }
+            if live.contains(&hash_of(rev)) {
+                continue;
+            }
+            self.delete_revision(rev).await?;
+            extra -= 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the status from the nodes and their pods (`updateDaemonSetStatus`); returns
+    /// when a ready pod becomes available.
+    async fn update_status(
+        &self,
+        ds: &Value,
+        nodes: &[Arc<Value>],
+        pods: &[Value],
+        hash: &str,
+    ) -> Result<Option<Duration>> {
+        let by_node = group_by_node(pods);
+        let min_ready = int_at(ds, "/spec/minReadySeconds");
+        let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
+        let (mut ready, mut available, mut updated) = (0, 0, 0);
+        let mut wait: Option<Duration> = None;
+        for node in nodes {
+            let (run, _) = should_run(ds, node);
+            let on_node = by_node.get(name(node)).filter(|p| !p.is_empty());
+            if !run {
+                misscheduled += on_node.is_some() as i64;
+                continue;
+            }
+            desired += 1;
+            let Some(on_node) = on_node else {
+                continue;
+            };
+            current += 1;
+            let mut sorted = on_node.clone();
+            sorted.sort_by(|a, b| by_age(a, b));
+            let pod = sorted[0];
+            if is_ready(pod) {
+                ready += 1;
+                match until_available(pod, min_ready) {
+                    Some(d) if d.is_zero() => available += 1,
+                    Some(d) => {
+                        let d = d + Duration::from_millis(100);
+                        wait = Some(wait.map_or(d, |w| w.min(d)));
+                    }
+                    None => {}
+                }
+            }
+            if hash_of(pod) == hash {
+                updated += 1;
+            }
+        }
+        let mut status = ds.get("status").cloned().unwrap_or_else(|| json!({}));
+        if !status.is_object() {
+            status = json!({});
+        }
+        status["desiredNumberScheduled"] = json!(desired);
+        status["currentNumberScheduled"] = json!(current);
+        status["numberMisscheduled"] = json!(misscheduled);
+        status["numberReady"] = json!(ready);
+        status["observedGeneration"] = ds["metadata"]["generation"].clone();
+        let m = status.as_object_mut().expect("an object");
+        // As Go's omitempty leaves them out.
+        for (field, n) in [
+            ("updatedNumberScheduled", updated),
+            ("numberAvailable", available),
+            ("numberUnavailable", desired - available),
+        ] {
+            if n == 0 {
+                m.remove(field);
+            } else {
+                m.insert(field.into(), json!(n));
+            }
+        }
+        if ds.get("status") != Some(&status) {
+            let mut copy = ds.clone();
+            copy["status"] = status;
+            self.client
+                .update_status(self.daemon_sets.resource(), &copy)
+                .await?;
+        }
+        Ok(wait)
+    }
+}
+
+/// The daemon pods by the node they are for (pods finished and being deleted left out,
+/// as upstream's `getNodesToDaemonPods`).
+fn group_by_node(pods: &[Value]) -> BTreeMap<String, Vec<&Value>> {
+    let mut out: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for pod in pods {
+        if is_terminal(pod) && is_deleting(pod) {
+            continue;
+        }
+        if let Some(node) = target_node(pod) {
+            out.entry(node.to_string()).or_default().push(pod);
+        }
+    }
+    out
+}
+
+/// A daemon pod for `node` (`CreatePodTemplate` with the node affinity).
+fn new_pod(ds: &Value, node: &str, hash: &str) -> Value {
+    let template = &ds["spec"]["template"];
+    let mut metadata = template
+        .get("metadata")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    if !metadata["labels"].is_object() {
+        metadata["labels"] = json!({});
+    }
+    metadata["labels"][HASH_LABEL] = json!(hash);
+    metadata["generateName"] = json!(format!("{}-", name(ds)));
+    metadata["ownerReferences"] = json!([DAEMON_SETS.controlled_by(ds)]);
+    if let Some(m) = metadata.as_object_mut() {
+        m.remove("name");
+        m.remove("namespace");
+    }
+    let mut spec = daemon_pod_spec(ds);
+    pin_to_node(&mut spec, node);
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+}
+
+/// Whether a node change may change which DaemonSets it should run.
+fn node_matters(old: &Value, new: &Value) -> bool {
+    ["/metadata/labels", "/spec/taints", "/spec/unschedulable"]
+        .iter()
+        .any(|p| old.pointer(p) != new.pointer(p))
+}
+
+/// Registers the daemon set controller's handlers and starts its workers.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let daemon_sets = ctx.informers.get(catalog::of(Kind::DaemonSet));
+    let pods = ctx.informers.get(catalog::of(Kind::Pod));
+    let nodes = ctx.informers.get(catalog::of(Kind::Node));
+    let revisions = ctx.informers.get(catalog::of(Kind::ControllerRevision));
+    let queue = Queue::new();
+    let expectations = Expectations::default();
+    daemon_sets.on_change({
+        let queue = queue.clone();
+        let expectations = expectations.clone();
+        move |change| {
+            let key = key_of(change.object());
+            if let Change::Deleted(_) = change {
+                expectations.forget(&key);
+            }
+            queue.add(key);
+        }
+    });
+    // Every DaemonSet looks again when a node comes, goes or changes what decides it.
+    nodes.on_change({
+        let queue = queue.clone();
+        let daemon_sets = daemon_sets.clone();
+        move |change| {
+            let matters = match change {
+                Change::Added(_) | Change::Deleted(_) => true,
+                Change::Updated { old, new } => node_matters(old, new),
+            };
+            if matters {
+                for ds in daemon_sets.list() {
+                    queue.add(key_of(&ds));
+                }
+            }
+        }
+    });
+    {
+        let queue = queue.clone();
+        let daemon_sets = daemon_sets.clone();
+        let matching = move |queue: &Queue, pod: &Value| {
+            let labels = labels::map_at(pod, "/metadata/labels");
+            for ds in daemon_sets.list_namespace(str_at(pod, "/metadata/namespace")) {
+                let sel = ds
+                    .pointer("/spec/selector")
+                    .and_then(|s| labels::Selector::from_label_selector(s).ok())
+                    .unwrap_or_default();
+                if !sel.is_empty() && sel.matches(&labels) {
+                    queue.add(key_of(&ds));
+                }
+            }
+        };
+        let expectations = expectations.clone();
+        pods.on_change(move |change| match change {
+            Change::Added(pod) => match DAEMON_SETS.key_of_controller(pod) {
+                Some(owner) => {
+                    expectations.observed(&owner, 1, 0);
+                    queue.add(owner);
+                }
+                None => matching(&queue, pod),
+            },
+            Change::Updated { old, new } => {
+                let (was, now) = (
+                    DAEMON_SETS.key_of_controller(old),
+                    DAEMON_SETS.key_of_controller(new),
+                );
+                if let Some(w) = was.as_ref().filter(|w| Some(*w) != now.as_ref()) {
+                    queue.add(w.clone());
+                }
+                match now {
+                    Some(owner) => {
+                        if is_deleting(new) && !is_deleting(old) {
+                            expectations.observed(&owner, 0, 1);
+                        }
+                        queue.add(owner);
+                    }
+                    None => {
+                        if was.is_some()
+                            || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
+                        {
+                            matching(&queue, new);
+                        }
+                    }
+                }
+            }
+            Change::Deleted(pod) => {
+                if let Some(owner) = DAEMON_SETS.key_of_controller(pod) {
+                    if !is_deleting(pod) {
+                        expectations.observed(&owner, 0, 1);
+                    }
+                    queue.add(owner);
+                }
+            }
+        });
+    }
+    revisions.on_change({
+        let queue = queue.clone();
+        move |change| {
+            let old = match change {
+                Change::Updated { old, .. } => DAEMON_SETS.key_of_controller(old),
+                _ => None,
+            };
+            let now = DAEMON_SETS.key_of_controller(change.object());
+            for owner in old.into_iter().chain(now) {
+                queue.add(owner);
+            }
+        }
+    });
+    let controller = Controller {
+        client: ctx.client.clone(),
+        daemon_sets,
+        pods,
+        nodes,
+        revisions,
+        expectations,
+        backoff: Arc::default(),
+        recorder: ctx.recorder("daemonset-controller"),
+    };
+    sup.spawn("daemonset", move |cancel| {
+        let (c, queue) = (controller.clone(), queue.clone());
+        async move {
+            let caches = [&c.daemon_sets, &c.pods, &c.nodes, &c.revisions];
+            if !super::synced(&caches, &cancel).await {
+                return;
+            }
+            super::run("daemonset", queue, WORKERS, cancel, move |key| {
+                let c = c.clone();
+                async move { c.reconcile(key).await }
+            })
+            .await;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ds(spec: Value) -> Value {
+        let mut d = json!({
+            "metadata": {"name": "agent", "namespace": "default", "uid": "u1"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "updateStrategy": {"type": "RollingUpdate",
+                                   "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                "template": {"metadata": {"labels": {"app": "agent"}},
+                             "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            },
+        });
+        if let (Some(dst), Value::Object(extra)) = (d["spec"].as_object_mut(), spec) {
+            dst.extend(extra);
+        }
+        d
+    }
+
+    fn node(name: &str, labels: Value, taints: Value) -> Arc<Value> {
+        Arc::new(json!({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}))
+    }
+
+    fn pod(name: &str, node: &str, hash: &str, ready: bool) -> Value {
+        json!({
+            "metadata": {"name": name, "labels": {"app": "agent", HASH_LABEL: hash},
+                         "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": if ready { "True" } else { "False" },
+                 "lastTransitionTime": "2024-01-01T00:00:00Z"}]},
+        })
+    }
+
+    #[test]
+    fn nodes_run_daemon_pods_by_selector_and_taints() {
+        let d = ds(json!({}));
+        assert_eq!(
+            should_run(&d, &node("a", json!({}), json!([]))),
+            (true, true)
+        );
+        let no_schedule = json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]);
+        assert_eq!(
+            should_run(&d, &node("b", json!({}), no_schedule)),
+            (false, true),
+            "a running pod may stay on a NoSchedule taint"
+        );
+        let no_execute = json!([{"key": "dedicated", "effect": "NoExecute"}]);
+        assert_eq!(
+            should_run(&d, &node("c", json!({}), no_execute)),
+            (false, false)
+        );
+        // The daemon tolerations: a cordoned, not-ready node still runs it.
+        let cordoned = json!([{"key": taints::UNSCHEDULABLE, "effect": "NoSchedule"},
+                              {"key": taints::NOT_READY, "effect": "NoExecute"}]);
+        assert_eq!(
+            should_run(&d, &node("d", json!({}), cordoned)),
+            (true, true)
+        );
+        let mut picky = ds(json!({}));
+        picky["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+        assert_eq!(
+            should_run(&picky, &node("e", json!({}), json!([]))),
+            (false, false)
+        );
+        assert!(should_run(&picky, &node("f", json!({"disk": "ssd"}), json!([]))).0);
+    }
+
+    #[test]
+    fn a_daemon_pod_is_pinned_to_its_node_and_tolerates_what_upstream_adds() {
+        let mut d = ds(json!({}));
+        d["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        d["spec"]["template"]["spec"]["affinity"] = json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}]}}});
+        let p = new_pod(&d, "n1", "abc");
+        assert_eq!(p["metadata"]["generateName"], "agent-");
+        assert_eq!(p["metadata"]["labels"][HASH_LABEL], "abc");
+        assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "DaemonSet");
+        assert_eq!(target_node(&p), Some("n1"));
+        let keys: Vec<&str> = p["spec"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(keys.len(), 7, "{keys:?}");
+        assert!(keys.contains(&"node.kubernetes.io/network-unavailable"));
+        assert_eq!(
+            p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"],
+            json!({"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]})
+        );
+        // Adding them again adds nothing.
+        let mut again = d.clone();
+        again["spec"]["template"]["spec"] = p["spec"].clone();
+        assert_eq!(
+            daemon_pod_spec(&again)["tolerations"]
+                .as_array()
+                .unwrap()
+                .len(),
+            7
+        );
+    }
+
+    #[test]
+    fn rolling_without_surge_replaces_up_to_max_unavailable_nodes() {
+        let d = ds(json!({"updateStrategy": {"type": "RollingUpdate",
+                          "rollingUpdate": {"maxUnavailable": 2, "maxSurge": 0}}}));
+        let nodes: Vec<Arc<Value>> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| node(n, json!({}), json!([])))
+            .collect();
+        let pods: Vec<Value> = vec![
+            pod("pa", "a", "old", true),
+            pod("pb", "b", "old", true),
+            pod("pc", "c", "old", false),
+            pod("pd", "d", "new", true),
+        ];
+        let by_node = group_by_node(&pods);
+        let plan = plan_rolling(&d, &nodes, &by_node, "new");
+        // The unavailable old pod goes at once, and two available ones fit the budget.
+        assert_eq!(plan.delete, ["pc", "pa", "pb"]);
+        assert!(plan.create.is_empty());
+        // A new pod not yet available takes one of the two.
+        let pods: Vec<Value> = vec![
+            pod("pa", "a", "old", true),
+            pod("pb", "b", "old", true),
+            pod("pd", "d", "new", false),
+        ];
+        let by_node = group_by_node(&pods);
+        let plan = plan_rolling(&d, &nodes[..], &by_node, "new");
+        // Node c has no pod (unavailable), d's new pod is not available: no room.
+        assert!(plan.delete.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn rolling_with_surge_starts_new_pods_beside_old_ones() {
+        let d = ds(json!({"updateStrategy": {"type": "RollingUpdate",
+                          "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}));
+        let nodes: Vec<Arc<Value>> = ["a", "b"]
+            .iter()
+            .map(|n| node(n, json!({}), json!([])))
+            .collect();
+        let pods = vec![pod("pa", "a", "old", true), pod("pb", "b", "old", true)];
+        let plan = plan_rolling(&d, &nodes, &group_by_node(&pods), "new");
+        assert_eq!(plan.create, ["a"], "one surge at a time");
+        assert!(plan.delete.is_empty());
+        let pods = vec![
+            pod("pa", "a", "old", true),
+            pod("na", "a", "new", true),
+            pod("pb", "b", "old", true),
+        ];
+        let plan = plan_rolling(&d, &nodes, &group_by_node(&pods), "new");
+        assert_eq!(
+            plan.delete,
+            ["pa"],
+            "the old pod goes once the new one is available"
+        );
+        assert_eq!(plan.create, ["b"]);
+        // The manage loop keeps both while the new one is not available.
+        let pods = vec![pod("pa", "a", "old", true), pod("na", "a", "new", false)];
+        let by_node = group_by_node(&pods);
+        let mut plan = Plan::default();
+        plan_node(&d, &nodes[0], by_node.get("a"), "new", &mut plan);
+        assert_eq!(plan, Plan::default());
+    }
+
+    #[test]
+    fn surplus_and_finished_pods_on_a_node_go() {
+        let d = ds(json!({}));
+        let n = node("a", json!({}), json!([]));
+        let mut done = pod("p0", "a", "h", false);
+        done["status"]["phase"] = json!("Succeeded");
+        let mut newer = pod("p2", "a", "h", true);
+        newer["metadata"]["creationTimestamp"] = json!("2024-02-01T00:00:00Z");
+        let pods = vec![pod("p1", "a", "h", true), newer, done];
+        let by_node = group_by_node(&pods);
+        let mut plan = Plan::default();
+        plan_node(&d, &n, by_node.get("a"), "h", &mut plan);
+        assert_eq!(plan.delete, ["p0", "p2"]);
+        let mut plan = Plan::default();
+        plan_node(&d, &n, None, "h", &mut plan);
+        assert_eq!(plan.create, ["a"]);
+    }
+}

@@ -1,0 +1,451 @@
+//! The disruption controller: keeps each PodDisruptionBudget's status, as
+//! kube-controller-manager's (`pkg/controller/disruption`) does. The pods a budget
+//! selects give `currentHealthy` (ready, not being deleted, not just evicted);
+//! `minAvailable` as a number is `desiredHealthy` over the pods there are, while a
+//! percentage or `maxUnavailable` is taken of `expectedPods`, the sum of the scales of the
+//! pods' controllers (`getExpectedScale`: a ReplicaSet under a Deployment counts as the
+//! Deployment; any kind with a scale counts by it). `disruptionsAllowed` is what is
+//! healthy beyond what is desired, and the `DisruptionAllowed` condition says so
+//! (`SufficientPods`, `InsufficientPods`, or `SyncFailed` with the error, when the status
+//! cannot be worked out and no disruption is allowed).
+//!
+//! The pods an eviction put in `disruptedPods` count as gone until the controller sees
+//! them deleted or two minutes pass; the reconcile asks to be run again at the earliest
+//! such expiry, the only timer. Budgets and pods queue through watches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::claim::{controller_ref, is_deleting, str_at};
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::recorder::{EventType, Recorder};
+use crate::client::{Client, Kind, catalog, key_of};
+use crate::types::disruption::{self, DISRUPTION_ALLOWED, selects};
+
+/// How long an evicted pod counts as being deleted (`DeletionTimeout`).
+pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
+const WORKERS: usize = 2;
+
+fn int_at(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn is_ready(pod: &Value) -> bool {
+    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+/// Seconds since a timestamp, if it parses.
+fn age(timestamp: &str) -> Option<i64> {
+    crate::types::age_seconds(timestamp)
+}
+
+/// The disrupted pods still to be waited for and when the first of them expires
+/// (`buildDisruptedPodMap`); pods being deleted or gone leave the map.
+fn disrupted_pods(
+    pdb: &Value,
+    pods: &[&Value],
+) -> (serde_json::Map<String, Value>, Option<Duration>) {
+    let mut out = serde_json::Map::new();
+    let mut recheck: Option<Duration> = None;
+    let Some(listed) = pdb
+        .pointer("/status/disruptedPods")
+        .and_then(Value::as_object)
+    else {
+        return (out, None);
+    };
+    let timeout = DELETION_TIMEOUT.as_secs() as i64;
+    for pod in pods.iter().filter(|p| !is_deleting(p)) {
+        let name = str_at(pod, "/metadata/name");
+        let Some(at) = listed.get(name) else {
+            continue;
+        };
+        let elapsed = at.as_str().and_then(age).unwrap_or(timeout);
+        if elapsed >= timeout {
+            continue;
+        }
+        let left = Duration::from_secs((timeout - elapsed) as u64);
+        recheck = Some(recheck.map_or(left, |r| r.min(left)));
+        out.insert(name.to_string(), at.clone());
+    }
+    (out, recheck)
+}
+
+/// Ready pods that are neither being deleted nor just evicted (`countHealthyPods`).
+fn current_healthy(pods: &[&Value], disrupted: &serde_json::Map<String, Value>) -> i64 {
+    pods.iter()
+        .filter(|p| !is_deleting(p))
+        .filter(|p| !disrupted.contains_key(str_at(p, "/metadata/name")))
+        .filter(|p| is_ready(p))
+        .count() as i64
+}
+
+/// `updatePdbStatus`'s figure: never below zero, and zero while nothing is expected.
+fn disruptions_allowed(current: i64, desired: i64, expected: i64) -> i64 {
+    if expected <= 0 {
+        0
+    } else {
+        (current - desired).max(0)
+    }
+}
+
+#[derive(Clone)]
+struct Controller {
+    client: Client,
+    pdbs: Informer,
+    pods: Informer,
+    rss: Informer,
+    deployments: Informer,
+    rcs: Informer,
+    recorder: Recorder,
+}
+
+/// Why a budget's figures could not be worked out.
+struct SyncError(String);
+
+impl Controller {
+    async fn reconcile(&self, key: String) -> Result<Action> {
+        let Some(pdb) = self.pdbs.get(&key) else {
+            return Ok(Action::Done);
+        };
+        let pdb = (*pdb).clone();
+        match self.try_sync(&pdb).await {
+            Ok(action) => Ok(action),
+            Err(Ok(e)) => Err(e),
+            Err(Err(SyncError(message))) => {
+                self.fail_safe(&pdb, &message).await?;
+                Err(super::Error::Other(format!(
+                    "pod disruption budget {key}: {message}"
+                )))
+            }
+        }
+    }
+
+    /// `trySync`: an error of the API as it is (a conflict retries), or one of the
+    /// figures' for the fail-safe.
+    async fn try_sync(
+        &self,
+        pdb: &Value,
+    ) -> std::result::Result<Action, Result<super::Error, SyncError>> {
+        let ns = str_at(pdb, "/metadata/namespace");
+        let all = self.pods.list_namespace(ns);
+        let pods: Vec<&Value> = all
+            .iter()
+            .map(|p| &**p)
+            .filter(|p| selects(pdb, p))
+            .collect();
+        if pods.is_empty() {
+            self.recorder
+                .event(pdb, EventType::Normal, "NoPods", "No matching pods found")
+                .await;
+        }
+        let (expected, desired, unmanaged) = match self.expected_count(pdb, &pods).await {
+            Ok(figures) => figures,
+            Err(Ok(e)) => return Err(Ok(e)),
+            Err(Err(SyncError(why))) => {
+                let message = format!("Failed to calculate the number of expected pods: {why}");
+                self.recorder
+                    .event(
+                        pdb,
+                        EventType::Warning,
+                        "CalculateExpectedPodCountFailed",
+                        &message,
+                    )
+                    .await;
+                return Err(Err(SyncError(why)));
+            }
+        };
+        if unmanaged {
+            let selector = crate::types::labels::format_label_selector(&pdb["spec"]["selector"]);
+            self.recorder
+                .event(
+                    pdb,
+                    EventType::Warning,
+                    "UnmanagedPods",
+                    &format!(
+                        "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
+                    ),
+                )
+                .await;
+        }
+        let (disrupted, recheck) = disrupted_pods(pdb, &pods);
+        let current = current_healthy(&pods, &disrupted);
+        self.write_status(pdb, current, desired, expected, disrupted)
+            .await
+            .map_err(Ok)?;
+        Ok(match recheck {
+            Some(d) => Action::RequeueAfter(d + Duration::from_secs(1)),
+            None => Action::Done,
+        })
+    }
+
+    /// `getExpectedPodCount`: (expectedPods, desiredHealthy, whether pods without a
+    /// controller were found).
+    async fn expected_count(
+        &self,
+        pdb: &Value,
+        pods: &[&Value],
+    ) -> std::result::Result<(i64, i64, bool), Result<super::Error, SyncError>> {
+        let spec = &pdb["spec"];
+        if let Some(max) = spec.get("maxUnavailable").filter(|v| !v.is_null()) {
+            let (expected, unmanaged) = self.expected_scale(pods).await?;
+            let max = crate::types::scaled_int_or_percent(Some(max), expected, true);
+            return Ok((expected, (expected - max).max(0), unmanaged));
+        }
+        match spec.get("minAvailable") {
+            Some(Value::Number(n)) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0), false)),
+            Some(min @ Value::String(_)) => {
+                let (expected, unmanaged) = self.expected_scale(pods).await?;
+                let min = crate::types::scaled_int_or_percent(Some(min), expected, true);
+                Ok((expected, min, unmanaged))
+            }
+            _ => Ok((0, 0, false)),
+        }
+    }
+
+    /// `getExpectedScale`: the sum of the scales of the pods' controllers.
+    async fn expected_scale(
+        &self,
+        pods: &[&Value],
+    ) -> std::result::Result<(i64, bool), Result<super::Error, SyncError>> {
+        let mut scales: HashMap<String, i64> = HashMap::new();
+        let mut unmanaged = false;
+        for pod in pods {
+            let Some(r) = controller_ref(pod) else {
+                unmanaged = true;
+                continue;
+            };
+            if scales.contains_key(r["uid"].as_str().unwrap_or("")) {
+                continue;
+            }
+            let ns = str_at(pod, "/metadata/namespace");
+            match self.scale_of(ns, r).await.map_err(Ok)? {
+                Some((uid, n)) => {
+                    scales.insert(uid, n);
+                }
+                None => {
+                    return Err(Err(SyncError(format!(
+                        "found no controllers for pod {:?}",
+                        str_at(pod, "/metadata/name")
+                    ))));
+                }
+            }
+        }
+        Ok((scales.values().sum(), unmanaged))
+    }
+
+    /// The uid and desired scale of the controller `r` names, if it is one with a scale
+    /// and is still the object it names (the finders of upstream).
+    async fn scale_of(&self, ns: &str, r: &Value) -> Result<Option<(String, i64)>> {
+        let kind = r["kind"].as_str().unwrap_or("");
+        let api_version = r["apiVersion"].as_str().unwrap_or("");
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let uid = r["uid"].as_str().unwrap_or("");
+        let name = r["name"].as_str().unwrap_or("");
+        let key = format!("{ns}/{name}");
+        let cached = |informer: &Informer| informer.get(&key).map(|o| (*o).clone());
+        let owner = match (group, kind) {
+            ("apps" | "extensions", "ReplicaSet") => cached(&self.rss),
+            ("apps" | "extensions", "Deployment") => cached(&self.deployments),
+            ("", "ReplicationController") => cached(&self.rcs),
+            _ => {
+                let Some(res) = catalog::RESOURCES
+                    .iter()
+                    .find(|res| res.group == group && res.kind_name == kind && res.scale)
+                else {
+                    return Ok(None);
+                };
+                match self.client.get(res, Some(ns), name).await {
+                    Ok(o) => Some(o),
+                    Err(e) if e.is_not_found() => None,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        let Some(owner) = owner.filter(|o| str_at(o, "/metadata/uid") == uid) else {
+            return Ok(None);
+        };
+        // A ReplicaSet a Deployment controls counts as the Deployment.
+        if kind == "ReplicaSet" {
+            if let Some(d) = controller_ref(&owner).filter(|d| d["kind"] == "Deployment") {
+                return Box::pin(self.scale_of(ns, d)).await;
+            }
+        }
+        let res = catalog::RESOURCES
+            .iter()
+            .find(|res| res.group == group && res.kind_name == kind);
+        let replicas = match res {
+            Some(res) => res.strategy.scale(&owner).replicas.as_i64().unwrap_or(0),
+            None => int_at(&owner, "/spec/replicas"),
+        };
+        Ok(Some((uid.to_string(), replicas)))
+    }
+
+    /// `updatePdbStatus`: writes the figures when anything changed.
+    async fn write_status(
+        &self,
+        pdb: &Value,
+        current: i64,
+        desired: i64,
+        expected: i64,
+        disrupted: serde_json::Map<String, Value>,
+    ) -> Result<()> {
+        let allowed = disruptions_allowed(current, desired, expected);
+        let old = &pdb["status"];
+        let generation = pdb["metadata"]["generation"].clone();
+        let empty = serde_json::Map::new();
+        let old_disrupted = old["disruptedPods"].as_object().unwrap_or(&empty);
+        let cond = old["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == DISRUPTION_ALLOWED));
+        let want = disruption::allowed_state(&json!({"disruptionsAllowed": allowed}));
+        let up_to_date = int_at(old, "/currentHealthy") == current
+            && int_at(old, "/desiredHealthy") == desired
+            && int_at(old, "/expectedPods") == expected
+            && int_at(old, "/disruptionsAllowed") == allowed
+            && *old_disrupted == disrupted
+            && old["observedGeneration"] == generation
+            && cond.is_some_and(|c| c["status"] == want.0 && c["reason"] == want.1);
+        if up_to_date {
+            return Ok(());
+        }
+        let mut status = json!({
+            "currentHealthy": current,
+            "desiredHealthy": desired,
+            "expectedPods": expected,
+            "disruptionsAllowed": allowed,
+            "observedGeneration": generation,
+        });
+        if !disrupted.is_empty() {
+            status["disruptedPods"] = Value::Object(disrupted);
+        }
+        if let Some(cs) = old.get("conditions").filter(|c| c.is_array()) {
+            status["conditions"] = cs.clone();
+        }
+        disruption::set_condition(&mut status, want.0, want.1, "");
+        let mut copy = pdb.clone();
+        copy["status"] = status;
+        self.client
+            .update_status(self.pdbs.resource(), &copy)
+            .await?;
+        Ok(())
+    }
+
+    /// `failSafe`: no disruption allowed, and the condition says why.
+    async fn fail_safe(&self, pdb: &Value, message: &str) -> Result<()> {
+        let mut copy = pdb.clone();
+        if !copy["status"].is_object() {
+            copy["status"] = json!({});
+        }
+        copy["status"]["disruptionsAllowed"] = json!(0);
+        disruption::set_condition(&mut copy["status"], "False", "SyncFailed", message);
+        if copy.get("status") == pdb.get("status") {
+            return Ok(());
+        }
+        self.client
+            .update_status(self.pdbs.resource(), &copy)
+            .await?;
+        Ok(())
+    }
+}
+
+/// The keys of the budgets of the pod's namespace that select it.
+fn budgets_of(pdbs: &Informer, pod: &Value) -> Vec<String> {
+    pdbs.list_namespace(str_at(pod, "/metadata/namespace"))
+        .iter()
+        .filter(|pdb| selects(pdb, pod))
+        .map(|pdb| key_of(pdb))
+        .collect()
+}
+
+/// Registers the disruption controller's handlers and starts its workers.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let pdbs = ctx.informers.get(catalog::of(Kind::PodDisruptionBudget));
+    let pods = ctx.informers.get(catalog::of(Kind::Pod));
+    let rss = ctx.informers.get(catalog::of(Kind::ReplicaSet));
+    let deployments = ctx.informers.get(catalog::of(Kind::Deployment));
+    let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
+    let queue = Queue::new();
+    pdbs.on_change({
+        let queue = queue.clone();
+        move |change| queue.add(key_of(change.object()))
+    });
+    pods.on_change({
+        let queue = queue.clone();
+        let pdbs = pdbs.clone();
+        move |change| {
+            let mut keys: BTreeMap<String, ()> = BTreeMap::new();
+            if let Change::Updated { old, .. } = change {
+                keys.extend(budgets_of(&pdbs, old).into_iter().map(|k| (k, ())));
+            }
+            keys.extend(
+                budgets_of(&pdbs, change.object())
+                    .into_iter()
+                    .map(|k| (k, ())),
+            );
+            for key in keys.into_keys() {
+                queue.add(key);
+            }
+        }
+    });
+    let controller = Controller {
+        client: ctx.client.clone(),
+        pdbs,
+        pods,
+        rss,
+        deployments,
+        rcs,
+        recorder: ctx.recorder("controllermanager"),
+    };
+    sup.spawn("disruption", move |cancel| {
+        let (c, queue) = (controller.clone(), queue.clone());
+        async move {
+            let caches = [&c.pdbs, &c.pods, &c.rss, &c.deployments, &c.rcs];
+            if !super::synced(&caches, &cancel).await {
+                return;
+            }
+            super::run("disruption", queue, WORKERS, cancel, move |key| {
+                let c = c.clone();
+                async move { c.reconcile(key).await }
+            })
+            .await;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ready: bool) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+               "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[test]
+    fn evicted_and_deleting_pods_are_not_healthy() {
+        let mut deleting = pod("c", true);
+        deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        let pods = [pod("a", true), pod("b", true), deleting, pod("d", false)];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let pdb = json!({"status": {"disruptedPods": {
+            "b": crate::types::now(),
+            "a": "2020-01-01T00:00:00Z",
+            "gone": crate::types::now(),
+        }}});
+        let (disrupted, recheck) = disrupted_pods(&pdb, &refs);
+        // a's eviction expired, gone is gone: only b is still being waited for.
+        assert_eq!(disrupted.keys().collect::<Vec<_>>(), ["b"]);
+        assert!(recheck.is_some_and(|d| d <= DELETION_TIMEOUT));
+        assert_eq!(current_healthy(&refs, &disrupted), 1);
+    }
+
+    #[test]
+    fn disruptions_allowed_never_go_below_zero_nor_above_zero_with_nothing_expected() {
+        assert_eq!(disruptions_allowed(3, 2, 3), 1);
+        assert_eq!(disruptions_allowed(1, 2, 3), 0);
+        assert_eq!(disruptions_allowed(3, 0, 0), 0);
+    }
+}
