@@ -12,6 +12,7 @@
 pub mod apiservice;
 pub mod claim;
 pub mod crdcleanup;
+pub mod cronjob;
 pub mod custom;
 pub mod daemonset;
 pub mod deployer;
@@ -113,6 +114,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
     apiservice::start(ctx, sup);
     crdcleanup::start(ctx, sup);
+    cronjob::start(ctx, sup);
     daemonset::start(ctx, sup);
     disruption::start(ctx, sup);
     deployment::start(ctx, sup);

@@ -59,6 +59,17 @@ impl Strategy for Job {
                 }
             }
         }
+        // A Job without labels of its own carries its template's (`SetDefaults_Job`).
+        let template_labels = obj.pointer("/spec/template/metadata/labels").cloned();
+        if let (Some(tl), Some(meta)) = (template_labels, obj.get_mut("metadata")) {
+            let empty = meta
+                .get("labels")
+                .and_then(Value::as_object)
+                .is_none_or(|m| m.is_empty());
+            if empty && tl.as_object().is_some_and(|m| !m.is_empty()) {
+                meta["labels"] = tl;
+            }
+        }
     }
 
     fn prepare_create(&self, obj: &mut Value) {

@@ -819,10 +819,13 @@ fn cron_job_cells(v: &Value) -> Vec<Value> {
         json!(s(v, "/metadata/name")),
         json!(s(v, "/spec/schedule")),
         json!(or_none(s(v, "/spec/timeZone"))),
+        // kubectl's printBoolPtr.
         json!(
-            v.pointer("/spec/suspend")
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
+            if v.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+                "True"
+            } else {
+                "False"
+            }
         ),
         json!(count(v, "/status/active")),
         json!(last),

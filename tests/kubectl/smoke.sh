@@ -3,8 +3,9 @@
 # invalid object showing the server's message, the controllers at work (an RC's pods,
 # service accounts, cascading and namespace deletion) and a pod running on this machine
 # (logs, exec, exec -it and attach -it through a terminal), and the generators that send
-# protobuf bodies (create configmap|secret|namespace|serviceaccount|pdb, debug, drain),
-# DaemonSets and a drain through the eviction API that a disruption budget stops.
+# protobuf bodies (create configmap|secret|namespace|serviceaccount|pdb|job|cronjob,
+# debug, drain), Jobs and CronJobs, DaemonSets and a drain through the eviction API that
+# a disruption budget stops.
 # Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -409,6 +410,19 @@ same "get deploy -o wide" get deploy webd -o wide
 same "describe deploy" describe deploy webd --show-events=false
 same "rollout history deploy" rollout history deploy/webd
 check "berth rollout status deploy" 'deployment "webd" successfully rolled out' "$berth" rollout status deploy/webd
+# Jobs and CronJobs: a Job run to completion, a CronJob's table, a manual run of it.
+check "create job (sent in protobuf)" "job.batch/pi created" k create job pi --image=registry.example/busybox -- sh -c 'echo done'
+check "the job completes" "condition met" k wait --for=condition=complete job/pi --timeout=60s
+check "the job's log" "^done$" k logs job/pi
+check "get jobs" "^pi +Complete +1/1 " k get jobs
+check "create cronjob" "cronjob.batch/tick created" k create cronjob tick --image=registry.example/busybox --schedule='*/5 * * * *' -- true
+check "get cronjobs" '^tick +\*/5 \* \* \* \* +<none> +False +0 +<none> ' k get cronjobs
+check "create job --from=cronjob" "job.batch/tick-now created" k create job tick-now --from=cronjob/tick
+check "the manual run completes" "condition met" k wait --for=condition=complete job/tick-now --timeout=60s
+check "a schedule that does not parse" 'spec.schedule: Invalid value: "every day"' k create cronjob bad --image=registry.example/busybox --schedule='every day' -- true
+same "get jobs -o wide" get job pi -o wide
+check "delete cronjob" 'cronjob.batch "tick" deleted' k delete cronjob tick
+check "delete job" 'job.batch "pi" deleted' k delete job pi
 # DaemonSets and disruption budgets: a daemon pod on the node and its rollout; a drain
 # through the eviction API that the budget stops short.
 cat >"$work/ds.yaml" <<'YAML'
