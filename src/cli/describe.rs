@@ -1778,8 +1778,12 @@ pub fn replica_set(rs: &Value, pods: &[Value], events: Option<&[Value]>, clock: 
 /// `kubectl describe daemonset`: the node counts of its status and its pods by phase.
 pub fn daemon_set(ds: &Value, pods: &[Value], events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
-    // kubectl names no namespace here.
+    // As current kubectl (1.37) prints it; older ones named no namespace here.
     out.w(0, &format!("Name:\t{}\n", text(ds, "/metadata/name")));
+    out.w(
+        0,
+        &format!("Namespace:\t{}\n", text(ds, "/metadata/namespace")),
+    );
     out.w(0, &format!("Selector:\t{}\n", rs_selector(ds)));
     let node_selector = labels_string(&map_at(ds, "/spec/template/spec/nodeSelector"));
     out.w(

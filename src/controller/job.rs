@@ -482,17 +482,7 @@ impl Controller {
         }
         .run()
         .await?;
-        let uids = |f: &str| -> HashSet<String> {
-            job.pointer(&format!("/status/uncountedTerminatedPods/{f}"))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let uids = |f: &str| -> HashSet<String> { uncounted(&job, f).into_iter().collect() };
         let mut s = Sync {
             uncounted_succeeded: uids("succeeded"),
             uncounted_failed: uids("failed"),
