@@ -1,7 +1,8 @@
 //! Ownership of a controller's children, shared by the controllers that keep objects from a
-//! template (the replication manager's pods, the deployment controller's ReplicaSets): who
-//! controls an object, and claiming — adopting orphans that match the selector, releasing
-//! owned objects that stopped matching (`ControllerRefManager` upstream).
+//! template (the replication manager's pods, the deployment controller's ReplicaSets, the
+//! statefulset controller's pods and revisions): who controls an object, and claiming —
+//! adopting orphans that match the selector, releasing owned objects that stopped matching
+//! (`ControllerRefManager` upstream).
 
 use std::sync::Arc;
 
@@ -84,6 +85,12 @@ impl Claim<'_> {
     /// the children the owner controls. Mirror pods belong to the node that runs their
     /// static pod and are never adopted.
     pub async fn run(&self) -> Result<Vec<Arc<Value>>> {
+        self.run_filtered(|_| true).await
+    }
+
+    /// [`Claim::run`] for children that also pass `member` (a StatefulSet's pods are
+    /// those named after it): the others are neither adopted nor kept.
+    pub async fn run_filtered(&self, member: impl Fn(&Value) -> bool) -> Result<Vec<Arc<Value>>> {
         let owner = self.owner;
         let ns = str_at(owner, "/metadata/namespace");
         let uid = str_at(owner, "/metadata/uid");
@@ -92,7 +99,8 @@ impl Claim<'_> {
         for child in self.children.list_namespace(ns) {
             let matches = self
                 .selector
-                .matches(&labels::map_at(&child, "/metadata/labels"));
+                .matches(&labels::map_at(&child, "/metadata/labels"))
+                && member(&child);
             match controller_ref(&child) {
                 Some(r) if r["uid"] == uid => {
                     if matches {

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
+use super::history::History;
 use super::{Action, Context, Queue, Result, Supervisor};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
@@ -64,21 +65,11 @@ fn is_terminal(pod: &Value) -> bool {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+    crate::types::is_pod_ready(pod)
 }
 
-/// How long until a ready pod is available (`IsPodAvailable`): zero when it is, `None`
-/// when it is not ready.
 fn until_available(pod: &Value, min_ready: i64) -> Option<Duration> {
-    let c = crate::types::condition(pod, "Ready").filter(|c| c["status"] == "True")?;
-    if min_ready <= 0 {
-        return Some(Duration::ZERO);
-    }
-    let age = c["lastTransitionTime"]
-        .as_str()
-        .and_then(crate::types::age_seconds)
-        .unwrap_or(0);
-    Some(Duration::from_secs((min_ready - age).max(0) as u64))
+    crate::types::until_pod_available(pod, min_ready)
 }
 
 fn is_available(pod: &Value, min_ready: i64) -> bool {
@@ -201,16 +192,6 @@ pub fn should_run(ds: &Value, node: &Value) -> (bool, bool) {
     }
     let evicting = fit::untolerated_taint(&needs, node, &[taints::NO_EXECUTE]);
     (false, evicting.is_none())
-}
-
-/// The revision data of a DaemonSet: its template as the strategic merge patch that
-/// puts it back (`getPatch`).
-fn revision_data(ds: &Value) -> Value {
-    let mut template = ds["spec"]["template"].clone();
-    if let Some(t) = template.as_object_mut() {
-        t.insert("$patch".into(), json!("replace"));
-    }
-    json!({"spec": {"template": template}})
 }
 
 /// The update strategy's bounds for `desired` nodes (`updatedDesiredNodeCounts`).
@@ -504,7 +485,8 @@ impl Controller {
             return Ok(Action::Done);
         }
         let nodes = self.nodes.list();
-        let (cur, old) = self.history(&mut ds, &selector).await?;
+        let revs = self.history().list(&ds, &selector).await?;
+        let (cur, old) = self.history().record(&mut ds, revs).await?;
         let hash = hash_of(&cur).to_string();
         let pods = self.claim_pods(&ds, &selector).await?;
         let mut next = None;
@@ -713,144 +695,14 @@ impl Controller {
         Ok(())
     }
 
-    /// The revision of the current template, made or renumbered when needed, and the
-    /// old ones (`constructHistory`).
-    async fn history(
-        &self,
-        ds: &mut Value,
-        selector: &labels::Selector,
-    ) -> Result<(Value, Vec<Value>)> {
-        let owned = Claim {
+    fn history(&self) -> History<'_> {
+        History {
             client: &self.client,
             kind: DAEMON_SETS,
             owners: self.daemon_sets.resource(),
-            children: &self.revisions,
-            owner: ds,
-            selector,
-        }
-        .run()
-        .await?;
-        let data = revision_data(ds);
-        let res = self.revisions.resource();
-        let mut current = Vec::new();
-        let mut old = Vec::new();
-        for rev in owned {
-            let mut rev = (*rev).clone();
-            if hash_of(&rev).is_empty() {
-                let rev_name = name(&rev).to_string();
-                if !rev["metadata"]["labels"].is_object() {
-                    rev["metadata"]["labels"] = json!({});
-                }
-                rev["metadata"]["labels"][HASH_LABEL] = json!(rev_name);
-                rev = self.client.update(res, &rev).await?;
-            }
-            if rev["data"] == data {
-                current.push(rev);
-            } else {
-                old.push(rev);
-            }
-        }
-        let next = old
-            .iter()
-            .map(|r| int_at(r, "/revision"))
-            .max()
-            .unwrap_or(0)
-            + 1;
-        current.sort_by_key(|r| std::cmp::Reverse(int_at(r, "/revision")));
-        let mut current = current.into_iter();
-        let cur = match current.next() {
-            None => self.snapshot(ds, next).await?,
-            Some(mut cur) => {
-                // Duplicates of the current revision go (`dedupCurHistories`).
-                for dup in current {
-                    self.delete_revision(&dup).await?;
-                }
-                if int_at(&cur, "/revision") < next {
-                    cur["revision"] = json!(next);
-                    cur = self.client.update(res, &cur).await?;
-                }
-                cur
-            }
-        };
-        Ok((cur, old))
-    }
-
-    /// Makes the revision of the current template (`snapshot`); a name taken by another
-    /// template bumps the collision count.
-    async fn snapshot(&self, ds: &mut Value, revision: i64) -> Result<Value> {
-        let collisions = ds
-            .pointer("/status/collisionCount")
-            .and_then(Value::as_u64)
-            .map(|c| c as u32);
-        let hash = super::deployment::template_hash(&ds["spec"]["template"], collisions);
-        let rev_name = format!("{}-{hash}", name(ds));
-        let mut labels = ds
-            .pointer("/spec/template/metadata/labels")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        labels[HASH_LABEL] = json!(hash);
-        let mut metadata = json!({
-            "name": rev_name,
-            "namespace": str_at(ds, "/metadata/namespace"),
-            "labels": labels,
-            "ownerReferences": [DAEMON_SETS.controlled_by(ds)],
-        });
-        if let Some(a) = ds.pointer("/metadata/annotations") {
-            metadata["annotations"] = a.clone();
-        }
-        let rev = json!({
-            "apiVersion": "apps/v1",
-            "kind": "ControllerRevision",
-            "metadata": metadata,
-            "data": revision_data(ds),
-            "revision": revision,
-        });
-        let ns = str_at(ds, "/metadata/namespace").to_string();
-        let res = self.revisions.resource();
-        match self.client.create(res, Some(&ns), &rev).await {
-            Ok(made) => Ok(made),
-            Err(e) if e.is_already_exists() => {
-                let existing = self.client.get(res, Some(&ns), &rev_name).await?;
-                if existing["data"] == revision_data(ds) {
-                    return Ok(existing);
-                }
-                let mut live = self
-                    .client
-                    .get(self.daemon_sets.resource(), Some(&ns), name(ds))
-                    .await?;
-                if live.pointer("/status/collisionCount") == ds.pointer("/status/collisionCount") {
-                    live["status"]["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
-                    *ds = self
-                        .client
-                        .update_status(self.daemon_sets.resource(), &live)
-                        .await?;
-                }
-                Err(super::Error::Other(format!(
-                    "controller revision {rev_name:?} exists with another template: hashing again"
-                )))
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    async fn delete_revision(&self, rev: &Value) -> Result<()> {
-        let params = DeleteParams {
-            uid: Some(str_at(rev, "/metadata/uid").to_string()),
-            ..DeleteParams::default()
-        };
-        match self
-            .client
-            .delete(
-                self.revisions.resource(),
-                Some(str_at(rev, "/metadata/namespace")),
-                name(rev),
-                &params,
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
-            Err(e) => Err(e.into()),
+            revisions: &self.revisions,
+            hash_label: HASH_LABEL,
+            annotations: true,
         }
     }
 
@@ -861,24 +713,10 @@ impl Controller {
             .pointer("/spec/revisionHistoryLimit")
             .and_then(Value::as_i64)
             .unwrap_or(10);
-        let mut extra = old.len() as i64 - limit;
-        if extra <= 0 {
-            return Ok(());
-        }
         let live: Vec<&str> = pods.iter().map(hash_of).collect();
-        let mut old: Vec<&Value> = old.iter().collect();
-        old.sort_by_key(|r| int_at(r, "/revision"));
-        for rev in old {
-            if extra <= 0 {
-                break;
-            }
-            if live.contains(&hash_of(rev)) {
-                continue;
-            }
-            self.delete_revision(rev).await?;
-            extra -= 1;
-        }
-        Ok(())
+        self.history()
+            .truncate(limit, old, |rev| live.contains(&hash_of(rev)))
+            .await
     }
 
     /// Writes the status from the nodes and their pods (`updateDaemonSetStatus`); returns

@@ -118,14 +118,10 @@ fn without_hash(template: &Value) -> Value {
 /// The `pod-template-hash` of a template: FNV-1a over its canonical JSON (and the
 /// collision count), spelled with the alphabet of upstream's `SafeEncodeString`.
 pub fn template_hash(template: &Value, collisions: Option<u32>) -> String {
-    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let json = serde_json::to_vec(template).unwrap_or_default();
     let count = collisions.map(u32::to_le_bytes);
     let h = crate::types::fnv1a32(&[&json, count.as_ref().map_or(&[][..], |c| &c[..])]);
-    h.to_string()
-        .bytes()
-        .map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char)
-        .collect()
+    crate::types::safe_encode(&h.to_string())
 }
 
 /// How far a Deployment may go over and under its replicas (`ResolveFenceposts`).

@@ -34,7 +34,7 @@ fn int_at(obj: &Value, pointer: &str) -> i64 {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+    crate::types::is_pod_ready(pod)
 }
 
 /// Seconds since a timestamp, if it parses.

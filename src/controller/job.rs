@@ -74,7 +74,7 @@ fn phase(pod: &Value) -> &str {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+    crate::types::is_pod_ready(pod)
 }
 
 fn is_active(pod: &Value) -> bool {

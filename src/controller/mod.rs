@@ -22,6 +22,7 @@ pub mod disruption;
 pub mod eventttl;
 pub mod expectations;
 pub mod gc;
+pub mod history;
 pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
@@ -29,6 +30,7 @@ pub mod queue;
 pub mod replication;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod statefulset;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -126,6 +128,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     replication::start(ctx, sup);
     scheduler::start(ctx, sup);
     serviceaccount::start(ctx, sup);
+    statefulset::start(ctx, sup);
     let definitions = ctx
         .informers
         .metadata(catalog::of(Kind::CustomResourceDefinition));

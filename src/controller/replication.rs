@@ -93,7 +93,7 @@ fn is_active(pod: &Value) -> bool {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    crate::types::condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+    crate::types::is_pod_ready(pod)
 }
 
 /// How long `pod` has been ready, if it is.

@@ -137,6 +137,7 @@ struct Scheduler {
     ctx: Context,
     pods: Informer,
     nodes: Informer,
+    claims: Informer,
     recorder: Recorder,
     book: Arc<Book>,
 }
@@ -147,6 +148,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         ctx: ctx.clone(),
         pods: ctx.informers.get(catalog::of(Kind::Pod)),
         nodes: ctx.informers.get(catalog::of(Kind::Node)),
+        claims: ctx.informers.get(catalog::of(Kind::PersistentVolumeClaim)),
         recorder: ctx.recorder(NAME),
         book: Arc::default(),
     });
@@ -158,11 +160,24 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let book = s.book.clone();
         move |c| book.node_changed(c)
     });
+    // A claim made, bound or gone may be what a waiting pod needs.
+    s.claims.on_change({
+        let book = s.book.clone();
+        move |c| {
+            let matters = match c {
+                Change::Updated { old, new } => old.get("status") != new.get("status"),
+                _ => true,
+            };
+            if matters {
+                book.retry_unschedulable();
+            }
+        }
+    });
     sup.spawn("scheduler", move |cancel| {
         let s = s.clone();
         async move {
             // Placing pods before both caches are full would undercount what nodes hold.
-            if !super::synced(&[&s.pods, &s.nodes], &cancel).await {
+            if !super::synced(&[&s.pods, &s.nodes, &s.claims], &cancel).await {
                 return;
             }
             let queue = s.book.queue.clone();
@@ -285,6 +300,12 @@ impl Scheduler {
                 return self.unschedulable(&pod, key, &message).await;
             }
         };
+        if let Some(problem) = self.claim_problem(&pod) {
+            self.book.state().unschedulable.insert(key.to_string());
+            let nodes = self.nodes.list().len();
+            let message = format!("0/{nodes} nodes are available: {problem}.");
+            return self.unschedulable(&pod, key, &message).await;
+        }
         let decision = {
             // Choosing and assuming under one lock, so two workers never book the same
             // room; the nodes are read under it too, so a node change after the read finds
@@ -298,6 +319,32 @@ impl Scheduler {
             Decision::Bind(node) => self.bind(&pod, key, &node).await,
             Decision::Unfit(message) => self.unschedulable(&pod, key, &message).await,
         }
+    }
+
+    /// Why the pod's claims keep it from any node (the volume binding filter): a claim
+    /// that does not exist, is being deleted, or is bound to no volume (nothing
+    /// provisions volumes yet, so every claim binds immediately or never).
+    fn claim_problem(&self, pod: &Value) -> Option<String> {
+        let ns = str_at(pod, "/metadata/namespace");
+        let mut unbound = false;
+        for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
+            let Some(claim_name) = v
+                .pointer("/persistentVolumeClaim/claimName")
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let Some(claim) = self.claims.get(&format!("{ns}/{claim_name}")) else {
+                return Some(format!("persistentvolumeclaim {claim_name:?} not found"));
+            };
+            if claim.pointer("/metadata/deletionTimestamp").is_some() {
+                return Some(format!(
+                    "persistentvolumeclaim {claim_name:?} is being deleted"
+                ));
+            }
+            unbound |= str_at(&claim, "/status/phase") != "Bound";
+        }
+        unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
     }
 
     async fn bind(&self, pod: &Value, key: &str, node: &str) -> Result<Action> {

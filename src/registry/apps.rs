@@ -1,6 +1,6 @@
 //! The apps/v1 kinds' rules: defaults and validation as kube-apiserver's (apps/v1
-//! `SetDefaults_*`, `ValidateReplicaSet*`, `ValidateDeployment*`), and the label selector
-//! rules the workload kinds share.
+//! `SetDefaults_*`, `ValidateReplicaSet*`, `ValidateDeployment*`, `ValidateStatefulSet*`),
+//! and the label selector rules the workload kinds share.
 
 use serde_json::{Value, json};
 
@@ -185,6 +185,207 @@ fn validate_deployment_strategy(strategy: Option<&Value>, causes: &mut Vec<Cause
             "spec.strategy.type",
             other,
             &["Recreate", "RollingUpdate"],
+        )),
+    }
+}
+
+/// apps/v1 StatefulSet: the statefulset controller keeps its pods, one per ordinal, with
+/// their claims (`SetDefaults_StatefulSet`, `ValidateStatefulSet*`).
+pub struct StatefulSet;
+
+/// The fields of a StatefulSet's spec that an update may change (`ValidateStatefulSetUpdate`).
+const STATEFUL_SET_MUTABLE: [&str; 7] = [
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "revisionHistoryLimit",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+];
+
+impl Strategy for StatefulSet {
+    fn default(&self, obj: &mut Value) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        spec.entry("podManagementPolicy")
+            .or_insert_with(|| json!("OrderedReady"));
+        let st = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+        if let Some(st) = st.as_object_mut() {
+            if st.get("type").is_none_or(|t| t == "") {
+                st.insert("type".into(), json!("RollingUpdate"));
+                st.entry("rollingUpdate").or_insert_with(|| json!({}));
+            }
+            if st["type"] == "RollingUpdate" {
+                if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                    ru.entry("partition").or_insert_with(|| json!(0));
+                }
+            }
+        }
+        let policy = spec
+            .entry("persistentVolumeClaimRetentionPolicy")
+            .or_insert_with(|| json!({}));
+        if let Some(p) = policy.as_object_mut() {
+            for f in ["whenDeleted", "whenScaled"] {
+                if p.get(f).is_none_or(|v| v == "") {
+                    p.insert(f.into(), json!("Retain"));
+                }
+            }
+        }
+        spec.entry("replicas").or_insert_with(|| json!(1));
+        spec.entry("revisionHistoryLimit")
+            .or_insert_with(|| json!(10));
+        if let Some(tspec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+            strategy::default_pod_spec(tspec);
+        }
+        if let Some(claims) = spec
+            .get_mut("volumeClaimTemplates")
+            .and_then(Value::as_array_mut)
+        {
+            for claim in claims {
+                strategy::default_claim(claim);
+            }
+        }
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert(
+                "status".into(),
+                json!({"replicas": 0, "availableReplicas": 0}),
+            );
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate_replicated_as(obj, "statefulset", "StatefulSet", causes);
+        let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
+            return;
+        };
+        if let Some(v) = spec.pointer("/ordinals/start").filter(|v| !v.is_null()) {
+            nonnegative(v, "spec.ordinals.start", causes);
+        }
+        if let Some(v) = spec.get("revisionHistoryLimit").filter(|v| !v.is_null()) {
+            nonnegative(v, "spec.revisionHistoryLimit", causes);
+        }
+        if let Some(name) = spec["serviceName"].as_str().filter(|n| !n.is_empty()) {
+            for e in crate::types::names::dns1035_label(name) {
+                causes.push(Cause::invalid("spec.serviceName", &json!(name), &e));
+            }
+        }
+        match spec["podManagementPolicy"].as_str().unwrap_or("") {
+            "OrderedReady" | "Parallel" => {}
+            "" => causes.push(Cause::required("spec.podManagementPolicy")),
+            other => causes.push(Cause::invalid(
+                "spec.podManagementPolicy",
+                &json!(other),
+                "must be 'OrderedReady' or 'Parallel'",
+            )),
+        }
+        validate_stateful_set_strategy(&spec["updateStrategy"], causes);
+        let policy = &spec["persistentVolumeClaimRetentionPolicy"];
+        for f in ["whenDeleted", "whenScaled"] {
+            match policy[f].as_str() {
+                None | Some("Retain" | "Delete") => {}
+                Some(other) => causes.push(Cause::not_supported(
+                    &format!("spec.persistentVolumeClaimRetentionPolicy.{f}"),
+                    other,
+                    &["Retain", "Delete"],
+                )),
+            }
+        }
+        let claims = spec["volumeClaimTemplates"].as_array();
+        for (i, claim) in claims.into_iter().flatten().enumerate() {
+            let at = format!("spec.volumeClaimTemplates[{i}]");
+            match claim.pointer("/metadata/name").and_then(Value::as_str) {
+                None | Some("") => causes.push(Cause::required(&format!("{at}.metadata.name"))),
+                Some(name) => {
+                    for e in crate::types::names::dns1123_subdomain(name) {
+                        causes.push(Cause::invalid(
+                            &format!("{at}.metadata.name"),
+                            &json!(name),
+                            &e,
+                        ));
+                    }
+                }
+            }
+            strategy::validate_claim_spec(&claim["spec"], &format!("{at}.spec"), causes);
+        }
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
+        if part == Part::Status {
+            return;
+        }
+        let rest = |obj: &Value| -> Value {
+            let mut spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
+            if let Some(m) = spec.as_object_mut() {
+                for f in STATEFUL_SET_MUTABLE {
+                    m.remove(f);
+                }
+            }
+            spec
+        };
+        if rest(old) != rest(new) {
+            causes.push(Cause::forbidden(
+                "spec",
+                "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+            ));
+        }
+    }
+
+    fn scale(&self, obj: &Value) -> Scale {
+        ReplicaSet.scale(obj)
+    }
+}
+
+/// The update strategy's rules (`ValidateStatefulSetSpec`, `validateRollingUpdateStatefulSet`).
+fn validate_stateful_set_strategy(st: &Value, causes: &mut Vec<Cause>) {
+    let rolling = st.get("rollingUpdate").filter(|r| !r.is_null());
+    match st["type"].as_str().unwrap_or("") {
+        "RollingUpdate" => {
+            let Some(ru) = rolling else {
+                return;
+            };
+            if let Some(p) = ru.get("partition").filter(|v| !v.is_null()) {
+                nonnegative(p, "spec.updateStrategy.rollingUpdate.partition", causes);
+            }
+            let at = "spec.updateStrategy.rollingUpdate.maxUnavailable";
+            if let Some(v) = ru.get("maxUnavailable").filter(|v| !v.is_null()) {
+                match crate::types::int_or_percent(v) {
+                    None => causes.push(Cause::invalid(
+                        at,
+                        v,
+                        "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+                    )),
+                    Some((n, pct)) => {
+                        if n < 0 {
+                            causes.push(Cause::invalid(at, v, "must be greater than or equal to 0"));
+                        }
+                        if n == 0 {
+                            causes.push(Cause::invalid(at, v, "cannot be 0"));
+                        }
+                        if pct && n > 100 {
+                            causes.push(Cause::invalid(at, v, "must not be greater than 100%"));
+                        }
+                    }
+                }
+            }
+        }
+        "OnDelete" => {
+            if let Some(ru) = rolling {
+                causes.push(Cause::invalid(
+                    "spec.updateStrategy.rollingUpdate",
+                    ru,
+                    "only allowed for updateStrategy 'RollingUpdate'",
+                ));
+            }
+        }
+        _ => causes.push(Cause::invalid(
+            "spec.updateStrategy",
+            st,
+            "must be 'RollingUpdate' or 'OnDelete'",
         )),
     }
 }
@@ -412,6 +613,12 @@ pub fn selector_string(selector: Option<&Value>) -> String {
 /// The rules of a spec that keeps replicas of a pod template by a LabelSelector
 /// (`ValidateReplicaSetSpec`).
 fn validate_replicated(obj: &Value, causes: &mut Vec<Cause>) {
+    validate_replicated_as(obj, "deployment", "ReplicaSet", causes);
+}
+
+/// [`validate_replicated`] in the words of one kind: `selecting` names it in the empty
+/// selector's message, `deadline` in the activeDeadlineSeconds one.
+fn validate_replicated_as(obj: &Value, selecting: &str, deadline: &str, causes: &mut Vec<Cause>) {
     let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
         causes.push(Cause::required("spec"));
         return;
@@ -440,7 +647,7 @@ fn validate_replicated(obj: &Value, causes: &mut Vec<Cause>) {
                 causes.push(Cause::invalid(
                     "spec.selector",
                     sel,
-                    "empty selector is invalid for deployment",
+                    &format!("empty selector is invalid for {selecting}"),
                 ));
             }
             labels::Selector::from_label_selector(sel).ok()
@@ -478,7 +685,7 @@ fn validate_replicated(obj: &Value, causes: &mut Vec<Cause>) {
             {
                 causes.push(Cause::forbidden(
                     "spec.template.spec.activeDeadlineSeconds",
-                    "activeDeadlineSeconds in ReplicaSet is not Supported",
+                    &format!("activeDeadlineSeconds in {deadline} is not Supported"),
                 ));
             }
         }

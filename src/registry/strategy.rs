@@ -434,6 +434,99 @@ impl Strategy for PodTemplate {
     }
 }
 
+/// core/v1 PersistentVolumeClaim: stored and shown; nothing provisions or binds volumes
+/// yet, so a claim stays `Pending` (`SetDefaults_PersistentVolumeClaim*`,
+/// `ValidatePersistentVolumeClaim*`).
+pub struct PersistentVolumeClaim;
+impl Strategy for PersistentVolumeClaim {
+    fn default(&self, obj: &mut Value) {
+        default_claim(obj);
+    }
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"phase": "Pending"}));
+        }
+    }
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        validate_claim_spec(&obj["spec"], "spec", causes);
+    }
+    fn validate_update(&self, old: &Value, new: &Value, part: Part, causes: &mut Vec<Cause>) {
+        if part == Part::Status {
+            return;
+        }
+        let rest = |obj: &Value| {
+            let mut spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
+            if let Some(m) = spec.as_object_mut() {
+                m.remove("volumeAttributesClassName");
+                if let Some(r) = m.get_mut("resources").and_then(Value::as_object_mut) {
+                    r.remove("requests");
+                }
+            }
+            spec
+        };
+        if rest(old) != rest(new) {
+            causes.push(Cause::forbidden(
+                "spec",
+                "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+            ));
+        }
+    }
+}
+
+/// A claim's defaults, alone or as a StatefulSet's template: `Filesystem` volumes, a
+/// `Pending` phase.
+pub(super) fn default_claim(claim: &mut Value) {
+    if let Some(spec) = claim.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.entry("volumeMode")
+            .or_insert_with(|| json!("Filesystem"));
+    }
+    if let Some(m) = claim.as_object_mut() {
+        let status = m.entry("status").or_insert_with(|| json!({}));
+        if let Some(st) = status.as_object_mut() {
+            st.entry("phase").or_insert_with(|| json!("Pending"));
+        }
+    }
+}
+
+/// A claim's spec (`ValidatePersistentVolumeClaimSpec`): access modes, a storage request
+/// and the volume mode.
+pub(super) fn validate_claim_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    const MODES: [&str; 4] = [
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOnce",
+        "ReadWriteOncePod",
+    ];
+    let modes = spec["accessModes"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if modes.is_empty() {
+        causes.push(Cause::required_with(
+            &format!("{path}.accessModes"),
+            "at least 1 access mode is required",
+        ));
+    }
+    for m in modes {
+        let mode = m.as_str().unwrap_or("");
+        if !MODES.contains(&mode) {
+            causes.push(Cause::not_supported(
+                &format!("{path}.accessModes"),
+                mode,
+                &MODES,
+            ));
+        }
+    }
+    if spec.pointer("/resources/requests/storage").is_none() {
+        causes.push(Cause::required(&format!("{path}.resources[storage]")));
+    }
+    one_of(
+        causes,
+        &spec["volumeMode"],
+        &format!("{path}.volumeMode"),
+        &["Block", "Filesystem"],
+    );
+}
+
 pub struct ConfigMap;
 impl Strategy for ConfigMap {
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {

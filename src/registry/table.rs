@@ -52,6 +52,8 @@ printers! {
     CONTROLLER_REVISION: controller_revision_columns, controller_revision_cells;
     JOB: job_columns, job_cells;
     CRON_JOB: cron_job_columns, cron_job_cells;
+    STATEFUL_SET: stateful_set_columns, stateful_set_cells;
+    PERSISTENT_VOLUME_CLAIM: claim_columns, claim_cells;
     NAMESPACE: namespace_columns, namespace_cells;
     NODE: node_columns, node_cells;
     EVENT: event_columns, event_cells;
@@ -503,6 +505,127 @@ fn controller_revision_cells(v: &Value) -> Vec<Value> {
         json!(controller),
         json!(v["revision"].as_i64().unwrap_or(0)),
         json!(age(v, "/metadata/creationTimestamp")),
+    ]
+}
+
+fn stateful_set_columns() -> Vec<Column> {
+    vec![
+        col("Name", 0, "Name must be unique within a namespace."),
+        col("Ready", 0, "Number of the pod with ready state"),
+        col("Age", 0, "The time since the object was created."),
+        col("Containers", 1, "Names of each container in the template."),
+        col(
+            "Images",
+            1,
+            "Images referenced by each container in the template.",
+        ),
+    ]
+}
+
+fn stateful_set_cells(v: &Value) -> Vec<Value> {
+    let n = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let join = |f: &str| container_fields(v, "/spec/template/spec/containers", f);
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(format!(
+            "{}/{}",
+            n("/status/readyReplicas"),
+            n("/spec/replicas")
+        )),
+        json!(age(v, "/metadata/creationTimestamp")),
+        json!(join("name")),
+        json!(join("image")),
+    ]
+}
+
+fn claim_columns() -> Vec<Column> {
+    vec![
+        col("Name", 0, "Name must be unique within a namespace."),
+        col(
+            "Status",
+            0,
+            "phase represents the current phase of PersistentVolumeClaim.",
+        ),
+        col(
+            "Volume",
+            0,
+            "volumeName is the binding reference to the PersistentVolume backing this claim.",
+        ),
+        col(
+            "Capacity",
+            0,
+            "capacity represents the actual resources of the underlying volume.",
+        ),
+        col(
+            "Access Modes",
+            0,
+            "accessModes contains the actual access modes the volume backing the PVC has.",
+        ),
+        col("StorageClass", 0, "StorageClass of the pvc"),
+        col(
+            "VolumeAttributesClass",
+            0,
+            "VolumeAttributesClass of the pvc",
+        ),
+        col("Age", 0, "The time since the object was created."),
+        col(
+            "VolumeMode",
+            1,
+            "volumeMode defines what type of volume is required by the claim.",
+        ),
+    ]
+}
+
+/// kubectl's printer: the capacity only of a bound claim, the access modes short.
+fn claim_cells(v: &Value) -> Vec<Value> {
+    let phase = if v.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating".to_string()
+    } else {
+        s(v, "/status/phase")
+    };
+    let volume = s(v, "/spec/volumeName");
+    let capacity = if volume.is_empty() {
+        String::new()
+    } else {
+        s(v, "/status/capacity/storage")
+    };
+    let modes: Vec<&str> = v
+        .pointer("/status/accessModes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| match m.as_str()? {
+            "ReadWriteOnce" => Some("RWO"),
+            "ReadOnlyMany" => Some("ROX"),
+            "ReadWriteMany" => Some("RWX"),
+            "ReadWriteOncePod" => Some("RWOP"),
+            _ => None,
+        })
+        .collect();
+    let class = v
+        .pointer("/spec/storageClassName")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            v.pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("");
+    let unset = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("<unset>")
+            .to_string()
+    };
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(phase),
+        json!(volume),
+        json!(capacity),
+        json!(modes.join(",")),
+        json!(class),
+        json!(unset("/spec/volumeAttributesClassName")),
+        json!(age(v, "/metadata/creationTimestamp")),
+        json!(unset("/spec/volumeMode")),
     ]
 }
 

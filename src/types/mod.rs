@@ -37,6 +37,27 @@ pub fn condition<'a>(obj: &'a serde_json::Value, kind: &str) -> Option<&'a serde
         .find(|c| c["type"] == kind)
 }
 
+/// Whether a pod's `Ready` condition is `True` (`IsPodReady`).
+pub fn is_pod_ready(pod: &serde_json::Value) -> bool {
+    condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+/// How long until a ready pod is available after `min_ready` seconds of readiness
+/// (`IsPodAvailable`): zero when it is, `None` when it is not ready.
+pub fn until_pod_available(pod: &serde_json::Value, min_ready: i64) -> Option<std::time::Duration> {
+    let c = condition(pod, "Ready").filter(|c| c["status"] == "True")?;
+    if min_ready <= 0 {
+        return Some(std::time::Duration::ZERO);
+    }
+    let age = c["lastTransitionTime"]
+        .as_str()
+        .and_then(age_seconds)
+        .unwrap_or(0);
+    Some(std::time::Duration::from_secs(
+        (min_ready - age).max(0) as u64
+    ))
+}
+
 /// Sets a condition in `obj.status.conditions` (replacing the one of the same type).
 /// `lastTransitionTime` moves only when the status changes; returns whether anything did.
 pub fn set_condition(obj: &mut serde_json::Value, mut cond: serde_json::Value) -> bool {
@@ -102,6 +123,15 @@ pub fn fnv1a32(parts: &[&[u8]]) -> u32 {
         .fold(0x811c_9dc5_u32, |h, b| {
             (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
         })
+}
+
+/// A string spelled with the alphabet of upstream's `rand.SafeEncodeString` (no vowels, no
+/// look-alike digits), as the workload controllers name what they hash.
+pub fn safe_encode(s: &str) -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    s.bytes()
+        .map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char)
+        .collect()
 }
 
 /// The label the workload controllers add to their sets' pod templates and selectors.

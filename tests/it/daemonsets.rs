@@ -173,7 +173,7 @@ async fn set_image(s: &TestServer, ds: &str, image: &str) {
     assert_eq!(code, 200, "{out}");
 }
 
-async fn event_messages(s: &TestServer, ds: &str) -> Vec<String> {
+pub async fn event_messages(s: &TestServer, ds: &str) -> Vec<String> {
     let (_, list) = s
         .get(&format!(
             "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{ds}"

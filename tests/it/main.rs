@@ -33,6 +33,7 @@ mod rollout;
 mod rollout_more;
 mod runtime;
 mod scheduling;
+mod statefulsets;
 mod static_pods;
 mod status;
 mod store_concurrency;
