@@ -1841,6 +1841,115 @@ pub fn daemon_set(ds: &Value, pods: &[Value], events: Option<&[Value]>, clock: &
     out.finish(Layout::DESCRIBE)
 }
 
+/// `kubectl describe statefulset`: its replicas, update strategy, pods by phase, pod
+/// template and claim templates.
+pub fn stateful_set(
+    sts: &Value,
+    pods: &[Value],
+    events: Option<&[Value]>,
+    clock: &Clock,
+) -> String {
+    let mut out = Out::default();
+    name_and_namespace(&mut out, sts);
+    out.w(
+        0,
+        &format!(
+            "CreationTimestamp:\t{}\n",
+            clock.rfc1123z(opt_text(sts, "/metadata/creationTimestamp"))
+        ),
+    );
+    out.w(0, &format!("Selector:\t{}\n", rs_selector(sts)));
+    labels_multiline_simple(&mut out, "Labels", &map_at(sts, "/metadata/labels"));
+    annotations_multiline(
+        &mut out,
+        "Annotations",
+        &map_at(sts, "/metadata/annotations"),
+    );
+    out.w(
+        0,
+        &format!(
+            "Replicas:\t{} desired | {} total\n",
+            int(sts, "/spec/replicas").unwrap_or(1),
+            int(sts, "/status/replicas").unwrap_or(0)
+        ),
+    );
+    out.w(
+        0,
+        &format!(
+            "Update Strategy:\t{}\n",
+            text(sts, "/spec/updateStrategy/type")
+        ),
+    );
+    if let Some(partition) = int(sts, "/spec/updateStrategy/rollingUpdate/partition") {
+        out.w(1, &format!("Partition:\t{partition}\n"));
+        if let Some(v) = sts
+            .pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable")
+            .filter(|v| !v.is_null())
+        {
+            let shown = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            out.w(1, &format!("MaxUnavailable:\t{shown}\n"));
+        }
+    }
+    let uid = text(sts, "/metadata/uid");
+    let owned = pods.iter().filter(|p| controller_uid(p) == Some(uid));
+    let [running, waiting, succeeded, failed] = phase_counts(owned);
+    out.w(
+        0,
+        &format!(
+            "Pods Status:\t{running} Running / {waiting} Waiting / {succeeded} Succeeded / {failed} Failed\n"
+        ),
+    );
+    describe_pod_template(&mut out, &sts["spec"]["template"], clock);
+    let claims = sts
+        .pointer("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .filter(|c| !c.is_empty());
+    match claims {
+        None => out.w(0, "Volume Claims:\t<none>\n"),
+        Some(claims) => {
+            out.w(0, "Volume Claims:\n");
+            for c in claims {
+                out.w(1, &format!("Name:\t{}\n", text(c, "/metadata/name")));
+                let class = c
+                    .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+                    .or_else(|| c.pointer("/spec/storageClassName"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                out.w(1, &format!("StorageClass:\t{class}\n"));
+                labels_multiline(
+                    &mut out,
+                    "  ",
+                    "Labels",
+                    "\t",
+                    &map_at(c, "/metadata/labels"),
+                );
+                labels_multiline(
+                    &mut out,
+                    "  ",
+                    "Annotations",
+                    "\t",
+                    &map_at(c, "/metadata/annotations"),
+                );
+                let capacity =
+                    opt_text(c, "/spec/resources/requests/storage").unwrap_or("<default>");
+                out.w(1, &format!("Capacity:\t{capacity}\n"));
+                let modes: Vec<&str> = c
+                    .pointer("/spec/accessModes")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                out.w(1, &format!("Access Modes:\t[{}]\n", modes.join(" ")));
+            }
+        }
+    }
+    if let Some(events) = events {
+        describe_events(&mut out, events, clock);
+    }
+    out.finish(Layout::DESCRIBE)
+}
+
 /// `kubectl describe poddisruptionbudget`.
 pub fn pod_disruption_budget(pdb: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
@@ -3243,6 +3352,11 @@ async fn describe_object(
             let pods = list_or_empty(conn, Kind::Pod, ns, Some(rs_selector(obj))).await?;
             let events = events(Some("DaemonSet"), uid.to_string()).await;
             daemon_set(obj, &pods, events.as_deref(), clock)
+        }
+        Kind::StatefulSet => {
+            let pods = list_or_empty(conn, Kind::Pod, ns, Some(rs_selector(obj))).await?;
+            let events = events(Some("StatefulSet"), uid.to_string()).await;
+            stateful_set(obj, &pods, events.as_deref(), clock)
         }
         Kind::PodDisruptionBudget => {
             let events = events(Some("PodDisruptionBudget"), uid.to_string()).await;

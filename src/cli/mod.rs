@@ -20,6 +20,7 @@ pub mod print;
 pub mod resource;
 pub mod rollout;
 pub mod rollout_apps;
+pub mod rollout_revisions;
 pub mod tabwriter;
 pub mod wait;
 

@@ -180,6 +180,7 @@ impl Conn {
 /// Runs a rollout verb; returns the exit code.
 pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
     use super::rollout_apps as apps;
+    use super::rollout_revisions::{self as revisions, revisioned};
     let stop = matches!(command, Command::Pause { .. });
     match command {
         Command::Latest {
@@ -196,8 +197,8 @@ pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
         } => {
             let timeout = parse_timeout(&timeout)?;
             let status = async {
-                if let Some(ds) = apps::daemon_set_name(&name) {
-                    return apps::daemon_set_status(conn, ds, watch).await;
+                if let Some((kind, n)) = revisioned(&name) {
+                    return revisions::status(conn, kind, n, watch).await;
                 }
                 match apps::deployment_name(&name) {
                     Some(d) => apps::status(conn, d, revision, watch).await,
@@ -211,26 +212,41 @@ pub async fn run(conn: &Conn, command: Command) -> Result<i32, CliError> {
                 None => status.await,
             }
         }
-        Command::History { name, revision } => match apps::deployment_name(&name) {
-            Some(d) => apps::history(conn, d, revision).await,
-            None => history(conn, dc_name(&name)?, revision).await,
-        },
-        Command::Restart { name } => match apps::deployment_name(&name) {
-            Some(d) => apps::restart(conn, d).await,
-            None => Err(CliError::msg(format!(
-                "berth rollout restart works on deployments (deploy/NAME), not on {name:?}"
-            ))),
-        },
+        Command::History { name, revision } => {
+            if let Some((kind, n)) = revisioned(&name) {
+                return revisions::history(conn, kind, n, revision).await;
+            }
+            match apps::deployment_name(&name) {
+                Some(d) => apps::history(conn, d, revision).await,
+                None => history(conn, dc_name(&name)?, revision).await,
+            }
+        }
+        Command::Restart { name } => {
+            if let Some((kind, n)) = revisioned(&name) {
+                return revisions::restart(conn, kind, n).await;
+            }
+            match apps::deployment_name(&name) {
+                Some(d) => apps::restart(conn, d).await,
+                None => Err(CliError::msg(format!(
+                    "berth rollout restart works on deployments, daemon sets and stateful sets (deploy/NAME, ds/NAME, sts/NAME), not on {name:?}"
+                ))),
+            }
+        }
         Command::Cancel { name } => cancel(conn, dc_name(&name)?).await,
         Command::Retry { name } => retry(conn, dc_name(&name)?).await,
         Command::Pause { name } | Command::Resume { name } => match apps::deployment_name(&name) {
             Some(d) => apps::pause(conn, d, stop).await,
             None => pause(conn, dc_name(&name)?, stop).await,
         },
-        Command::Undo { name, to_revision } => match apps::deployment_name(&name) {
-            Some(d) => apps::undo(conn, d, to_revision).await,
-            None => undo(conn, dc_name(&name)?, to_revision).await,
-        },
+        Command::Undo { name, to_revision } => {
+            if let Some((kind, n)) = revisioned(&name) {
+                return revisions::undo(conn, kind, n, to_revision).await;
+            }
+            match apps::deployment_name(&name) {
+                Some(d) => apps::undo(conn, d, to_revision).await,
+                None => undo(conn, dc_name(&name)?, to_revision).await,
+            }
+        }
     }
 }
 

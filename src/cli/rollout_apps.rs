@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::client::{Kind, ListParams, Patch, Resource, catalog};
+use crate::client::{Kind, Patch, Resource, catalog};
 
 use super::tabwriter::{Layout, align};
 use super::{CliError, Conn, out};
@@ -50,35 +50,7 @@ fn revision_of(rs: &Value) -> i64 {
 
 /// The ReplicaSets the Deployment controls, by revision.
 async fn history_sets(conn: &Conn, d: &Value) -> Result<Vec<Value>, CliError> {
-    let selector = d
-        .pointer("/spec/selector")
-        .map(crate::types::labels::format_label_selector)
-        .unwrap_or_default();
-    let params = ListParams {
-        label_selector: Some(selector),
-        field_selector: None,
-    };
-    let uid = &d["metadata"]["uid"];
-    let mut sets: Vec<Value> = conn
-        .client
-        .list(
-            catalog::of(Kind::ReplicaSet),
-            Some(&conn.namespace),
-            &params,
-        )
-        .await
-        .map_err(|e| conn.error(e))?
-        .items
-        .into_iter()
-        .filter(|rs| {
-            rs["metadata"]["ownerReferences"]
-                .as_array()
-                .is_some_and(|refs| {
-                    refs.iter()
-                        .any(|r| r["controller"] == true && &r["uid"] == uid)
-                })
-        })
-        .collect();
+    let mut sets = super::rollout_revisions::controlled(conn, d, Kind::ReplicaSet).await?;
     sets.sort_by_key(revision_of);
     Ok(sets)
 }
@@ -296,16 +268,7 @@ pub async fn restart(conn: &Conn, name: &str) -> Result<i32, CliError> {
             "can't restart paused deployment (run rollout resume first)",
         ));
     }
-    let now = crate::types::now();
-    let patch = Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {
-        "kubectl.kubernetes.io/restartedAt": now,
-    }}}}}));
-    conn.client
-        .patch(deployments(), Some(&conn.namespace), name, &patch)
-        .await
-        .map_err(|e| conn.error(e))?;
-    out(&format!("{} restarted\n", res(name)));
-    Ok(0)
+    super::rollout_revisions::stamp_restart(conn, deployments(), name, &res(name)).await
 }
 
 #[cfg(test)]
@@ -357,124 +320,5 @@ mod tests {
         assert_eq!(deployment_name("deployment.apps/web"), Some("web"));
         assert_eq!(deployment_name("dc/web"), None);
         assert_eq!(deployment_name("web"), None);
-    }
-}
-
-/// The name of a DaemonSet given as `ds/NAME`, `daemonset/NAME`, ... — `None` for
-/// another kind.
-pub fn daemon_set_name(arg: &str) -> Option<&str> {
-    let (kind, name) = arg.split_once('/')?;
-    matches!(
-        kind,
-        "ds" | "daemonset" | "daemonsets" | "daemonset.apps" | "daemonsets.apps"
-    )
-    .then_some(name)
-    .filter(|n| !n.is_empty())
-}
-
-/// kubectl's daemon set status viewer: a line, and whether the rollout is done.
-fn observe_daemon_set(ds: &Value) -> Result<(String, bool), CliError> {
-    if ds.pointer("/spec/updateStrategy/type") != Some(&json!("RollingUpdate")) {
-        return Err(CliError::msg(
-            "rollout status is only available for RollingUpdate strategy type",
-        ));
-    }
-    let name = ds["metadata"]["name"].as_str().unwrap_or_default();
-    let n = |p: &str| ds.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-    if n("/metadata/generation") > n("/status/observedGeneration") {
-        return Ok((
-            "Waiting for daemon set spec update to be observed...".into(),
-            false,
-        ));
-    }
-    let desired = n("/status/desiredNumberScheduled");
-    let updated = n("/status/updatedNumberScheduled");
-    let available = n("/status/numberAvailable");
-    Ok(if updated < desired {
-        (
-            format!(
-                "Waiting for daemon set {name:?} rollout to finish: {updated} out of {desired} new pods have been updated..."
-            ),
-            false,
-        )
-    } else if available < desired {
-        (
-            format!(
-                "Waiting for daemon set {name:?} rollout to finish: {available} of {desired} updated pods are available..."
-            ),
-            false,
-        )
-    } else {
-        (format!("daemon set {name:?} successfully rolled out"), true)
-    })
-}
-
-/// `rollout status ds/NAME`.
-pub async fn daemon_set_status(conn: &Conn, name: &str, watch: bool) -> Result<i32, CliError> {
-    let res = catalog::of(Kind::DaemonSet);
-    let ds = conn
-        .client
-        .get(res, Some(&conn.namespace), name)
-        .await
-        .map_err(|e| conn.error(e))?;
-    let mut last = String::new();
-    let show = |ds: &Value| -> Option<Result<i32, CliError>> {
-        match observe_daemon_set(ds) {
-            Err(e) => Some(Err(e)),
-            Ok((line, done)) => {
-                if line != last || done {
-                    out(&format!("{line}\n"));
-                    last = line;
-                }
-                (done || !watch).then_some(Ok(0))
-            }
-        }
-    };
-    super::rollout::follow(conn, res, &ds, show).await
-}
-
-#[cfg(test)]
-mod daemon_set_tests {
-    use super::*;
-
-    #[test]
-    fn the_daemon_set_status_lines_are_kubectls() {
-        let ds = |status: Value| {
-            json!({"metadata": {"name": "agent", "generation": 2},
-                   "spec": {"updateStrategy": {"type": "RollingUpdate"}}, "status": status})
-        };
-        let line = |v: Value| observe_daemon_set(&v).unwrap();
-        assert_eq!(
-            line(ds(json!({"observedGeneration": 1}))).0,
-            "Waiting for daemon set spec update to be observed..."
-        );
-        assert_eq!(
-            line(ds(json!({"observedGeneration": 2, "desiredNumberScheduled": 2,
-                           "updatedNumberScheduled": 1}))),
-            (
-                "Waiting for daemon set \"agent\" rollout to finish: 1 out of 2 new pods have been updated...".into(),
-                false
-            )
-        );
-        assert_eq!(
-            line(ds(
-                json!({"observedGeneration": 2, "desiredNumberScheduled": 2,
-                           "updatedNumberScheduled": 2, "numberAvailable": 1})
-            ))
-            .0,
-            "Waiting for daemon set \"agent\" rollout to finish: 1 of 2 updated pods are available..."
-        );
-        assert_eq!(
-            line(ds(
-                json!({"observedGeneration": 2, "desiredNumberScheduled": 2,
-                           "updatedNumberScheduled": 2, "numberAvailable": 2})
-            )),
-            ("daemon set \"agent\" successfully rolled out".into(), true)
-        );
-        let mut on_delete = ds(json!({}));
-        on_delete["spec"]["updateStrategy"]["type"] = json!("OnDelete");
-        assert!(observe_daemon_set(&on_delete).is_err());
-        assert_eq!(daemon_set_name("ds/agent"), Some("agent"));
-        assert_eq!(daemon_set_name("deploy/agent"), None);
     }
 }

@@ -309,6 +309,126 @@ async fn a_rollout_interrupted_by_sigkill_completes_after_the_restart() {
     second.child.wait().unwrap();
 }
 
+const STSS: &str = "/apis/apps/v1/namespaces/default/statefulsets";
+
+/// kill -9 of berth in the middle of a StatefulSet's rolling update: after the restart
+/// the update goes on down the ordinals and completes, one process per ordinal, all of
+/// the new template.
+#[tokio::test]
+async fn a_stateful_set_update_interrupted_by_sigkill_completes_after_the_restart() {
+    async fn status(served: &Served) -> Value {
+        let path = format!("{STSS}/db");
+        served.call(reqwest::Method::GET, &path, None).await.1
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut first = Served::start(&data);
+    let set = |arg: &str| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {
+                "replicas": 3,
+                "serviceName": "db",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {
+                    "metadata": {"labels": {"app": "db"}},
+                    "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+                        {"name": "c", "image": "busybox", "command": ["sleep", arg]}]},
+                },
+            },
+        })
+    };
+    let (code, out) = first
+        .call(reqwest::Method::POST, STSS, Some(set("7821")))
+        .await;
+    assert_eq!(code, 201, "{out}");
+    eventually(60, "three pods of the first template", || async {
+        let st = status(&first).await["status"].clone();
+        let pids = pids_of(&["sleep", "7821"]);
+        if st["readyReplicas"] == 3 && pids.len() == 3 {
+            Ok(())
+        } else {
+            Err(format!("{st} {pids:?}"))
+        }
+    })
+    .await;
+    let (code, out) = first
+        .call(
+            reqwest::Method::PUT,
+            &format!("{STSS}/db"),
+            Some(set("7822")),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    eventually(60, "the update under way", || async {
+        let (new, old) = (pids_of(&["sleep", "7822"]), pids_of(&["sleep", "7821"]));
+        if !new.is_empty() && !old.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{new:?} {old:?}"))
+        }
+    })
+    .await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let mut second = Served::start(&data);
+    let done = eventually(90, "the update completed", || async {
+        let obj = status(&second).await;
+        let st = &obj["status"];
+        let (new, old) = (pids_of(&["sleep", "7822"]), pids_of(&["sleep", "7821"]));
+        let complete = st["observedGeneration"] == obj["metadata"]["generation"]
+            && st["updatedReplicas"] == 3
+            && st["readyReplicas"] == 3
+            && st["currentRevision"] == st["updateRevision"];
+        if complete && new.len() == 3 && old.is_empty() {
+            Ok(obj)
+        } else {
+            Err(format!("{st} new {new:?} old {old:?}"))
+        }
+    })
+    .await;
+    let (_, pods) = second
+        .call(
+            reqwest::Method::GET,
+            "/api/v1/namespaces/default/pods?labelSelector=app%3Ddb",
+            None,
+        )
+        .await;
+    let mut names: Vec<&str> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let rev = &p["metadata"]["labels"]["controller-revision-hash"];
+            assert_eq!(rev, &done["status"]["updateRevision"], "{p}");
+            p["metadata"]["name"].as_str().unwrap()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["db-0", "db-1", "db-2"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pids_of(&["sleep", "7822"]).len(), 3);
+
+    second
+        .call(reqwest::Method::DELETE, &format!("{STSS}/db"), None)
+        .await;
+    eventually(60, "the pods and their processes are gone", || async {
+        let left = pids_of(&["sleep", "7822"]);
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{left:?}"))
+        }
+    })
+    .await;
+    let _ = Command::new("kill")
+        .args(["-TERM", &second.child.id().to_string()])
+        .status();
+    second.child.wait().unwrap();
+}
+
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 
 /// kill -9 of berth in the middle of a Job: after the restart the Job completes, and

@@ -5,7 +5,7 @@
 # (logs, exec, exec -it and attach -it through a terminal), and the generators that send
 # protobuf bodies (create configmap|secret|namespace|serviceaccount|pdb|job|cronjob,
 # debug, drain), Jobs and CronJobs, DaemonSets and a drain through the eviction API that
-# a disruption budget stops.
+# a disruption budget stops, StatefulSets by ordinal with a partitioned update and undo.
 # Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -460,6 +460,40 @@ check "uncordon after the drain" "node/n1 uncordoned" k uncordon n1
 check "the deployment recovers" "successfully rolled out" k rollout status deploy/webd --timeout=60s
 check "delete pdb" 'poddisruptionbudget.policy "webd" deleted' k delete pdb webd
 check "delete ds" 'daemonset.apps "agent" deleted' k delete ds agent
+# StatefulSets: pods by ordinal, their claims, a partitioned update, history and undo.
+cat >"$work/sts.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 2
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: registry.example/db:1
+        command: [sleep, "3600"]
+YAML
+check "create a stateful set" "statefulset.apps/db created" k apply -f "$work/sts.yaml"
+check "its rollout" "partitioned roll out complete: 2 new pods have been updated" k rollout status sts/db --timeout=60s
+check "get sts" "^db +2/2 " k get sts db --no-headers
+check "its pods by ordinal" "^db-1 +1/1 +Running" k get pods -l app=db --no-headers
+check "set image on a stateful set" "statefulset.apps/db image updated" k set image sts/db main=registry.example/db:2
+check "the stateful set rolls out again" "partitioned roll out complete: 2 new pods have been updated" k rollout status sts/db --timeout=60s
+check "rollout history sts" "^2 +<none>" k rollout history sts/db
+same "describe sts" describe sts db --show-events=false
+check "berth rollout undo sts" "statefulset.apps/db rolled back" "$berth" rollout undo sts/db
+check "berth rollout status sts" "partitioned roll out complete: 2 new pods have been updated" "$berth" rollout status sts/db
+check "scale sts" "statefulset.apps/db scaled" k scale sts db --replicas=1
+check "claims are served" "No resources found in default namespace" k get pvc
+check "delete sts" 'statefulset.apps "db" deleted' k delete sts db
 check "delete deployment" 'deployment.apps "webd" deleted' k delete deploy webd
 same "describe node" describe node n1
 same "describe namespace" describe namespace default
