@@ -11,7 +11,10 @@
 //! - a Deployment of 100 replicas: seconds from its creation to all available, then
 //!   seconds for a rolling update of its template (25% surge and unavailability) to
 //!   finish (the goal for each: under 2 s);
-//! - 100 Deployments of one replica each at rest: the server's CPU (goal: about 0).
+//! - 100 Deployments of one replica each at rest: the server's CPU (goal: about 0);
+//! - a Job of 500 completions at parallelism 50 (100 with `BERTH_BENCH_QUICK=1`), each
+//!   pod succeeding as soon as it runs: completions per second from its creation to
+//!   `Complete`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -74,7 +77,8 @@ async fn heartbeat(c: Client) {
     }
 }
 
-/// Marks every pod bound to the node Running and Ready, once.
+/// Marks every pod bound to the node Running and Ready, once; a Job's pod succeeds at
+/// once instead.
 async fn agent(c: Client) {
     let pods = catalog::of(Kind::Pod);
     let params = WatchParams {
@@ -122,9 +126,20 @@ async fn agent(c: Client) {
         tokio::spawn(async move {
             let _permit = permit;
             let now = berth::types::now();
-            let patch = json!({"status": {"phase": "Running", "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": now}
-            ]}});
+            let job = pod
+                .pointer("/metadata/labels/batch.kubernetes.io~1job-name")
+                .is_some();
+            let patch = if job {
+                json!({"status": {"phase": "Succeeded", "containerStatuses": [
+                    {"name": "c", "ready": false, "restartCount": 0, "image": "busybox",
+                     "imageID": "", "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                     "startedAt": now, "finishedAt": now}}}
+                ]}})
+            } else {
+                json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now}
+                ]}})
+            };
             let ns = pod["metadata"]["namespace"].as_str().unwrap();
             let name = pod["metadata"]["name"].as_str().unwrap();
             let _ = c
@@ -326,6 +341,53 @@ async fn deployments(s: &Server) -> Value {
     })
 }
 
+/// A Job of many completions run by the stand-in agent: completions per second.
+async fn job(s: &Server) -> Value {
+    let completions = if quick() { 100 } else { 500 };
+    let parallelism = 50;
+    let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
+    let res = catalog::of(Kind::Job);
+    let beat = tokio::spawn(heartbeat(c.clone()));
+    let agent = tokio::spawn(agent(c.clone()));
+    let body = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "many"},
+        "spec": {"completions": completions, "parallelism": parallelism, "template": {
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                     "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]},
+        }},
+    });
+    let params = WatchParams {
+        selection: ListParams {
+            field_selector: Some("metadata.name=many".into()),
+            ..ListParams::default()
+        },
+        ..WatchParams::default()
+    };
+    let mut watch = c.watch(res, Some("default"), &params).await.unwrap();
+    let t0 = Instant::now();
+    c.create(res, Some("default"), &body).await.unwrap();
+    let mut succeeded = 0;
+    while let Some(ev) = watch.next().await {
+        if let Event::Added(j) | Event::Modified(j) = ev.unwrap() {
+            succeeded = j["status"]["succeeded"].as_i64().unwrap_or(0);
+            if berth::types::condition(&j, "Complete").is_some_and(|c| c["status"] == "True") {
+                break;
+            }
+        }
+    }
+    let took = t0.elapsed();
+    beat.abort();
+    agent.abort();
+    json!({
+        "completions": completions,
+        "parallelism": parallelism,
+        "succeeded": succeeded,
+        "create_to_complete_s": took.as_secs_f64(),
+        "completions_per_s": completions as f64 / took.as_secs_f64(),
+    })
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -337,6 +399,7 @@ fn main() {
         let mut out = serde_json::Map::new();
         out.insert("replication".into(), run(&s).await);
         out.insert("deployment".into(), deployments(&s).await);
+        out.insert("job".into(), job(&s).await);
         out
     });
     println!("{}", Value::Object(out));
