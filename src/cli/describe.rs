@@ -1950,6 +1950,209 @@ pub fn stateful_set(
     out.finish(Layout::DESCRIBE)
 }
 
+/// Seconds between two RFC 3339 timestamps.
+fn seconds_between(from: &str, to: &str) -> Option<i64> {
+    let a: jiff::Timestamp = from.parse().ok()?;
+    let b: jiff::Timestamp = to.parse().ok()?;
+    Some(b.as_second() - a.as_second())
+}
+
+/// `capIndexesListOrNone`: a list of indexes cut after the first comma past 50
+/// characters.
+fn cap_indexes(indexes: &str, soft_limit: usize) -> String {
+    if indexes.is_empty() {
+        return "<none>".into();
+    }
+    match indexes
+        .char_indices()
+        .skip(soft_limit)
+        .find(|(_, c)| *c == ',')
+    {
+        Some((i, _)) => format!("{}...", &indexes[..=i]),
+        None => indexes.to_string(),
+    }
+}
+
+/// `kubectl describe job`.
+pub fn job(job: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
+    let mut out = Out::default();
+    name_and_namespace(&mut out, job);
+    out.w(0, &format!("Selector:\t{}\n", rs_selector(job)));
+    labels_multiline_simple(&mut out, "Labels", &map_at(job, "/metadata/labels"));
+    annotations_multiline(
+        &mut out,
+        "Annotations",
+        &map_at(job, "/metadata/annotations"),
+    );
+    if let Some(owner) = controlled_by(job) {
+        out.w(0, &format!("Controlled By:\t{owner}\n"));
+    }
+    if let Some(p) = int(job, "/spec/parallelism") {
+        out.w(0, &format!("Parallelism:\t{p}\n"));
+    }
+    match int(job, "/spec/completions") {
+        Some(c) => out.w(0, &format!("Completions:\t{c}\n")),
+        None => out.w(0, "Completions:\t<unset>\n"),
+    }
+    if let Some(mode) = opt_text(job, "/spec/completionMode") {
+        out.w(0, &format!("Completion Mode:\t{mode}\n"));
+    }
+    if let Some(suspend) = job.pointer("/spec/suspend").and_then(Value::as_bool) {
+        out.w(0, &format!("Suspend:\t{suspend}\n"));
+    }
+    if let Some(limit) = int(job, "/spec/backoffLimit") {
+        out.w(0, &format!("Backoff Limit:\t{limit}\n"));
+    }
+    if let Some(ttl) = int(job, "/spec/ttlSecondsAfterFinished") {
+        out.w(0, &format!("TTL Seconds After Finished:\t{ttl}\n"));
+    }
+    let start = opt_text(job, "/status/startTime");
+    let done = opt_text(job, "/status/completionTime");
+    if start.is_some() {
+        out.w(0, &format!("Start Time:\t{}\n", clock.rfc1123z(start)));
+    }
+    if done.is_some() {
+        out.w(0, &format!("Completed At:\t{}\n", clock.rfc1123z(done)));
+    }
+    if let Some(secs) = start.zip(done).and_then(|(a, b)| seconds_between(a, b)) {
+        out.w(
+            0,
+            &format!("Duration:\t{}\n", crate::types::human_duration(secs)),
+        );
+    }
+    if let Some(d) = int(job, "/spec/activeDeadlineSeconds") {
+        out.w(0, &format!("Active Deadline Seconds:\t{d}s\n"));
+    }
+    let n = |p: &str| int(job, p).unwrap_or(0);
+    let (active, succeeded, failed) = (
+        n("/status/active"),
+        n("/status/succeeded"),
+        n("/status/failed"),
+    );
+    match int(job, "/status/ready") {
+        None => out.w(
+            0,
+            &format!("Pods Statuses:\t{active} Active / {succeeded} Succeeded / {failed} Failed\n"),
+        ),
+        Some(ready) => out.w(
+            0,
+            &format!(
+                "Pods Statuses:\t{active} Active ({ready} Ready) / {succeeded} Succeeded / {failed} Failed\n"
+            ),
+        ),
+    }
+    if opt_text(job, "/spec/completionMode") == Some("Indexed") {
+        let indexes = text(job, "/status/completedIndexes");
+        out.w(
+            0,
+            &format!("Completed Indexes:\t{}\n", cap_indexes(indexes, 50)),
+        );
+    }
+    describe_pod_template(&mut out, &job["spec"]["template"], clock);
+    if let Some(events) = events {
+        describe_events(&mut out, events, clock);
+    }
+    out.finish(Layout::DESCRIBE)
+}
+
+/// `kubectl describe cronjob`.
+pub fn cron_job(cj: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
+    let mut out = Out::default();
+    name_and_namespace(&mut out, cj);
+    labels_multiline_simple(&mut out, "Labels", &map_at(cj, "/metadata/labels"));
+    annotations_multiline(
+        &mut out,
+        "Annotations",
+        &map_at(cj, "/metadata/annotations"),
+    );
+    out.w(0, &format!("Schedule:\t{}\n", text(cj, "/spec/schedule")));
+    out.w(
+        0,
+        &format!(
+            "Concurrency Policy:\t{}\n",
+            text(cj, "/spec/concurrencyPolicy")
+        ),
+    );
+    let suspend = match cj.pointer("/spec/suspend").and_then(Value::as_bool) {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "<unset>",
+    };
+    out.w(0, &format!("Suspend:\t{suspend}\n"));
+    let or_unset =
+        |v: Option<i64>, unit: &str| v.map_or("<unset>".to_string(), |v| format!("{v}{unit}"));
+    out.w(
+        0,
+        &format!(
+            "Successful Job History Limit:\t{}\n",
+            or_unset(int(cj, "/spec/successfulJobsHistoryLimit"), "")
+        ),
+    );
+    out.w(
+        0,
+        &format!(
+            "Failed Job History Limit:\t{}\n",
+            or_unset(int(cj, "/spec/failedJobsHistoryLimit"), "")
+        ),
+    );
+    out.w(
+        0,
+        &format!(
+            "Starting Deadline Seconds:\t{}\n",
+            or_unset(int(cj, "/spec/startingDeadlineSeconds"), "s")
+        ),
+    );
+    let spec = &cj["spec"]["jobTemplate"]["spec"];
+    match spec.get("selector").filter(|s| !s.is_null()) {
+        Some(sel) => out.w(
+            0,
+            &format!(
+                "Selector:\t{}\n",
+                crate::types::labels::format_label_selector(sel)
+            ),
+        ),
+        None => out.w(0, "Selector:\t<unset>\n"),
+    }
+    out.w(
+        0,
+        &format!(
+            "Parallelism:\t{}\n",
+            or_unset(int(spec, "/parallelism"), "")
+        ),
+    );
+    out.w(
+        0,
+        &format!(
+            "Completions:\t{}\n",
+            or_unset(int(spec, "/completions"), "")
+        ),
+    );
+    if let Some(d) = int(spec, "/activeDeadlineSeconds") {
+        out.w(0, &format!("Active Deadline Seconds:\t{d}s\n"));
+    }
+    describe_pod_template(&mut out, &spec["template"], clock);
+    match opt_text(cj, "/status/lastScheduleTime") {
+        Some(t) => out.w(
+            0,
+            &format!("Last Schedule Time:\t{}\n", clock.rfc1123z(Some(t))),
+        ),
+        None => out.w(0, "Last Schedule Time:\t<unset>\n"),
+    }
+    let active: Vec<&str> = list(cj, "/status/active")
+        .iter()
+        .map(|r| text(r, "/name"))
+        .collect();
+    if active.is_empty() {
+        out.w(0, "Active Jobs:\t<none>\n");
+    } else {
+        out.w(0, &format!("Active Jobs:\t{}\n", active.join(", ")));
+    }
+    if let Some(events) = events {
+        describe_events(&mut out, events, clock);
+    }
+    out.finish(Layout::DESCRIBE)
+}
+
 /// `kubectl describe poddisruptionbudget`.
 pub fn pod_disruption_budget(pdb: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
     let mut out = Out::default();
@@ -3353,6 +3556,14 @@ async fn describe_object(
             let events = events(Some("DaemonSet"), uid.to_string()).await;
             daemon_set(obj, &pods, events.as_deref(), clock)
         }
+        Kind::Job => {
+            let events = events(Some("Job"), uid.to_string()).await;
+            job(obj, events.as_deref(), clock)
+        }
+        Kind::CronJob => {
+            let events = events(Some("CronJob"), uid.to_string()).await;
+            cron_job(obj, events.as_deref(), clock)
+        }
         Kind::StatefulSet => {
             let pods = list_or_empty(conn, Kind::Pod, ns, Some(rs_selector(obj))).await?;
             let events = events(Some("StatefulSet"), uid.to_string()).await;
@@ -4452,5 +4663,39 @@ mod tests {
         let mut desc: Vec<u32> = (0..300).rev().collect();
         go_sort(&mut desc, |a, b| a < b);
         assert_eq!(desc, (0..300).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_job_names_its_counts_and_indexes_as_kubectl() {
+        assert_eq!(cap_indexes("", 50), "<none>");
+        assert_eq!(cap_indexes("1,3-5", 50), "1,3-5");
+        let long: Vec<String> = (0..40).map(|i| (i * 2).to_string()).collect();
+        let capped = cap_indexes(&long.join(","), 50);
+        assert!(capped.ends_with(",..."), "{capped}");
+        assert!(capped.len() > 50 && capped.len() < 60, "{capped}");
+        let job = json!({
+            "metadata": {"name": "pi", "namespace": "default",
+                         "ownerReferences": [{"kind": "CronJob", "name": "tick", "controller": true}]},
+            "spec": {"parallelism": 2, "completions": 4, "completionMode": "Indexed",
+                     "suspend": false, "backoffLimit": 6, "template": {"spec": {"containers": []}}},
+            "status": {"startTime": "2026-12-03T10:00:00Z", "completionTime": "2026-12-03T10:01:30Z",
+                       "active": 1, "ready": 1, "succeeded": 3, "completedIndexes": "0-2"},
+        });
+        let text = job_text(&job);
+        for want in [
+            "Controlled By:  CronJob/tick",
+            "Completion Mode:  Indexed",
+            "Duration:  90s",
+            "Pods Statuses:  1 Active (1 Ready) / 3 Succeeded / 0 Failed",
+            "Completed Indexes:  0-2",
+        ] {
+            let squeezed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let want: String = want.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(squeezed.contains(&want), "{want} in {text}");
+        }
+    }
+
+    fn job_text(j: &Value) -> String {
+        job(j, None, &Clock::system())
     }
 }

@@ -421,6 +421,8 @@ check "create job --from=cronjob" "job.batch/tick-now created" k create job tick
 check "the manual run completes" "condition met" k wait --for=condition=complete job/tick-now --timeout=60s
 check "a schedule that does not parse" 'spec.schedule: Invalid value: "every day"' k create cronjob bad --image=registry.example/busybox --schedule='every day' -- true
 same "get jobs -o wide" get job pi -o wide
+same "describe job" describe job pi --show-events=false
+same "describe cronjob" describe cronjob tick --show-events=false
 check "delete cronjob" 'cronjob.batch "tick" deleted' k delete cronjob tick
 check "delete job" 'job.batch "pi" deleted' k delete job pi
 # DaemonSets and disruption budgets: a daemon pod on the node and its rollout; a drain
