@@ -6,11 +6,9 @@ use serde_json::{Value, json};
 
 use crate::client::{Kind, Patch, Resource, catalog};
 
-use super::tabwriter::{Layout, align};
 use super::{CliError, Conn, out};
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
-const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
 fn deployments() -> &'static std::sync::Arc<Resource> {
     catalog::of(Kind::Deployment)
@@ -148,41 +146,11 @@ pub async fn status(
 pub async fn history(conn: &Conn, name: &str, revision: Option<i64>) -> Result<i32, CliError> {
     let d = get(conn, name).await?;
     let sets = history_sets(conn, &d).await?;
-    if let Some(rev) = revision.filter(|r| *r > 0) {
-        let Some(rs) = sets.iter().find(|rs| revision_of(rs) == rev) else {
-            return Err(CliError::msg(format!(
-                "unable to find the specified revision {rev}"
-            )));
-        };
-        out(&format!(
-            "{} with revision #{rev}\n{}",
-            res(name),
-            super::describe::pod_template(
-                &rs["spec"]["template"],
-                &super::describe::Clock::system()
-            )
-        ));
-        return Ok(0);
-    }
-    if sets.is_empty() {
-        out("No rollout history found.\n");
-        return Ok(0);
-    }
-    let mut table = String::from("REVISION\tCHANGE-CAUSE\n");
-    for rs in &sets {
-        let cause = rs
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(CHANGE_CAUSE))
-            .and_then(Value::as_str)
-            .unwrap_or("<none>");
-        table.push_str(&format!("{}\t{cause}\n", revision_of(rs)));
-    }
-    out(&format!(
-        "{} \n{}\n",
-        res(name),
-        align(Layout::DESCRIBE, &table)
-    ));
-    Ok(0)
+    let entries: Vec<(i64, &Value, Value)> = sets
+        .iter()
+        .map(|rs| (revision_of(rs), rs, rs["spec"]["template"].clone()))
+        .collect();
+    super::rollout_revisions::show_history(&res(name), &entries, revision)
 }
 
 pub async fn pause(conn: &Conn, name: &str, pause: bool) -> Result<i32, CliError> {

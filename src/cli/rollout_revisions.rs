@@ -247,37 +247,47 @@ pub async fn history(
 ) -> Result<i32, CliError> {
     let obj = get(conn, kind, name).await?;
     let revs = revisions(conn, &obj).await?;
+    let entries: Vec<(i64, &Value, Value)> = revs
+        .iter()
+        .map(|r| (n(r, "/revision"), r, template_of(r)))
+        .collect();
+    show_history(&kind.named(name), &entries, revision)
+}
+
+/// kubectl's history viewer over `(revision, object, template)` entries, oldest first:
+/// with `--revision=N` that revision's template, else the table of revisions and their
+/// change causes.
+pub fn show_history(
+    named: &str,
+    entries: &[(i64, &Value, Value)],
+    revision: Option<i64>,
+) -> Result<i32, CliError> {
     if let Some(want) = revision.filter(|r| *r > 0) {
-        let Some(rev) = revs.iter().find(|r| n(r, "/revision") == want) else {
+        let Some((_, _, template)) = entries.iter().find(|(r, _, _)| *r == want) else {
             return Err(CliError::msg(format!(
                 "unable to find the specified revision {want}"
             )));
         };
         out(&format!(
-            "{} with revision #{want}\n{}",
-            kind.named(name),
-            super::describe::pod_template(&template_of(rev), &super::describe::Clock::system())
+            "{named} with revision #{want}\n{}",
+            super::describe::pod_template(template, &super::describe::Clock::system())
         ));
         return Ok(0);
     }
-    if revs.is_empty() {
+    if entries.is_empty() {
         out("No rollout history found.\n");
         return Ok(0);
     }
     let mut table = String::from("REVISION\tCHANGE-CAUSE\n");
-    for rev in &revs {
-        let cause = rev
+    for (rev, obj, _) in entries {
+        let cause = obj
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(CHANGE_CAUSE))
             .and_then(Value::as_str)
             .unwrap_or("<none>");
-        table.push_str(&format!("{}\t{cause}\n", n(rev, "/revision")));
+        table.push_str(&format!("{rev}\t{cause}\n"));
     }
-    out(&format!(
-        "{} \n{}\n",
-        kind.named(name),
-        align(Layout::DESCRIBE, &table)
-    ));
+    out(&format!("{named} \n{}\n", align(Layout::DESCRIBE, &table)));
     Ok(0)
 }
 
