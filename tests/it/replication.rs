@@ -452,9 +452,21 @@ async fn converged_by(s: &TestServer, app: &str, uid: &str, n: usize) {
 async fn controller_revisions_keep_their_data() {
     let s = TestServer::start().await;
     let revs = "/apis/apps/v1/namespaces/default/controllerrevisions";
+    // A real owner, so that the garbage collector keeps its revision.
+    let (code, owner) = s
+        .post(
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"},
+                   "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                            "template": {"metadata": {"labels": {"app": "web"}},
+                                         "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{owner}");
+    let uid = owner["metadata"]["uid"].clone();
     let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
-        "metadata": {"name": "web-5d4f", "ownerReferences": [{"apiVersion": "apps/v1",
-            "kind": "StatefulSet", "name": "web", "uid": "u1", "controller": true}]},
+        "metadata": {"name": "web-5d4f", "labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "StatefulSet", "name": "web", "uid": uid, "controller": true}]},
         "data": {"spec": {"template": {"metadata": {"labels": {"app": "web"}}}}},
         "revision": 3});
     let (code, made) = s.post(revs, rev).await;
@@ -468,7 +480,13 @@ async fn controller_revisions_keep_their_data() {
         .json::<Value>()
         .await
         .unwrap();
-    let cells = &table["rows"][0]["cells"];
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == "web-5d4f")
+        .unwrap_or_else(|| panic!("web-5d4f in {table}"));
+    let cells = &row["cells"];
     assert_eq!(cells[1], "statefulset.apps/web", "{table}");
     assert_eq!(cells[2], 3);
     let (code, st) = s
