@@ -1865,6 +1865,14 @@ pub fn stateful_set(
         "Annotations",
         &map_at(sts, "/metadata/annotations"),
     );
+    let service = text(sts, "/spec/serviceName");
+    if !service.is_empty() {
+        out.w(0, &format!("Service Name:\t{service}\n"));
+    }
+    let policy = text(sts, "/spec/podManagementPolicy");
+    if !policy.is_empty() {
+        out.w(0, &format!("Pod Management Policy:\t{policy}\n"));
+    }
     out.w(
         0,
         &format!(
@@ -1889,6 +1897,20 @@ pub fn stateful_set(
             let shown = v.as_str().map_or_else(|| v.to_string(), str::to_string);
             out.w(1, &format!("MaxUnavailable:\t{shown}\n"));
         }
+    }
+    if let Some(retention) = sts
+        .pointer("/spec/persistentVolumeClaimRetentionPolicy")
+        .filter(|v| v.is_object())
+    {
+        out.w(0, "Persistent Volume Claim Retention Policy:\n");
+        out.w(
+            1,
+            &format!("WhenDeleted:\t{}\n", text(retention, "/whenDeleted")),
+        );
+        out.w(
+            1,
+            &format!("WhenScaled:\t{}\n", text(retention, "/whenScaled")),
+        );
     }
     let uid = text(sts, "/metadata/uid");
     let owned = pods.iter().filter(|p| controller_uid(p) == Some(uid));
@@ -2079,6 +2101,10 @@ pub fn cron_job(cj: &Value, events: Option<&[Value]>, clock: &Clock) -> String {
         None => "<unset>",
     };
     out.w(0, &format!("Suspend:\t{suspend}\n"));
+    match cj.pointer("/spec/timeZone").and_then(Value::as_str) {
+        Some(zone) => out.w(0, &format!("Time Zone:\t{zone}\n")),
+        None => out.w(0, "Time Zone:\t<unset>\n"),
+    }
     let or_unset =
         |v: Option<i64>, unit: &str| v.map_or("<unset>".to_string(), |v| format!("{v}{unit}"));
     out.w(
