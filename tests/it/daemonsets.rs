@@ -96,13 +96,25 @@ async fn live_pods(s: &TestServer, app: &str) -> Vec<Value> {
 /// Plays the nodes' agents once: terminating pods are finished, and bound pods that
 /// `ready` picks become Running and Ready. Returns the live pods as they were.
 pub async fn tick(s: &TestServer, app: &str, ready: impl Fn(&Value) -> bool) -> Vec<Value> {
+    tick_seen(s, app, ready).await.0
+}
+
+/// As [`tick`], and also names the terminating pods it finished, in the order of the
+/// list it read, so that a caller recording deletions sees every one of them.
+pub async fn tick_seen(
+    s: &TestServer,
+    app: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> (Vec<Value>, Vec<String>) {
     let mut live = Vec::new();
+    let mut finished = Vec::new();
     for p in all_pods(s, app).await {
         if deleting(&p) {
             let (code, out) = s
                 .delete(&format!("{PODS}/{}?gracePeriodSeconds=0", name(&p)))
                 .await;
             assert!(code == 200 || code == 404, "{out}");
+            finished.push(name(&p));
             continue;
         }
         if !node_of(&p).is_empty() && !is_ready(&p) && ready(&p) {
@@ -119,7 +131,7 @@ pub async fn tick(s: &TestServer, app: &str, ready: impl Fn(&Value) -> bool) -> 
         }
         live.push(p);
     }
-    live
+    (live, finished)
 }
 
 /// The nodes the live pods of `app` are bound to, sorted.

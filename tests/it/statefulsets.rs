@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::daemonsets::{all_pods, event_messages, make_node, tick};
+use crate::daemonsets::{all_pods, event_messages, make_node, tick, tick_seen};
 use crate::support::{TestServer, eventually};
 
 const STSS: &str = "/apis/apps/v1/namespaces/default/statefulsets";
@@ -340,13 +340,17 @@ async fn a_rolling_update_respects_the_partition_then_goes_down_the_ordinals() {
     assert_eq!(code, 200, "{out}");
     let order = std::sync::Mutex::new(Vec::new());
     let done = eventually(30, "db rolled to v2", || async {
-        for p in all_pods(&s, "db").await {
+        // Deletions are recorded from the same list the agents' stand-in finishes them
+        // from, so none can turn terminating and be finished unseen between two lists.
+        let (_, finished) = tick_seen(&s, "db", |_| true).await;
+        {
             let mut order = order.lock().unwrap();
-            if deleting(&p) && !order.contains(&name(&p)) {
-                order.push(name(&p));
+            for n in finished {
+                if !order.contains(&n) {
+                    order.push(n);
+                }
             }
         }
-        tick(&s, "db", |_| true).await;
         let obj = get_set(&s, "db").await;
         let st = &obj["status"];
         if st["currentRevision"] == st["updateRevision"] && st["updatedReplicas"] == 3 {
