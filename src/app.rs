@@ -267,6 +267,9 @@ impl Cluster {
                 agent.ca_pem = self.ca_pem.clone();
             }
             agent.data_dir = self.data_dir.clone();
+            if agent.metrics.is_none() {
+                agent.metrics = Some(self.registry.metrics().clone());
+            }
             if agent.api.is_none() {
                 agent.api = Some((self.address.ip().to_string(), self.address.port()));
             }

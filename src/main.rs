@@ -61,6 +61,10 @@ enum Command {
         /// Run containers without cgroups: their resource limits are not enforced.
         #[arg(long)]
         no_cgroups: bool,
+        /// How often the node measures the resource metrics of `kubectl top` and the
+        /// autoscalers (`15s`, `1500ms`).
+        #[arg(long, default_value = "15s", value_parser = parse_resolution)]
+        metric_resolution: std::time::Duration,
     },
     /// Storage schema migrations.
     Migrate {
@@ -348,6 +352,7 @@ fn main() -> anyhow::Result<()> {
             max_pods,
             pod_manifest_path,
             no_cgroups,
+            metric_resolution,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
@@ -359,6 +364,7 @@ fn main() -> anyhow::Result<()> {
                 node.agent.max_pods = max_pods;
                 node.agent.pod_manifest_path = pod_manifest_path;
                 node.cgroups = !no_cgroups;
+                node.agent.metrics_every = metric_resolution;
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
@@ -424,4 +430,28 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
             _ = wait(int.take()) => {}
         }
     }
+}
+
+/// A resolution as metrics-server takes it: seconds or milliseconds, at least 100 ms.
+fn parse_resolution(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{text:?} is not a duration such as 15s or 1500ms");
+    let d = if let Some(ms) = text.strip_suffix("ms") {
+        std::time::Duration::from_millis(ms.parse().map_err(|_| bad())?)
+    } else {
+        let secs: f64 = text
+            .strip_suffix('s')
+            .unwrap_or(text)
+            .parse()
+            .map_err(|_| bad())?;
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(bad());
+        }
+        std::time::Duration::from_secs_f64(secs)
+    };
+    if d < std::time::Duration::from_millis(100) {
+        return Err(format!(
+            "{text:?} is too short: measure at most every 100ms"
+        ));
+    }
+    Ok(d)
 }

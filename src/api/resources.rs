@@ -582,6 +582,9 @@ pub(super) fn may(
 
 /// The methods a target serves, as a 405's `Allow` header lists them.
 fn allowed(t: &Target) -> &'static str {
+    if !t.res.verbs.contains(&"create") {
+        return "GET";
+    }
     match (t.name.is_some(), t.sub.as_deref()) {
         // Across namespaces, a namespaced kind is only listed and watched.
         (false, _) if t.res.namespaced && t.namespace.is_none() => "GET",
@@ -645,6 +648,21 @@ pub async fn handle(
         }
     }
     let not_allowed = || Err(Error::MethodNotAllowed(method.to_string(), allowed(&t)));
+    // A verb the kind does not serve (a kind made when read takes no writes).
+    let verb = match (&method, t.name.is_some()) {
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) if flag(&query, "watch") => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "",
+    };
+    if t.sub.is_none() && !verb.is_empty() && !res.verbs.contains(&verb) {
+        return not_allowed();
+    }
     match (&method, t.name.as_deref()) {
         // A namespaced kind is created and deleted in a namespace only; namespaces are
         // never deleted by the collection.

@@ -77,6 +77,10 @@ pub struct Config {
     pub mount_namespaces: bool,
     /// The cluster's CA (PEM), given to pods as the service account's `ca.crt`.
     pub ca_pem: String,
+    /// Where the node's resource metrics go (`metrics.k8s.io`), measured this often from
+    /// the machine and the containers' cgroups; none measures nothing.
+    pub metrics: Option<std::sync::Arc<crate::types::metrics::Board>>,
+    pub metrics_every: Duration,
 }
 
 impl Config {
@@ -99,6 +103,9 @@ impl Config {
             housekeeping_every: Duration::from_secs(2),
             mount_namespaces: rustix::process::geteuid().is_root(),
             ca_pem: String::new(),
+            metrics: None,
+            // metrics-server's default resolution.
+            metrics_every: Duration::from_secs(15),
         }
     }
 }
@@ -517,6 +524,12 @@ pub fn start<R: Runtime + Clone>(
         }
         None => None,
     };
+    if let Some(board) = shared.config.metrics.clone() {
+        let shared = shared.clone();
+        sup.spawn("node-metrics", move |cancel| {
+            measure(shared.clone(), board.clone(), cancel)
+        });
+    }
     let handle = Handle {
         shared: shared.clone(),
     };
@@ -533,6 +546,62 @@ pub fn start<R: Runtime + Clone>(
         }
     });
     handle
+}
+
+/// Measures the machine and every pod it runs each `metrics_every` into `board` (as the
+/// kubelet's resource metrics and metrics-server's scrapes do together); the node is
+/// forgotten when the agent stops.
+async fn measure<R: Runtime>(
+    shared: Arc<Shared<R>>,
+    board: Arc<crate::types::metrics::Board>,
+    cancel: CancellationToken,
+) {
+    use crate::types::metrics::{ContainerSample, PodSample};
+    let node = shared.config.node_name.clone();
+    let mut tick = tokio::time::interval(shared.config.metrics_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = cancel.cancelled() => break,
+        }
+        let machine = crate::runtime::cgroup::machine_usage();
+        let pods = shared
+            .pods
+            .list()
+            .into_iter()
+            .filter(|p| !finished(p))
+            .filter_map(|pod| {
+                let meta = |f: &str| pod["metadata"][f].as_str().unwrap_or("").to_string();
+                let uid = meta("uid");
+                let containers: Vec<ContainerSample> = shared
+                    .runtime
+                    .usage(&uid)
+                    .into_iter()
+                    .map(|(name, instance, u)| ContainerSample {
+                        name,
+                        instance,
+                        cpu_ns: u.cpu_ns,
+                        memory_bytes: u.memory_working_set,
+                    })
+                    .collect();
+                (!containers.is_empty()).then(|| PodSample {
+                    namespace: meta("namespace"),
+                    name: meta("name"),
+                    uid,
+                    containers,
+                })
+            })
+            .collect();
+        board.record(
+            &node,
+            jiff::Timestamp::now(),
+            machine.cpu_ns,
+            machine.memory_working_set,
+            pods,
+        );
+    }
+    board.forget(&node);
 }
 
 /// A pod as the API watch delivers it.

@@ -52,6 +52,10 @@ pub enum Kind {
     StatefulSet,
     /// core/v1 PersistentVolumeClaim: stored, never bound (no volumes are provisioned).
     PersistentVolumeClaim,
+    /// metrics.k8s.io/v1beta1 NodeMetrics and PodMetrics: made when read from what the
+    /// node agents measure (see `registry::metrics`).
+    NodeMetrics,
+    PodMetrics,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -210,6 +214,9 @@ impl Resource {
 }
 
 const ALL: &[&str] = &["all"];
+
+/// What a kind made when read can be asked to do.
+const READ_ONLY: &[&str] = &["get", "list"];
 
 /// What most kinds can be asked to do.
 pub const VERBS: &[&str] = &[
@@ -800,6 +807,54 @@ fn builtin() -> Vec<Resource> {
             table: Arc::new(table::CUSTOM_RESOURCE_DEFINITION),
             conversion: None,
         },
+        Resource {
+            kind: Kind::NodeMetrics,
+            group: "metrics.k8s.io".into(),
+            version: "v1beta1".into(),
+            kind_name: "NodeMetrics".into(),
+            plural: "nodes".into(),
+            singular: "nodemetrics".into(),
+            short_names: names(&[]),
+            namespaced: false,
+            categories: names(&[]),
+            status: false,
+            generation: false,
+            scale: false,
+            verbs: READ_ONLY,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::metrics::NodeMetrics),
+            schema: Source::new(
+                super::metrics::node_schema_name,
+                super::metrics::add_referenced,
+            ),
+            table: Arc::new(super::metrics::MetricsTable),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::PodMetrics,
+            group: "metrics.k8s.io".into(),
+            version: "v1beta1".into(),
+            kind_name: "PodMetrics".into(),
+            plural: "pods".into(),
+            singular: "podmetrics".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            generation: false,
+            scale: false,
+            verbs: READ_ONLY,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::metrics::PodMetrics),
+            schema: Source::new(
+                super::metrics::pod_schema_name,
+                super::metrics::add_referenced,
+            ),
+            table: Arc::new(super::metrics::MetricsTable),
+            conversion: None,
+        },
     ]
 }
 
@@ -1069,7 +1124,8 @@ mod tests {
                 ("events.k8s.io", vec!["v1"]),
                 ("policy", vec!["v1"]),
                 ("apps.openshift.io", vec!["v1"]),
-                ("apiextensions.k8s.io", vec!["v1"])
+                ("apiextensions.k8s.io", vec!["v1"]),
+                ("metrics.k8s.io", vec!["v1beta1"]),
             ]
         );
         assert_eq!(of(Kind::EventsV1Event).key_prefix(), "/registry/events/");

@@ -11,6 +11,7 @@ mod cel;
 mod convert;
 pub mod crd;
 pub mod deploymentconfig;
+pub mod metrics;
 mod patch;
 mod patch_meta;
 pub mod policy;
@@ -319,6 +320,8 @@ pub struct Registry {
     services: Arc<tokio::sync::Mutex<()>>,
     /// The kinds served now.
     catalog: Arc<catalog::Catalog>,
+    /// The resource metrics the node agents record (`metrics.k8s.io`).
+    metrics: Arc<crate::types::metrics::Board>,
 }
 
 /// How many times an update is retried when a concurrent writer got there first.
@@ -407,6 +410,7 @@ impl Registry {
             bookmark_every: Duration::from_secs(60),
             services: Arc::default(),
             catalog: Arc::default(),
+            metrics: Arc::default(),
         };
         for r in catalog::RESOURCES.iter() {
             r.strategy.on_open(&reg);
@@ -422,6 +426,11 @@ impl Registry {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The board the node agents record resource metrics into.
+    pub fn metrics(&self) -> &Arc<crate::types::metrics::Board> {
+        &self.metrics
     }
 
     /// The kinds served now.
@@ -820,6 +829,13 @@ impl Registry {
 
     /// The object `name`.
     pub fn get(&self, res: &Resource, namespace: Option<&str>, name: &str) -> Result<Bytes> {
+        if let Some(objects) = res.strategy.live(self, Self::scope(res, namespace)?) {
+            return objects
+                .into_iter()
+                .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+                .map(|o| to_bytes(&o))
+                .ok_or_else(|| Self::not_found(res, name));
+        }
         if let Some(stored) = convert::stored_resource(res) {
             return self.converted_get(res, &stored, namespace, name);
         }
@@ -858,6 +874,22 @@ impl Registry {
         Self::check_field_selector(res, &opts.field)?;
         // A field selector on the namespace narrows a cluster-wide list to one namespace.
         let namespace = namespace.or(opts.field.required("metadata.namespace"));
+        if let Some(objects) = res
+            .strategy
+            .live(self, if res.namespaced { namespace } else { None })
+        {
+            let filter = watch::Filter::new(res, &opts.label, &opts.field)?;
+            return Ok(List {
+                items: objects
+                    .iter()
+                    .filter(|o| filter.matches_value(o))
+                    .map(to_bytes)
+                    .collect(),
+                revision: self.store.revision(),
+                continue_token: None,
+                remaining: None,
+            });
+        }
         let prefix = res.scope_prefix(if res.namespaced { namespace } else { None });
         const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
         let given_rv = opts.resource_version.as_deref().filter(|rv| !rv.is_empty());

@@ -176,6 +176,7 @@ pub fn definitions() -> &'static Map<String, Value> {
         generator.subschema_for::<Status>();
         let mut defs = generator.take_definitions(true);
         defs.extend(super::deploymentconfig::schema::definitions());
+        defs.extend(super::metrics::definitions());
         annotate_merge_rules(&mut defs);
         // Any JSON value (a definition's defaults and examples), not only objects.
         if let Some(Value::Object(any)) =

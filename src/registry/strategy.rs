@@ -134,6 +134,13 @@ pub trait Strategy: Send + Sync {
     /// `deleted`.
     fn after_write(&self, _reg: &Registry, _object: &[u8], _deleted: bool) {}
 
+    /// For a kind whose objects are made when read rather than stored (resource
+    /// metrics): every object there is now, in `namespace` or in all. Such a kind
+    /// serves only `get` and `list`.
+    fn live(&self, _reg: &Registry, _namespace: Option<&str>) -> Option<Vec<Value>> {
+        None
+    }
+
     /// Runs when a registry opens on its store.
     fn on_open(&self, _reg: &Registry) {}
 

@@ -116,7 +116,7 @@ impl Filter {
             }))
     }
 
-    fn matches_value(&self, v: &Value) -> bool {
+    pub(super) fn matches_value(&self, v: &Value) -> bool {
         let labels: BTreeMap<String, String> = v
             .pointer("/metadata/labels")
             .and_then(|l| serde_json::from_value(l.clone()).ok())

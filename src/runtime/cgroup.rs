@@ -1,7 +1,10 @@
 //! Control groups: finding where the memory and cpu controllers are mounted (cgroup v1, v2
 //! or the hybrid of both), a cgroup per pod and per container instance under one berth
 //! parent, the limits written into them, the [`Placement`] a shim uses to put its
-//! container there, and the OOM kill counters read back when the container ends.
+//! container there, the OOM kill counters read back when the container ends, and the usage
+//! counters the node's resource metrics are made of (cumulative CPU time from `cpuacct`
+//! under v1, `cpu.stat` under v2; the memory working set as the kubelet counts it: usage
+//! less the inactive file cache).
 //!
 //! The parent sits at the root of each hierarchy (as kubelet's `kubepods` does): under
 //! cgroup v2 a cgroup that holds processes cannot hand controllers to its children (the
@@ -20,6 +23,8 @@ use super::Resources;
 /// The controllers berth uses.
 const MEMORY: &str = "memory";
 const CPU: &str = "cpu";
+/// cgroup v1's CPU accounting controller (under v2 every cgroup counts its CPU time).
+const CPUACCT: &str = "cpuacct";
 /// The CFS period berth writes, in microseconds (Kubernetes' default).
 const CFS_PERIOD_US: u64 = 100_000;
 /// The smallest quota the kernel takes, in microseconds.
@@ -190,6 +195,8 @@ struct Used {
     own: PathBuf,
     memory: bool,
     cpu: bool,
+    /// Where the CPU time is counted (v1: the cpuacct hierarchy; v2: the cpu one).
+    cpuacct: bool,
 }
 
 /// berth's cgroups: a parent per hierarchy that holds the memory or cpu controller.
@@ -258,7 +265,14 @@ impl Cgroups {
             .with(CPU)
             .ok_or("no cgroup hierarchy offers the cpu controller")?;
         let mut used: Vec<Used> = Vec::new();
-        for (h, controller) in [(memory, MEMORY), (cpu, CPU)] {
+        // Under v1, CPU time is counted by cpuacct (often mounted with cpu); under v2 by
+        // the cpu hierarchy itself. Without it the node reports no CPU usage.
+        let cpuacct = match cpu.version {
+            Version::V2 => Some(cpu),
+            Version::V1 => layout.with(CPUACCT).filter(|h| h.version == Version::V1),
+        };
+        let wanted = [(Some(memory), MEMORY), (Some(cpu), CPU), (cpuacct, CPUACCT)];
+        for (h, controller) in wanted.into_iter().filter_map(|(h, c)| h.map(|h| (h, c))) {
             let entry = match used.iter_mut().find(|u| u.parent == h.mount.join(name)) {
                 Some(u) => u,
                 None => {
@@ -268,13 +282,15 @@ impl Cgroups {
                         own: h.own.clone(),
                         memory: false,
                         cpu: false,
+                        cpuacct: false,
                     });
                     used.last_mut().expect("just pushed")
                 }
             };
             match controller {
                 MEMORY => entry.memory = true,
-                _ => entry.cpu = true,
+                CPU => entry.cpu = true,
+                _ => entry.cpuacct = true,
             }
         }
         let cgroups = Cgroups { used };
@@ -432,6 +448,123 @@ impl Cgroups {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// What a cgroup has used: CPU time since it was made and its memory working set now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Nanoseconds of CPU time (none when no hierarchy counts it).
+    pub cpu_ns: Option<u64>,
+    /// Bytes of memory in use less the inactive file cache, which the kernel can take
+    /// back at once (the kubelet's and cAdvisor's working set).
+    pub memory_working_set: Option<u64>,
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+impl Used {
+    fn cpu_ns(&self, dir: &Path) -> Option<u64> {
+        match self.version {
+            Version::V1 => read_u64(&dir.join("cpuacct.usage")),
+            Version::V2 => counter(&dir.join("cpu.stat"), "usage_usec").map(|us| us * 1000),
+        }
+    }
+
+    fn working_set(&self, dir: &Path) -> Option<u64> {
+        let (usage, inactive) = match self.version {
+            Version::V1 => (
+                read_u64(&dir.join("memory.usage_in_bytes"))?,
+                counter(&dir.join("memory.stat"), "total_inactive_file"),
+            ),
+            Version::V2 => (
+                read_u64(&dir.join("memory.current"))?,
+                counter(&dir.join("memory.stat"), "inactive_file"),
+            ),
+        };
+        Some(usage.saturating_sub(inactive.unwrap_or(0)))
+    }
+}
+
+impl Cgroups {
+    /// What the cgroup at `rel` below berth's parent (`pod<uid>` or
+    /// `pod<uid>/<container>-<attempt>`) has used; `None` when it does not exist.
+    fn usage_of(&self, rel: &Path) -> Option<Usage> {
+        let mut usage = Usage::default();
+        let mut found = false;
+        for u in &self.used {
+            let dir = u.parent.join(rel);
+            if !dir.is_dir() {
+                continue;
+            }
+            found = true;
+            if u.cpuacct {
+                usage.cpu_ns = u.cpu_ns(&dir);
+            }
+            if u.memory {
+                usage.memory_working_set = u.working_set(&dir);
+            }
+        }
+        found.then_some(usage)
+    }
+
+    /// What a pod's cgroup has used, all its containers together.
+    pub fn pod_usage(&self, pod_uid: &str) -> Option<Usage> {
+        self.usage_of(Path::new(&format!("pod{pod_uid}")))
+    }
+
+    /// What one container instance's cgroup has used.
+    pub fn container_usage(&self, pod_uid: &str, container: &str, attempt: u32) -> Option<Usage> {
+        self.usage_of(&Path::new(&format!("pod{pod_uid}")).join(format!("{container}-{attempt}")))
+    }
+}
+
+/// This machine's usage: CPU time of every CPU from `/proc/stat` (all but idle and iowait)
+/// and memory as cAdvisor counts the root cgroup's working set (in use, page cache
+/// included, less the inactive file cache) from `/proc/meminfo`.
+pub fn machine_usage() -> Usage {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let hz = rustix::param::clock_ticks_per_second();
+    machine_usage_from(&stat, &meminfo, hz)
+}
+
+fn machine_usage_from(stat: &str, meminfo: &str, hz: u64) -> Usage {
+    let cpu_ns = stat.lines().find(|l| l.starts_with("cpu ")).and_then(|l| {
+        let ticks: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .map(|t| t.parse().unwrap_or(0))
+            .collect();
+        // user nice system idle iowait irq softirq steal (guest time is within user).
+        let busy: u64 = [0, 1, 2, 5, 6, 7]
+            .iter()
+            .map(|&i| ticks.get(i).copied().unwrap_or(0))
+            .sum();
+        (hz > 0).then(|| busy * (1_000_000_000 / hz))
+    });
+    let kib = |key: &str| {
+        meminfo.lines().find_map(|l| {
+            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    let memory_working_set = match (kib("MemTotal"), kib("MemFree")) {
+        (Some(total), Some(free)) => {
+            let inactive = kib("Inactive(file)").unwrap_or(0);
+            Some(total.saturating_sub(free).saturating_sub(inactive) * 1024)
+        }
+        _ => None,
+    };
+    Usage {
+        cpu_ns,
+        memory_working_set,
     }
 }
 
@@ -692,10 +825,15 @@ mod tests {
             fake.path("memory/berth/podu1/app-2"),
             fake.path("cpu/berth/podu1/app-2"),
         );
-        assert_eq!(placement.dirs, vec![mem.clone(), cpu.clone()]);
+        let acct = fake.path("cpuacct/berth/podu1/app-2");
+        assert_eq!(placement.dirs, vec![mem.clone(), cpu.clone(), acct.clone()]);
         assert_eq!(
             placement.home,
-            vec![fake.path("memory/agent/1"), fake.path("cpu")]
+            vec![
+                fake.path("memory/agent/1"),
+                fake.path("cpu"),
+                fake.path("cpuacct")
+            ]
         );
         assert_eq!(
             fake.read("memory/berth/podu1/app-2/memory.limit_in_bytes"),
@@ -876,6 +1014,69 @@ mod tests {
             "it has a container cgroup"
         );
         assert!(fake.path("memory/berth/other").exists());
+    }
+
+    #[test]
+    fn usage_is_read_from_cpuacct_and_the_memory_working_set() {
+        let fake = Fake::new();
+        let cgroups = Cgroups::new(&fake.hybrid(), "berth").unwrap();
+        cgroups
+            .create("u1", "app", 0, &limits(), &pod_limits())
+            .unwrap();
+        assert_eq!(cgroups.container_usage("u1", "other", 0), None);
+        let write = |rel: &str, text: &str| fs::write(fake.path(rel), text).unwrap();
+        write("cpuacct/berth/podu1/app-0/cpuacct.usage", "1500000000\n");
+        write(
+            "memory/berth/podu1/app-0/memory.usage_in_bytes",
+            "10485760\n",
+        );
+        write(
+            "memory/berth/podu1/app-0/memory.stat",
+            "cache 4096\ninactive_file 1\ntotal_inactive_file 2097152\n",
+        );
+        assert_eq!(
+            cgroups.container_usage("u1", "app", 0),
+            Some(Usage {
+                cpu_ns: Some(1_500_000_000),
+                memory_working_set: Some(8 << 20),
+            })
+        );
+        // The pod's cgroup without counters yet (a fake fs has none): nothing known.
+        assert_eq!(cgroups.pod_usage("u1"), Some(Usage::default()));
+        assert_eq!(cgroups.pod_usage("u2"), None);
+
+        let fake = Fake::new();
+        let cgroups = Cgroups::new(&fake.v2(), "berth").unwrap();
+        cgroups
+            .create("u1", "app", 3, &limits(), &pod_limits())
+            .unwrap();
+        let write = |rel: &str, text: &str| fs::write(fake.path(rel), text).unwrap();
+        write("cg/berth/podu1/cpu.stat", "usage_usec 250\nuser_usec 200\n");
+        write("cg/berth/podu1/memory.current", "4096\n");
+        write(
+            "cg/berth/podu1/memory.stat",
+            "anon 4096\ninactive_file 8192\n",
+        );
+        assert_eq!(
+            cgroups.pod_usage("u1"),
+            Some(Usage {
+                cpu_ns: Some(250_000),
+                memory_working_set: Some(0),
+            }),
+            "the working set never goes below zero"
+        );
+    }
+
+    #[test]
+    fn the_machine_usage_counts_busy_ticks_and_memory_less_inactive_files() {
+        let stat = "cpu  100 5 50 1000 20 3 2 1 40 0\ncpu0 50 2 25 500 10 1 1 0 20 0\n";
+        let meminfo = "MemTotal:        1000 kB\nMemFree:          200 kB\nMemAvailable:     600 kB\nInactive(file):   300 kB\n";
+        let usage = machine_usage_from(stat, meminfo, 100);
+        assert_eq!(usage.cpu_ns, Some((100 + 5 + 50 + 3 + 2 + 1) * 10_000_000));
+        assert_eq!(usage.memory_working_set, Some(500 * 1024));
+        assert_eq!(machine_usage_from("", "", 100), Usage::default());
+        let real = machine_usage();
+        assert!(real.cpu_ns.is_some_and(|n| n > 0) && real.memory_working_set.is_some());
     }
 
     #[test]

@@ -269,4 +269,10 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Why resource limits are not enforced, when they are not.
     fn limits_unenforced(&self) -> Option<String>;
+
+    /// What each running instance of a pod has used, by container name and attempt
+    /// (none when the runtime cannot tell).
+    fn usage(&self, _pod_uid: &str) -> Vec<(String, u32, cgroup::Usage)> {
+        Vec::new()
+    }
 }

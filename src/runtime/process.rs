@@ -473,4 +473,21 @@ impl Runtime for ProcessRuntime {
     fn limits_unenforced(&self) -> Option<String> {
         self.inner.cgroups.as_ref().err().cloned()
     }
+
+    fn usage(&self, pod_uid: &str) -> Vec<(String, u32, super::cgroup::Usage)> {
+        let Ok(cgroups) = &self.inner.cgroups else {
+            return Vec::new();
+        };
+        let Ok(instances) = self.pod_status(pod_uid) else {
+            return Vec::new();
+        };
+        instances
+            .into_iter()
+            .filter(|s| s.state == State::Running)
+            .filter_map(|s| {
+                let usage = cgroups.container_usage(pod_uid, &s.id.name, s.id.attempt)?;
+                Some((s.id.name, s.id.attempt, usage))
+            })
+            .collect()
+    }
 }

@@ -9,6 +9,7 @@ pub mod disruption;
 pub mod fields;
 pub mod fit;
 pub mod labels;
+pub mod metrics;
 pub mod names;
 pub mod openshift;
 pub mod quantity;

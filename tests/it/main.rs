@@ -23,6 +23,7 @@ mod https;
 mod jobs;
 mod kube_client;
 mod lifecycle;
+mod metrics;
 mod node;
 mod probes;
 mod protobuf;

@@ -21,7 +21,7 @@ async fn server(tune: impl FnOnce(&mut berth::app::NodeSettings)) -> TestServer 
 
 /// The hierarchy of this machine that holds `controller`, when berth can use cgroups
 /// here (root, a writable hierarchy); otherwise says why the test does not apply.
-fn hierarchy(controller: &str) -> Option<berth::runtime::cgroup::Hierarchy> {
+pub(crate) fn hierarchy(controller: &str) -> Option<berth::runtime::cgroup::Hierarchy> {
     use berth::runtime::cgroup::{Cgroups, Layout};
     let layout = Layout::detect().ok()?;
     if let Err(why) = Cgroups::new(&layout, PARENT) {
