@@ -456,7 +456,7 @@ impl Client {
     ) -> Result<Value> {
         match &self.transport {
             Transport::Local(l) => {
-                let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}}));
+                let patch = Patch::Merge(res.strategy.scale_patch(replicas));
                 l.patch(res, ns, name, &patch, false).await
             }
             Transport::Http(h) => h.scale(res, ns, name, replicas).await,

@@ -26,6 +26,7 @@ pub mod history;
 pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod podautoscaler;
 pub mod queue;
 pub mod replication;
 pub mod scheduler;
@@ -63,6 +64,11 @@ pub struct Config {
     /// The port the API serves on, for the `kubernetes` Service; `None` keeps no such
     /// Service.
     pub api_port: Option<u16>,
+    /// How often each HorizontalPodAutoscaler is synced.
+    pub hpa_sync: Duration,
+    /// How long an autoscaler without `behavior` (or with no scale-down window of its own)
+    /// remembers its recommendations before it scales down.
+    pub hpa_downscale_window: Duration,
 }
 
 impl Default for Config {
@@ -73,6 +79,8 @@ impl Default for Config {
             event_ttl: Duration::from_secs(3600),
             deployments: true,
             api_port: None,
+            hpa_sync: Duration::from_secs(15),
+            hpa_downscale_window: Duration::from_secs(300),
         }
     }
 }
@@ -125,6 +133,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     job::start(ctx, sup);
     namespace::start(ctx, sup);
     nodelifecycle::start(ctx, sup);
+    podautoscaler::start(ctx, sup);
     replication::start(ctx, sup);
     scheduler::start(ctx, sup);
     serviceaccount::start(ctx, sup);

@@ -50,6 +50,8 @@ pub enum Kind {
     PodDisruptionBudget,
     /// apps/v1 StatefulSet (see `registry::apps`).
     StatefulSet,
+    /// autoscaling/v2 HorizontalPodAutoscaler (see `registry::autoscaling`).
+    HorizontalPodAutoscaler,
     /// core/v1 PersistentVolumeClaim: stored, never bound (no volumes are provisioned).
     PersistentVolumeClaim,
     /// metrics.k8s.io/v1beta1 NodeMetrics and PodMetrics: made when read from what the
@@ -759,6 +761,27 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::HorizontalPodAutoscaler,
+            group: "autoscaling".into(),
+            version: "v2".into(),
+            kind_name: "HorizontalPodAutoscaler".into(),
+            plural: "horizontalpodautoscalers".into(),
+            singular: "horizontalpodautoscaler".into(),
+            short_names: names(&["hpa"]),
+            namespaced: true,
+            categories: names(ALL),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::autoscaling::HorizontalPodAutoscaler),
+            schema: Source::typed::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(),
+            table: Arc::new(table::HORIZONTAL_POD_AUTOSCALER),
+            conversion: None,
+        },
+        Resource {
             kind: Kind::DeploymentConfig,
             group: "apps.openshift.io".into(),
             version: "v1".into(),
@@ -1123,6 +1146,7 @@ mod tests {
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
                 ("policy", vec!["v1"]),
+                ("autoscaling", vec!["v2"]),
                 ("apps.openshift.io", vec!["v1"]),
                 ("apiextensions.k8s.io", vec!["v1"]),
                 ("metrics.k8s.io", vec!["v1beta1"]),

@@ -5,6 +5,7 @@
 
 mod apply;
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod catalog;
 mod cel;

@@ -69,6 +69,7 @@ printers! {
     NAME_ONLY: name_columns, name_cells;
     DAEMON_SET: daemon_set_columns, daemon_set_cells;
     POD_DISRUPTION_BUDGET: pod_disruption_budget_columns, pod_disruption_budget_cells;
+    HORIZONTAL_POD_AUTOSCALER: autoscaler_columns, autoscaler_cells;
 }
 
 fn name_columns() -> Vec<Column> {
@@ -798,6 +799,157 @@ fn pod_disruption_budget_cells(v: &Value) -> Vec<Value> {
         ),
         json!(age(v, "/metadata/creationTimestamp")),
     ]
+}
+
+fn autoscaler_columns() -> Vec<Column> {
+    let integer = |c: Column| Column {
+        kind: std::borrow::Cow::Borrowed("integer"),
+        ..c
+    };
+    vec![
+        col("Name", 0, "Name must be unique within a namespace."),
+        col(
+            "Reference",
+            0,
+            "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.",
+        ),
+        col(
+            "Targets",
+            0,
+            "metrics contains the specifications for which to use to calculate the desired replica count.",
+        ),
+        col(
+            "MinPods",
+            0,
+            "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.",
+        ),
+        integer(col(
+            "MaxPods",
+            0,
+            "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up.",
+        )),
+        integer(col(
+            "Replicas",
+            0,
+            "currentReplicas is current number of replicas of pods managed by this autoscaler.",
+        )),
+        col("Age", 0, "The time since the object was created."),
+    ]
+}
+
+fn autoscaler_cells(v: &Value) -> Vec<Value> {
+    let min = match v.pointer("/spec/minReplicas").and_then(Value::as_i64) {
+        Some(n) => n.to_string(),
+        None => "<unset>".into(),
+    };
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(format!(
+            "{}/{}",
+            s(v, "/spec/scaleTargetRef/kind"),
+            s(v, "/spec/scaleTargetRef/name")
+        )),
+        json!(autoscaler_targets(v)),
+        json!(min),
+        json!(
+            v.pointer("/spec/maxReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        ),
+        json!(
+            v.pointer("/status/currentReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        ),
+        json!(age(v, "/metadata/creationTimestamp")),
+    ]
+}
+
+/// The TARGETS column as kubectl's `formatHPAMetrics` makes it: each metric's current
+/// value over its target (`cpu: 42%/50%`), `<unknown>` until the controller has measured
+/// it, at most two of them and a count of the rest.
+fn autoscaler_targets(v: &Value) -> String {
+    const SHOWN: usize = 2;
+    let specs = v
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = v
+        .pointer("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let text = |x: Option<&Value>| match x {
+        Some(Value::String(q)) => Some(q.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let unknown = || "<unknown>".to_string();
+    let list: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let kind = spec.get("type").and_then(Value::as_str).unwrap_or("");
+            let field = match kind {
+                "Resource" => "resource",
+                "ContainerResource" => "containerResource",
+                "Pods" => "pods",
+                "Object" => "object",
+                "External" => "external",
+                _ => return "<unknown type>".into(),
+            };
+            let target = spec.pointer(&format!("/{field}/target"));
+            let current = statuses
+                .get(i)
+                .and_then(|st| st.get(field))
+                .and_then(|st| st.get("current"));
+            let at = |c: Option<&Value>, key: &str| text(c.and_then(|c| c.get(key)));
+            match kind {
+                "Resource" | "ContainerResource" => {
+                    let name = spec
+                        .pointer(&format!("/{field}/name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if let Some(avg) = at(target, "averageValue") {
+                        let now = at(current, "averageValue").unwrap_or_else(unknown);
+                        format!("{name}: {now}/{avg}")
+                    } else {
+                        let now = at(current, "averageUtilization")
+                            .map_or_else(unknown, |n| format!("{n}%"));
+                        let goal = at(target, "averageUtilization")
+                            .map_or_else(|| "<auto>".into(), |n| format!("{n}%"));
+                        format!("{name}: {now}/{goal}")
+                    }
+                }
+                "Pods" => {
+                    let now = at(current, "averageValue").unwrap_or_else(unknown);
+                    let goal = at(target, "averageValue").unwrap_or_default();
+                    format!("{now}/{goal}")
+                }
+                _ => {
+                    if let Some(avg) = at(target, "averageValue") {
+                        let now = at(current, "averageValue").unwrap_or_else(unknown);
+                        format!("{now}/{avg} (avg)")
+                    } else {
+                        let now = at(current, "value").unwrap_or_else(unknown);
+                        let goal = at(target, "value").unwrap_or_default();
+                        format!("{now}/{goal}")
+                    }
+                }
+            }
+        })
+        .collect();
+    if list.len() > SHOWN {
+        format!(
+            "{} + {} more...",
+            list[..SHOWN].join(", "),
+            list.len() - SHOWN
+        )
+    } else {
+        list.join(", ")
+    }
 }
 
 fn job_columns() -> Vec<Column> {

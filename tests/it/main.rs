@@ -3,6 +3,7 @@
 
 mod accounts;
 mod api;
+mod autoscaling;
 mod cli;
 mod cli_describe;
 mod cli_get;

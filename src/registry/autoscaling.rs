@@ -1,0 +1,505 @@
+//! The autoscaling/v2 kind's rules: HorizontalPodAutoscalers, with the defaults of
+//! kube-apiserver (`SetDefaults_HorizontalPodAutoscaler`: one replica at least, a CPU
+//! target of 80 % when no metric is named, and every unset field of a `behavior` filled
+//! with the default scaling rules) and its validation (`ValidateHorizontalPodAutoscaler`).
+//! The horizontal pod autoscaler controller writes the status.
+
+use serde_json::{Value, json};
+
+use super::Cause;
+use super::strategy::Strategy;
+
+/// The utilisation target of the CPU metric a spec without metrics gets.
+pub const DEFAULT_CPU_UTILIZATION: i64 = 80;
+/// The longest stabilization window and policy period a rule may name.
+const MAX_STABILIZATION_WINDOW: i64 = 3600;
+const MAX_PERIOD: i64 = 1800;
+const METRIC_TYPES: [&str; 5] = [
+    "ContainerResource",
+    "External",
+    "Object",
+    "Pods",
+    "Resource",
+];
+const SELECT_POLICIES: [&str; 3] = ["Disabled", "Max", "Min"];
+const POLICY_TYPES: [&str; 2] = ["Percent", "Pods"];
+
+/// autoscaling/v2 HorizontalPodAutoscaler: scales its target by the metrics it names.
+pub struct HorizontalPodAutoscaler;
+
+impl Strategy for HorizontalPodAutoscaler {
+    fn default(&self, obj: &mut Value) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if spec.get("minReplicas").is_none_or(Value::is_null) {
+            spec.insert("minReplicas".into(), json!(1));
+        }
+        if spec
+            .get("metrics")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
+            spec.insert(
+                "metrics".into(),
+                json!([{"type": "Resource", "resource": {"name": "cpu", "target": {
+                    "type": "Utilization", "averageUtilization": DEFAULT_CPU_UTILIZATION}}}]),
+            );
+        }
+        if let Some(behavior) = spec.get_mut("behavior").filter(|b| b.is_object()) {
+            let up = behavior.get("scaleUp").cloned();
+            behavior["scaleUp"] = with_defaults(up, scale_up_rules());
+            let down = behavior.get("scaleDown").cloned();
+            behavior["scaleDown"] = with_defaults(down, scale_down_rules());
+        }
+    }
+
+    fn prepare_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            // The one status field Go writes without omitempty.
+            m.insert("status".into(), json!({"desiredReplicas": 0}));
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else {
+            causes.push(Cause::required("spec"));
+            return;
+        };
+        validate_spec(spec, causes);
+    }
+}
+
+/// The scale-up rules a behavior gets for what it leaves out: no stabilization, and
+/// the faster of four pods or doubling every 15 s (`GenerateHPAScaleUpRules`).
+pub fn scale_up_rules() -> Value {
+    json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
+        {"type": "Pods", "value": 4, "periodSeconds": 15},
+        {"type": "Percent", "value": 100, "periodSeconds": 15}]})
+}
+
+/// The scale-down rules a behavior gets: everything may go at once; the stabilization
+/// window is left to the controller's own (`GenerateHPAScaleDownRules`).
+pub fn scale_down_rules() -> Value {
+    json!({"selectPolicy": "Max", "policies": [
+        {"type": "Percent", "value": 100, "periodSeconds": 15}]})
+}
+
+/// `copyHPAScalingRules`: the fields `from` sets, over the defaults.
+fn with_defaults(from: Option<Value>, mut defaults: Value) -> Value {
+    let Some(from) = from.as_ref().and_then(Value::as_object) else {
+        return defaults;
+    };
+    for field in [
+        "selectPolicy",
+        "stabilizationWindowSeconds",
+        "policies",
+        "tolerance",
+    ] {
+        if let Some(v) = from.get(field).filter(|v| !v.is_null()) {
+            defaults[field] = v.clone();
+        }
+    }
+    defaults
+}
+
+fn set<'a>(obj: &'a Value, field: &str) -> Option<&'a Value> {
+    obj.get(field).filter(|v| !v.is_null())
+}
+
+/// `validateHorizontalPodAutoscalerSpec`.
+fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
+    let min = set(spec, "minReplicas");
+    if let Some(m) = min {
+        if m.as_i64().is_none_or(|n| n < 1) {
+            causes.push(Cause::invalid(
+                "spec.minReplicas",
+                m,
+                "must be greater than or equal to 1",
+            ));
+        }
+    }
+    let max = set(spec, "maxReplicas");
+    let max_n = max.and_then(Value::as_i64).unwrap_or(0);
+    if max_n < 1 {
+        causes.push(Cause::invalid(
+            "spec.maxReplicas",
+            max.unwrap_or(&json!(0)),
+            "must be greater than 0",
+        ));
+    }
+    if let Some(min_n) = min.and_then(Value::as_i64) {
+        if max_n < min_n {
+            causes.push(Cause::invalid(
+                "spec.maxReplicas",
+                &json!(max_n),
+                "must be greater than or equal to `minReplicas`",
+            ));
+        }
+    }
+    // As upstream, the metrics are checked only once the target is sound, and the
+    // behavior only once the metrics are.
+    let before = causes.len();
+    validate_reference(spec.get("scaleTargetRef").unwrap_or(&Value::Null), causes);
+    if causes.len() > before {
+        return;
+    }
+    if let Some(metrics) = set(spec, "metrics").and_then(Value::as_array) {
+        for (i, m) in metrics.iter().enumerate() {
+            validate_metric(m, &format!("spec.metrics[{i}]"), causes);
+        }
+    }
+    if causes.len() > before {
+        return;
+    }
+    if let Some(behavior) = set(spec, "behavior") {
+        for (field, name) in [
+            ("scaleUp", "spec.behavior.scaleUp"),
+            ("scaleDown", "spec.behavior.scaleDown"),
+        ] {
+            if let Some(rules) = set(behavior, field) {
+                validate_rules(rules, name, causes);
+            }
+        }
+    }
+}
+
+/// `ValidateCrossVersionObjectReference`.
+fn validate_reference(r: &Value, causes: &mut Vec<Cause>) {
+    for field in ["kind", "name"] {
+        let path = format!("spec.scaleTargetRef.{field}");
+        match r.get(field).and_then(Value::as_str).unwrap_or("") {
+            "" => causes.push(Cause::required(&path)),
+            v => {
+                for msg in path_segment_errors(v) {
+                    causes.push(Cause::invalid(&path, &json!(v), msg));
+                }
+            }
+        }
+    }
+}
+
+/// `IsValidPathSegmentName`.
+fn path_segment_errors(name: &str) -> Vec<&'static str> {
+    if name == "." || name == ".." {
+        return vec![if name == "." {
+            "may not be '.'"
+        } else {
+            "may not be '..'"
+        }];
+    }
+    let mut out = Vec::new();
+    if name.contains('/') {
+        out.push("may not contain '/'");
+    }
+    if name.contains('%') {
+        out.push("may not contain '%'");
+    }
+    out
+}
+
+/// `validateMetricSpec`, with the sources it checks.
+fn validate_metric(m: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+    if ty.is_empty() {
+        causes.push(Cause::required_with(
+            &format!("{path}.type"),
+            "must specify a metric source type",
+        ));
+    }
+    if !METRIC_TYPES.contains(&ty) {
+        causes.push(Cause::not_supported(
+            &format!("{path}.type"),
+            ty,
+            &METRIC_TYPES,
+        ));
+        return;
+    }
+    let field = match ty {
+        "ContainerResource" => "containerResource",
+        "External" => "external",
+        "Object" => "object",
+        "Pods" => "pods",
+        _ => "resource",
+    };
+    let present: Vec<&str> = [
+        "object",
+        "pods",
+        "resource",
+        "external",
+        "containerResource",
+    ]
+    .into_iter()
+    .filter(|f| set(m, f).is_some())
+    .collect();
+    match set(m, field) {
+        None => causes.push(Cause::required_with(
+            &format!("{path}.{field}"),
+            "must populate information for the given metric source",
+        )),
+        Some(src) if field == "resource" || field == "containerResource" => {
+            validate_resource_source(src, &format!("{path}.{field}"), field, causes)
+        }
+        Some(src) => {
+            if let Some(t) = set(src, "target") {
+                validate_target(t, &format!("{path}.{field}.target"), causes);
+            }
+        }
+    }
+    for other in present.into_iter().filter(|f| *f != field) {
+        causes.push(Cause::forbidden(
+            &format!("{path}.{other}"),
+            "must populate the given metric source only",
+        ));
+    }
+}
+
+/// `validateResourceSource` and `validateContainerResourceSource`.
+fn validate_resource_source(src: &Value, path: &str, field: &str, causes: &mut Vec<Cause>) {
+    if src
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        causes.push(Cause::required_with(
+            &format!("{path}.name"),
+            "must specify a resource name",
+        ));
+    }
+    if field == "containerResource"
+        && src
+            .get("container")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+    {
+        causes.push(Cause::required_with(
+            &format!("{path}.container"),
+            "must specify a container",
+        ));
+    }
+    let target = src.get("target").unwrap_or(&Value::Null);
+    validate_target(target, &format!("{path}.target"), causes);
+    let (util, avg) = (
+        set(target, "averageUtilization"),
+        set(target, "averageValue"),
+    );
+    match (util, avg) {
+        (None, None) => causes.push(Cause::required_with(
+            &format!("{path}.target.averageUtilization"),
+            "must set either a target raw value or a target utilization",
+        )),
+        (Some(_), Some(_)) => causes.push(Cause::forbidden(
+            &format!("{path}.target.averageValue"),
+            "may not set both a target raw value and a target utilization",
+        )),
+        _ => {}
+    }
+}
+
+/// `validateMetricTarget`.
+fn validate_target(t: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let ty = t.get("type").and_then(Value::as_str).unwrap_or("");
+    if ty.is_empty() {
+        causes.push(Cause::required_with(
+            &format!("{path}.type"),
+            "must specify a metric target type",
+        ));
+    }
+    if !["Utilization", "Value", "AverageValue"].contains(&ty) {
+        causes.push(Cause::invalid(
+            &format!("{path}.type"),
+            &json!(ty),
+            "must be either Utilization, Value, or AverageValue",
+        ));
+    }
+    for field in ["value", "averageValue"] {
+        if let Some(v) = set(t, field) {
+            let positive = quantity(v).is_some_and(|q| q.milli() > 0);
+            if !positive {
+                causes.push(Cause::invalid(
+                    &format!("{path}.{field}"),
+                    v,
+                    "must be positive",
+                ));
+            }
+        }
+    }
+    if let Some(u) = set(t, "averageUtilization") {
+        if u.as_i64().is_none_or(|n| n < 1) {
+            causes.push(Cause::invalid(
+                &format!("{path}.averageUtilization"),
+                u,
+                "must be greater than 0",
+            ));
+        }
+    }
+}
+
+/// A quantity given as a string or a number.
+pub fn quantity(v: &Value) -> Option<crate::types::quantity::Quantity> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
+/// `validateScalingRules` and `validateScalingPolicy`.
+fn validate_rules(rules: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if let Some(w) = set(rules, "stabilizationWindowSeconds") {
+        match w.as_i64() {
+            Some(n) if n < 0 => causes.push(Cause::invalid(
+                &format!("{path}.stabilizationWindowSeconds"),
+                w,
+                "must be greater than or equal to zero",
+            )),
+            Some(n) if n > MAX_STABILIZATION_WINDOW => causes.push(Cause::invalid(
+                &format!("{path}.stabilizationWindowSeconds"),
+                w,
+                &format!("must be less than or equal to {MAX_STABILIZATION_WINDOW}"),
+            )),
+            _ => {}
+        }
+    }
+    if let Some(p) = set(rules, "selectPolicy") {
+        let p = p.as_str().unwrap_or("");
+        if !SELECT_POLICIES.contains(&p) {
+            causes.push(Cause::not_supported(
+                &format!("{path}.selectPolicy"),
+                p,
+                &SELECT_POLICIES,
+            ));
+        }
+    }
+    let policies = set(rules, "policies")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if policies.is_empty() {
+        causes.push(Cause::required_with(
+            &format!("{path}.policies"),
+            "must specify at least one Policy",
+        ));
+    }
+    for (i, p) in policies.iter().enumerate() {
+        let at = format!("{path}.policies[{i}]");
+        let ty = p.get("type").and_then(Value::as_str).unwrap_or("");
+        if !POLICY_TYPES.contains(&ty) {
+            causes.push(Cause::not_supported(
+                &format!("{at}.type"),
+                ty,
+                &POLICY_TYPES,
+            ));
+        }
+        for field in ["value", "periodSeconds"] {
+            let v = p.get(field).cloned().unwrap_or(json!(0));
+            if v.as_i64().is_none_or(|n| n <= 0) {
+                causes.push(Cause::invalid(
+                    &format!("{at}.{field}"),
+                    &v,
+                    "must be greater than zero",
+                ));
+            }
+        }
+        if let Some(n) = p["periodSeconds"].as_i64().filter(|n| *n > MAX_PERIOD) {
+            causes.push(Cause::invalid(
+                &format!("{at}.periodSeconds"),
+                &json!(n),
+                &format!("must be less than or equal to {MAX_PERIOD}"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hpa(spec: Value) -> Value {
+        json!({"metadata": {"name": "web"}, "spec": spec})
+    }
+
+    fn causes(mut obj: Value) -> Vec<String> {
+        HorizontalPodAutoscaler.default(&mut obj);
+        let mut out = Vec::new();
+        HorizontalPodAutoscaler.validate(&obj, &mut out);
+        out.into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    fn target() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"})
+    }
+
+    #[test]
+    fn a_bare_spec_gets_one_replica_and_the_cpu_target() {
+        let mut obj = hpa(json!({"scaleTargetRef": target(), "maxReplicas": 5}));
+        HorizontalPodAutoscaler.default(&mut obj);
+        assert_eq!(obj["spec"]["minReplicas"], 1);
+        assert_eq!(
+            obj["spec"]["metrics"],
+            json!([{"type": "Resource", "resource": {"name": "cpu", "target":
+                {"type": "Utilization", "averageUtilization": 80}}}])
+        );
+        // No behavior is made up where none was asked for.
+        assert!(obj["spec"].get("behavior").is_none());
+    }
+
+    #[test]
+    fn a_behavior_gets_what_it_leaves_out() {
+        let mut obj = hpa(
+            json!({"scaleTargetRef": target(), "maxReplicas": 5, "behavior": {
+            "scaleDown": {"stabilizationWindowSeconds": 10}}}),
+        );
+        HorizontalPodAutoscaler.default(&mut obj);
+        let b = &obj["spec"]["behavior"];
+        assert_eq!(b["scaleUp"], scale_up_rules());
+        assert_eq!(b["scaleDown"]["stabilizationWindowSeconds"], 10);
+        assert_eq!(b["scaleDown"]["selectPolicy"], "Max");
+        assert_eq!(b["scaleDown"]["policies"][0]["value"], 100);
+    }
+
+    #[test]
+    fn bad_specs_are_refused_with_upstream_messages() {
+        assert_eq!(
+            causes(hpa(
+                json!({"scaleTargetRef": target(), "minReplicas": 3, "maxReplicas": 2})
+            )),
+            ["spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`"]
+        );
+        assert_eq!(
+            causes(hpa(
+                json!({"scaleTargetRef": {"kind": "Deployment"}, "maxReplicas": 0})
+            )),
+            [
+                "spec.maxReplicas: Invalid value: 0: must be greater than 0",
+                "spec.maxReplicas: Invalid value: 0: must be greater than or equal to `minReplicas`",
+                "spec.scaleTargetRef.name: Required value",
+            ]
+        );
+        let m = json!([{"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization"}}}]);
+        assert_eq!(
+            causes(hpa(
+                json!({"scaleTargetRef": target(), "maxReplicas": 2, "metrics": m})
+            )),
+            [
+                "spec.metrics[0].resource.target.averageUtilization: Required value: must set either a target raw value or a target utilization"
+            ]
+        );
+        let b = json!({"scaleUp": {"policies": [], "selectPolicy": "Most"}});
+        assert_eq!(
+            causes(hpa(
+                json!({"scaleTargetRef": target(), "maxReplicas": 2, "behavior": b})
+            )),
+            [
+                "spec.behavior.scaleUp.selectPolicy: Unsupported value: \"Most\": supported values: \"Disabled\", \"Max\", \"Min\"",
+                "spec.behavior.scaleUp.policies: Required value: must specify at least one Policy",
+            ]
+        );
+        assert!(causes(hpa(json!({"scaleTargetRef": target(), "maxReplicas": 2}))).is_empty());
+    }
+}
