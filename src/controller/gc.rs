@@ -38,12 +38,10 @@ use graph::{FOREGROUND, Graph, Identity, ORPHAN, deleting_with};
 const NAME: &str = "garbage-collector";
 const WORKERS: usize = 4;
 
-/// Every kind whose objects can own or depend: all but the events.k8s.io view of Events
-/// (the same objects as core Events).
+/// Every kind whose objects can own or depend: all but the views of other kinds' objects
+/// in another version (events.k8s.io Events, autoscaling/v1 autoscalers).
 pub fn collected_kinds() -> impl Iterator<Item = &'static Arc<Resource>> {
-    catalog::RESOURCES
-        .iter()
-        .filter(|r| r.kind != Kind::EventsV1Event)
+    catalog::RESOURCES.iter().filter(|r| r.conversion.is_none())
 }
 
 /// What the workers share.

@@ -26,12 +26,12 @@ const WORKERS: usize = 2;
 /// The spec finalizer this controller owns.
 pub const FINALIZER: &str = "kubernetes";
 
-/// The kinds a namespace holds: every namespaced kind but the events.k8s.io view of
-/// Events (the same objects as core Events).
+/// The kinds a namespace holds: every namespaced kind but the views of other kinds'
+/// objects in another version (events.k8s.io Events, autoscaling/v1 autoscalers).
 fn contents() -> impl Iterator<Item = &'static std::sync::Arc<Resource>> {
     catalog::RESOURCES
         .iter()
-        .filter(|r| r.namespaced && r.kind != Kind::EventsV1Event)
+        .filter(|r| r.namespaced && r.conversion.is_none())
 }
 
 fn name_of(obj: &Value) -> &str {

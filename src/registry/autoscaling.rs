@@ -413,8 +413,560 @@ fn validate_rules(rules: &Value, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// autoscaling/v1: the same objects, with only a CPU target. What v1 cannot say (other
+// metrics, their statuses, the conditions, a behavior) travels in the annotations
+// kube-apiserver uses for the round trip, so a v1 client's update loses none of it.
+
+/// The round-trip annotations of v1 (`autoscaling.alpha.kubernetes.io/…`).
+pub const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
+pub const CURRENT_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
+pub const CONDITIONS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/conditions";
+pub const BEHAVIOR_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/behavior";
+const ROUND_TRIP: [&str; 4] = [
+    METRICS_ANNOTATION,
+    CURRENT_METRICS_ANNOTATION,
+    CONDITIONS_ANNOTATION,
+    BEHAVIOR_ANNOTATION,
+];
+
+/// autoscaling/v1 HorizontalPodAutoscalers, stored as autoscaling/v2 ones.
+pub fn v1() -> super::convert::Conversion {
+    super::convert::Conversion {
+        stored: super::convert::Stored::Builtin(super::catalog::Kind::HorizontalPodAutoscaler),
+        to_stored: Box::new(v1_to_v2),
+        from_stored: Box::new(v2_to_v1),
+        stored_field: str::to_string,
+    }
+}
+
+/// autoscaling/v1 HorizontalPodAutoscaler: its rules are the stored v2 kind's.
+pub struct HorizontalPodAutoscalerV1;
+impl Strategy for HorizontalPodAutoscalerV1 {}
+
+/// Copies the fields of `from` named in `pairs` to `to` under their other names.
+fn renamed(from: &Value, pairs: &[(&str, &str)]) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    for (a, b) in pairs {
+        if let Some(v) = from.get(*a).filter(|v| !v.is_null()) {
+            out.insert((*b).to_string(), v.clone());
+        }
+    }
+    out
+}
+
+fn is_cpu_utilization(m: &Value) -> bool {
+    m["type"] == "Resource"
+        && m["resource"]["name"] == "cpu"
+        && m["resource"]["target"]["averageUtilization"].is_i64()
+}
+
+/// A v2 metric spec as v1 writes it into its annotation (`autoscalingv1.MetricSpec`).
+fn metric_spec_to_v1(m: &Value) -> Value {
+    let kind = m["type"].as_str().unwrap_or("");
+    let mut out = json!({"type": kind});
+    match kind {
+        "Resource" | "ContainerResource" => {
+            let field = if kind == "Resource" {
+                "resource"
+            } else {
+                "containerResource"
+            };
+            let src = &m[field];
+            let mut r = renamed(src, &[("name", "name"), ("container", "container")]);
+            r.extend(renamed(
+                &src["target"],
+                &[
+                    ("averageUtilization", "targetAverageUtilization"),
+                    ("averageValue", "targetAverageValue"),
+                ],
+            ));
+            out[field] = Value::Object(r);
+        }
+        "Pods" => {
+            let src = &m["pods"];
+            let mut r = renamed(
+                &src["metric"],
+                &[("name", "metricName"), ("selector", "selector")],
+            );
+            r.extend(renamed(
+                &src["target"],
+                &[("averageValue", "targetAverageValue")],
+            ));
+            out["pods"] = Value::Object(r);
+        }
+        "Object" => {
+            let src = &m["object"];
+            let mut r = renamed(src, &[("describedObject", "target")]);
+            r.extend(renamed(
+                &src["metric"],
+                &[("name", "metricName"), ("selector", "selector")],
+            ));
+            r.extend(renamed(
+                &src["target"],
+                &[("value", "targetValue"), ("averageValue", "averageValue")],
+            ));
+            out["object"] = Value::Object(r);
+        }
+        "External" => {
+            let src = &m["external"];
+            let mut r = renamed(
+                &src["metric"],
+                &[("name", "metricName"), ("selector", "metricSelector")],
+            );
+            r.extend(renamed(
+                &src["target"],
+                &[
+                    ("value", "targetValue"),
+                    ("averageValue", "targetAverageValue"),
+                ],
+            ));
+            out["external"] = Value::Object(r);
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A v1 annotation's metric spec as v2 has it.
+fn metric_spec_to_v2(m: &Value) -> Value {
+    let kind = m["type"].as_str().unwrap_or("");
+    let mut out = json!({"type": kind});
+    let target = |src: &Value, pairs: &[(&str, &str, &str)]| {
+        let mut t = serde_json::Map::new();
+        for (from, to, kind) in pairs {
+            if let Some(v) = src.get(*from).filter(|v| !v.is_null()) {
+                t.insert((*to).into(), v.clone());
+                t.entry("type").or_insert(json!(kind));
+            }
+        }
+        Value::Object(t)
+    };
+    match kind {
+        "Resource" | "ContainerResource" => {
+            let field = if kind == "Resource" {
+                "resource"
+            } else {
+                "containerResource"
+            };
+            let src = &m[field];
+            let mut r = renamed(src, &[("name", "name"), ("container", "container")]);
+            r.insert(
+                "target".into(),
+                target(
+                    src,
+                    &[
+                        (
+                            "targetAverageUtilization",
+                            "averageUtilization",
+                            "Utilization",
+                        ),
+                        ("targetAverageValue", "averageValue", "AverageValue"),
+                    ],
+                ),
+            );
+            out[field] = Value::Object(r);
+        }
+        "Pods" => {
+            let src = &m["pods"];
+            out["pods"] = json!({
+                "metric": renamed(src, &[("metricName", "name"), ("selector", "selector")]),
+                "target": target(src, &[("targetAverageValue", "averageValue", "AverageValue")]),
+            });
+        }
+        "Object" => {
+            let src = &m["object"];
+            let mut r = renamed(src, &[("target", "describedObject")]);
+            r.insert(
+                "metric".into(),
+                Value::Object(renamed(
+                    src,
+                    &[("metricName", "name"), ("selector", "selector")],
+                )),
+            );
+            r.insert(
+                "target".into(),
+                target(
+                    src,
+                    &[
+                        ("averageValue", "averageValue", "AverageValue"),
+                        ("targetValue", "value", "Value"),
+                    ],
+                ),
+            );
+            out["object"] = Value::Object(r);
+        }
+        "External" => {
+            let src = &m["external"];
+            out["external"] = json!({
+                "metric": renamed(src, &[("metricName", "name"), ("metricSelector", "selector")]),
+                "target": target(src, &[
+                    ("targetAverageValue", "averageValue", "AverageValue"),
+                    ("targetValue", "value", "Value"),
+                ]),
+            });
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A v2 metric status as v1's annotation has it, and back (`current.x` ⇄ `currentX`).
+fn metric_status_to_v1(m: &Value) -> Value {
+    let kind = m["type"].as_str().unwrap_or("");
+    let field = status_field(kind);
+    let mut out = json!({"type": kind});
+    if let Some(field) = field {
+        let src = &m[field];
+        let mut r = renamed(
+            src,
+            &[
+                ("name", "name"),
+                ("container", "container"),
+                ("describedObject", "target"),
+            ],
+        );
+        r.extend(renamed(&src["metric"], &metric_names(kind)));
+        let current = &src["current"];
+        r.extend(renamed(
+            current,
+            &[
+                ("averageUtilization", "currentAverageUtilization"),
+                (
+                    "averageValue",
+                    if kind == "Object" {
+                        "averageValue"
+                    } else {
+                        "currentAverageValue"
+                    },
+                ),
+                ("value", "currentValue"),
+            ],
+        ));
+        out[field] = Value::Object(r);
+    }
+    out
+}
+
+fn metric_status_to_v2(m: &Value) -> Value {
+    let kind = m["type"].as_str().unwrap_or("");
+    let mut out = json!({"type": kind});
+    if let Some(field) = status_field(kind) {
+        let src = &m[field];
+        let mut r = renamed(
+            src,
+            &[
+                ("name", "name"),
+                ("container", "container"),
+                ("target", "describedObject"),
+            ],
+        );
+        let back: Vec<(&str, &str)> = metric_names(kind).iter().map(|(a, b)| (*b, *a)).collect();
+        let metric = renamed(src, &back);
+        if !metric.is_empty() {
+            r.insert("metric".into(), Value::Object(metric));
+        }
+        r.insert(
+            "current".into(),
+            Value::Object(renamed(
+                src,
+                &[
+                    ("currentAverageUtilization", "averageUtilization"),
+                    (
+                        if kind == "Object" {
+                            "averageValue"
+                        } else {
+                            "currentAverageValue"
+                        },
+                        "averageValue",
+                    ),
+                    ("currentValue", "value"),
+                ],
+            )),
+        );
+        out[field] = Value::Object(r);
+    }
+    out
+}
+
+fn status_field(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        "Pods" => "pods",
+        "Object" => "object",
+        "External" => "external",
+        _ => return None,
+    })
+}
+
+fn metric_names(kind: &str) -> [(&'static str, &'static str); 2] {
+    if kind == "External" {
+        [("name", "metricName"), ("selector", "metricSelector")]
+    } else {
+        [("name", "metricName"), ("selector", "selector")]
+    }
+}
+
+/// The annotation's JSON array, if it holds one.
+fn annotation_list(annotations: &serde_json::Map<String, Value>, key: &str) -> Option<Vec<Value>> {
+    let text = annotations.get(key)?.as_str()?;
+    serde_json::from_str::<Vec<Value>>(text).ok()
+}
+
+/// An autoscaling/v1 object as it is stored (`Convert_v1_HorizontalPodAutoscaler_To_autoscaling_HorizontalPodAutoscaler`).
+pub fn v1_to_v2(v: &Value) -> Value {
+    let mut out = v.clone();
+    out["apiVersion"] = json!("autoscaling/v2");
+    let mut annotations = v
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let spec = &v["spec"];
+    let mut s = renamed(
+        spec,
+        &[
+            ("scaleTargetRef", "scaleTargetRef"),
+            ("minReplicas", "minReplicas"),
+            ("maxReplicas", "maxReplicas"),
+        ],
+    );
+    let mut metrics: Vec<Value> = annotation_list(&annotations, METRICS_ANNOTATION)
+        .unwrap_or_default()
+        .iter()
+        .map(metric_spec_to_v2)
+        .collect();
+    if let Some(cpu) = spec
+        .get("targetCPUUtilizationPercentage")
+        .filter(|c| !c.is_null())
+    {
+        metrics.push(json!({"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": cpu}}}));
+    }
+    if !metrics.is_empty() {
+        s.insert("metrics".into(), Value::Array(metrics));
+    }
+    if let Some(b) = annotations
+        .get(BEHAVIOR_ANNOTATION)
+        .and_then(Value::as_str)
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    {
+        s.insert("behavior".into(), b);
+    }
+    out["spec"] = Value::Object(s);
+    let status = &v["status"];
+    if status.is_object() {
+        let mut st = renamed(
+            status,
+            &[
+                ("observedGeneration", "observedGeneration"),
+                ("lastScaleTime", "lastScaleTime"),
+                ("currentReplicas", "currentReplicas"),
+                ("desiredReplicas", "desiredReplicas"),
+            ],
+        );
+        let current = match annotation_list(&annotations, CURRENT_METRICS_ANNOTATION) {
+            Some(list) => list.iter().map(metric_status_to_v2).collect(),
+            None => match status
+                .get("currentCPUUtilizationPercentage")
+                .filter(|c| !c.is_null())
+            {
+                Some(cpu) => vec![json!({"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageUtilization": cpu}}})],
+                None => vec![],
+            },
+        };
+        if !current.is_empty() {
+            st.insert("currentMetrics".into(), Value::Array(current));
+        }
+        if let Some(cs) = annotation_list(&annotations, CONDITIONS_ANNOTATION) {
+            st.insert("conditions".into(), Value::Array(cs));
+        }
+        out["status"] = Value::Object(st);
+    }
+    for key in ROUND_TRIP {
+        annotations.remove(key);
+    }
+    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        } else {
+            meta.insert("annotations".into(), Value::Object(annotations));
+        }
+    }
+    out
+}
+
+/// A stored autoscaler as autoscaling/v1 serves it.
+pub fn v2_to_v1(v: &Value) -> Value {
+    let mut out = v.clone();
+    out["apiVersion"] = json!("autoscaling/v1");
+    let mut annotations = v
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for key in ROUND_TRIP {
+        annotations.remove(key);
+    }
+    let encode = |list: &[Value]| Value::String(serde_json::to_string(list).expect("JSON"));
+    let spec = &v["spec"];
+    let mut s = renamed(
+        spec,
+        &[
+            ("scaleTargetRef", "scaleTargetRef"),
+            ("minReplicas", "minReplicas"),
+            ("maxReplicas", "maxReplicas"),
+        ],
+    );
+    let metrics = spec["metrics"].as_array().map_or(&[][..], Vec::as_slice);
+    if let Some(cpu) = metrics.iter().find(|m| is_cpu_utilization(m)) {
+        s.insert(
+            "targetCPUUtilizationPercentage".into(),
+            cpu["resource"]["target"]["averageUtilization"].clone(),
+        );
+    }
+    let others: Vec<Value> = metrics
+        .iter()
+        .filter(|m| !is_cpu_utilization(m))
+        .map(metric_spec_to_v1)
+        .collect();
+    if !others.is_empty() {
+        annotations.insert(METRICS_ANNOTATION.into(), encode(&others));
+    }
+    if let Some(b) = spec.get("behavior").filter(|b| b.is_object()) {
+        annotations.insert(
+            BEHAVIOR_ANNOTATION.into(),
+            Value::String(serde_json::to_string(b).expect("JSON")),
+        );
+    }
+    out["spec"] = Value::Object(s);
+    let status = &v["status"];
+    if status.is_object() {
+        let mut st = renamed(
+            status,
+            &[
+                ("observedGeneration", "observedGeneration"),
+                ("lastScaleTime", "lastScaleTime"),
+                ("currentReplicas", "currentReplicas"),
+                ("desiredReplicas", "desiredReplicas"),
+            ],
+        );
+        // Both counts are always written in v1 (no `omitempty`).
+        for field in ["currentReplicas", "desiredReplicas"] {
+            st.entry(field).or_insert(json!(0));
+        }
+        let current = status["currentMetrics"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        if let Some(cpu) = current
+            .iter()
+            .find(|m| m["type"] == "Resource" && m["resource"]["name"] == "cpu")
+        {
+            if let Some(u) = cpu.pointer("/resource/current/averageUtilization") {
+                st.insert("currentCPUUtilizationPercentage".into(), u.clone());
+            }
+        }
+        if !current.is_empty() {
+            let list: Vec<Value> = current.iter().map(metric_status_to_v1).collect();
+            annotations.insert(CURRENT_METRICS_ANNOTATION.into(), encode(&list));
+        }
+        if let Some(cs) = status["conditions"].as_array().filter(|c| !c.is_empty()) {
+            annotations.insert(CONDITIONS_ANNOTATION.into(), encode(cs));
+        }
+        out["status"] = Value::Object(st);
+    }
+    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        } else {
+            meta.insert("annotations".into(), Value::Object(annotations));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn v1_carries_the_cpu_target_and_keeps_the_rest_in_annotations() {
+        let v2 = json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "annotations": {"team": "a"}},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 1, "maxReplicas": 5,
+                "metrics": [
+                    {"type": "Resource", "resource": {"name": "memory",
+                        "target": {"type": "AverageValue", "averageValue": "100Mi"}}},
+                    {"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 50}}},
+                    {"type": "External", "external": {"metric": {"name": "queue"},
+                        "target": {"type": "Value", "value": "30"}}},
+                ],
+                "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
+            },
+            "status": {
+                "currentReplicas": 2, "desiredReplicas": 3,
+                "currentMetrics": [
+                    {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "90Mi"}}},
+                    {"type": "Resource", "resource": {"name": "cpu",
+                        "current": {"averageUtilization": 75, "averageValue": "75m"}}},
+                    {"type": ""},
+                ],
+                "conditions": [{"type": "AbleToScale", "status": "True", "reason": "SucceededRescale"}],
+            },
+        });
+        let v1 = v2_to_v1(&v2);
+        assert_eq!(v1["apiVersion"], "autoscaling/v1");
+        assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+        assert!(v1["spec"].get("metrics").is_none());
+        assert_eq!(v1["status"]["currentCPUUtilizationPercentage"], 75);
+        let a = &v1["metadata"]["annotations"];
+        assert_eq!(a["team"], "a");
+        let others: Value = serde_json::from_str(a[METRICS_ANNOTATION].as_str().unwrap()).unwrap();
+        assert_eq!(
+            others,
+            json!([{"type": "Resource", "resource": {"name": "memory", "targetAverageValue": "100Mi"}},
+                   {"type": "External", "external": {"metricName": "queue", "targetValue": "30"}}])
+        );
+        let current: Value =
+            serde_json::from_str(a[CURRENT_METRICS_ANNOTATION].as_str().unwrap()).unwrap();
+        assert_eq!(
+            current[1],
+            json!({"type": "Resource", "resource": {"name": "cpu",
+                "currentAverageUtilization": 75, "currentAverageValue": "75m"}})
+        );
+        // Back again, nothing is lost (the CPU target goes last, as upstream puts it).
+        let back = v1_to_v2(&v1);
+        assert_eq!(back["metadata"]["annotations"], json!({"team": "a"}));
+        let m = back["spec"]["metrics"].as_array().unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0], v2["spec"]["metrics"][0]);
+        assert_eq!(m[1], v2["spec"]["metrics"][2]);
+        assert_eq!(m[2], v2["spec"]["metrics"][1]);
+        assert_eq!(back["spec"]["behavior"], v2["spec"]["behavior"]);
+        assert_eq!(back["status"], v2["status"]);
+    }
+
+    #[test]
+    fn a_plain_v1_object_is_a_cpu_target() {
+        let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+                     "maxReplicas": 3, "targetCPUUtilizationPercentage": 60}});
+        let v2 = v1_to_v2(&v1);
+        assert_eq!(v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            v2["spec"]["metrics"],
+            json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 60}}}])
+        );
+        assert!(v2["metadata"].get("annotations").is_none());
+        assert_eq!(v2_to_v1(&v2), v1);
+    }
+
     use super::*;
 
     fn hpa(spec: Value) -> Value {

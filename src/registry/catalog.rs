@@ -52,6 +52,8 @@ pub enum Kind {
     StatefulSet,
     /// autoscaling/v2 HorizontalPodAutoscaler (see `registry::autoscaling`).
     HorizontalPodAutoscaler,
+    /// autoscaling/v1 HorizontalPodAutoscaler: the v2 objects with only a CPU target.
+    HorizontalPodAutoscalerV1,
     /// core/v1 PersistentVolumeClaim: stored, never bound (no volumes are provisioned).
     PersistentVolumeClaim,
     /// metrics.k8s.io/v1beta1 NodeMetrics and PodMetrics: made when read from what the
@@ -782,6 +784,27 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::HorizontalPodAutoscalerV1,
+            group: "autoscaling".into(),
+            version: "v1".into(),
+            kind_name: "HorizontalPodAutoscaler".into(),
+            plural: "horizontalpodautoscalers".into(),
+            singular: "horizontalpodautoscaler".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::autoscaling::HorizontalPodAutoscalerV1),
+            schema: Source::typed::<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>(),
+            table: Arc::new(table::HORIZONTAL_POD_AUTOSCALER_V1),
+            conversion: Some(super::autoscaling::v1()),
+        },
+        Resource {
             kind: Kind::DeploymentConfig,
             group: "apps.openshift.io".into(),
             version: "v1".into(),
@@ -1130,12 +1153,12 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for r in RESOURCES.iter() {
             assert!(
-                seen.insert((r.group.as_str(), r.plural.as_str())),
+                seen.insert((r.group.as_str(), r.version.as_str(), r.plural.as_str())),
                 "{} twice",
                 r.plural
             );
             for s in &r.short_names {
-                assert!(seen.insert(("short", s)), "short name {s} twice");
+                assert!(seen.insert(("short", "", s)), "short name {s} twice");
             }
         }
         assert_eq!(
@@ -1146,7 +1169,7 @@ mod tests {
                 ("coordination.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
                 ("policy", vec!["v1"]),
-                ("autoscaling", vec!["v2"]),
+                ("autoscaling", vec!["v2", "v1"]),
                 ("apps.openshift.io", vec!["v1"]),
                 ("apiextensions.k8s.io", vec!["v1"]),
                 ("metrics.k8s.io", vec!["v1beta1"]),

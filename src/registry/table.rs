@@ -70,6 +70,7 @@ printers! {
     DAEMON_SET: daemon_set_columns, daemon_set_cells;
     POD_DISRUPTION_BUDGET: pod_disruption_budget_columns, pod_disruption_budget_cells;
     HORIZONTAL_POD_AUTOSCALER: autoscaler_columns, autoscaler_cells;
+    HORIZONTAL_POD_AUTOSCALER_V1: autoscaler_columns, autoscaler_v1_cells;
 }
 
 fn name_columns() -> Vec<Column> {
@@ -863,6 +864,10 @@ fn autoscaler_cells(v: &Value) -> Vec<Value> {
         ),
         json!(age(v, "/metadata/creationTimestamp")),
     ]
+}
+
+fn autoscaler_v1_cells(v: &Value) -> Vec<Value> {
+    autoscaler_cells(&super::autoscaling::v1_to_v2(v))
 }
 
 /// The TARGETS column as kubectl's `formatHPAMetrics` makes it: each metric's current

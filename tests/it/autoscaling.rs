@@ -224,14 +224,19 @@ async fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_down_when_idle()
         },
     )
     .await;
-    let down = events_of(&s, "burn").await;
-    assert!(
-        down.contains(&(
-            "SuccessfulRescale".into(),
-            "New size: 1; reason: All metrics below target".into()
-        )),
-        "{down:?}"
-    );
+    eventually(30, "the scale-down is an event", || async {
+        let down = events_of(&s, "burn").await;
+        let want = (
+            "SuccessfulRescale".to_string(),
+            "New size: 1; reason: All metrics below target".to_string(),
+        );
+        if down.contains(&want) {
+            Ok(())
+        } else {
+            Err(format!("{down:?}"))
+        }
+    })
+    .await;
     s.stop().await;
 }
 
@@ -369,5 +374,74 @@ async fn what_keeps_an_autoscaler_from_scaling_is_in_its_conditions_and_events()
     let (code, _) = s.delete(&format!("{HPAS}/custom")).await;
     assert_eq!(code, 200);
     assert_eq!(replicas(&s, "custom").await, 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn autoscaling_v1_clients_see_the_same_autoscalers_with_only_a_cpu_target() {
+    let s = TestServer::start().await;
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    // kubectl autoscale up to 1.34 writes v1.
+    let (code, made) = s
+        .post(
+            v1,
+            json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                         "maxReplicas": 4, "targetCPUUtilizationPercentage": 60}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{made}");
+    assert_eq!(made["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        made["spec"]["minReplicas"], 1,
+        "defaulted as v2 defaults it"
+    );
+    assert_eq!(made["spec"]["targetCPUUtilizationPercentage"], 60);
+    let (_, as_v2) = s.get(&format!("{HPAS}/web")).await;
+    assert_eq!(as_v2["spec"]["metrics"], cpu_at(60), "{as_v2}");
+
+    // A memory metric added through v2 survives a v1 client's read-modify-write.
+    let mut both = as_v2.clone();
+    both["spec"]["metrics"] = json!([cpu_at(60)[0], {"type": "Resource", "resource": {
+        "name": "memory", "target": {"type": "AverageValue", "averageValue": "100Mi"}}}]);
+    let (code, out) = s.put(&format!("{HPAS}/web"), both).await;
+    assert_eq!(code, 200, "{out}");
+    let (_, mut old) = s.get(&format!("{v1}/web")).await;
+    let kept = old["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/metrics"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        kept, r#"[{"resource":{"name":"memory","targetAverageValue":"100Mi"},"type":"Resource"}]"#,
+        "{old}"
+    );
+    old["spec"]["maxReplicas"] = json!(6);
+    let (code, out) = s.put(&format!("{v1}/web"), old).await;
+    assert_eq!(code, 200, "{out}");
+    assert!(out["spec"].get("metrics").is_none(), "{out}");
+    let (_, now) = s.get(&format!("{HPAS}/web")).await;
+    assert_eq!(now["spec"]["maxReplicas"], 6);
+    let metrics = now["spec"]["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 2, "{now}");
+    assert!(
+        metrics.iter().any(|m| m["resource"]["name"] == "memory"),
+        "{now}"
+    );
+    assert!(now["metadata"].get("annotations").is_none(), "{now}");
+
+    // Both versions are listed; v2 is preferred.
+    let (_, group) = s.get("/apis/autoscaling").await;
+    assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+    assert_eq!(group["versions"].as_array().unwrap().len(), 2, "{group}");
+    // A v1 object the v2 rules refuse is refused in v1 too.
+    let (code, out) = s
+        .post(
+            v1,
+            json!({"metadata": {"name": "bad"}, "spec": {"scaleTargetRef": {"kind": "Deployment",
+                "name": "web"}, "maxReplicas": 0}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{out}");
     s.stop().await;
 }

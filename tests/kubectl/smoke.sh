@@ -5,7 +5,8 @@
 # (logs, exec, exec -it and attach -it through a terminal), and the generators that send
 # protobuf bodies (create configmap|secret|namespace|serviceaccount|pdb|job|cronjob,
 # debug, drain), Jobs and CronJobs, DaemonSets and a drain through the eviction API that
-# a disruption budget stops, StatefulSets by ordinal with a partitioned update and undo.
+# a disruption budget stops, StatefulSets by ordinal with a partitioned update and undo,
+# and a HorizontalPodAutoscaler's conditions.
 # Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
 berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
@@ -410,6 +411,15 @@ same "get deploy -o wide" get deploy webd -o wide
 same "describe deploy" describe deploy webd --show-events=false
 same "rollout history deploy" rollout history deploy/webd
 check "berth rollout status deploy" 'deployment "webd" successfully rolled out' "$berth" rollout status deploy/webd
+# A HorizontalPodAutoscaler (autoscaling/v2 from a current kubectl, v1 from older ones):
+# the pods ask for no CPU, so the conditions say it cannot be measured in percent.
+check "autoscale" "horizontalpodautoscaler.autoscaling/webd autoscaled" k autoscale deploy/webd --min=2 --max=5 --cpu-percent=50
+check "get hpa" "^webd +Deployment/webd +cpu: <unknown>/50% +2 +5 +[0-9]+ " k get hpa webd
+check "the autoscaler reads the target's scale" "condition met" k wait --for=condition=AbleToScale hpa/webd --timeout=30s
+check "why it cannot scale is a condition" "ScalingActive +False +FailedGetResourceMetric" k describe hpa webd
+same "get hpa -o wide" get hpa webd -o wide
+same "describe hpa" describe hpa webd --show-events=false
+check "delete hpa" 'horizontalpodautoscaler.autoscaling "webd" deleted' k delete hpa webd
 # Jobs and CronJobs: a Job run to completion, a CronJob's table, a manual run of it.
 check "create job (sent in protobuf)" "job.batch/pi created" k create job pi --image=registry.example/busybox -- sh -c 'echo done'
 check "the job completes" "condition met" k wait --for=condition=complete job/pi --timeout=60s
