@@ -1373,6 +1373,41 @@ mod tests {
     use crate::registry::catalog::{self, Kind};
 
     #[test]
+    fn autoscaler_targets_print_as_kubectl_prints_them() {
+        let hpa = |metrics: Value, current: Value| json!({"spec": {"metrics": metrics}, "status": {"currentMetrics": current}});
+        let cpu = json!({"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": 50}}});
+        let mem = json!({"type": "Resource", "resource": {"name": "memory",
+            "target": {"type": "AverageValue", "averageValue": "100Mi"}}});
+        let pods = json!({"type": "Pods", "pods": {"metric": {"name": "qps"},
+            "target": {"type": "AverageValue", "averageValue": "10"}}});
+        assert_eq!(autoscaler_targets(&hpa(json!([]), json!([]))), "<none>");
+        assert_eq!(
+            autoscaler_targets(&hpa(json!([cpu]), json!(null))),
+            "cpu: <unknown>/50%"
+        );
+        let measured = json!([{"type": "Resource", "resource": {"name": "cpu",
+            "current": {"averageUtilization": 42, "averageValue": "42m"}}}]);
+        assert_eq!(
+            autoscaler_targets(&hpa(json!([cpu]), measured.clone())),
+            "cpu: 42%/50%"
+        );
+        assert_eq!(
+            autoscaler_targets(&hpa(json!([cpu, mem, pods]), measured)),
+            "cpu: 42%/50%, memory: <unknown>/100Mi + 1 more..."
+        );
+        let row = autoscaler_cells(&json!({
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3},
+        }));
+        assert_eq!(row[1], "Deployment/web");
+        assert_eq!(
+            (&row[3], &row[4], &row[5]),
+            (&json!("<unset>"), &json!(3), &json!(0))
+        );
+    }
+
+    #[test]
     fn pods_print_ready_status_and_restarts() {
         let pod = json!({"metadata": {"name": "web-1", "creationTimestamp": crate::types::now()},
             "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n1"},

@@ -445,3 +445,61 @@ async fn autoscaling_v1_clients_see_the_same_autoscalers_with_only_a_cpu_target(
     assert_eq!(code, 422, "{out}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn memory_utilization_scales_a_deployment_too() {
+    if crate::resources::hierarchy("memory").is_none() {
+        return;
+    }
+    let s = server().await;
+    // Each pod holds about 24 MB against a 16Mi request: 150 % against 50 %.
+    let hold = "x=$(head -c 24000000 /dev/zero | tr '\\0' a); echo held; sleep 3600";
+    let mut d = deployment(
+        "hold",
+        std::path::Path::new("/nonexistent"),
+        json!({"memory": "16Mi"}),
+    );
+    d["spec"]["template"]["spec"]["containers"][0]["command"] = json!(["sh", "-c", hold]);
+    d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = json!({});
+    let (code, out) = s.post(DEPLOYMENTS, d).await;
+    assert_eq!(code, 201, "{out}");
+    let memory = json!([{"type": "Resource", "resource": {"name": "memory",
+        "target": {"type": "Utilization", "averageUtilization": 50}}}]);
+    let mut h = hpa("hold", "hold", memory);
+    h["spec"]["maxReplicas"] = json!(2);
+    let (code, out) = s.post(HPAS, h).await;
+    assert_eq!(code, 201, "{out}");
+    let up = eventually(120, "the autoscaler scales the deployment to 2", || async {
+        let n = replicas(&s, "hold").await;
+        let (_, h) = s.get(&format!("{HPAS}/hold")).await;
+        if n == 2 && h["status"]["desiredReplicas"] == 2 {
+            Ok(h)
+        } else {
+            Err(format!("{n} replicas; {h}"))
+        }
+    })
+    .await;
+    let current = &up["status"]["currentMetrics"][0]["resource"];
+    assert_eq!(current["name"], "memory", "{up}");
+    assert!(
+        current["current"]["averageUtilization"]
+            .as_i64()
+            .is_some_and(|u| u > 100),
+        "{up}"
+    );
+    eventually(30, "the scale-up is an event", || async {
+        let events = events_of(&s, "hold").await;
+        let want = (
+            "SuccessfulRescale".to_string(),
+            "New size: 2; reason: memory resource utilization (percentage of request) above target"
+                .to_string(),
+        );
+        if events.contains(&want) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    s.stop().await;
+}
