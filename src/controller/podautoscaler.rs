@@ -557,58 +557,39 @@ fn change_in_period(period: i64, events: &[ScaleEvent], now: Timestamp) -> i64 {
         .sum()
 }
 
-/// `calculateScaleUpLimitWithScalingRules`.
-fn scale_up_limit(
-    current: i64,
-    up: &[ScaleEvent],
-    down: &[ScaleEvent],
-    rules: &Rules,
-    now: Timestamp,
-) -> i64 {
-    if rules.select == "Disabled" {
-        return current;
-    }
-    let min = rules.select == "Min";
-    let mut result = if min { i64::MAX } else { i64::MIN };
-    for p in &rules.policies {
-        let start =
-            current - change_in_period(p.period, up, now) + change_in_period(p.period, down, now);
-        let proposed = if p.pods {
-            start + p.value
-        } else {
-            (start as f64 * (1.0 + p.value as f64 / 100.0)).ceil() as i64
-        };
-        result = if min {
-            result.min(proposed)
-        } else {
-            result.max(proposed)
-        };
-    }
-    result
+/// Which way a limit of the behavior policies is worked out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Direction {
+    Up,
+    Down,
 }
 
-/// `calculateScaleDownLimitWithBehaviors`.
-fn scale_down_limit(
+/// `calculateScaleUpLimitWithScalingRules` and `calculateScaleDownLimitWithBehaviors`:
+/// what each policy allows from the replicas at the start of its period, the most of
+/// them (select policy `Max`: the largest change) or the least (`Min`).
+fn policy_limit(
     current: i64,
-    up: &[ScaleEvent],
-    down: &[ScaleEvent],
+    (up, down): (&[ScaleEvent], &[ScaleEvent]),
     rules: &Rules,
+    direction: Direction,
     now: Timestamp,
 ) -> i64 {
     if rules.select == "Disabled" {
         return current;
     }
-    let min = rules.select == "Min";
-    let mut result = if min { i64::MIN } else { i64::MAX };
+    // The largest change is the highest count up and the lowest count down.
+    let highest = (rules.select == "Min") != (direction == Direction::Up);
+    let mut result = if highest { i64::MIN } else { i64::MAX };
     for p in &rules.policies {
         let start =
             current - change_in_period(p.period, up, now) + change_in_period(p.period, down, now);
-        let proposed = if p.pods {
-            start - p.value
-        } else {
-            (start as f64 * (1.0 - p.value as f64 / 100.0)) as i64
+        let proposed = match (direction, p.pods) {
+            (Direction::Up, true) => start + p.value,
+            (Direction::Up, false) => (start as f64 * (1.0 + p.value as f64 / 100.0)).ceil() as i64,
+            (Direction::Down, true) => start - p.value,
+            (Direction::Down, false) => (start as f64 * (1.0 - p.value as f64 / 100.0)) as i64,
         };
-        result = if min {
+        result = if highest {
             result.max(proposed)
         } else {
             result.min(proposed)
@@ -720,7 +701,8 @@ impl History {
         now: Timestamp,
     ) -> (i64, &'static str, &'static str) {
         if desired > current {
-            let limit = scale_up_limit(current, &self.up, &self.down, up, now).max(current);
+            let events = (&self.up[..], &self.down[..]);
+            let limit = policy_limit(current, events, up, Direction::Up, now).max(current);
             let (allowed, reason, message) = if max > limit {
                 (
                     limit,
@@ -738,7 +720,8 @@ impl History {
                 return (allowed, reason, message);
             }
         } else if desired < current {
-            let limit = scale_down_limit(current, &self.up, &self.down, down, now).min(current);
+            let events = (&self.up[..], &self.down[..]);
+            let limit = policy_limit(current, events, down, Direction::Down, now).min(current);
             let (allowed, reason, message) = if min < limit {
                 (
                     limit,
@@ -1688,24 +1671,33 @@ mod tests {
             {"type": "Percent", "value": 100, "periodSeconds": 15}]}),
         );
         // The faster of four pods and doubling.
-        assert_eq!(scale_up_limit(2, &[], &[], &up, now()), 6);
-        assert_eq!(scale_up_limit(10, &[], &[], &up, now()), 20);
+        assert_eq!(policy_limit(2, (&[], &[]), &up, Direction::Up, now()), 6);
+        assert_eq!(policy_limit(10, (&[], &[]), &up, Direction::Up, now()), 20);
         // Two pods were added 10 s ago: the period began at 2.
         let recent = [ScaleEvent {
             at: now() - SignedDuration::from_secs(10),
             change: 2,
             outdated: false,
         }];
-        assert_eq!(scale_up_limit(4, &recent, &[], &up, now()), 6);
+        assert_eq!(
+            policy_limit(4, (&recent, &[]), &up, Direction::Up, now()),
+            6
+        );
         let slow = rules(json!({"selectPolicy": "Min", "policies": [
             {"type": "Pods", "value": 1, "periodSeconds": 60},
             {"type": "Percent", "value": 10, "periodSeconds": 60}]}));
-        assert_eq!(scale_down_limit(10, &[], &[], &slow, now()), 9);
+        assert_eq!(
+            policy_limit(10, (&[], &[]), &slow, Direction::Down, now()),
+            9
+        );
         let percent = rules(json!({"selectPolicy": "Max", "policies": [
             {"type": "Percent", "value": 50, "periodSeconds": 60}]}));
-        assert_eq!(scale_down_limit(5, &[], &[], &percent, now()), 2);
+        assert_eq!(
+            policy_limit(5, (&[], &[]), &percent, Direction::Down, now()),
+            2
+        );
         let off = rules(json!({"selectPolicy": "Disabled", "policies": []}));
-        assert_eq!(scale_down_limit(5, &[], &[], &off, now()), 5);
+        assert_eq!(policy_limit(5, (&[], &[]), &off, Direction::Down, now()), 5);
 
         let mut h = History::default();
         let down = rules(

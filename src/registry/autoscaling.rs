@@ -714,24 +714,43 @@ fn annotation_list(annotations: &serde_json::Map<String, Value>, key: &str) -> O
     serde_json::from_str::<Vec<Value>>(text).ok()
 }
 
+/// The fields both versions name alike.
+const SHARED_SPEC: &[(&str, &str)] = &[
+    ("scaleTargetRef", "scaleTargetRef"),
+    ("minReplicas", "minReplicas"),
+    ("maxReplicas", "maxReplicas"),
+];
+const SHARED_STATUS: &[(&str, &str)] = &[
+    ("observedGeneration", "observedGeneration"),
+    ("lastScaleTime", "lastScaleTime"),
+    ("currentReplicas", "currentReplicas"),
+    ("desiredReplicas", "desiredReplicas"),
+];
+
+fn annotations_of(v: &Value) -> serde_json::Map<String, Value> {
+    v.pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn set_annotations(obj: &mut Value, annotations: serde_json::Map<String, Value>) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        } else {
+            meta.insert("annotations".into(), Value::Object(annotations));
+        }
+    }
+}
+
 /// An autoscaling/v1 object as it is stored (`Convert_v1_HorizontalPodAutoscaler_To_autoscaling_HorizontalPodAutoscaler`).
 pub fn v1_to_v2(v: &Value) -> Value {
     let mut out = v.clone();
     out["apiVersion"] = json!("autoscaling/v2");
-    let mut annotations = v
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut annotations = annotations_of(v);
     let spec = &v["spec"];
-    let mut s = renamed(
-        spec,
-        &[
-            ("scaleTargetRef", "scaleTargetRef"),
-            ("minReplicas", "minReplicas"),
-            ("maxReplicas", "maxReplicas"),
-        ],
-    );
+    let mut s = renamed(spec, SHARED_SPEC);
     let mut metrics: Vec<Value> = annotation_list(&annotations, METRICS_ANNOTATION)
         .unwrap_or_default()
         .iter()
@@ -757,15 +776,7 @@ pub fn v1_to_v2(v: &Value) -> Value {
     out["spec"] = Value::Object(s);
     let status = &v["status"];
     if status.is_object() {
-        let mut st = renamed(
-            status,
-            &[
-                ("observedGeneration", "observedGeneration"),
-                ("lastScaleTime", "lastScaleTime"),
-                ("currentReplicas", "currentReplicas"),
-                ("desiredReplicas", "desiredReplicas"),
-            ],
-        );
+        let mut st = renamed(status, SHARED_STATUS);
         let current = match annotation_list(&annotations, CURRENT_METRICS_ANNOTATION) {
             Some(list) => list.iter().map(metric_status_to_v2).collect(),
             None => match status
@@ -788,13 +799,7 @@ pub fn v1_to_v2(v: &Value) -> Value {
     for key in ROUND_TRIP {
         annotations.remove(key);
     }
-    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
-        if annotations.is_empty() {
-            meta.remove("annotations");
-        } else {
-            meta.insert("annotations".into(), Value::Object(annotations));
-        }
-    }
+    set_annotations(&mut out, annotations);
     out
 }
 
@@ -802,24 +807,13 @@ pub fn v1_to_v2(v: &Value) -> Value {
 pub fn v2_to_v1(v: &Value) -> Value {
     let mut out = v.clone();
     out["apiVersion"] = json!("autoscaling/v1");
-    let mut annotations = v
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut annotations = annotations_of(v);
     for key in ROUND_TRIP {
         annotations.remove(key);
     }
     let encode = |list: &[Value]| Value::String(serde_json::to_string(list).expect("JSON"));
     let spec = &v["spec"];
-    let mut s = renamed(
-        spec,
-        &[
-            ("scaleTargetRef", "scaleTargetRef"),
-            ("minReplicas", "minReplicas"),
-            ("maxReplicas", "maxReplicas"),
-        ],
-    );
+    let mut s = renamed(spec, SHARED_SPEC);
     let metrics = spec["metrics"].as_array().map_or(&[][..], Vec::as_slice);
     if let Some(cpu) = metrics.iter().find(|m| is_cpu_utilization(m)) {
         s.insert(
@@ -844,15 +838,7 @@ pub fn v2_to_v1(v: &Value) -> Value {
     out["spec"] = Value::Object(s);
     let status = &v["status"];
     if status.is_object() {
-        let mut st = renamed(
-            status,
-            &[
-                ("observedGeneration", "observedGeneration"),
-                ("lastScaleTime", "lastScaleTime"),
-                ("currentReplicas", "currentReplicas"),
-                ("desiredReplicas", "desiredReplicas"),
-            ],
-        );
+        let mut st = renamed(status, SHARED_STATUS);
         // Both counts are always written in v1 (no `omitempty`).
         for field in ["currentReplicas", "desiredReplicas"] {
             st.entry(field).or_insert(json!(0));
@@ -877,13 +863,7 @@ pub fn v2_to_v1(v: &Value) -> Value {
         }
         out["status"] = Value::Object(st);
     }
-    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
-        if annotations.is_empty() {
-            meta.remove("annotations");
-        } else {
-            meta.insert("annotations".into(), Value::Object(annotations));
-        }
-    }
+    set_annotations(&mut out, annotations);
     out
 }
 

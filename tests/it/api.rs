@@ -2629,19 +2629,8 @@ async fn services_are_given_addresses_and_keep_them() {
         .await;
     assert_eq!(code, 422, "{st}");
     // kubectl's columns, and what `kubectl cluster-info` asks for.
-    let r = s
-        .req(Method::GET, svcs)
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .await
-        .unwrap();
-    let table: Value = r.json().await.unwrap();
-    let names: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let table = s.table(svcs).await;
+    let names = crate::support::column_names(&table);
     assert_eq!(
         names,
         [

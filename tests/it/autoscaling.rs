@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, eventually};
+use crate::support::{TestServer, column_names, eventually};
 
 const HPAS: &str = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
 const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
@@ -63,23 +63,6 @@ fn hpa(name: &str, target: &str, metrics: Value) -> Value {
 fn cpu_at(percent: i64) -> Value {
     json!([{"type": "Resource", "resource": {"name": "cpu",
         "target": {"type": "Utilization", "averageUtilization": percent}}}])
-}
-
-async fn events_of(s: &TestServer, name: &str) -> Vec<(String, String)> {
-    let (_, events) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}"
-        ))
-        .await;
-    events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let text = |f: &str| e[f].as_str().unwrap_or("").to_string();
-            (text("reason"), text("message"))
-        })
-        .collect()
 }
 
 fn condition<'a>(hpa: &'a Value, kind: &str) -> &'a Value {
@@ -149,7 +132,7 @@ async fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_down_when_idle()
         condition(&up, "ScalingActive")["message"],
         "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)"
     );
-    let rescales = events_of(&s, "burn").await;
+    let rescales = s.events_of("burn").await;
     assert!(
         rescales.contains(&(
             "SuccessfulRescale".into(),
@@ -172,21 +155,8 @@ async fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_down_when_idle()
     assert_eq!(replicas(&s, "burn").await, 3);
 
     // The Table kubectl prints.
-    let table = s
-        .req(reqwest::Method::GET, &format!("{HPAS}/burn"))
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
-    let names: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let table = s.table(&format!("{HPAS}/burn")).await;
+    let names = column_names(&table);
     assert_eq!(
         names,
         [
@@ -225,7 +195,7 @@ async fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_down_when_idle()
     )
     .await;
     eventually(30, "the scale-down is an event", || async {
-        let down = events_of(&s, "burn").await;
+        let down = s.events_of("burn").await;
         let want = (
             "SuccessfulRescale".to_string(),
             "New size: 1; reason: All metrics below target".to_string(),
@@ -263,7 +233,7 @@ async fn what_keeps_an_autoscaler_from_scaling_is_in_its_conditions_and_events()
         "the HPA controller was unable to get the target's current scale: deployments.apps \"nope\" not found",
         "{lost}"
     );
-    let events = events_of(&s, "lost").await;
+    let events = s.events_of("lost").await;
     assert!(
         events.contains(&(
             "FailedGetScale".into(),
@@ -307,7 +277,7 @@ async fn what_keeps_an_autoscaler_from_scaling_is_in_its_conditions_and_events()
         ) && message.contains("custom.metrics.k8s.io"),
         "{message}"
     );
-    let events = events_of(&s, "custom").await;
+    let events = s.events_of("custom").await;
     assert!(
         events.iter().any(|(r, m)| r == "FailedComputeMetricsReplicas"
             && m.starts_with("invalid metrics (1 invalid out of 1), first error is: failed to get pods metric value")),
@@ -488,7 +458,7 @@ async fn memory_utilization_scales_a_deployment_too() {
         "{up}"
     );
     eventually(30, "the scale-up is an event", || async {
-        let events = events_of(&s, "hold").await;
+        let events = s.events_of("hold").await;
         let want = (
             "SuccessfulRescale".to_string(),
             "New size: 2; reason: memory resource utilization (percentage of request) above target"

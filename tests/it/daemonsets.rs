@@ -533,20 +533,8 @@ async fn bad_daemon_sets_are_refused_with_their_fields() {
     assert_eq!(code, 422, "{out}");
     assert_eq!(out["details"]["causes"][0]["field"], "spec.selector");
     // kubectl's columns.
-    let resp = s
-        .req(reqwest::Method::GET, DSS)
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let table: Value = resp.json().await.unwrap();
-    let names: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let table = s.table(DSS).await;
+    let names = crate::support::column_names(&table);
     assert_eq!(
         names,
         [

@@ -201,19 +201,8 @@ async fn a_budget_counts_healthy_pods_against_its_controllers_scale() {
     );
 
     // kubectl's columns.
-    let resp = s
-        .req(reqwest::Method::GET, PDBS)
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .await
-        .unwrap();
-    let table: Value = resp.json().await.unwrap();
-    let names: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let table = s.table(PDBS).await;
+    let names = crate::support::column_names(&table);
     assert_eq!(
         names,
         [

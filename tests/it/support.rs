@@ -200,6 +200,36 @@ impl TestServer {
         (code, resp.json().await.unwrap())
     }
 
+    /// A GET answered as a server-side Table, as kubectl asks for it.
+    pub async fn table(&self, path: &str) -> serde_json::Value {
+        let resp = self
+            .req(reqwest::Method::GET, path)
+            .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "table of {path}");
+        resp.json().await.unwrap()
+    }
+
+    /// The (reason, message) of each event about the object `name` of `default`.
+    pub async fn events_of(&self, name: &str) -> Vec<(String, String)> {
+        let (_, events) = self
+            .get(&format!(
+                "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}"
+            ))
+            .await;
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let text = |f: &str| e[f].as_str().unwrap_or("").to_string();
+                (text("reason"), text("message"))
+            })
+            .collect()
+    }
+
     /// Opens a watch and returns a reader of its events.
     pub async fn watch(&self, path: &str) -> WatchReader {
         let resp = self.req(reqwest::Method::GET, path).send().await.unwrap();
@@ -295,4 +325,14 @@ impl TestServer {
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         }
     }
+}
+
+/// The names of a Table's columns.
+pub fn column_names(table: &serde_json::Value) -> Vec<&str> {
+    table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect()
 }

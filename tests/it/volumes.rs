@@ -63,25 +63,6 @@ async fn log(s: &TestServer, name: &str, container: &str) -> String {
     resp.text().await.unwrap()
 }
 
-async fn events_of(s: &TestServer, name: &str) -> Vec<(String, String)> {
-    let (_, events) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}"
-        ))
-        .await;
-    events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
-}
-
 fn is_empty_dir(p: &Path) -> bool {
     std::fs::read_dir(p).unwrap().next().is_none()
 }
@@ -153,7 +134,7 @@ async fn a_config_map_volume_waits_for_its_config_map_and_follows_its_updates() 
         waiting(&blocked, 0)["message"],
         "MountVolume.SetUp failed for volume \"cfg\" : configmap \"settings\" not found"
     );
-    let events = events_of(&s, "conf").await;
+    let events = s.events_of("conf").await;
     assert!(
         events.iter().any(|(r, m)| r == "FailedMount"
             && m == "MountVolume.SetUp failed for volume \"cfg\" : configmap \"settings\" not found"),
@@ -349,7 +330,7 @@ async fn host_paths_are_shared_with_the_host_and_checked_by_type() {
     );
     assert_eq!(waiting(&p, 0)["message"], expected.as_str());
     assert_eq!(p["status"]["phase"], "Pending");
-    let events = events_of(&s, "wrong-type").await;
+    let events = s.events_of("wrong-type").await;
     assert!(
         events
             .iter()
