@@ -467,11 +467,7 @@ fn metric_spec_to_v1(m: &Value) -> Value {
     let mut out = json!({"type": kind});
     match kind {
         "Resource" | "ContainerResource" => {
-            let field = if kind == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
+            let field = source_field(kind).unwrap_or("resource");
             let src = &m[field];
             let mut r = renamed(src, &[("name", "name"), ("container", "container")]);
             r.extend(renamed(
@@ -544,11 +540,7 @@ fn metric_spec_to_v2(m: &Value) -> Value {
     };
     match kind {
         "Resource" | "ContainerResource" => {
-            let field = if kind == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
+            let field = source_field(kind).unwrap_or("resource");
             let src = &m[field];
             let mut r = renamed(src, &[("name", "name"), ("container", "container")]);
             r.insert(
@@ -614,7 +606,7 @@ fn metric_spec_to_v2(m: &Value) -> Value {
 /// A v2 metric status as v1's annotation has it, and back (`current.x` ⇄ `currentX`).
 fn metric_status_to_v1(m: &Value) -> Value {
     let kind = m["type"].as_str().unwrap_or("");
-    let field = status_field(kind);
+    let field = source_field(kind);
     let mut out = json!({"type": kind});
     if let Some(field) = field {
         let src = &m[field];
@@ -651,7 +643,7 @@ fn metric_status_to_v1(m: &Value) -> Value {
 fn metric_status_to_v2(m: &Value) -> Value {
     let kind = m["type"].as_str().unwrap_or("");
     let mut out = json!({"type": kind});
-    if let Some(field) = status_field(kind) {
+    if let Some(field) = source_field(kind) {
         let src = &m[field];
         let mut r = renamed(
             src,
@@ -689,7 +681,8 @@ fn metric_status_to_v2(m: &Value) -> Value {
     out
 }
 
-fn status_field(kind: &str) -> Option<&'static str> {
+/// The field of a metric (spec or status) that holds its source.
+fn source_field(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "Resource" => "resource",
         "ContainerResource" => "containerResource",
