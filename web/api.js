@@ -62,6 +62,8 @@ export const post = (path, body) => request('POST', path, body);
 export const put = (path, body) => request('PUT', path, body);
 export const del = (path, body) => request('DELETE', path, body);
 export const mergePatch = (path, body) => request('PATCH', path, body, 'application/merge-patch+json');
+export const jsonPatch = (path, ops) => request('PATCH', path, ops, 'application/json-patch+json');
+export const strategicPatch = (path, body) => request('PATCH', path, body, 'application/strategic-merge-patch+json');
 
 /// Whether `t` is a token the server accepts.
 export async function check(t) {
@@ -296,3 +298,6 @@ export async function resourceFor(apiVersion, kind) {
 
 export const ns = (namespace) => `/api/v1/namespaces/${encodeURIComponent(namespace)}`;
 export const apps = (namespace) => `/apis/apps.openshift.io/v1/namespaces/${encodeURIComponent(namespace)}`;
+export const appsV1 = (namespace) => `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}`;
+export const batch = (namespace) => `/apis/batch/v1/namespaces/${encodeURIComponent(namespace)}`;
+export const autoscaling = (namespace) => `/apis/autoscaling/v2/namespaces/${encodeURIComponent(namespace)}`;

@@ -116,6 +116,13 @@ function route() {
       if (parts[1]) views.dcDetail(ctx, parts[1]);
       else views.dcs(ctx);
       break;
+    case 'workloads':
+      if (parts[1] && parts[2]) views.workloadDetail(ctx, parts[1], parts[2]);
+      else views.workloads(ctx);
+      break;
+    case 'jobs':
+      views.jobs(ctx);
+      break;
     case 'rcs':
       views.rcs(ctx);
       break;
@@ -173,7 +180,8 @@ document.addEventListener('DOMContentLoaded', () => {
     namespace = ev.target.value;
     sessionStorage.setItem(NS_KEY, namespace);
     // A detail or edit page belongs to the old namespace: go to its list.
-    if (/^#\/(dcs\/|edit\/)/.test(location.hash)) location.hash = '#/dcs';
+    const detail = /^#\/(dcs|workloads|edit)\//.exec(location.hash);
+    if (detail) location.hash = detail[1] === 'workloads' ? '#/workloads' : '#/dcs';
     else route();
   });
   window.addEventListener('hashchange', () => {

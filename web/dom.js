@@ -70,7 +70,12 @@ export function table(id, columns, attr) {
 /// `5s`, `3m`, `2h`, `4d`, like kubectl.
 export function age(ts) {
   if (!ts) return '-';
-  const s = Math.max(0, Math.floor((Date.now() - Date.parse(ts)) / 1000));
+  return duration((Date.now() - Date.parse(ts)) / 1000);
+}
+
+/// A span of seconds as `age` writes it.
+export function duration(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
   if (s < 120) return `${s}s`;
   const m = Math.floor(s / 60);
   if (m < 120) return `${m}m`;

@@ -1,8 +1,10 @@
 // The console's views. Each takes a context `{main, namespace, watch(path, f)}` and
-// fills `main`; the watches it opens end when the view is left.
+// fills `main`; the watches it opens end when the view is left. OpenShift
+// DeploymentConfigs and ReplicationControllers, apps/v1 workloads (Deployments,
+// StatefulSets, DaemonSets), batch/v1 Jobs and CronJobs, pods, events, nodes, YAML.
 
 import * as api from './api.js';
-import { h, fill, setText, table, ageCell, replicasCell } from './dom.js';
+import { h, fill, setText, table, ageCell, replicasCell, duration } from './dom.js';
 import { toYaml, header } from './yaml.js';
 
 const CONFIG_LABEL = 'openshift.io/deployment-config.name';
@@ -31,6 +33,27 @@ function heading(title, ...extra) {
 
 function errorText(e) {
   return e instanceof Error ? e.message : String(e);
+}
+
+/// A table cell of an object's conditions (`Type`, or `Type=Status` when not True).
+function conditionsCell(td, conds) {
+  const list = conds || [];
+  const text = list.map((c) => `${c.type}=${c.status}`).join(' ');
+  if (td.dataset.text === text && td.firstChild) return;
+  td.dataset.text = text;
+  fill(td, list.map((c) => h('span', { class: 'cond', 'data-type': c.type, 'data-status': c.status, title: [c.reason, c.message].filter(Boolean).join(': ') }, c.status === 'True' ? c.type : `${c.type}=${c.status}`)));
+  if (!td.firstChild) td.textContent = '-';
+}
+
+/// The `#conditions` list of a detail page.
+function conditionList(ul, conds) {
+  fill(
+    ul,
+    (conds || []).map((c) =>
+      h('li', { 'data-type': c.type, 'data-status': c.status }, h('strong', null, c.type), ` ${c.status}`, c.reason ? ` · ${c.reason}` : '', c.message ? h('span', { class: 'message' }, c.message) : null),
+    ),
+  );
+  if (!(conds || []).length) ul.append(h('li', null, 'No conditions yet.'));
 }
 
 // ---- DeploymentConfigs ----
@@ -62,17 +85,7 @@ export function dcs(ctx) {
         head: 'Replicas',
         render: (td, dc) => replicasCell(td, dc.status?.readyReplicas ?? 0, dc.spec.replicas ?? 0, dc.status?.replicas ?? 0),
       },
-      {
-        cls: 'conditions',
-        head: 'Conditions',
-        render(td, dc) {
-          const text = (dc.status?.conditions || []).map((c) => `${c.type}=${c.status}`).join(' ');
-          if (td.dataset.text === text) return;
-          td.dataset.text = text;
-          fill(td, (dc.status?.conditions || []).map((c) => h('span', { class: 'cond', 'data-type': c.type, 'data-status': c.status, title: [c.reason, c.message].filter(Boolean).join(': ') }, c.status === 'True' ? c.type : `${c.type}=${c.status}`)));
-          if (!td.firstChild) td.textContent = '-';
-        },
-      },
+      { cls: 'conditions', head: 'Conditions', render: (td, dc) => conditionsCell(td, dc.status?.conditions) },
       { cls: 'trigger', head: 'Trigger', text: (dc) => triggers(dc) + (dc.spec.paused ? ' (paused)' : '') },
       { cls: 'age', head: 'Age', render: (td, dc) => ageCell(td, created(dc)) },
     ],
@@ -358,13 +371,7 @@ export function dcDetail(ctx, name) {
       status,
       `#${s.latestVersion ?? 0} · ${s.readyReplicas ?? 0} ready, ${s.updatedReplicas ?? 0} updated, ${s.availableReplicas ?? 0} available of ${dc.spec.replicas ?? 0} · trigger: ${triggers(dc)}${dc.spec.paused ? ' · paused' : ''}`,
     );
-    fill(
-      conditions,
-      (s.conditions || []).map((c) =>
-        h('li', { 'data-type': c.type, 'data-status': c.status }, h('strong', null, c.type), ` ${c.status}`, c.reason ? ` · ${c.reason}` : '', c.message ? h('span', { class: 'message' }, c.message) : null),
-      ),
-    );
-    if (!(s.conditions || []).length) conditions.append(h('li', null, 'No conditions yet.'));
+    conditionList(conditions, s.conditions);
     const sorted = [...history].sort((a, b) => rcVersion(b) - rcVersion(a));
     hist.update(sorted, (rc) => String(rcVersion(rc)), 'No rollouts yet.');
     for (const w of [...waiters]) {
@@ -393,6 +400,651 @@ export function dcDetail(ctx, name) {
     render();
   });
   render();
+}
+
+// ---- apps/v1 workloads: Deployments, StatefulSets, DaemonSets ----
+
+const REVISION_ANN = 'deployment.kubernetes.io/revision';
+const CHANGE_CAUSE_ANN = 'kubernetes.io/change-cause';
+const RESTARTED_ANN = 'kubectl.kubernetes.io/restartedAt';
+const HASH_LABEL = 'pod-template-hash';
+
+const WORKLOADS = {
+  deployments: { kind: 'Deployment', named: 'deployment.apps' },
+  statefulsets: { kind: 'StatefulSet', named: 'statefulset.apps' },
+  daemonsets: { kind: 'DaemonSet', named: 'daemonset.apps' },
+};
+
+/// Ready, desired, current, updated and available counts of a workload.
+function workloadCounts(plural, o) {
+  const s = o.status || {};
+  if (plural === 'daemonsets') {
+    return { ready: s.numberReady ?? 0, desired: s.desiredNumberScheduled ?? 0, current: s.currentNumberScheduled ?? 0, updated: s.updatedNumberScheduled ?? 0, available: s.numberAvailable ?? 0 };
+  }
+  return { ready: s.readyReplicas ?? 0, desired: o.spec.replicas ?? 1, current: s.replicas ?? 0, updated: s.updatedReplicas ?? 0, available: s.availableReplicas ?? 0 };
+}
+
+/// A LabelSelector as the `labelSelector` query parameter writes it.
+function selectorString(sel) {
+  if (!sel) return '';
+  const parts = Object.keys(sel.matchLabels || {}).sort().map((k) => `${k}=${sel.matchLabels[k]}`);
+  for (const e of sel.matchExpressions || []) {
+    const values = (e.values || []).join(',');
+    if (e.operator === 'In') parts.push(`${e.key} in (${values})`);
+    else if (e.operator === 'NotIn') parts.push(`${e.key} notin (${values})`);
+    else if (e.operator === 'Exists') parts.push(e.key);
+    else if (e.operator === 'DoesNotExist') parts.push(`!${e.key}`);
+  }
+  return parts.join(',');
+}
+
+/// JSON values equal regardless of key order.
+function same(a, b) {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && same(a[k], b[k]));
+}
+
+const controlledBy = (o, uid) => (o.metadata.ownerReferences || []).some((r) => r.controller && r.uid === uid);
+const rsRevision = (rs) => Number(ann(rs, REVISION_ANN) || 0);
+const crRevision = (cr) => Number(cr.revision || 0);
+
+/// A Deployment's template as a rollback writes it back: without the ReplicaSet's hash.
+function withoutHash(template) {
+  const t = structuredClone(template || {});
+  if (t.metadata?.labels) delete t.metadata.labels[HASH_LABEL];
+  return t;
+}
+
+/// The template a ControllerRevision holds (its `data` is a patch of the spec).
+function revisionTemplate(cr) {
+  const t = structuredClone(cr.data?.spec?.template || {});
+  delete t.$patch;
+  return t;
+}
+
+const images = (template) => (template?.spec?.containers || []).map((c) => c.image).join(', ') || '-';
+
+/// RFC 3339 in UTC to the second, as `kubectl rollout restart` stamps it.
+const rfc3339Now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
+/// Runs a page's actions: one at a time (buttons disabled meanwhile), the server's (or
+/// the view's) error in `errorEl`, what was done in `infoEl`; `after()` runs at the end.
+function actionRunner(main, errorEl, infoEl, after) {
+  return async (action, run) => {
+    setText(errorEl, '');
+    setText(infoEl, '');
+    const buttons = [...main.querySelectorAll('.actions button, td.row-actions button')];
+    buttons.forEach((b) => (b.disabled = true));
+    try {
+      const said = await run();
+      setText(infoEl, said || `${action}: done`);
+    } catch (e) {
+      setText(errorEl, errorText(e));
+    } finally {
+      buttons.forEach((b) => (b.disabled = false));
+      if (after) after();
+    }
+  };
+}
+
+/// A conflict with a write made meanwhile (a JSON patch's `test` of the resourceVersion
+/// failing, or a 409): the action starts again from the stored object.
+const stale = (e) => e.code === 409 || (e.code === 422 && /resourceVersion/.test(e.message));
+
+export function workloads(ctx) {
+  const t = table(
+    'workloads',
+    [
+      { cls: 'kind', head: 'Kind', text: (w) => WORKLOADS[w.plural].kind },
+      {
+        cls: 'name',
+        head: 'Name',
+        render(td, w, fresh) {
+          // One child: the narrow layout puts each child of a cell in a grid cell.
+          if (fresh) td.append(h('span', null, h('a', { href: `#/workloads/${w.plural}/${enc(w.o.metadata.name)}`, text: w.o.metadata.name }), h('span', { class: 'tag', hidden: true }, 'paused')));
+          td.querySelector('.tag').hidden = !w.o.spec.paused;
+        },
+      },
+      {
+        cls: 'replicas',
+        head: 'Ready',
+        render(td, w) {
+          const c = workloadCounts(w.plural, w.o);
+          replicasCell(td, c.ready, c.desired, c.current);
+        },
+      },
+      { cls: 'updated', head: 'Up to date', text: (w) => workloadCounts(w.plural, w.o).updated },
+      { cls: 'conditions', head: 'Conditions', render: (td, w) => conditionsCell(td, w.o.status?.conditions) },
+      { cls: 'age', head: 'Age', render: (td, w) => ageCell(td, created(w.o)) },
+    ],
+    'data-workload',
+  );
+  const lists = { deployments: [], statefulsets: [], daemonsets: [] };
+  const render = () => {
+    const rows = Object.entries(lists).flatMap(([plural, items]) => [...items].sort(byName).map((o) => ({ plural, o })));
+    t.update(rows, (w) => `${w.plural}/${w.o.metadata.name}`, `No deployments, stateful sets or daemon sets in ${ctx.namespace}. Create one from YAML.`);
+  };
+  fill(ctx.main, heading('Workloads', h('a', { class: 'button', href: '#/create' }, 'Create')), t.el);
+  for (const plural of Object.keys(lists)) {
+    ctx.watch(`${api.appsV1(ctx.namespace)}/${plural}`, (items) => {
+      lists[plural] = items;
+      render();
+    });
+  }
+}
+
+/// kubectl's TARGETS of an autoscaler (`cpu: 42%/50%`), each metric with its status.
+function hpaTargets(hpa) {
+  const specs = hpa.spec?.metrics || [];
+  const statuses = hpa.status?.currentMetrics || [];
+  if (!specs.length) return '<none>';
+  return specs
+    .map((m, i) => {
+      const st = statuses[i] || {};
+      const unknown = '<unknown>';
+      switch (m.type) {
+        case 'Resource':
+        case 'ContainerResource': {
+          const key = m.type === 'Resource' ? 'resource' : 'containerResource';
+          const spec = m[key] || {};
+          const cur = st[key]?.current;
+          if (spec.target?.averageValue !== undefined) return `${spec.name}: ${cur?.averageValue ?? unknown}/${spec.target.averageValue}`;
+          const target = spec.target?.averageUtilization !== undefined ? `${spec.target.averageUtilization}%` : '<auto>';
+          return `${spec.name}: ${cur?.averageUtilization !== undefined ? `${cur.averageUtilization}%` : unknown}/${target}`;
+        }
+        case 'Pods':
+          return `${st.pods?.current?.averageValue ?? unknown}/${m.pods?.target?.averageValue}`;
+        case 'Object':
+        case 'External': {
+          const key = m.type === 'Object' ? 'object' : 'external';
+          const target = m[key]?.target || {};
+          const cur = st[key]?.current;
+          if (target.averageValue !== undefined) return `${cur?.averageValue ?? unknown}/${target.averageValue} (avg)`;
+          return `${cur?.value ?? unknown}/${target.value}`;
+        }
+        default:
+          return '<unknown type>';
+      }
+    })
+    .join(', ');
+}
+
+export function workloadDetail(ctx, plural, name) {
+  const kind = WORKLOADS[plural];
+  if (!kind) {
+    fill(ctx.main, h('p', { class: 'crumbs' }, h('a', { href: '#/workloads' }, 'Workloads'), ' / '), h('p', { class: 'error' }, `There is no workload kind "${plural}"; the kinds are ${Object.keys(WORKLOADS).join(', ')}.`));
+    return;
+  }
+  const isDeployment = plural === 'deployments';
+  const ns = ctx.namespace;
+  const path = `${api.appsV1(ns)}/${plural}/${enc(name)}`;
+  const named = `${kind.named}/${name}`;
+  const childResource = isDeployment ? 'replicasets' : 'controllerrevisions';
+  let obj = null;
+  let children = [];
+  let pods = [];
+  let hpas = [];
+
+  const status = h('p', { class: 'summary' });
+  const conditions = h('ul', { id: 'conditions', class: 'condition-list' });
+  const actionError = h('p', { id: 'action-error', class: 'error', role: 'alert' });
+  const actionInfo = h('p', { id: 'action-result', class: 'info', role: 'status' });
+  const undoSelect = h('select', { id: 'undo-revision', 'aria-label': 'Undo to revision' }, h('option', { value: '' }, 'previous'));
+  const autoscaler = h('section', { id: 'autoscaler', hidden: true });
+
+  const act = actionRunner(ctx.main, actionError, actionInfo, () => updateButtons());
+  const button = (action, label, run) =>
+    h('button', {
+      type: 'button',
+      'data-action': action,
+      onclick: () =>
+        act(action, () => {
+          if (!obj) throw new Error(`${kind.named} "${name}" not found`);
+          return run();
+        }),
+    }, label);
+
+  // The objects of `resource` the workload (as stored now) controls, found by its
+  // selector and kept by its uid.
+  async function controlled(o, resource) {
+    const sel = selectorString(o.spec.selector);
+    const list = await api.get(`${api.appsV1(ns)}/${resource}${sel ? `?labelSelector=${enc(sel)}` : ''}`);
+    return (list.items || []).filter((c) => controlledBy(c, o.metadata.uid));
+  }
+
+  async function scale(by) {
+    // From the stored count, not the view's (a watch event may still be on its way).
+    const current = await api.get(`${path}/scale`);
+    const replicas = (current.spec?.replicas ?? 0) + by;
+    if (replicas < 0) throw new Error('already at 0 replicas');
+    await api.mergePatch(`${path}/scale`, { spec: { replicas } });
+    return `${named} scaled to ${replicas}`;
+  }
+
+  async function setPaused(pause) {
+    const o = await api.get(path);
+    if (!!o.spec.paused === pause) throw new Error(`deployments.apps "${name}" is ${pause ? 'already paused' : 'not paused'}`);
+    await api.mergePatch(path, { spec: { paused: pause } });
+    return `${named} ${pause ? 'paused' : 'resumed'}`;
+  }
+
+  async function restart() {
+    const o = await api.get(path);
+    if (isDeployment && o.spec.paused) throw new Error("can't restart paused deployment (run rollout resume first)");
+    await api.mergePatch(path, { spec: { template: { metadata: { annotations: { [RESTARTED_ANN]: rfc3339Now() } } } } });
+    return `${named} restarted`;
+  }
+
+  // `kubectl rollout undo`: the chosen (or the previous) revision's template written back.
+  async function undo() {
+    const to = Number(undoSelect.value || 0);
+    const pick = (entries, revisionOf, none) => {
+      if (to > 0) {
+        const target = entries.find((e) => revisionOf(e) === to);
+        if (!target) throw new Error(`unable to find specified revision ${to} in history`);
+        return target;
+      }
+      if (entries.length < 2) throw new Error(none);
+      return entries[entries.length - 2];
+    };
+    if (isDeployment) {
+      for (let attempt = 0; ; attempt++) {
+        const o = await api.get(path);
+        if (o.spec.paused) throw new Error("you cannot rollback a paused deployment; resume it first with 'rollout resume' and try again");
+        const sets = (await controlled(o, 'replicasets')).sort((a, b) => rsRevision(a) - rsRevision(b));
+        const target = pick(sets, rsRevision, `no rollout history found for deployment "${name}"`);
+        const template = withoutHash(target.spec.template);
+        if (same(template, withoutHash(o.spec.template))) return `${named} skipped rollback (current template already matches revision ${rsRevision(target)})`;
+        try {
+          await api.jsonPatch(path, [
+            { op: 'test', path: '/metadata/resourceVersion', value: o.metadata.resourceVersion },
+            { op: 'replace', path: '/spec/template', value: template },
+          ]);
+          return `${named} rolled back to revision ${rsRevision(target)}`;
+        } catch (e) {
+          if (!stale(e) || attempt >= 5) throw e;
+        }
+      }
+    }
+    const o = await api.get(path);
+    const revs = (await controlled(o, 'controllerrevisions')).sort((a, b) => crRevision(a) - crRevision(b));
+    const target = pick(revs, crRevision, 'no last revision to roll back to');
+    if (same(revisionTemplate(target), o.spec.template)) return `${named} skipped rollback (current template already matches revision ${crRevision(target)})`;
+    await api.strategicPatch(path, target.data);
+    return `${named} rolled back to revision ${crRevision(target)}`;
+  }
+
+  const actions = h(
+    'div',
+    { class: 'actions' },
+    button('restart', 'Restart', restart),
+    h('span', { class: 'undo' }, button('undo', 'Undo', undo), h('label', { for: 'undo-revision', class: 'visually-hidden' }, 'to revision'), undoSelect),
+    button('pause', 'Pause', () => setPaused(true)),
+    button('resume', 'Resume', () => setPaused(false)),
+    button('scale-down', 'Scale −1', () => scale(-1)),
+    button('scale-up', 'Scale +1', () => scale(1)),
+    h('a', { class: 'button', 'data-action': 'edit', href: `#/edit/apis/apps/v1/${enc(ns)}/${plural}/${enc(name)}` }, 'Edit'),
+  );
+
+  function updateButtons() {
+    const paused = !!obj?.spec?.paused;
+    actions.querySelector('[data-action="pause"]').hidden = !isDeployment || paused;
+    actions.querySelector('[data-action="resume"]').hidden = !isDeployment || !paused;
+    for (const a of ['scale-up', 'scale-down']) actions.querySelector(`[data-action="${a}"]`).hidden = plural === 'daemonsets';
+  }
+
+  // The revision the workload runs now: a Deployment's annotation, a StatefulSet's
+  // update revision, else the newest ControllerRevision.
+  function currentRevision() {
+    if (!obj) return 0;
+    if (isDeployment) return Number(ann(obj, REVISION_ANN) || 0);
+    const update = obj.status?.updateRevision && children.find((cr) => cr.metadata.name === obj.status.updateRevision);
+    if (update) return crRevision(update);
+    return Math.max(0, ...children.map(crRevision));
+  }
+
+  const revisionOf = isDeployment ? rsRevision : crRevision;
+  const revisionCell = (td, o) => {
+    const rev = revisionOf(o);
+    const current = rev === currentRevision();
+    const key = `${rev}${current ? ' current' : ''}`;
+    if (td.dataset.text === key) return;
+    td.dataset.text = key;
+    fill(td, h('span', null, `#${rev}`, current ? h('span', { class: 'tag' }, 'current') : null));
+  };
+  const causeColumn = { cls: 'cause', head: 'Change cause', text: (o) => ann(o, CHANGE_CAUSE_ANN) || '-' };
+  const hist = table(
+    'history',
+    isDeployment
+      ? [
+          { cls: 'revision', head: 'Revision', render: revisionCell },
+          { cls: 'name', head: 'ReplicaSet', text: (rs) => rs.metadata.name },
+          { cls: 'replicas', head: 'Ready', render: (td, rs) => replicasCell(td, rs.status?.readyReplicas ?? 0, rs.spec.replicas ?? 0, rs.status?.replicas ?? 0) },
+          { cls: 'image', head: 'Images', text: (rs) => images(rs.spec.template) },
+          causeColumn,
+          { cls: 'age', head: 'Age', render: (td, rs) => ageCell(td, created(rs)) },
+        ]
+      : [
+          { cls: 'revision', head: 'Revision', render: revisionCell },
+          { cls: 'name', head: 'ControllerRevision', text: (cr) => cr.metadata.name },
+          { cls: 'image', head: 'Images', text: (cr) => images(revisionTemplate(cr)) },
+          causeColumn,
+          { cls: 'age', head: 'Age', render: (td, cr) => ageCell(td, created(cr)) },
+        ],
+    'data-revision',
+  );
+  const podTable = table('workload-pods', podColumns, 'data-pod');
+
+  fill(
+    ctx.main,
+    h('p', { class: 'crumbs' }, h('a', { href: '#/workloads' }, 'Workloads'), ` / ${kind.kind} /`),
+    heading(name),
+    status,
+    actions,
+    actionError,
+    actionInfo,
+    autoscaler,
+    h('h3', null, 'Conditions'),
+    conditions,
+    h('h3', null, 'History'),
+    hist.el,
+    h('h3', null, 'Pods'),
+    podTable.el,
+  );
+
+  function summary() {
+    const c = workloadCounts(plural, obj);
+    const s = obj.status || {};
+    if (isDeployment) {
+      return `revision ${ann(obj, REVISION_ANN) || '-'} · ${c.ready} ready, ${c.updated} updated, ${c.available} available of ${c.desired} · strategy: ${obj.spec.strategy?.type || 'RollingUpdate'}${obj.spec.paused ? ' · paused' : ''}`;
+    }
+    if (plural === 'statefulsets') {
+      const revs = s.updateRevision && s.updateRevision !== s.currentRevision ? ` · updating ${s.currentRevision || '-'} → ${s.updateRevision}` : s.currentRevision ? ` · revision ${s.currentRevision}` : '';
+      return `${c.ready} ready, ${c.updated} updated, ${s.currentReplicas ?? 0} current of ${c.desired}${revs} · service: ${obj.spec.serviceName || '-'}`;
+    }
+    return `${c.ready} ready, ${c.updated} updated, ${c.available} available of ${c.desired} scheduled · update strategy: ${obj.spec.updateStrategy?.type || 'RollingUpdate'}`;
+  }
+
+  function renderAutoscaler() {
+    const mine = hpas.filter((a) => a.spec?.scaleTargetRef?.kind === kind.kind && a.spec.scaleTargetRef.name === name).sort(byName);
+    autoscaler.hidden = mine.length === 0;
+    if (!mine.length) return;
+    fill(
+      autoscaler,
+      h('h3', null, mine.length > 1 ? 'Autoscalers' : 'Autoscaler'),
+      h(
+        'ul',
+        { class: 'condition-list' },
+        mine.map((a) => {
+          const s = a.status || {};
+          const problems = (s.conditions || []).filter((c) => c.status === 'False');
+          return h(
+            'li',
+            { 'data-hpa': a.metadata.name },
+            h('strong', null, a.metadata.name),
+            ' ',
+            h('span', { class: 'min-max' }, `min ${a.spec.minReplicas ?? 1}, max ${a.spec.maxReplicas}`),
+            ' · ',
+            h('span', { class: 'hpa-replicas' }, `replicas ${s.currentReplicas ?? 0} current, ${s.desiredReplicas ?? 0} desired`),
+            ' · targets ',
+            h('span', { class: 'targets' }, hpaTargets(a)),
+            problems.map((c) => h('span', { class: 'message' }, `${c.type}: ${c.message || c.reason || c.status}`)),
+          );
+        }),
+      ),
+    );
+  }
+
+  // The history and pods follow the workload's selector, opened once it is known.
+  let watchedSelector = null;
+  let childWatch = null;
+  let podWatch = null;
+  function followSelector() {
+    const sel = selectorString(obj.spec.selector);
+    if (sel === watchedSelector) return;
+    watchedSelector = sel;
+    if (childWatch) childWatch.stop();
+    if (podWatch) podWatch.stop();
+    const q = sel ? `?labelSelector=${enc(sel)}` : '';
+    childWatch = ctx.watch(`${api.appsV1(ns)}/${childResource}${q}`, (items) => {
+      children = items;
+      render();
+    });
+    podWatch = ctx.watch(`${api.ns(ns)}/pods${q}`, (items) => {
+      pods = items;
+      render();
+    });
+  }
+
+  let objWatch = null;
+  function render() {
+    updateButtons();
+    renderAutoscaler();
+    if (!obj) {
+      setText(status, objWatch && objWatch.ready ? `${kind.named} "${name}" not found in ${ns}` : 'Loading…');
+      return;
+    }
+    followSelector();
+    setText(status, summary());
+    conditionList(conditions, obj.status?.conditions);
+    const mine = children.filter((c) => controlledBy(c, obj.metadata.uid)).sort((a, b) => revisionOf(b) - revisionOf(a));
+    hist.update(mine, (c) => String(revisionOf(c)), 'No revisions yet.');
+    const current = currentRevision();
+    const chosen = undoSelect.value;
+    fill(
+      undoSelect,
+      h('option', { value: '' }, 'previous'),
+      mine.filter((c) => revisionOf(c) !== current).map((c) => h('option', { value: String(revisionOf(c)) }, `#${revisionOf(c)}`)),
+    );
+    undoSelect.value = [...undoSelect.options].some((o) => o.value === chosen) ? chosen : '';
+    podTable.update([...pods].sort(byName), (p) => p.metadata.name, 'No pods match its selector.');
+  }
+
+  objWatch = ctx.watch(`${api.appsV1(ns)}/${plural}?fieldSelector=${enc(`metadata.name=${name}`)}`, (items) => {
+    obj = items.find((o) => o.metadata.name === name) || null;
+    render();
+  });
+  ctx.watch(`${api.autoscaling(ns)}/horizontalpodautoscalers`, (items) => {
+    hpas = items;
+    render();
+  });
+  render();
+}
+
+// ---- batch/v1: Jobs and CronJobs ----
+
+const INSTANTIATE_ANN = 'cronjob.kubernetes.io/instantiate';
+
+const condTrue = (o, type) => (o.status?.conditions || []).find((c) => c.type === type && c.status === 'True');
+
+/// Complete, Failed, Suspended or Running, from the Job's conditions.
+function jobStatus(job) {
+  if (condTrue(job, 'Complete')) return 'Complete';
+  if (condTrue(job, 'Failed')) return 'Failed';
+  if (condTrue(job, 'Suspended')) return 'Suspended';
+  return 'Running';
+}
+
+/// kubectl's COMPLETIONS: `succeeded/completions` (`/1 of N` for a work queue).
+function jobCompletions(job) {
+  const done = job.status?.succeeded ?? 0;
+  if (job.spec.completions !== undefined && job.spec.completions !== null) return `${done}/${job.spec.completions}`;
+  if ((job.spec.parallelism ?? 1) > 1) return `${done}/1 of ${job.spec.parallelism}`;
+  return `${done}/1`;
+}
+
+/// kubectl's DURATION: from the start to the end, or counting up while it runs.
+function durationCell(td, job) {
+  const start = job.status?.startTime;
+  const end = job.status?.completionTime || condTrue(job, 'Failed')?.lastTransitionTime;
+  if (start && !end) {
+    ageCell(td, start);
+    return;
+  }
+  delete td.dataset.ts;
+  setText(td, start ? duration((Date.parse(end) - Date.parse(start)) / 1000) : '-');
+}
+
+// Names as the API server's generateName makes them (no vowels, no look-alikes).
+const NAME_CHARS = 'bcdfghjklmnpqrstvwxz2456789';
+function randomSuffix(n) {
+  const bytes = crypto.getRandomValues(new Uint8Array(n));
+  return [...bytes].map((b) => NAME_CHARS[b % NAME_CHARS.length]).join('');
+}
+
+/// The Job `kubectl create job --from=cronjob/NAME` makes of a CronJob.
+function jobFromCronJob(cj, jobName) {
+  const template = cj.spec.jobTemplate || {};
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: {
+      name: jobName,
+      annotations: { [INSTANTIATE_ANN]: 'manual', ...(template.metadata?.annotations || {}) },
+      labels: template.metadata?.labels,
+      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'CronJob', name: cj.metadata.name, uid: cj.metadata.uid, controller: true }],
+    },
+    spec: template.spec,
+  };
+}
+
+/// An in-page confirmation before a delete: `button[data-action=delete]`, then
+/// `confirm-delete` / `cancel-delete`.
+function deleteControl(what, run) {
+  const confirm = h('span', { class: 'confirm', hidden: true });
+  const del = h('button', {
+    type: 'button',
+    'data-action': 'delete',
+    onclick: () => {
+      fill(
+        confirm,
+        `Delete ${what}? `,
+        h('button', { type: 'button', class: 'danger', 'data-action': 'confirm-delete', onclick: () => run() }, 'Delete'),
+        h('button', { type: 'button', 'data-action': 'cancel-delete', onclick: () => { confirm.hidden = true; del.hidden = false; del.focus(); } }, 'Keep'),
+      );
+      confirm.hidden = false;
+      del.hidden = true;
+      confirm.querySelector('button').focus();
+    },
+  }, 'Delete');
+  return [del, confirm];
+}
+
+export function jobs(ctx) {
+  const ns = ctx.namespace;
+  const actionError = h('p', { id: 'action-error', class: 'error', role: 'alert' });
+  const actionInfo = h('p', { id: 'action-result', class: 'info', role: 'status' });
+  const act = actionRunner(ctx.main, actionError, actionInfo, () => render());
+  const jobPath = (name) => `${api.batch(ns)}/jobs/${enc(name)}`;
+  const cronPath = (name) => `${api.batch(ns)}/cronjobs/${enc(name)}`;
+
+  // spec.suspend of a Job or CronJob, decided on the stored object.
+  async function setSuspend(path, named, what, suspend) {
+    const o = await api.get(path);
+    if (!!o.spec.suspend === suspend) throw new Error(`${what} "${o.metadata.name}" is ${suspend ? 'already suspended' : 'not suspended'}`);
+    await api.mergePatch(path, { spec: { suspend } });
+    return `${named} ${suspend ? 'suspended' : 'resumed'}`;
+  }
+
+  const rowButton = (action, label, run) => h('button', { type: 'button', 'data-action': action, onclick: () => act(action, run) }, label);
+
+  const jt = table(
+    'jobs',
+    [
+      { cls: 'name', head: 'Name', text: (j) => j.metadata.name },
+      { cls: 'status', head: 'Status', render: (td, j) => phaseBadge(td, jobStatus(j)) },
+      { cls: 'completions', head: 'Completions', text: jobCompletions },
+      { cls: 'duration', head: 'Duration', render: durationCell },
+      { cls: 'owner', head: 'From', text: (j) => (j.metadata.ownerReferences || []).filter((r) => r.kind === 'CronJob').map((r) => `CronJob/${r.name}`).join(', ') || '-' },
+      { cls: 'age', head: 'Age', render: (td, j) => ageCell(td, created(j)) },
+      {
+        cls: 'row-actions',
+        head: 'Actions',
+        render(td, j, fresh) {
+          const name = j.metadata.name;
+          const named = `job.batch/${name}`;
+          if (fresh) {
+            fill(
+              td,
+              rowButton('suspend', 'Suspend', () => setSuspend(jobPath(name), named, 'job.batch', true)),
+              rowButton('resume', 'Resume', () => setSuspend(jobPath(name), named, 'job.batch', false)),
+              deleteControl(named, () =>
+                act('delete', async () => {
+                  await api.del(jobPath(name), { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background' });
+                  return `${named} deleted`;
+                }),
+              ),
+            );
+          }
+          const finished = ['Complete', 'Failed'].includes(jobStatus(j));
+          td.querySelector('[data-action="suspend"]').hidden = finished || !!j.spec.suspend;
+          td.querySelector('[data-action="resume"]').hidden = finished || !j.spec.suspend;
+        },
+      },
+    ],
+    'data-job',
+  );
+
+  const ct = table(
+    'cronjobs',
+    [
+      { cls: 'name', head: 'Name', text: (c) => c.metadata.name },
+      { cls: 'schedule', head: 'Schedule', text: (c) => c.spec.schedule + (c.spec.timeZone ? ` (${c.spec.timeZone})` : '') },
+      { cls: 'suspend', head: 'Suspend', text: (c) => (c.spec.suspend ? 'True' : 'False') },
+      { cls: 'active', head: 'Active', text: (c) => (c.status?.active || []).length },
+      { cls: 'last-schedule', head: 'Last schedule', render: (td, c) => ageCell(td, c.status?.lastScheduleTime) },
+      { cls: 'age', head: 'Age', render: (td, c) => ageCell(td, created(c)) },
+      {
+        cls: 'row-actions',
+        head: 'Actions',
+        render(td, c, fresh) {
+          const name = c.metadata.name;
+          const named = `cronjob.batch/${name}`;
+          if (fresh) {
+            fill(
+              td,
+              rowButton('run-now', 'Run now', async () => {
+                const cj = await api.get(cronPath(name));
+                const job = await api.post(`${api.batch(ns)}/jobs`, jobFromCronJob(cj, `${name}-manual-${randomSuffix(5)}`));
+                return `job.batch/${job.metadata.name} created`;
+              }),
+              rowButton('suspend', 'Suspend', () => setSuspend(cronPath(name), named, 'cronjob.batch', true)),
+              rowButton('resume', 'Resume', () => setSuspend(cronPath(name), named, 'cronjob.batch', false)),
+            );
+          }
+          td.querySelector('[data-action="suspend"]').hidden = !!c.spec.suspend;
+          td.querySelector('[data-action="resume"]').hidden = !c.spec.suspend;
+        },
+      },
+    ],
+    'data-cronjob',
+  );
+
+  let jobList = [];
+  let cronList = [];
+  function render() {
+    jt.update([...jobList].sort(byName), (j) => j.metadata.name, `No jobs in ${ns}.`);
+    ct.update([...cronList].sort(byName), (c) => c.metadata.name, `No cron jobs in ${ns}.`);
+  }
+  fill(
+    ctx.main,
+    heading('Jobs', h('a', { class: 'button', href: '#/create' }, 'Create')),
+    actionError,
+    actionInfo,
+    jt.el,
+    h('h3', null, 'Cron jobs'),
+    ct.el,
+  );
+  ctx.watch(`${api.batch(ns)}/jobs`, (items) => {
+    jobList = items;
+    render();
+  });
+  ctx.watch(`${api.batch(ns)}/cronjobs`, (items) => {
+    cronList = items;
+    render();
+  });
 }
 
 // ---- ReplicationControllers ----
@@ -440,6 +1092,23 @@ function containers(pod) {
   return states.join('; ') || '-';
 }
 
+// The pod columns both pod tables show.
+const podColumns = [
+  { cls: 'name', head: 'Name', text: (p) => p.metadata.name },
+  { cls: 'phase', head: 'Phase', render: (td, p) => phaseBadge(td, podPhase(p)) },
+  {
+    cls: 'ready',
+    head: 'Ready',
+    text: (p) => {
+      const cs = p.status?.containerStatuses || [];
+      return `${cs.filter((c) => c.ready).length}/${(p.spec.containers || []).length}`;
+    },
+  },
+  { cls: 'restarts', head: 'Restarts', text: (p) => (p.status?.containerStatuses || []).reduce((n, c) => n + (c.restartCount || 0), 0) },
+  { cls: 'age', head: 'Age', render: (td, p) => ageCell(td, created(p)) },
+  { cls: 'node', head: 'Node', text: (p) => p.spec.nodeName || '-' },
+];
+
 export function pods(ctx) {
   const logBox = h('section', { class: 'pod-log', hidden: true });
   let stopLog = null;
@@ -468,19 +1137,7 @@ export function pods(ctx) {
   const t = table(
     'pods',
     [
-      { cls: 'name', head: 'Name', text: (p) => p.metadata.name },
-      { cls: 'phase', head: 'Phase', render: (td, p) => phaseBadge(td, podPhase(p)) },
-      {
-        cls: 'ready',
-        head: 'Ready',
-        text: (p) => {
-          const cs = p.status?.containerStatuses || [];
-          return `${cs.filter((c) => c.ready).length}/${(p.spec.containers || []).length}`;
-        },
-      },
-      { cls: 'restarts', head: 'Restarts', text: (p) => (p.status?.containerStatuses || []).reduce((n, c) => n + (c.restartCount || 0), 0) },
-      { cls: 'age', head: 'Age', render: (td, p) => ageCell(td, created(p)) },
-      { cls: 'node', head: 'Node', text: (p) => p.spec.nodeName || '-' },
+      ...podColumns,
       { cls: 'ip', head: 'IP', text: (p) => p.status?.podIP || '-' },
       { cls: 'containers', head: 'Containers', text: containers },
       {
