@@ -245,7 +245,14 @@ async fn an_eviction_takes_a_disruption_and_is_refused_when_none_is_left() {
     assert_eq!(out["status"], "Success");
     let (code, _) = s.get(&format!("{PODS}/{}", name(&live[0]))).await;
     assert_eq!(code, 404, "the evicted pod is gone");
-    // The budget is spent: the other pod stays.
+    // The budget is spent (the controller's figures count the pod gone): the other pod
+    // stays.
+    status_is(
+        &s,
+        "web",
+        json!({"disruptionsAllowed": 0, "currentHealthy": 1}),
+    )
+    .await;
     let (code, out) = evict(&s, &name(&live[1]), "v1beta1").await;
     assert_eq!(code, 429, "{out}");
     assert_eq!(out["reason"], "TooManyRequests");
