@@ -65,6 +65,15 @@ enum Command {
         /// autoscalers (`15s`, `1500ms`).
         #[arg(long, default_value = "15s", value_parser = parse_resolution)]
         metric_resolution: std::time::Duration,
+        /// How often each HorizontalPodAutoscaler is synced (kube-controller-manager's
+        /// `--horizontal-pod-autoscaler-sync-period`).
+        #[arg(long, default_value = "15s", value_parser = parse_resolution)]
+        hpa_sync_period: std::time::Duration,
+        /// How long an autoscaler waits, remembering its recommendations, before it scales
+        /// down (`--horizontal-pod-autoscaler-downscale-stabilization`; a `behavior` may
+        /// set its own).
+        #[arg(long, default_value = "5m", value_parser = parse_window)]
+        hpa_downscale_stabilization: std::time::Duration,
     },
     /// Storage schema migrations.
     Migrate {
@@ -353,12 +362,16 @@ fn main() -> anyhow::Result<()> {
             pod_manifest_path,
             no_cgroups,
             metric_resolution,
+            hpa_sync_period,
+            hpa_downscale_stabilization,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
             config.store.cache_bytes = store_cache_mib << 20;
             config.store.retain_events = store_retain_events;
             config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
             config.tls_files = tls_cert.zip(tls_key);
+            config.controllers.hpa_sync = hpa_sync_period;
+            config.controllers.hpa_downscale_window = hpa_downscale_stabilization;
             if !no_node {
                 let mut node = berth::app::NodeSettings::for_this_machine(node_name);
                 node.agent.max_pods = max_pods;
@@ -433,6 +446,20 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 }
 
 /// A resolution as metrics-server takes it: seconds or milliseconds, at least 100 ms.
+/// A window such as `5m`, `90s` or `0s` (none).
+fn parse_window(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{text:?} is not a duration such as 5m, 90s or 0s");
+    let (number, unit) = match text.strip_suffix('m') {
+        Some(n) => (n, 60.0),
+        None => (text.strip_suffix('s').unwrap_or(text), 1.0),
+    };
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    if !n.is_finite() || !(0.0..=86_400.0).contains(&(n * unit)) {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(n * unit))
+}
+
 fn parse_resolution(text: &str) -> Result<std::time::Duration, String> {
     let bad = || format!("{text:?} is not a duration such as 15s or 1500ms");
     let d = if let Some(ms) = text.strip_suffix("ms") {
@@ -454,4 +481,25 @@ fn parse_resolution(text: &str) -> Result<std::time::Duration, String> {
         ));
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_of_the_flags_parse_as_documented() {
+        assert_eq!(parse_resolution("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_resolution("1500ms"), Ok(Duration::from_millis(1500)));
+        assert!(parse_resolution("50ms").is_err());
+        assert_eq!(parse_window("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_window("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_window("0s"), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_window("soon"),
+            Err("\"soon\" is not a duration such as 5m, 90s or 0s".into())
+        );
+        assert!(parse_window("-1s").is_err());
+    }
 }
