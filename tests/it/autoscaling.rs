@@ -368,7 +368,16 @@ async fn autoscaling_v1_clients_see_the_same_autoscalers_with_only_a_cpu_target(
         "defaulted as v2 defaults it"
     );
     assert_eq!(made["spec"]["targetCPUUtilizationPercentage"], 60);
-    let (_, as_v2) = s.get(&format!("{HPAS}/web")).await;
+    // Once the controller has written what it found (no such target), nothing else
+    // writes the object between the reads and writes below.
+    let as_v2 = eventually(30, "the controller's first status", || async {
+        let (_, h) = s.get(&format!("{HPAS}/web")).await;
+        match condition(&h, "AbleToScale")["reason"].as_str() {
+            Some("FailedGetScale") => Ok(h),
+            _ => Err(h.to_string()),
+        }
+    })
+    .await;
     assert_eq!(as_v2["spec"]["metrics"], cpu_at(60), "{as_v2}");
 
     // A memory metric added through v2 survives a v1 client's read-modify-write.
