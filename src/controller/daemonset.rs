@@ -260,12 +260,11 @@ fn plan_node(ds: &Value, node: &Value, pods: Option<&Vec<&Value>>, hash: &str, p
             }
             running.sort_by(|a, b| by_age(a, b));
             if !surge {
-                match running.len() {
-                    0 if run => plan.create.push(node_name.to_string()),
-                    0 | 1 => {}
-                    _ => plan
-                        .delete
-                        .extend(running[1..].iter().map(|p| name(p).to_string())),
+                // A node that still has a pod of the set (being deleted, or failed) gets
+                // its new one once that is gone: one pod per node at a time.
+                if running.len() > 1 {
+                    plan.delete
+                        .extend(running[1..].iter().map(|p| name(p).to_string()));
                 }
                 return;
             }
@@ -938,8 +937,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let queue = queue.clone();
         move |change| {
             let old = match change {
+                // A revision made with its controller is only observed (`addHistory`):
+                // the set uses it at its next sync, whoever made it.
+                Change::Added(_) => return,
                 Change::Updated { old, .. } => DAEMON_SETS.key_of_controller(old),
-                _ => None,
+                Change::Deleted(_) => None,
             };
             let now = DAEMON_SETS.key_of_controller(change.object());
             for owner in old.into_iter().chain(now) {
@@ -1159,5 +1161,17 @@ mod tests {
         let mut plan = Plan::default();
         plan_node(&d, &n, None, "h", &mut plan);
         assert_eq!(plan.create, ["a"]);
+        // A pod being deleted, or a failed one, holds the node's place until it is gone.
+        let mut going = pod("p3", "a", "old", true);
+        going["metadata"]["deletionTimestamp"] = json!("2024-03-01T00:00:00Z");
+        let mut failed = pod("p4", "a", "h", false);
+        failed["status"]["phase"] = json!("Failed");
+        for held in [going, failed] {
+            let pods = vec![held];
+            let by_node = group_by_node(&pods);
+            let mut plan = Plan::default();
+            plan_node(&d, &n, by_node.get("a"), "h", &mut plan);
+            assert!(plan.create.is_empty(), "{plan:?}");
+        }
     }
 }

@@ -257,6 +257,15 @@ pub fn build(inp: &Inputs<'_>) -> Value {
     status
 }
 
+/// Whether the agent owns this pod condition (`PodConditionsByKubelet`): the ones
+/// [`build`] computes; others' it keeps as they are.
+pub fn owns_condition(c: &Value) -> bool {
+    matches!(
+        c["type"].as_str(),
+        Some("PodScheduled" | "Initialized" | "ContainersReady" | "Ready")
+    )
+}
+
 fn conditions(phase: &str, init_specs: &[Value], init: &[Value], app: &[Value]) -> Vec<Value> {
     let cond = |kind: &str, ok: bool, reason: &str, message: String| {
         let mut c = json!({"type": kind, "status": if ok { "True" } else { "False" }, "lastProbeTime": null});

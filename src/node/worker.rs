@@ -1017,9 +1017,7 @@ impl<R: Runtime + Clone> Worker<R> {
         };
         let ns = str_at(pod, "/metadata/namespace");
         let name = str_at(pod, "/metadata/name");
-        // Fields of the API status the agent does not own stay; the rest are replaced.
-        // The uid makes the write fail on a pod re-created under the same name.
-        let patch = json!({"metadata": {"uid": target}, "status": st.take()});
+        let patch = status_patch(&target, st.take());
         match self
             .shared
             .client
@@ -1027,7 +1025,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 catalog::of(Kind::Pod),
                 Some(ns),
                 name,
-                &Patch::Merge(patch.clone()),
+                &Patch::Strategic(patch.clone()),
             )
             .await
         {
@@ -1102,6 +1100,24 @@ fn same_but_status(a: &Value, b: &Value) -> bool {
         v
     };
     strip(a) == strip(b)
+}
+
+/// The strategic merge patch that writes status `st` of the pod with uid `uid`: fields of
+/// the API status the agent does not own stay, the rest are replaced. Of the conditions
+/// only the agent's go, merged by type with every field named (null for one a condition
+/// has not): another writer's (the DisruptionTarget of an eviction) stays, however old
+/// the agent's copy of the pod. The uid makes the write fail on a pod re-created under
+/// the same name.
+fn status_patch(uid: &str, mut st: Value) -> Value {
+    if let Some(cs) = st.get_mut("conditions").and_then(Value::as_array_mut) {
+        cs.retain(status::owns_condition);
+        for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+            for field in ["reason", "message", "lastProbeTime", "lastTransitionTime"] {
+                c.entry(field).or_insert(Value::Null);
+            }
+        }
+    }
+    json!({"metadata": {"uid": uid}, "status": st})
 }
 
 /// Whether `api` already holds every field of `ours` with the same value (fields only
@@ -1343,6 +1359,21 @@ pub(super) async fn run<R: Runtime + Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_patch_writes_only_the_agents_conditions_and_all_their_fields() {
+        let st = json!({"phase": "Failed", "conditions": [
+            {"type": "Ready", "status": "False", "reason": "PodFailed", "lastTransitionTime": "t"},
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+        ]});
+        let patch = status_patch("u1", st);
+        assert_eq!(patch["metadata"]["uid"], "u1");
+        assert_eq!(
+            patch["status"]["conditions"],
+            json!([{"type": "Ready", "status": "False", "reason": "PodFailed",
+                    "lastTransitionTime": "t", "message": null, "lastProbeTime": null}])
+        );
+    }
 
     #[test]
     fn a_status_is_covered_when_the_api_holds_all_of_it() {

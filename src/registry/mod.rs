@@ -1256,6 +1256,12 @@ impl Registry {
             Self::check_type(res, &mut new)?;
             // A patch may not rename the object either.
             check_identity(meta_mut(&mut new)?, None, Some(name))?;
+            if part == Part::Status {
+                // A status write stores the object as it is with the new status: that is
+                // what is checked, not the rest of what the request sent (upstream resets
+                // the spec before it validates).
+                new = Self::with_status_of(&old, new);
+            }
             let mut schema_causes = Vec::new();
             let warnings = schema::admit_with(
                 res,
@@ -1350,6 +1356,23 @@ impl Registry {
             }
         }
         Err(Self::conflict(res, name))
+    }
+
+    /// `old` with the status of `new`, and the metadata a status write carries: who owns
+    /// which fields, and the resourceVersion and uid it expects.
+    fn with_status_of(old: &Value, new: Value) -> Value {
+        let mut m = old.clone();
+        if let (Some(dst), Some(status)) = (m.as_object_mut(), new.get("status")) {
+            dst.insert("status".into(), status.clone());
+        }
+        if let Some(dst) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            for field in ["managedFields", "resourceVersion", "uid"] {
+                if let Some(v) = new.pointer(&format!("/metadata/{field}")) {
+                    dst.insert(field.into(), v.clone());
+                }
+            }
+        }
+        m
     }
 
     /// The object that an update of `part` stores: immutable metadata and the other part

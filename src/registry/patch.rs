@@ -323,6 +323,15 @@ pub fn strategic_merge(target: &mut Value, patch: &Value, shape: Shape<'_>) -> R
             .collect();
         t.retain(|k, _| keep.contains(k.as_str()));
     }
+    // The lists an order directive names, as they were before the patch merged into them.
+    let before: HashMap<&str, Vec<Value>> = p
+        .keys()
+        .filter_map(|k| k.strip_prefix("$setElementOrder/"))
+        .map(|field| {
+            let list = t.get(field).and_then(Value::as_array).cloned();
+            (field, list.unwrap_or_default())
+        })
+        .collect();
     for (k, v) in p {
         if k == "$patch" || k == "$retainKeys" || k.starts_with("$setElementOrder/") {
             continue;
@@ -362,7 +371,9 @@ pub fn strategic_merge(target: &mut Value, patch: &Value, shape: Shape<'_>) -> R
         if let Some(field) = k.strip_prefix("$setElementOrder/") {
             let order = order.as_array().ok_or("$setElementOrder needs a list")?;
             if let Some(Value::Array(list)) = t.get_mut(field) {
-                reorder(shape.merge_key(field), list, order);
+                let id = element_id(shape.list_merge(field), shape.field(field).items());
+                let original = before.get(field).map_or(&[][..], Vec::as_slice);
+                *list = in_patch_order(std::mem::take(list), order, original, &id);
             }
         }
     }
@@ -397,6 +408,9 @@ fn merge_list(
     let rule = shape.list_merge(field);
     let elements = shape.field(field).items();
     if rule == ListMerge::Union {
+        // New scalars go last. (Upstream orders them as it does keyed lists, below, so an
+        // added one goes first; berth's apply, which sends no `$setElementOrder` for a
+        // list of scalars as kubectl would, relies on this order.)
         let mut seen: HashSet<String> = current.iter().map(Value::to_string).collect();
         let mut out = current;
         for e in patch {
@@ -411,7 +425,7 @@ fn merge_list(
     }
     // Elements by the text of their key (the first of equal keys, as a search would find);
     // a deleted element leaves a hole, closed at the end.
-    let mut out: Vec<Option<Value>> = current.into_iter().map(Some).collect();
+    let mut out: Vec<Option<Value>> = current.iter().cloned().map(Some).collect();
     let mut index: HashMap<String, usize> = HashMap::with_capacity(out.len());
     for (i, o) in out.iter().enumerate() {
         if let Some(id) = o.as_ref().and_then(|o| element_key(o, rule, elements)) {
@@ -442,7 +456,85 @@ fn merge_list(
             }
         }
     }
-    Ok(Value::Array(out.into_iter().flatten().collect()))
+    let merged: Vec<Value> = out.into_iter().flatten().collect();
+    if shape.by_list_type {
+        // Server-side apply (and a custom kind's patch, which upstream does not take)
+        // keeps the elements where they were and adds new ones last.
+        return Ok(Value::Array(merged));
+    }
+    let kept: Vec<Value> = patch
+        .iter()
+        .filter(|e| e.get("$patch").is_none())
+        .cloned()
+        .collect();
+    let id = element_id(rule, elements);
+    Ok(Value::Array(in_patch_order(merged, &kept, &current, &id)))
+}
+
+/// How the elements of a merging list are told apart: by their key (or keys), or whole.
+fn element_id<'s>(
+    rule: ListMerge<'s>,
+    elements: Shape<'s>,
+) -> impl Fn(&Value) -> Option<String> + 's {
+    move |e| match rule {
+        ListMerge::ByKey(_) | ListMerge::ByKeys(_) => {
+            element_key(e, rule, elements).map(|k| k.to_string())
+        }
+        ListMerge::Replace | ListMerge::Union => Some(e.to_string()),
+    }
+}
+
+/// Orders a merged list as upstream's strategic merge does (`normalizeElementOrder`): the
+/// elements that `order` names (the patch's own, or its `$setElementOrder`) in that order,
+/// the others in the order of `original` (the list before the patch), the two interleaved
+/// by their places in `original`, where an element that was not there goes before the one
+/// it is compared with (`mergeSortedSlice`). So a container added by a patch goes first.
+fn in_patch_order(
+    merged: Vec<Value>,
+    order: &[Value],
+    original: &[Value],
+    id: &dyn Fn(&Value) -> Option<String>,
+) -> Vec<Value> {
+    let rank = |list: &[Value]| {
+        let mut at: HashMap<String, usize> = HashMap::with_capacity(list.len());
+        for (i, e) in list.iter().enumerate() {
+            if let Some(k) = id(e) {
+                at.entry(k).or_insert(i);
+            }
+        }
+        at
+    };
+    let (in_order, in_original) = (rank(order), rank(original));
+    // (place in the order, place in the original, element), and (place in the original,
+    // element) for those the order does not name.
+    let mut named: Vec<(usize, Option<usize>, Value)> = Vec::new();
+    let mut others: Vec<(usize, Value)> = Vec::new();
+    for e in merged {
+        let k = id(&e);
+        let was = k.as_ref().and_then(|k| in_original.get(k).copied());
+        match k.as_ref().and_then(|k| in_order.get(k)) {
+            Some(&i) => named.push((i, was, e)),
+            None => others.push((was.unwrap_or(usize::MAX), e)),
+        }
+    }
+    named.sort_by_key(|(i, ..)| *i);
+    others.sort_by_key(|(was, _)| *was);
+    let mut out = Vec::with_capacity(named.len() + others.len());
+    let (mut named, mut others) = (named.into_iter().peekable(), others.into_iter().peekable());
+    loop {
+        let other_first = match (others.peek(), named.peek()) {
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+            (Some((l, _)), Some((_, r, _))) => r.is_some_and(|r| *l < r),
+        };
+        if other_first {
+            out.extend(others.next().map(|(_, e)| e));
+        } else {
+            out.extend(named.next().map(|(_, _, e)| e));
+        }
+    }
+    out
 }
 
 /// What identifies element `e` of a list that merges by `rule`: its merge key's value, or
@@ -471,26 +563,6 @@ fn key_names(rule: ListMerge<'_>) -> String {
         ListMerge::ByKeys(keys) => Value::Array(keys.to_vec()).to_string(),
         ListMerge::Replace | ListMerge::Union => String::new(),
     }
-}
-
-/// Puts the elements named in `order` first, in that order (a stable sort).
-fn reorder(key: Option<&str>, list: &mut Vec<Value>, order: &[Value]) {
-    let id = |e: &Value| -> String {
-        match key {
-            Some(k) => e.get(k).unwrap_or(&Value::Null).to_string(),
-            None => e.to_string(),
-        }
-    };
-    let mut rank: HashMap<String, usize> = HashMap::with_capacity(order.len());
-    for (i, o) in order.iter().enumerate() {
-        rank.entry(id(o)).or_insert(i);
-    }
-    let mut ranked: Vec<(usize, Value)> = std::mem::take(list)
-        .into_iter()
-        .map(|e| (rank.get(&id(&e)).copied().unwrap_or(usize::MAX), e))
-        .collect();
-    ranked.sort_by_key(|(r, _)| *r);
-    *list = ranked.into_iter().map(|(_, e)| e).collect();
 }
 
 /// RFC 7386: objects merge recursively, `null` removes, anything else replaces.
@@ -780,9 +852,10 @@ mod tests {
             {"name": "a", "image": "a:2", "env": [{"name": "Y", "value": "2"}]}]}}),
         );
         assert_eq!(out["spec"]["containers"][0]["image"], "a:2");
+        // The variable added goes first, as upstream orders a merged list.
         assert_eq!(
             out["spec"]["containers"][0]["env"],
-            json!([{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}])
+            json!([{"name": "Y", "value": "2"}, {"name": "X", "value": "1"}])
         );
         assert_eq!(out["spec"]["containers"][1]["image"], "b:1");
         // $patch: delete removes an element; $setElementOrder orders them.
@@ -813,6 +886,45 @@ mod tests {
             json!({"spec": {"$patch": "replace", "containers": []}}),
         );
         assert_eq!(out["spec"], json!({"containers": []}));
+    }
+
+    #[test]
+    fn merged_lists_take_the_order_upstream_gives_them() {
+        let pod = json!({"spec": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]}});
+        let names = |out: &Value| -> Vec<String> {
+            out["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // A container the patch adds goes first (the ReplicaSet conformance test patches
+        // one in and expects it at index 0).
+        let out = smp(
+            pod.clone(),
+            json!({"spec": {"containers": [{"name": "c", "image": "c:1"}]}}),
+        );
+        assert_eq!(names(&out), ["c", "a", "b"]);
+        // The patch's elements keep its order; the others theirs, between them by place.
+        let out = smp(
+            pod.clone(),
+            json!({"spec": {"containers": [{"name": "a", "image": "a:2"}, {"name": "c", "image": "c:1"}]}}),
+        );
+        assert_eq!(names(&out), ["a", "c", "b"]);
+        assert_eq!(out["spec"]["containers"][0]["image"], "a:2");
+        let out = smp(
+            pod.clone(),
+            json!({"spec": {"containers": [{"name": "b", "image": "b:2"}, {"name": "a", "image": "a:2"}]}}),
+        );
+        assert_eq!(names(&out), ["b", "a"]);
+        // $setElementOrder interleaves the elements it does not name by their old places.
+        let three = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}});
+        let out = smp(
+            three,
+            json!({"spec": {"$setElementOrder/containers": [{"name": "c"}, {"name": "a"}]}}),
+        );
+        assert_eq!(names(&out), ["b", "c", "a"]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the `pods/eviction` subresource, which deletes a pod only when the disruption budgets
 //! that cover it allow (`pkg/registry/core/pod/storage/eviction.go` upstream): the budget
 //! is checked and decremented, and the pod recorded in its `disruptedPods`, in one
-//! optimistic write of the budget's status, retried on a conflict.
+//! optimistic write of the budget's status, retried on a conflict; the pod is then marked
+//! with the `DisruptionTarget` condition and deleted.
 
 use serde_json::{Value, json};
 
@@ -189,8 +190,8 @@ pub async fn evict(
                 .as_str()
                 .map(str::to_string);
         }
-        match reg.delete(pods, Some(ns), name, &d).await {
-            Ok(_) => return Ok(success()),
+        match mark_and_delete(reg, ns, name, d).await {
+            Ok(()) => return Ok(success()),
             Err(Error::Conflict { .. }) if !own_precondition && attempt + 1 < RETRIES => continue,
             Err(e) => return Err(e),
         }
@@ -248,13 +249,66 @@ pub async fn evict(
             .as_str()
             .map(str::to_string);
     }
-    match reg.delete(pods, Some(ns), name, &d).await {
-        Ok(_) => Ok(success()),
+    match mark_and_delete(reg, ns, name, d).await {
+        Ok(()) => Ok(success()),
         Err(Error::Conflict { .. }) if pinned && !own_precondition => {
             Err(still_processing(&budget_name))
         }
         Err(e) => Err(e),
     }
+}
+
+/// The condition an evicted pod carries from the eviction on (`DisruptionTarget`), so that
+/// whoever sees it fail knows why (a Job's pod failure policy, say).
+fn disruption_target() -> Value {
+    json!({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+           "message": "Eviction API: evicting"})
+}
+
+/// Marks the pod with [`disruption_target`] in a write of its status, then deletes it
+/// (`addConditionAndDeletePod`). The write honours the deletion's preconditions, and a
+/// resourceVersion precondition then names the version that write made; without one, a
+/// concurrent write is retried. A dry run only deletes (as a dry run).
+async fn mark_and_delete(reg: &Registry, ns: &str, name: &str, mut d: DeleteOptions) -> Result<()> {
+    let pods = catalog::of(Kind::Pod);
+    let mut attempts = 0;
+    while !d.dry_run {
+        attempts += 1;
+        let mut pod = super::parse(&reg.get(pods, Some(ns), name)?)?;
+        let meta = |f: &str| pod["metadata"][f].as_str().unwrap_or("").to_string();
+        let (uid, rv) = (meta("uid"), meta("resourceVersion"));
+        let stale = |want: &Option<String>, have: &str| {
+            want.as_deref().is_some_and(|w| !w.is_empty() && w != have)
+        };
+        if stale(&d.uid, &uid) || stale(&d.resource_version, &rv) {
+            return Err(Registry::conflict(pods, name));
+        }
+        crate::types::set_condition(&mut pod, disruption_target());
+        match reg
+            .update(
+                pods,
+                Some(ns),
+                name,
+                pod,
+                Part::Status,
+                &WriteOptions::default(),
+            )
+            .await
+        {
+            Ok(w) => {
+                if d.resource_version.is_some() {
+                    let written = super::parse(&w.object)?;
+                    d.resource_version = written["metadata"]["resourceVersion"]
+                        .as_str()
+                        .map(str::to_string);
+                }
+                break;
+            }
+            Err(Error::Conflict { .. }) if d.resource_version.is_none() && attempts < RETRIES => {}
+            Err(e) => return Err(e),
+        }
+    }
+    reg.delete(pods, Some(ns), name, &d).await.map(|_| ())
 }
 
 /// Takes one disruption from the budget and records the pod as disrupted, in one write

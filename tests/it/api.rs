@@ -590,6 +590,18 @@ async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
     assert_eq!(v["status"]["readyReplicas"], 1);
     assert_eq!(v["spec"]["replicas"], 2);
     assert_eq!(v["metadata"]["generation"], 1);
+    // Even a spec that would not be valid: what is checked is what is stored.
+    let (code, v) = s
+        .patch(
+            &format!("{path}/web/status"),
+            "application/merge-patch+json",
+            json!({"spec": {"selector": null, "template": {"spec": {"containers": null}}},
+                   "status": {"replicas": 2, "readyReplicas": 2}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["status"]["readyReplicas"], 2);
+    assert_eq!(v["spec"]["selector"], json!({"app": "web"}));
 
     // A spec change bumps the generation.
     let (_, v) = s
@@ -600,7 +612,7 @@ async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
         )
         .await;
     assert_eq!(v["metadata"]["generation"], 2);
-    assert_eq!(v["status"]["readyReplicas"], 1);
+    assert_eq!(v["status"]["readyReplicas"], 2);
 
     // Scale: get, merge-patch, and PUT without a Content-Type.
     let (_, sc) = s.get(&format!("{path}/web/scale")).await;

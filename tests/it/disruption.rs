@@ -240,11 +240,35 @@ async fn an_eviction_takes_a_disruption_and_is_refused_when_none_is_left() {
         json!({"disruptionsAllowed": 1, "currentHealthy": 2}),
     )
     .await;
+    let (_, list) = s.get(PODS).await;
+    let mut w = s
+        .watch(&format!(
+            "{PODS}?watch=true&resourceVersion={}&fieldSelector=metadata.name%3D{}",
+            list["metadata"]["resourceVersion"].as_str().unwrap(),
+            name(&live[0])
+        ))
+        .await;
     let (code, out) = evict(&s, &name(&live[0]), "v1").await;
     assert_eq!(code, 201, "{out}");
     assert_eq!(out["status"], "Success");
     let (code, _) = s.get(&format!("{PODS}/{}", name(&live[0]))).await;
     assert_eq!(code, 404, "the evicted pod is gone");
+    // It was marked as disrupted by the eviction before it went.
+    let gone = loop {
+        let e = w.next_change().await;
+        if e["type"] == "DELETED" {
+            break e["object"].clone();
+        }
+    };
+    let c = berth::types::condition(&gone, "DisruptionTarget").expect("the condition");
+    assert_eq!(
+        (&c["status"], &c["reason"], &c["message"]),
+        (
+            &json!("True"),
+            &json!("EvictionByEvictionAPI"),
+            &json!("Eviction API: evicting")
+        )
+    );
     // The budget is spent (the controller's figures count the pod gone): the other pod
     // stays.
     status_is(
