@@ -11,6 +11,7 @@ mod cli_manifests;
 mod cli_rollout;
 mod cli_verbs;
 mod client;
+mod conformance_apps;
 mod console;
 mod crds;
 mod daemonsets;
