@@ -508,16 +508,10 @@ fn resource_replicas(
     Ok(proposal(replicas))
 }
 
-/// `convertDesiredReplicasWithRules`, without behavior: within min and max, and a scale-up
-/// of at most double (four at least).
-fn convert_with_rules(
-    current: i64,
-    desired: i64,
-    min: i64,
-    max: i64,
-) -> (i64, &'static str, &'static str) {
-    let limit = (SCALE_UP_LIMIT_FACTOR * current as f64).max(SCALE_UP_LIMIT_MINIMUM) as i64;
-    let (allowed, reason, message) = if max > limit {
+/// The most replicas allowed: the rate's limit or the maximum, whichever is lower, and
+/// the condition that names it.
+fn upper_bound(limit: i64, max: i64) -> (i64, &'static str, &'static str) {
+    if max > limit {
         (
             limit,
             "ScaleUpLimit",
@@ -529,7 +523,19 @@ fn convert_with_rules(
             "TooManyReplicas",
             "the desired replica count is more than the maximum replica count",
         )
-    };
+    }
+}
+
+/// `convertDesiredReplicasWithRules`, without behavior: within min and max, and a scale-up
+/// of at most double (four at least).
+fn convert_with_rules(
+    current: i64,
+    desired: i64,
+    min: i64,
+    max: i64,
+) -> (i64, &'static str, &'static str) {
+    let limit = (SCALE_UP_LIMIT_FACTOR * current as f64).max(SCALE_UP_LIMIT_MINIMUM) as i64;
+    let (allowed, reason, message) = upper_bound(limit, max);
     if desired < min {
         return (
             min,
@@ -703,19 +709,7 @@ impl History {
         if desired > current {
             let events = (&self.up[..], &self.down[..]);
             let limit = policy_limit(current, events, up, Direction::Up, now).max(current);
-            let (allowed, reason, message) = if max > limit {
-                (
-                    limit,
-                    "ScaleUpLimit",
-                    "the desired replica count is increasing faster than the maximum scale rate",
-                )
-            } else {
-                (
-                    max,
-                    "TooManyReplicas",
-                    "the desired replica count is more than the maximum replica count",
-                )
-            };
+            let (allowed, reason, message) = upper_bound(limit, max);
             if desired > allowed {
                 return (allowed, reason, message);
             }
