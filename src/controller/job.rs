@@ -294,6 +294,37 @@ pub fn parse_indexes(s: &str, completions: i64) -> BTreeSet<i64> {
     set
 }
 
+/// `matchSuccessPolicy`: the first rule of the Job's success policy that its succeeded
+/// indexes meet, as the message of its `SuccessCriteriaMet` (`Matched rules at index 0`).
+/// A rule with indexes needs all of them, or `succeededCount` of them; a rule with a count
+/// alone needs that many indexes.
+fn match_success_policy(
+    job: &Value,
+    succeeded: &BTreeSet<i64>,
+    completions: i64,
+) -> Option<String> {
+    let rules = job.pointer("/spec/successPolicy/rules")?.as_array()?;
+    if succeeded.is_empty() {
+        return None;
+    }
+    rules.iter().enumerate().find_map(|(i, rule)| {
+        let count = rule.get("succeededCount").and_then(Value::as_i64);
+        let met = match rule.get("succeededIndexes").and_then(Value::as_str) {
+            Some(text) => {
+                let wanted = parse_indexes(text, completions);
+                let have = wanted.intersection(succeeded).count() as i64;
+                !wanted.is_empty()
+                    && match count {
+                        Some(n) => have >= n,
+                        None => have == wanted.len() as i64,
+                    }
+            }
+            None => count.is_some_and(|n| succeeded.len() as i64 >= n),
+        };
+        met.then(|| format!("Matched rules at index {i}"))
+    })
+}
+
 /// A terminal or interim condition of a Job.
 #[derive(Debug, Clone)]
 struct Cond {
@@ -614,6 +645,15 @@ impl Controller {
                 }
                 s.failed_indexes = Some(failed_ix);
                 s.delayed = self.delayed_per_index(&job, &s, &active);
+            }
+            if s.finished.is_none() {
+                if let Some(message) = match_success_policy(&job, &s.succeeded_indexes, c) {
+                    s.finished = Some(Cond {
+                        kind: "SuccessCriteriaMet",
+                        reason: "SuccessPolicy".into(),
+                        message,
+                    });
+                }
             }
         }
         let mut suspend_changed = false;
@@ -1728,6 +1768,32 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_success_policy_is_met_by_the_first_rule_its_indexes_satisfy() {
+        let job = |rules: Value| json!({"spec": {"successPolicy": {"rules": rules}}});
+        let done: BTreeSet<i64> = [0, 2, 3].into_iter().collect();
+        let m = |rules: Value| match_success_policy(&job(rules), &done, 5);
+        assert_eq!(
+            m(json!([{"succeededIndexes": "0,2"}])).as_deref(),
+            Some("Matched rules at index 0")
+        );
+        assert_eq!(
+            m(json!([{"succeededIndexes": "0-1"}])),
+            None,
+            "1 has not succeeded"
+        );
+        assert_eq!(
+            m(json!([{"succeededIndexes": "0-1"}, {"succeededIndexes": "1-4", "succeededCount": 2}])).as_deref(),
+            Some("Matched rules at index 1")
+        );
+        assert_eq!(m(json!([{"succeededCount": 4}])), None);
+        assert_eq!(
+            m(json!([{"succeededCount": 3}])).as_deref(),
+            Some("Matched rules at index 0")
+        );
+        assert_eq!(match_success_policy(&json!({"spec": {}}), &done, 5), None);
+    }
 
     #[test]
     fn indexes_are_written_as_intervals() {

@@ -110,6 +110,7 @@ impl Strategy for Job {
             "selector",
             "completionMode",
             "podFailurePolicy",
+            "successPolicy",
             "backoffLimitPerIndex",
             "manualSelector",
         ] {
@@ -220,6 +221,116 @@ fn nonnegative(spec: &Value, f: &str, path: &str, causes: &mut Vec<Cause>) {
 
 /// `validateJobSpec`; `with_selector` is false for a CronJob's template (its Jobs get
 /// their selector when they are made).
+/// The most rules a success policy may have, and the longest `succeededIndexes`.
+const MAX_SUCCESS_RULES: usize = 20;
+const MAX_SUCCEEDED_INDEXES_LEN: usize = 64 * 1024;
+
+/// `validateSuccessPolicy` and `validateSuccessPolicyRule`.
+fn validate_success_policy(spec: &Value, sp: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if spec["completionMode"] != "Indexed" {
+        causes.push(Cause::invalid(path, sp, "requires indexed completion mode"));
+    }
+    let rules = sp["rules"].as_array().map_or(&[][..], Vec::as_slice);
+    if rules.is_empty() {
+        causes.push(Cause::required_with(
+            &format!("{path}.rules"),
+            "at least one rules must be specified when the successPolicy is specified",
+        ));
+    }
+    if rules.len() > MAX_SUCCESS_RULES {
+        causes.push(Cause::invalid(
+            &format!("{path}.rules"),
+            &json!(rules.len()),
+            &format!("must have at most {MAX_SUCCESS_RULES} items"),
+        ));
+    }
+    let completions = spec["completions"].as_i64().unwrap_or(0);
+    for (i, rule) in rules.iter().enumerate() {
+        let at = format!("{path}.rules[{i}]");
+        let indexes = rule.get("succeededIndexes").and_then(Value::as_str);
+        let count = rule.get("succeededCount").and_then(Value::as_i64);
+        if indexes.is_none() && count.is_none() {
+            causes.push(Cause::required_with(
+                &at,
+                "at least one of succeededCount or succeededIndexes must be specified",
+            ));
+        }
+        let mut total = 0;
+        if let Some(text) = indexes {
+            let field = format!("{at}.succeededIndexes");
+            if text.len() > MAX_SUCCEEDED_INDEXES_LEN {
+                causes.push(Cause::invalid(
+                    &field,
+                    &json!(text),
+                    &format!("may not be more than {MAX_SUCCEEDED_INDEXES_LEN} bytes"),
+                ));
+            }
+            match index_count(text, completions) {
+                Ok(n) => total = n,
+                Err(e) => causes.push(Cause::invalid(
+                    &field,
+                    &json!(text),
+                    &format!("error parsing succeededIndexes: {e}"),
+                )),
+            }
+        }
+        if let Some(n) = count {
+            let field = format!("{at}.succeededCount");
+            if n < 0 {
+                causes.push(Cause::invalid(
+                    &field,
+                    &json!(n),
+                    "must be greater than or equal to 0",
+                ));
+            }
+            if n > completions {
+                causes.push(Cause::invalid(
+                    &field,
+                    &json!(n),
+                    &format!("must be less than or equal to {completions} (the number of specified completions)"),
+                ));
+            }
+            if indexes.is_some() && n > total {
+                causes.push(Cause::invalid(
+                    &field,
+                    &json!(n),
+                    &format!("must be less than or equal to {total} (the number of indexes in the specified succeededIndexes field)"),
+                ));
+            }
+        }
+    }
+}
+
+/// `validateIndexesFormat`: how many indexes `1,3-5` names, each below `completions`,
+/// in increasing order without overlaps.
+fn index_count(text: &str, completions: i64) -> Result<i64, String> {
+    let mut total = 0;
+    let mut previous: Option<i64> = None;
+    for part in text.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let parse = |s: &str| {
+            s.parse::<i64>()
+                .map_err(|_| format!("cannot convert string to integer for index: {s:?}"))
+        };
+        let (a, b) = (parse(a)?, parse(b)?);
+        if a < 0 || b >= completions {
+            return Err(format!("too large index: {:?}", if a < 0 { a } else { b }));
+        }
+        if a > b {
+            return Err(format!("non-increasing order, previous: {a}, current: {b}"));
+        }
+        if previous.is_some_and(|p| a <= p) {
+            return Err(format!(
+                "overlapping intervals, previous: {}, current: {a}",
+                previous.unwrap_or(0)
+            ));
+        }
+        previous = Some(b);
+        total += b - a + 1;
+    }
+    Ok(total)
+}
+
 fn validate_job_spec(spec: &Value, path: &str, with_selector: bool, causes: &mut Vec<Cause>) {
     for f in [
         "parallelism",
@@ -364,6 +475,9 @@ fn validate_job_spec(spec: &Value, path: &str, with_selector: bool, causes: &mut
             restart,
             &["OnFailure", "Never"],
         ));
+    }
+    if let Some(sp) = spec.get("successPolicy").filter(|v| !v.is_null()) {
+        validate_success_policy(spec, sp, &format!("{path}.successPolicy"), causes);
     }
     if let Some(pfp) = spec.get("podFailurePolicy").filter(|v| !v.is_null()) {
         if restart != "Never" {
@@ -581,6 +695,61 @@ mod tests {
             .into_iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect()
+    }
+
+    #[test]
+    fn success_policies_are_checked_as_upstream() {
+        let with = |mode: &str, rules: Value| {
+            let mut j = job();
+            j["spec"]["completionMode"] = json!(mode);
+            j["spec"]["completions"] = json!(5);
+            j["spec"]["successPolicy"] = json!({"rules": rules});
+            Job.default(&mut j);
+            causes_of(&Job, &j)
+        };
+        assert!(
+            with(
+                "Indexed",
+                json!([{"succeededIndexes": "0-2,4", "succeededCount": 3}])
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            with("NonIndexed", json!([{"succeededCount": 1}])),
+            [
+                "spec.successPolicy: Invalid value: {\"rules\":[{\"succeededCount\":1}]}: requires indexed completion mode"
+            ]
+        );
+        assert_eq!(
+            with("Indexed", json!([{}])),
+            [
+                "spec.successPolicy.rules[0]: Required value: at least one of succeededCount or succeededIndexes must be specified"
+            ]
+        );
+        let bad = with(
+            "Indexed",
+            json!([{"succeededIndexes": "0-7", "succeededCount": 6}]),
+        );
+        assert!(
+            bad.iter()
+                .any(|c| c.contains("succeededIndexes") && c.contains("too large index")),
+            "{bad:?}"
+        );
+        assert!(
+            bad.iter().any(|c| c.ends_with(
+                "must be less than or equal to 5 (the number of specified completions)"
+            )),
+            "{bad:?}"
+        );
+        assert_eq!(
+            with(
+                "Indexed",
+                json!([{"succeededIndexes": "1", "succeededCount": 2}])
+            ),
+            [
+                "spec.successPolicy.rules[0].succeededCount: Invalid value: 2: must be less than or equal to 1 (the number of indexes in the specified succeededIndexes field)"
+            ]
+        );
     }
 
     #[test]

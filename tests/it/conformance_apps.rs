@@ -3566,7 +3566,6 @@ async fn job_should_run_a_job_to_completion_when_tasks_sometimes_fail_and_are_lo
 
 /// [sig-apps] Job with successPolicy should succeeded when all indexes succeeded [Conformance]
 #[tokio::test]
-#[ignore = "berth's job controller has no successPolicy: nothing sets SuccessCriteriaMet with reason SuccessPolicy"]
 async fn job_with_success_policy_should_succeeded_when_all_indexes_succeeded() {
     let s = cluster("ca-job-success-all").await;
     let dir = tempfile::tempdir().unwrap();
@@ -3584,7 +3583,6 @@ async fn job_with_success_policy_should_succeeded_when_all_indexes_succeeded() {
 
 /// [sig-apps] Job with successPolicy succeededIndexes rule should succeeded even when some indexes remain pending [Conformance]
 #[tokio::test]
-#[ignore = "berth's job controller has no successPolicy: nothing sets SuccessCriteriaMet with reason SuccessPolicy"]
 async fn job_with_success_policy_succeeded_indexes_rule_should_succeeded_even_when_some_indexes_remain_pending()
  {
     let s = cluster("ca-job-success-indexes").await;
@@ -3612,7 +3610,6 @@ async fn job_with_success_policy_succeeded_indexes_rule_should_succeeded_even_wh
 
 /// [sig-apps] Job with successPolicy succeededCount rule should succeeded even when some indexes remain pending [Conformance]
 #[tokio::test]
-#[ignore = "berth's job controller has no successPolicy: nothing sets SuccessCriteriaMet with reason SuccessPolicy"]
 async fn job_with_success_policy_succeeded_count_rule_should_succeeded_even_when_some_indexes_remain_pending()
  {
     let s = cluster("ca-job-success-count").await;
