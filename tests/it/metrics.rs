@@ -22,13 +22,19 @@ pub(crate) async fn server() -> TestServer {
     .await
 }
 
-pub(crate) fn burner(name: &str, labels: Value, cpu_limit: &str) -> Value {
+/// A pod that burns CPU while `flag` exists (the test's temporary directory: it stops
+/// with the test, the node agent leaves pods running when a server stops), then sleeps.
+pub(crate) fn burner(name: &str, labels: Value, cpu_limit: &str, flag: &std::path::Path) -> Value {
+    let script = format!(
+        "while [ -e {} ]; do :; done; exec sleep 3600",
+        flag.display()
+    );
     json!({
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "main", "image": "busybox",
-                "command": ["sh", "-c", "while :; do :; done"],
+                "command": ["sh", "-c", script],
                 "resources": {"requests": {"cpu": "100m", "memory": "16Mi"},
                               "limits": {"cpu": cpu_limit}}}],
         },
@@ -54,8 +60,11 @@ async fn pods_and_nodes_are_measured_from_their_cgroups() {
         return;
     }
     let s = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("burn");
+    std::fs::write(&flag, "").unwrap();
     for pod in [
-        burner("burn", json!({"app": "burn"}), "300m"),
+        burner("burn", json!({"app": "burn"}), "300m", &flag),
         json!({
             "metadata": {"name": "hold", "labels": {"app": "hold"}},
             "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "main",
