@@ -277,12 +277,16 @@ async fn what_keeps_an_autoscaler_from_scaling_is_in_its_conditions_and_events()
         ) && message.contains("custom.metrics.k8s.io"),
         "{message}"
     );
-    let events = s.events_of("custom").await;
-    assert!(
-        events.iter().any(|(r, m)| r == "FailedComputeMetricsReplicas"
-            && m.starts_with("invalid metrics (1 invalid out of 1), first error is: failed to get pods metric value")),
-        "{events:?}"
-    );
+    // The event follows the status write, as upstream's does.
+    eventually(30, "the failed computation is an event", || async {
+        let events = s.events_of("custom").await;
+        let found = events.iter().any(|(r, m)| {
+            r == "FailedComputeMetricsReplicas"
+                && m.starts_with("invalid metrics (1 invalid out of 1), first error is: failed to get pods metric value")
+        });
+        if found { Ok(()) } else { Err(format!("{events:?}")) }
+    })
+    .await;
     assert_eq!(
         replicas(&s, "custom").await,
         1,
