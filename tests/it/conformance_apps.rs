@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::node::pod_until;
 use crate::support::{TestServer, WatchReader, eventually, within};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -374,24 +375,6 @@ async fn pods_running(s: &TestServer, selector: &str, n: usize) -> Vec<Value> {
             Ok(live)
         } else {
             Err(summary(&live))
-        }
-    })
-    .await
-}
-
-/// Waits until `check` accepts pod `name`.
-async fn pod_until(
-    s: &TestServer,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    eventually(60, what, || async {
-        let (code, p) = s.get(&format!("{PODS}/{name}")).await;
-        if code == 200 && check(&p) {
-            Ok(p)
-        } else {
-            Err(format!("{code} {}", p["status"]))
         }
     })
     .await
