@@ -260,8 +260,15 @@ impl Runtime for ProcessRuntime {
             attempt: spec.attempt,
         };
         let dir = self.dir(&id);
-        if dir.exists() {
+        if dir.join(SPEC_FILE).exists() {
             return Err(Error::Invalid(format!("container {id} exists already")));
+        }
+        if dir.exists() {
+            // A start cut short before its spec was recorded (berth was killed): the shim
+            // starts only after that, so nothing of it runs and it starts afresh.
+            tracing::info!(container = %id, "starting over a start that was cut short");
+            fs::remove_dir_all(&dir)
+                .map_err(|e| Error::io(format!("remove {}", dir.display()), e))?;
         }
         fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
         let record = Record {

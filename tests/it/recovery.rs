@@ -2,9 +2,11 @@
 //! back on the same data directory and adopts the very same processes: none restarted,
 //! none duplicated, none left behind.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -19,6 +21,41 @@ struct Served {
     url: String,
     client: reqwest::Client,
     token: String,
+    /// The latest warnings and errors berth logged, for the message of a failed wait.
+    warnings: Arc<Mutex<VecDeque<String>>>,
+    data: PathBuf,
+}
+
+impl Drop for Served {
+    /// A test that fails leaves no berth behind, nor the containers it ran: their
+    /// processes would be counted by the next test.
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if !std::thread::panicking() {
+            return;
+        }
+        let mark = format!("--dir\0{}", self.data.display());
+        for pid in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = pid.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if !String::from_utf8_lossy(&cmdline).contains(&mark) {
+                continue;
+            }
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            for p in children
+                .split_whitespace()
+                .chain([pid.to_string().as_str()])
+            {
+                let _ = Command::new("kill").args(["-KILL", p]).status();
+            }
+        }
+    }
 }
 
 impl Served {
@@ -51,7 +88,19 @@ impl Served {
             }
         }
         // Keep reading the log, so berth never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let warnings = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = warnings.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if line.contains(" WARN ") || line.contains(" ERROR ") {
+                    let mut kept = kept.lock().unwrap();
+                    if kept.len() == 40 {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            }
+        });
         let ca = std::fs::read_to_string(dir.join("ca.crt")).unwrap();
         let token = std::fs::read_to_string(dir.join("admin.token"))
             .unwrap()
@@ -62,6 +111,8 @@ impl Served {
             url: url.expect("berth logs its URL"),
             client: crate::support::https_client(&ca),
             token,
+            warnings,
+            data: dir.to_path_buf(),
         }
     }
 
@@ -82,6 +133,30 @@ impl Served {
         self.call(reqwest::Method::GET, &format!("{PODS}/{name}"), None)
             .await
     }
+}
+
+/// Each pod's name, phase, deletion mark and container states: what a failed wait shows.
+async fn pods_summary(served: &Served) -> String {
+    let (_, list) = served.call(reqwest::Method::GET, PODS, None).await;
+    let pods = list["items"].as_array().cloned().unwrap_or_default();
+    let each: Vec<String> = pods
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} deleting={} {}",
+                p["metadata"]["name"],
+                p["status"]["phase"],
+                p["metadata"]["deletionTimestamp"],
+                p["status"]["containerStatuses"]
+            )
+        })
+        .collect();
+    let warnings: Vec<String> = served.warnings.lock().unwrap().iter().cloned().collect();
+    format!(
+        "{}; berth warned: {}",
+        each.join("; "),
+        warnings.join(" | ")
+    )
 }
 
 /// The pids of processes whose command line is exactly `cmdline` (NUL-separated).
@@ -268,7 +343,11 @@ async fn a_rollout_interrupted_by_sigkill_completes_after_the_restart() {
         if rolled_out(&d) && new.len() == 3 && old.is_empty() {
             Ok(())
         } else {
-            Err(format!("{} new {new:?} old {old:?}", d["status"]))
+            let pods = pods_summary(&second).await;
+            Err(format!(
+                "{} new {new:?} old {old:?}; pods {pods}",
+                d["status"]
+            ))
         }
     })
     .await;
@@ -385,7 +464,8 @@ async fn a_stateful_set_update_interrupted_by_sigkill_completes_after_the_restar
         if complete && new.len() == 3 && old.is_empty() {
             Ok(obj)
         } else {
-            Err(format!("{st} new {new:?} old {old:?}"))
+            let pods = pods_summary(&second).await;
+            Err(format!("{st} new {new:?} old {old:?}; pods {pods}"))
         }
     })
     .await;

@@ -178,6 +178,31 @@ async fn running_containers_are_adopted_by_the_next_runtime() {
     assert!(second.remove_pod("pod-d").is_ok());
 }
 
+/// berth killed between making an instance's directory and recording its spec leaves an
+/// empty directory: the next start of that instance starts over instead of failing for
+/// ever with "exists already".
+#[tokio::test]
+async fn a_start_cut_short_before_its_spec_was_recorded_starts_over() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = runtime(root.path());
+    let cut_short = root.path().join("pod-cut/main/0");
+    std::fs::create_dir_all(&cut_short).unwrap();
+    std::fs::write(cut_short.join(".spec.json.tmp"), "{\"half").unwrap();
+    assert!(rt.pod_status("pod-cut").unwrap().is_empty());
+    let mut events = rt.events();
+    let id = rt.start(&spec("pod-cut", "main", "exit 3")).await.unwrap();
+    exited(&mut events, &id).await;
+    let st = rt.pod_status("pod-cut").unwrap();
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!(st[0].exit_code, Some(3));
+    // A recorded instance is another matter: it is never started twice.
+    let again = rt.start(&spec("pod-cut", "main", "exit 0")).await;
+    assert!(
+        again.is_err_and(|e| e.to_string().contains("exists already")),
+        "a second start of a recorded instance is refused"
+    );
+}
+
 #[tokio::test]
 async fn a_running_pod_cannot_be_removed() {
     let root = tempfile::tempdir().unwrap();
