@@ -51,6 +51,11 @@ impl Strategy for ReplicaSet {
 pub struct Deployment;
 
 impl Strategy for Deployment {
+    fn prepare_status_update(&self, old: &Value, new: &mut Value) {
+        // As kube-apiserver: the status writer (the controller) does not relabel.
+        super::strategy::keep_metadata(old, new, &["labels"]);
+    }
+
     fn default(&self, obj: &mut Value) {
         let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
             return;

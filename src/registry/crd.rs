@@ -717,6 +717,25 @@ impl ScalePaths {
 }
 
 impl Strategy for CustomKind {
+    fn prepare_status_update(&self, old: &Value, new: &mut Value) {
+        // A custom resource's status write changes its status only (kube-apiserver's
+        // customResourceStatusStrategy): the metadata is the stored one but for who
+        // owns which fields, and the resourceVersion and uid the write expects.
+        let sent = new.get("metadata").cloned().unwrap_or_default();
+        if let (Some(dst), Some(meta)) = (new.as_object_mut(), old.get("metadata")) {
+            dst.insert("metadata".into(), meta.clone());
+        }
+        let Some(dst) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        for field in ["managedFields", "resourceVersion", "uid"] {
+            match sent.get(field) {
+                Some(v) => dst.insert(field.into(), v.clone()),
+                None => dst.remove(field),
+            };
+        }
+    }
+
     fn default(&self, obj: &mut Value) {
         apply_defaults(&self.schema, obj);
     }

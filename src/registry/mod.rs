@@ -1260,7 +1260,7 @@ impl Registry {
                 // A status write stores the object as it is with the new status: that is
                 // what is checked, not the rest of what the request sent (upstream resets
                 // the spec before it validates).
-                new = Self::with_status_of(&old, new);
+                new = Self::with_status_of(res, &old, new);
             }
             let mut schema_causes = Vec::new();
             let warnings = schema::admit_with(
@@ -1358,20 +1358,22 @@ impl Registry {
         Err(Self::conflict(res, name))
     }
 
-    /// `old` with the status of `new`, and the metadata a status write carries: who owns
-    /// which fields, and the resourceVersion and uid it expects.
-    fn with_status_of(old: &Value, new: Value) -> Value {
+    /// What a status write stores: the metadata and status of `new` with everything else
+    /// of `old` (its spec), then what the kind resets of the metadata. The metadata the
+    /// object keeps whatever the client sends (uid, creation, deletion, generation) is
+    /// restored by [`merge_update`](Self::merge_update) as for any update.
+    fn with_status_of(res: &Resource, old: &Value, new: Value) -> Value {
         let mut m = old.clone();
-        if let (Some(dst), Some(status)) = (m.as_object_mut(), new.get("status")) {
-            dst.insert("status".into(), status.clone());
-        }
-        if let Some(dst) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-            for field in ["managedFields", "resourceVersion", "uid"] {
-                if let Some(v) = new.pointer(&format!("/metadata/{field}")) {
-                    dst.insert(field.into(), v.clone());
-                }
+        if let Some(dst) = m.as_object_mut() {
+            match new.get("status") {
+                Some(status) => dst.insert("status".into(), status.clone()),
+                None => dst.remove("status"),
+            };
+            if let Some(meta) = new.get("metadata") {
+                dst.insert("metadata".into(), meta.clone());
             }
         }
+        res.strategy.prepare_status_update(old, &mut m);
         m
     }
 
@@ -1379,20 +1381,8 @@ impl Registry {
     /// come from `old`; generation moves when anything but metadata and status changed.
     fn merge_update(res: &Resource, old: &Value, new: Value, part: Part) -> Result<Value> {
         let mut merged = match part {
-            Part::Status => {
-                let mut m = old.clone();
-                if let (Some(dst), Some(status)) = (m.as_object_mut(), new.get("status")) {
-                    dst.insert("status".into(), status.clone());
-                }
-                // Who owns which status fields is recorded as for the main resource.
-                if let (Some(dst), Some(managed)) = (
-                    m.get_mut("metadata").and_then(Value::as_object_mut),
-                    new.pointer("/metadata/managedFields"),
-                ) {
-                    dst.insert("managedFields".into(), managed.clone());
-                }
-                m
-            }
+            // Made by `with_status_of` from the stored object.
+            Part::Status => new,
             Part::Main => {
                 let mut m = new;
                 // The status a client sent is not stored; the strategy may look at it.

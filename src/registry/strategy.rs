@@ -46,6 +46,12 @@ pub trait Strategy: Send + Sync {
     /// sent, `merged` what will be stored.
     fn prepare_update(&self, _old: &Value, _incoming: Option<&Value>, _merged: &mut Value) {}
 
+    /// What a status write keeps of `old` beyond its spec (the engine keeps everything but
+    /// the metadata and the status): `new` is the object to be stored, with the metadata
+    /// the client sent. Most kinds keep that metadata, as kube-apiserver's status
+    /// strategies do; a kind resets what its status writers may not change.
+    fn prepare_status_update(&self, _old: &Value, _new: &mut Value) {}
+
     /// Whether an update of `part` moves `metadata.generation` (kinds with a status).
     fn generation_changes(&self, old: &Value, new: &Value, _part: Part) -> bool {
         super::spec_changed(old, new)
@@ -248,6 +254,11 @@ impl Strategy for Plain {}
 
 pub struct Pod;
 impl Strategy for Pod {
+    fn prepare_status_update(&self, old: &Value, new: &mut Value) {
+        // A node reports status; who owns the pod is not its to say.
+        keep_metadata(old, new, &["ownerReferences"]);
+    }
+
     fn actions(&self) -> &'static [&'static str] {
         super::policy::POD_ACTIONS
     }
@@ -1099,6 +1110,23 @@ fn validate_rc(obj: &Value, causes: &mut Vec<Cause>) {
             match t.get("spec") {
                 None => required(causes, "spec.template.spec"),
                 Some(ts) => validate_pod_spec(ts, "spec.template.spec", causes),
+            }
+        }
+    }
+}
+
+/// Puts back the metadata `fields` of `old` into `new` (those `old` lacks are removed).
+pub fn keep_metadata(old: &Value, new: &mut Value, fields: &[&str]) {
+    let Some(dst) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in fields {
+        match old.pointer(&format!("/metadata/{field}")) {
+            Some(v) => {
+                dst.insert((*field).to_string(), v.clone());
+            }
+            None => {
+                dst.remove(*field);
             }
         }
     }

@@ -560,6 +560,124 @@ async fn bad_input_gets_a_clear_4xx_status() {
     s.stop().await;
 }
 
+/// A status write keeps the metadata it carries, as kube-apiserver's status strategies
+/// do, but for what the kind resets (a Deployment's labels, a Pod's owners) and what no
+/// update changes (uid, creation time, generation); an object being deleted gains no
+/// finalizer through its status either.
+#[tokio::test]
+async fn a_status_write_keeps_the_metadata_it_carries_but_what_the_kind_resets() {
+    let s = bare().await;
+    let merge = "application/merge-patch+json";
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let (code, created) = s.post(rcs, rc("meta", 1)).await;
+    assert_eq!(code, 201, "{created}");
+    let (code, v) = s
+        .patch(
+            &format!("{rcs}/meta/status"),
+            merge,
+            json!({"metadata": {"annotations": {"seen": "yes"}, "labels": {"tier": "a"},
+                                "uid": created["metadata"]["uid"],
+                                "creationTimestamp": "2001-01-01T00:00:00Z",
+                                "generation": 9},
+                   "spec": {"replicas": 5},
+                   "status": {"replicas": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["metadata"]["annotations"]["seen"], "yes");
+    assert_eq!(v["metadata"]["labels"]["tier"], "a");
+    assert_eq!(v["status"]["replicas"], 1);
+    assert_eq!(v["spec"]["replicas"], 1, "the spec is not a status write's");
+    assert_eq!(v["metadata"]["generation"], 1);
+    assert_eq!(
+        v["metadata"]["creationTimestamp"],
+        created["metadata"]["creationTimestamp"]
+    );
+    // A stale resourceVersion is a conflict, as for any write.
+    let mut stale = created.clone();
+    stale["metadata"]["annotations"] = json!({"stale": "1"});
+    let (code, _) = s.put(&format!("{rcs}/meta/status"), stale).await;
+    assert_eq!(code, 409);
+
+    // A Deployment's status writer does not relabel it.
+    let deploys = "/apis/apps/v1/namespaces/default/deployments";
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "meta", "labels": {"app": "meta"}},
+        "spec": {"selector": {"matchLabels": {"app": "meta"}},
+            "template": {"metadata": {"labels": {"app": "meta"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+    let (code, out) = s.post(deploys, d).await;
+    assert_eq!(code, 201, "{out}");
+    let (code, v) = s
+        .patch(
+            &format!("{deploys}/meta/status"),
+            merge,
+            json!({"metadata": {"labels": {"app": "other"}, "annotations": {"seen": "yes"}},
+                   "status": {"replicas": 0, "observedGeneration": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["metadata"]["labels"], json!({"app": "meta"}));
+    assert_eq!(v["metadata"]["annotations"]["seen"], "yes");
+    assert_eq!(v["status"]["observedGeneration"], 1);
+
+    // Nor does a Pod's name its owners.
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"metadata": {"name": "meta"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}});
+    let (code, p) = s.post(pods, pod).await;
+    assert_eq!(code, 201, "{p}");
+    let owner = json!([{"apiVersion": "v1", "kind": "ReplicationController", "name": "meta",
+                        "uid": created["metadata"]["uid"]}]);
+    let (code, v) = s
+        .patch(
+            &format!("{pods}/meta/status"),
+            merge,
+            json!({"metadata": {"ownerReferences": owner, "labels": {"seen": "yes"}},
+                   "status": {"message": "hi"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert!(v["metadata"].get("ownerReferences").is_none(), "{v}");
+    assert_eq!(v["metadata"]["labels"]["seen"], "yes");
+    assert_eq!(v["status"]["message"], "hi");
+
+    // An object being deleted may lose finalizers through its status, never gain one.
+    let (code, _) = s
+        .patch(
+            &format!("{rcs}/meta"),
+            merge,
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = s.delete(&format!("{rcs}/meta")).await;
+    assert_eq!(code, 200);
+    let (code, v) = s
+        .patch(
+            &format!("{rcs}/meta/status"),
+            merge,
+            json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("no new finalizers"),
+        "{v}"
+    );
+    let (code, v) = s
+        .patch(
+            &format!("{rcs}/meta/status"),
+            merge,
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    let (code, _) = s.get(&format!("{rcs}/meta")).await;
+    assert_eq!(code, 404, "the last finalizer gone, the deletion completes");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn status_and_spec_are_written_separately_and_generation_tracks_spec() {
     // The bare API: no replication manager writing the status meanwhile.

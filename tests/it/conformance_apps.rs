@@ -3318,7 +3318,6 @@ async fn job_should_allow_to_use_the_pod_failure_policy_on_exit_code_to_fail_the
 
 /// [sig-apps] Job should apply changes to a job status [Conformance]
 #[tokio::test]
-#[ignore = "berth's status writes keep the stored metadata, so the annotation a /status patch sets is dropped; upstream keeps metadata changes on status writes of built-in kinds (a Job's, a CronJob's), resetting only the spec"]
 async fn job_should_apply_changes_to_a_job_status() {
     let s = cluster("ca-job-status").await;
     let dir = tempfile::tempdir().unwrap();
@@ -3878,7 +3877,6 @@ async fn cron_job_should_replace_jobs_when_replace_concurrent() {
 
 /// [sig-apps] CronJob should support CronJob API operations [Conformance]
 #[tokio::test]
-#[ignore = "berth's status writes keep the stored metadata, so the annotation a /status patch sets is dropped; upstream keeps metadata changes on status writes of built-in kinds (a Job's, a CronJob's), resetting only the spec"]
 async fn cron_job_should_support_cron_job_api_operations() {
     let s = cluster("ca-cron-api").await;
     let unique = format!("cronjob-{}", rand5());

@@ -318,6 +318,24 @@ async fn status_printer_columns_and_selectable_fields_work_like_built_in_kinds()
     assert_eq!(code, 200, "{st}");
     assert_eq!(st["status"]["ready"], true);
     assert_eq!(st["metadata"]["generation"], 1);
+    // Unlike a built-in kind's, a custom object's status write changes its status only;
+    // its resourceVersion is still a precondition.
+    let (code, st) = s
+        .patch(
+            &format!("{CTS}/a/status"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"seen": "yes"}, "annotations": {"seen": "yes"}},
+                   "status": {"replicas": 2}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{st}");
+    assert_eq!(st["status"]["replicas"], 2);
+    assert!(st["metadata"].get("labels").is_none(), "{st}");
+    assert!(st["metadata"].get("annotations").is_none(), "{st}");
+    let mut stale = a.clone();
+    stale["status"] = json!({"ready": false});
+    let (code, out) = s.put(&format!("{CTS}/a/status"), stale).await;
+    assert_eq!(code, 409, "{out}");
     let mut main = st.clone();
     main["status"] = json!({"ready": false});
     main["spec"]["image"] = json!("two");

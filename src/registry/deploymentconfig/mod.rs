@@ -18,6 +18,10 @@ use super::{Cause, Part};
 pub struct DeploymentConfig;
 
 impl super::strategy::Strategy for DeploymentConfig {
+    fn prepare_status_update(&self, old: &Value, new: &mut Value) {
+        // As a Deployment's: the status writer does not relabel.
+        super::strategy::keep_metadata(old, new, &["labels"]);
+    }
     fn default(&self, obj: &mut Value) {
         rules::default(obj)
     }
