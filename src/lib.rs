@@ -35,6 +35,7 @@ pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod deploy;
+pub mod image;
 pub mod node;
 pub mod registry;
 pub mod runtime;

@@ -158,6 +158,11 @@ enum Command {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
+    /// The images of this machine's store: import archives, list, inspect, remove.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
     /// Print a shell completion script (`source <(berth completion bash)`).
     Completion {
         /// bash, zsh, fish, elvish or powershell.
@@ -189,6 +194,44 @@ enum SnapshotCommand {
         file: PathBuf,
         #[arg(long, env = "BERTH_DATA_DIR")]
         data_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Import the images of OCI or docker archives (`.tar`, `.tar.gz`, `.tar.zst`).
+    Import {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The name of images the archive leaves unnamed or names by a tag only.
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// List the images.
+    #[command(alias = "list")]
+    Ls {
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Print an image's record and config as JSON.
+    Inspect {
+        name: String,
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Remove images (and the layers no other image uses).
+    Rm {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Remove the blobs and layers no image uses.
+    Prune {
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -390,6 +433,21 @@ fn main() -> anyhow::Result<()> {
             let status = store::migrate::status(&dir)
                 .with_context(|| format!("read the store in {}", dir.display()))?;
             print!("{status}");
+        }
+        Command::Image { command } => {
+            use berth::image::command as image;
+            let out = match command {
+                ImageCommand::Import {
+                    files,
+                    name,
+                    data_dir: d,
+                } => image::import(&data_dir(d), &files, name.as_deref()),
+                ImageCommand::Ls { data_dir: d } => image::list(&data_dir(d)),
+                ImageCommand::Inspect { name, data_dir: d } => image::inspect(&data_dir(d), &name),
+                ImageCommand::Rm { names, data_dir: d } => image::remove(&data_dir(d), &names),
+                ImageCommand::Prune { data_dir: d } => image::prune(&data_dir(d)),
+            };
+            print!("{}", out?);
         }
         Command::Snapshot { command } => match command {
             SnapshotCommand::Save {

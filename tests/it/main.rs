@@ -22,6 +22,7 @@ mod disruption;
 mod exec;
 mod gc;
 mod https;
+mod images;
 mod jobs;
 mod kube_client;
 mod lifecycle;
