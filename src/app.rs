@@ -267,6 +267,7 @@ impl Cluster {
                 agent.ca_pem = self.ca_pem.clone();
             }
             agent.data_dir = self.data_dir.clone();
+            agent.import_images = true;
             if agent.metrics.is_none() {
                 agent.metrics = Some(self.registry.metrics().clone());
             }

@@ -42,10 +42,7 @@ pub fn import(store: &Store, file: &Path, base: Option<&str>) -> Result<Vec<Imag
     let base = base
         .map(|b| reference::parse(b).map_err(|why| Error::Invalid(format!("--name: {why}"))))
         .transpose()?;
-    let scratch = store
-        .root()
-        .join("tmp")
-        .join(format!("import-{}", uuid::Uuid::new_v4().simple()));
+    let scratch = store.scratch("import");
     fs::create_dir_all(&scratch).map_err(|e| Error::Io {
         context: format!("create {}", scratch.display()),
         source: e,

@@ -5,6 +5,7 @@
 
 pub mod archive;
 pub mod command;
+pub mod incoming;
 pub mod layer;
 pub mod reference;
 pub mod store;

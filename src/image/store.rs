@@ -101,31 +101,98 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 impl Store {
-    /// Opens (or makes) the store under `root`, dropping what a crash left in `tmp/`.
+    /// Opens (or makes) the store under `root`, dropping what a crash left in `tmp/`: the
+    /// writes of processes that are gone (another process's writes under way stay).
     pub fn open(root: &Path) -> Result<Store> {
         let store = Store {
             root: root.to_path_buf(),
         };
-        let tmp = store.root.join("tmp");
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(io_err(format!("empty {}", tmp.display())))?;
-        }
         for dir in ["blobs/sha256", "layers/sha256", "images", "tmp"] {
             let d = store.root.join(dir);
             fs::create_dir_all(&d).map_err(io_err(format!("create {}", d.display())))?;
         }
+        for e in fs::read_dir(store.root.join("tmp"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let writer = name.split('-').nth(1).and_then(|p| p.parse::<i32>().ok());
+            let alive = writer
+                .and_then(rustix::process::Pid::from_raw)
+                .is_some_and(|pid| {
+                    !matches!(
+                        rustix::process::test_kill_process(pid),
+                        Err(rustix::io::Errno::SRCH)
+                    )
+                });
+            if !alive {
+                let path = e.path();
+                let removed = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                removed.map_err(io_err(format!("remove {}", path.display())))?;
+            }
+        }
         Ok(store)
+    }
+
+    /// The store under `root` for reading only: nothing is made or cleaned.
+    pub fn at(root: &Path) -> Store {
+        Store {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// The images as a node's status lists them (the kubelet's `status.images`): one
+    /// entry per image ID with its names and repository digests, the largest first, at
+    /// most `max`.
+    pub fn node_images(&self, max: usize) -> Vec<(Vec<String>, u64)> {
+        let mut by_id: std::collections::BTreeMap<String, (Vec<String>, u64)> =
+            std::collections::BTreeMap::new();
+        for img in self.images() {
+            let entry = by_id
+                .entry(img.config.clone())
+                .or_insert_with(|| (Vec::new(), img.size()));
+            let repo = img.name.split(['@']).next().unwrap_or(&img.name);
+            let repo = match repo.rfind(':') {
+                Some(i) if !repo[i..].contains('/') => &repo[..i],
+                _ => repo,
+            };
+            if img.name != img.config {
+                entry.0.push(format!("{repo}@{}", img.manifest));
+                entry.0.push(img.name.clone());
+            }
+        }
+        let mut out: Vec<(Vec<String>, u64)> = by_id
+            .into_values()
+            .filter(|(names, _)| !names.is_empty())
+            .map(|(mut names, size)| {
+                // As the kubelet: the repository digests, then the tags.
+                names.sort_by(|a, b| (!a.contains('@'), a).cmp(&(!b.contains('@'), b)));
+                names.dedup();
+                (names, size)
+            })
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(max);
+        out
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// A fresh place under `tmp/` (a file or a directory to be).
-    fn scratch(&self, what: &str) -> PathBuf {
-        self.root
-            .join("tmp")
-            .join(format!("{what}-{}", uuid::Uuid::new_v4().simple()))
+    /// A fresh place under `tmp/` (a file or a directory to be), named after the process
+    /// that writes it: `WHAT-PID-UUID`.
+    pub fn scratch(&self, what: &str) -> PathBuf {
+        self.root.join("tmp").join(format!(
+            "{what}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ))
     }
 
     pub fn blob_path(&self, digest: &str) -> Result<PathBuf> {
@@ -450,9 +517,28 @@ mod tests {
         };
         store.put_image(&img).unwrap();
         assert_eq!(store.image(&img.name), Some(img.clone()));
-        fs::write(dir.path().join("tmp/blob-half"), "half").unwrap();
+        let listed = Store::at(dir.path()).node_images(50);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            listed[0].0,
+            [
+                format!("docker.io/library/kept@{}", img.manifest),
+                "docker.io/library/kept:1".to_string()
+            ]
+        );
+        assert_eq!(listed[0].1, kept.size);
+        // A write of a process that is gone is dropped; one of a live process stays.
+        fs::write(dir.path().join("tmp/blob-999999999-half"), "half").unwrap();
+        fs::write(dir.path().join("tmp/blob-nopid"), "half").unwrap();
+        let live = store.scratch("blob");
+        fs::write(&live, "under way").unwrap();
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+        let left: Vec<_> = fs::read_dir(dir.path().join("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(left, std::slice::from_ref(&live));
+        fs::remove_file(&live).unwrap();
         let pruned = store.prune(&[]).unwrap();
         assert_eq!((pruned.blobs, pruned.layers), (1, 1));
         assert!(store.ensure_layer(&kept).is_ok());

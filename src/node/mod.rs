@@ -6,6 +6,7 @@
 
 mod admission;
 mod atomic_writer;
+mod images;
 pub mod manifests;
 mod pods;
 mod probe;
@@ -77,6 +78,9 @@ pub struct Config {
     pub mount_namespaces: bool,
     /// The cluster's CA (PEM), given to pods as the service account's `ca.crt`.
     pub ca_pem: String,
+    /// Whether the archives put into `DATA/images` are imported into the image store
+    /// (at start and as they arrive).
+    pub import_images: bool,
     /// Where the node's resource metrics go (`metrics.k8s.io`), measured this often from
     /// the machine and the containers' cgroups; none measures nothing.
     pub metrics: Option<std::sync::Arc<crate::types::metrics::Board>>,
@@ -103,6 +107,7 @@ impl Config {
             housekeeping_every: Duration::from_secs(2),
             mount_namespaces: rustix::process::geteuid().is_root(),
             ca_pem: String::new(),
+            import_images: false,
             metrics: None,
             // metrics-server's default resolution.
             metrics_every: Duration::from_secs(15),
@@ -253,6 +258,7 @@ fn node_status_with(config: &Config, left: Left) -> Value {
             {"type": "InternalIP", "address": config.node_ip},
             {"type": "Hostname", "address": config.node_name},
         ],
+        "images": node_images(config),
         "nodeInfo": {
             "machineID": read_trimmed("/etc/machine-id"),
             "systemUUID": "",
@@ -266,6 +272,20 @@ fn node_status_with(config: &Config, left: Left) -> Value {
             "architecture": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
         },
     })
+}
+
+/// At most this many images are listed in the Node's status (the kubelet's
+/// `nodeStatusMaxImages`).
+const NODE_STATUS_MAX_IMAGES: usize = 50;
+
+/// The images of the node's store, as `status.images` lists them.
+fn node_images(config: &Config) -> Value {
+    let store = crate::image::Store::at(&crate::image::store_dir(&config.data_dir));
+    store
+        .node_images(NODE_STATUS_MAX_IMAGES)
+        .into_iter()
+        .map(|(names, size)| json!({"names": names, "sizeBytes": size}))
+        .collect()
 }
 
 /// How often the Node's status is written even when nothing changed (§17.2).
@@ -303,7 +323,7 @@ async fn update_node_status(
     let status = node_status(config);
     let current = client.get(nodes, None, &config.node_name).await?;
     let mut updated = current.clone();
-    for field in ["capacity", "allocatable", "addresses", "nodeInfo"] {
+    for field in ["capacity", "allocatable", "addresses", "nodeInfo", "images"] {
         updated["status"][field] = status[field].clone();
     }
     for c in status["conditions"].as_array().into_iter().flatten() {
@@ -331,7 +351,12 @@ async fn update_node_status(
 }
 
 /// Registers the node, then renews its lease and keeps its status true until cancelled.
-async fn heartbeat(client: Client, config: Config, cancel: CancellationToken) {
+async fn heartbeat(
+    client: Client,
+    config: Config,
+    changed: Arc<tokio::sync::Notify>,
+    cancel: CancellationToken,
+) {
     let leases = catalog::of(Kind::Lease);
     let ns = Some("kube-node-lease");
     let mut written: Option<tokio::time::Instant> = None;
@@ -372,6 +397,8 @@ async fn heartbeat(client: Client, config: Config, cancel: CancellationToken) {
         }
         tokio::select! {
             () = tokio::time::sleep(config.lease_every) => {}
+            // Something of the status changed (the images): it is written at once.
+            () = changed.notified() => {}
             () = cancel.cancelled() => return,
         }
     }
@@ -476,12 +503,20 @@ pub fn start<R: Runtime + Clone>(
         pods: Arc::default(),
         last_loop: std::sync::Mutex::new(tokio::time::Instant::now()),
     });
+    // Told when the node's status changes between heartbeats.
+    let status_changed = Arc::new(tokio::sync::Notify::new());
     {
-        let shared = shared.clone();
+        let (shared, changed) = (shared.clone(), status_changed.clone());
         sup.spawn("node-heartbeat", move |cancel| {
-            let shared = shared.clone();
+            let (shared, changed) = (shared.clone(), changed.clone());
             async move {
-                heartbeat(shared.client.clone(), shared.config.clone(), cancel).await;
+                heartbeat(
+                    shared.client.clone(),
+                    shared.config.clone(),
+                    changed,
+                    cancel,
+                )
+                .await;
             }
         });
     }
@@ -524,6 +559,12 @@ pub fn start<R: Runtime + Clone>(
         }
         None => None,
     };
+    if shared.config.import_images {
+        let data_dir = shared.config.data_dir.clone();
+        sup.spawn("node-images", move |cancel| {
+            images::watch(data_dir.clone(), status_changed.clone(), cancel)
+        });
+    }
     if let Some(board) = shared.config.metrics.clone() {
         let shared = shared.clone();
         sup.spawn("node-metrics", move |cancel| {

@@ -355,3 +355,92 @@ fn a_disk_that_fills_up_mid_import_leaves_no_half_write() {
     ok(&berth(&data, &["image", "import", file.to_str().unwrap()]));
     ok(&berth(&data, &["image", "prune"]));
 }
+
+/// The names the node's status lists for its images.
+async fn node_image_names(s: &crate::support::TestServer) -> Result<Vec<String>, String> {
+    let (_, nodes) = s.get(&format!("/api/v1/nodes/{}", crate::node::NODE)).await;
+    let images = nodes["status"]["images"].clone();
+    let names: Vec<String> = images
+        .as_array()
+        .ok_or_else(|| format!("no images: {nodes}"))?
+        .iter()
+        .flat_map(|i| i["names"].as_array().cloned().unwrap_or_default())
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect();
+    Ok(names)
+}
+
+/// `DATA/images` as k3s's `agent/images`: an archive moved or written there is imported
+/// with no command, at once (inotify), and the Node's `status.images` lists it, with its
+/// repository digest, as the kubelet lists images.
+#[tokio::test]
+async fn archives_put_into_the_images_directory_are_imported_and_listed_by_the_node() {
+    use crate::support::eventually;
+    let s = crate::node::server().await;
+    let incoming = s.dir.path().join("images");
+    eventually(30, "the images directory is made", || async {
+        if incoming.is_dir() {
+            Ok(())
+        } else {
+            let entries: Vec<_> = std::fs::read_dir(s.dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            Err(format!("the data directory holds {entries:?}"))
+        }
+    })
+    .await;
+    let layer = tar_of(&[("bin/tool", b"1")]);
+    let config = serde_json::to_vec(&json!({
+        "architecture": arch(), "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [digest(&layer)]},
+    }))
+    .unwrap();
+    let archive = |tag: &str| {
+        let manifest = serde_json::to_vec(&json!([{
+            "Config": "config.json", "RepoTags": [tag], "Layers": ["l/layer.tar"],
+        }]))
+        .unwrap();
+        tar_of(&[
+            ("config.json", &config),
+            ("l/", b""),
+            ("l/layer.tar", &layer),
+            ("manifest.json", &manifest),
+        ])
+    };
+    // Moved in, as a finished download is.
+    let part = s.dir.path().join("moved.tar.part");
+    std::fs::write(&part, archive("example/moved:1")).unwrap();
+    std::fs::rename(&part, incoming.join("moved.tar")).unwrap();
+    let names = eventually(30, "the node lists the moved-in image", || async {
+        let names = node_image_names(&s).await?;
+        if names.iter().any(|n| n == "docker.io/example/moved:1") {
+            Ok(names)
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("docker.io/example/moved@sha256:")),
+        "{names:?}"
+    );
+    // Written in place.
+    std::fs::write(incoming.join("written.tar"), archive("example/written:2")).unwrap();
+    eventually(30, "the node lists the written image", || async {
+        let names = node_image_names(&s).await?;
+        if names.iter().any(|n| n == "docker.io/example/written:2") {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    // Not an archive: left alone.
+    std::fs::write(incoming.join("README"), b"notes").unwrap();
+    let listed = ok(&berth(s.dir.path(), &["image", "ls"]));
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+    s.stop().await;
+}

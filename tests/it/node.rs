@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::{TestServer, eventually};
 
 pub(crate) const PODS: &str = "/api/v1/namespaces/default/pods";
-const NODE: &str = "test-node";
+pub(crate) const NODE: &str = "test-node";
 
 /// A node agent named `name` for this machine that runs containers through the test's
 /// own berth binary, its lease renewed every 500 ms, then tuned by `tune`.
