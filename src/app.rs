@@ -97,6 +97,13 @@ pub enum Error {
 
 pub use crate::types::default_data_dir;
 
+/// The repositories of the pause image (any tag): containers of them run `berth pause`.
+pub const PAUSE_IMAGES: [&str; 3] = [
+    "registry.k8s.io/pause",
+    "k8s.gcr.io/pause",
+    "gcr.io/google-containers/pause",
+];
+
 /// A cluster whose data directory is open and ready to serve.
 pub struct Cluster {
     pub registry: Registry,
@@ -289,6 +296,17 @@ impl Cluster {
                 Err(e) => {
                     tracing::warn!(error = %e, path = %alias.display(), "could not link openshift-deploy; custom deployment strategies cannot call it")
                 }
+            }
+            // The pause image, which sandboxes and many tests use, is berth's own
+            // `pause`: nothing to pull.
+            for pause in PAUSE_IMAGES {
+                agent.builtin_images.push((
+                    pause.to_string(),
+                    vec![
+                        settings.shim_program.display().to_string(),
+                        "pause".to_string(),
+                    ],
+                ));
             }
             agent.builtin_images.push((
                 crate::types::openshift::DEPLOYER_IMAGE.to_string(),

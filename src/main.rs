@@ -158,6 +158,9 @@ enum Command {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
+    /// Do nothing until SIGTERM or SIGINT, then exit 0: the pause image's command.
+    #[command(hide = true)]
+    Pause,
     /// The images of this machine's store: import archives, list, inspect, remove.
     Image {
         #[command(subcommand)]
@@ -433,6 +436,22 @@ fn main() -> anyhow::Result<()> {
             let status = store::migrate::status(&dir)
                 .with_context(|| format!("read the store in {}", dir.display()))?;
             print!("{status}");
+        }
+        Command::Pause => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("start the async runtime")?;
+            rt.block_on(async {
+                use tokio::signal::unix::{SignalKind, signal};
+                let mut term = signal(SignalKind::terminate())?;
+                let mut int = signal(SignalKind::interrupt())?;
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                Ok::<(), std::io::Error>(())
+            })?;
         }
         Command::Image { command } => {
             use berth::image::command as image;

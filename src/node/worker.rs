@@ -364,7 +364,7 @@ impl<R: Runtime + Clone> Worker<R> {
             .config
             .builtin_images
             .iter()
-            .find(|(i, _)| i == image);
+            .find(|(i, _)| builtin_matches(i, image));
         if let (Some(_), Some(dir)) = (builtin_image, &self.shared.config.builtin_bin) {
             let dir = dir.display().to_string();
             match env.iter_mut().rev().find(|(k, _)| k == "PATH") {
@@ -1254,6 +1254,22 @@ pub(super) fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
     }
 }
 
+/// Whether the container image `image` is the built-in one `builtin`: the same
+/// repository once both are normalized (`pause:3.10` is `registry.k8s.io/pause:3.10`
+/// only if written so; `docker.io/library/x` is `x`), with the same tag unless `builtin`
+/// names none (then any tag or digest of it).
+pub(super) fn builtin_matches(builtin: &str, image: &str) -> bool {
+    use crate::image::reference::parse;
+    match (parse(builtin), parse(image)) {
+        (Ok(b), Ok(i)) => {
+            b.registry == i.registry
+                && b.repository == i.repository
+                && (b.tag.is_none() && b.digest.is_none() || b.tag == i.tag && i.digest.is_none())
+        }
+        _ => builtin == image,
+    }
+}
+
 /// Runs one pod's worker until the pod is gone and its containers stopped; returns the
 /// pod's uid. A panic ends the worker, not the agent.
 pub(super) async fn run<R: Runtime + Clone>(
@@ -1456,5 +1472,28 @@ mod tests {
         let b = json!({"name": "c", "image": "x:2"});
         assert_ne!(spec_hash(&a), spec_hash(&b));
         assert_eq!(spec_hash(&a), spec_hash(&a.clone()));
+    }
+
+    #[test]
+    fn built_in_images_match_by_repository_and_any_tag_unless_one_is_named() {
+        let pause = "registry.k8s.io/pause";
+        assert!(builtin_matches(pause, "registry.k8s.io/pause:3.10"));
+        assert!(builtin_matches(pause, "registry.k8s.io/pause"));
+        assert!(builtin_matches(
+            pause,
+            &format!("registry.k8s.io/pause@sha256:{}", "a".repeat(64))
+        ));
+        assert!(
+            !builtin_matches(pause, "pause:3.10"),
+            "docker.io's is another"
+        );
+        assert!(!builtin_matches(pause, "registry.k8s.io/pause-extra:1"));
+        assert!(builtin_matches(
+            "berth/deployer",
+            "docker.io/berth/deployer:latest"
+        ));
+        assert!(builtin_matches("x:1", "docker.io/library/x:1"));
+        assert!(!builtin_matches("x:1", "x:2"));
+        assert!(!builtin_matches("x:1", "x"));
     }
 }

@@ -444,3 +444,59 @@ async fn archives_put_into_the_images_directory_are_imported_and_listed_by_the_n
     assert_eq!(listed.lines().count(), 3, "{listed}");
     s.stop().await;
 }
+
+/// The pause image is berth's own `pause`: a pod of it runs with nothing pulled and no
+/// command, and `berth pause` ends with 0 on SIGTERM, as the pause image's does.
+#[tokio::test]
+async fn a_pause_container_runs_without_a_pull_and_stops_on_sigterm() {
+    let s = crate::node::server().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"metadata": {"name": "sandbox"},
+        "spec": {"terminationGracePeriodSeconds": 30,
+                 "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}});
+    let (code, out) = s.post(pods, pod).await;
+    assert_eq!(code, 201, "{out}");
+    let running = crate::node::pod_until(&s, "sandbox", "the pause pod runs", |p| {
+        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+    })
+    .await;
+    assert_eq!(running["status"]["phase"], "Running");
+    let (code, _) = s.delete(&format!("{pods}/sandbox")).await;
+    assert_eq!(code, 200);
+    crate::support::eventually(60, "the pause pod is gone", || async {
+        let (code, p) = s.get(&format!("{pods}/sandbox")).await;
+        if code == 404 {
+            Ok(())
+        } else {
+            Err(p["status"].to_string())
+        }
+    })
+    .await;
+    s.stop().await;
+}
+
+#[test]
+fn berth_pause_waits_for_sigterm_and_exits_0() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .arg("pause")
+        .spawn()
+        .unwrap();
+    // Once it catches SIGTERM (its SigCgt mask says so), the signal is its to handle.
+    let id = child.id();
+    let catches_term = || {
+        let status = std::fs::read_to_string(format!("/proc/{id}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << (15 - 1)) != 0)
+    };
+    while !catches_term() {
+        assert!(child.try_wait().unwrap().is_none(), "pause waits");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
