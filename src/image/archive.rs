@@ -383,8 +383,8 @@ pub(crate) mod tests {
         format!("sha256:{:x}", Sha256::digest(b))
     }
 
-    /// A layer tar holding `files`.
-    pub fn layer_tar(files: &[(&str, &str)]) -> Vec<u8> {
+    /// A tar of regular files, as archives and layers are made here.
+    pub fn tar_files<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
         for (path, data) in files {
             let mut h = tar::Header::new_gnu();
@@ -393,9 +393,14 @@ pub(crate) mod tests {
             h.set_mtime(1_700_000_000);
             h.set_mode(0o755);
             h.set_size(data.len() as u64);
-            b.append_data(&mut h, path, data.as_bytes()).unwrap();
+            b.append_data(&mut h, path, data).unwrap();
         }
         b.into_inner().unwrap()
+    }
+
+    /// A layer tar holding `files`.
+    pub fn layer_tar(files: &[(&str, &str)]) -> Vec<u8> {
+        tar_files(files.iter().map(|(p, d)| (*p, d.as_bytes())))
     }
 
     pub fn config_for(diff_ids: &[String]) -> Vec<u8> {
@@ -411,16 +416,8 @@ pub(crate) mod tests {
     /// compressed or not) with these diff IDs; `corrupt` rewrites the first layer's bytes
     /// after its digest was taken.
     pub fn oci_archive(name: &str, layers: &[(Vec<u8>, String)], corrupt: bool) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        let mut put = |path: &str, data: &[u8]| {
-            let mut h = tar::Header::new_gnu();
-            h.set_uid(0);
-            h.set_gid(0);
-            h.set_mtime(1_700_000_000);
-            h.set_mode(0o644);
-            h.set_size(data.len() as u64);
-            b.append_data(&mut h, path, data).unwrap();
-        };
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut put = |path: &str, data: &[u8]| files.push((path.to_string(), data.to_vec()));
         let diff_ids: Vec<String> = layers.iter().map(|(_, d)| d.clone()).collect();
         let config = config_for(&diff_ids);
         let blob = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
@@ -455,21 +452,13 @@ pub(crate) mod tests {
         .unwrap();
         put("index.json", &index);
         put("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
-        b.into_inner().unwrap()
+        tar_files(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())))
     }
 
     /// A docker archive (`docker save` before Docker 25) of one image tagged `tags`.
     pub fn docker_archive(tags: &[&str], layers: &[Vec<u8>]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        let mut put = |path: &str, data: &[u8]| {
-            let mut h = tar::Header::new_gnu();
-            h.set_uid(0);
-            h.set_gid(0);
-            h.set_mtime(1_700_000_000);
-            h.set_mode(0o644);
-            h.set_size(data.len() as u64);
-            b.append_data(&mut h, path, data).unwrap();
-        };
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut put = |path: &str, data: &[u8]| files.push((path.to_string(), data.to_vec()));
         let diff_ids: Vec<String> = layers.iter().map(|l| digest(l)).collect();
         let config = config_for(&diff_ids);
         let config_name = format!("{}.json", digest(&config).trim_start_matches("sha256:"));
@@ -485,7 +474,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         put("manifest.json", &manifest);
-        b.into_inner().unwrap()
+        tar_files(files.iter().map(|(p, d)| (p.as_str(), d.as_slice())))
     }
 
     fn gzip(b: &[u8]) -> Vec<u8> {

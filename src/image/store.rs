@@ -446,15 +446,7 @@ mod tests {
     }
 
     fn tar_with(path: &str, data: &str) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        let mut h = tar::Header::new_gnu();
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_mtime(1_700_000_000);
-        h.set_mode(0o644);
-        h.set_size(data.len() as u64);
-        b.append_data(&mut h, path, data.as_bytes()).unwrap();
-        b.into_inner().unwrap()
+        crate::image::archive::tests::layer_tar(&[(path, data)])
     }
 
     #[test]
