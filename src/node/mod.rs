@@ -78,6 +78,10 @@ pub struct Config {
     pub mount_namespaces: bool,
     /// The cluster's CA (PEM), given to pods as the service account's `ca.crt`.
     pub ca_pem: String,
+    /// The RuntimeClass handler of this node's runtime: the agent makes the RuntimeClass
+    /// of that name if there is none, and a pod of another handler waits in
+    /// `ContainerCreating` (`FailedCreatePodSandBox`).
+    pub runtime_handler: String,
     /// Whether the archives put into `DATA/images` are imported into the image store
     /// (at start and as they arrive).
     pub import_images: bool,
@@ -108,6 +112,7 @@ impl Config {
             mount_namespaces: rustix::process::geteuid().is_root(),
             ca_pem: String::new(),
             import_images: false,
+            runtime_handler: "process".into(),
             metrics: None,
             // metrics-server's default resolution.
             metrics_every: Duration::from_secs(15),
@@ -311,6 +316,24 @@ async fn register(client: &Client, config: &Config) -> crate::client::Result<()>
     }
 }
 
+/// Makes the RuntimeClass of this node's runtime, unless one of that name is there (an
+/// admin's is kept as it is).
+async fn ensure_runtime_class(client: &Client, config: &Config) -> crate::client::Result<()> {
+    let class = json!({
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": config.runtime_handler},
+        "handler": config.runtime_handler,
+    });
+    match client
+        .create(catalog::of(Kind::RuntimeClass), None, &class)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Brings the Node's status up to date: written when it changed (someone else's edit,
 /// such as the node lifecycle controller's `Unknown`, included) or when `refresh` asks
 /// for a heartbeat. Conditions keep their transition times while their status holds.
@@ -360,6 +383,9 @@ async fn heartbeat(
     let leases = catalog::of(Kind::Lease);
     let ns = Some("kube-node-lease");
     let mut written: Option<tokio::time::Instant> = None;
+    if let Err(e) = ensure_runtime_class(&client, &config).await {
+        tracing::warn!(handler = %config.runtime_handler, error = %e, "could not make the node's RuntimeClass");
+    }
     loop {
         let refresh = written.is_none_or(|w| w.elapsed() >= NODE_STATUS_REFRESH);
         let outcome = match update_node_status(&client, &config, refresh).await {

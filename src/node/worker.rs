@@ -538,6 +538,38 @@ impl<R: Runtime + Clone> Worker<R> {
             self.end_past_deadline(pod).await;
             return None;
         }
+        if let Some(why) = self.sandbox_error(pod).await {
+            // As the kubelet when the pod's runtime handler is not there: the containers
+            // wait in ContainerCreating and the sandbox is tried again.
+            let message = format!("Failed to create pod sandbox: {why}");
+            self.shared
+                .recorder
+                .event(pod, EventType::Warning, "FailedCreatePodSandBox", &message)
+                .await;
+            let waiting: HashMap<String, Waiting> = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let name = c["name"].as_str().unwrap_or("").to_string();
+                    let w = Waiting {
+                        reason: "ContainerCreating".into(),
+                        message: String::new(),
+                    };
+                    (name, w)
+                })
+                .collect();
+            let st = status::build(&Inputs {
+                pod,
+                instances: &[],
+                waiting: &waiting,
+                node_ip: &self.shared.config.node_ip,
+                terminating: false,
+                probed: &HashMap::new(),
+            });
+            self.write_status(pod, st).await;
+            return min(Some(self.shared.config.retry_after), deadline);
+        }
         let mut wake = self.prepare_volumes(pod).await;
         let instances = self.instances();
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
@@ -651,6 +683,25 @@ impl<R: Runtime + Clone> Worker<R> {
         }
         self.write_status(pod, st).await;
         min(wake, deadline)
+    }
+
+    /// Why the pod's sandbox cannot be made on this node, if it cannot: its RuntimeClass
+    /// is gone, or names a handler this node does not have.
+    async fn sandbox_error(&self, pod: &Value) -> Option<String> {
+        let class = str_at(pod, "/spec/runtimeClassName");
+        if class.is_empty() {
+            return None;
+        }
+        let classes = catalog::of(Kind::RuntimeClass);
+        match self.shared.client.get(classes, None, class).await {
+            Ok(rc) => {
+                let handler = str_at(&rc, "/handler");
+                (handler != self.shared.config.runtime_handler)
+                    .then(|| format!("no runtime for {handler:?} is configured"))
+            }
+            Err(e) if e.is_not_found() => Some(format!("RuntimeClass {class:?} not found")),
+            Err(e) => Some(format!("cannot read RuntimeClass {class:?}: {e}")),
+        }
     }
 
     /// Forgets dead instances older than the two newest of each container (§5.5): the

@@ -60,6 +60,8 @@ pub enum Kind {
     /// node agents measure (see `registry::metrics`).
     NodeMetrics,
     PodMetrics,
+    /// node.k8s.io/v1 RuntimeClass (see `registry::node`).
+    RuntimeClass,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -854,6 +856,27 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::RuntimeClass,
+            group: "node.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "RuntimeClass".into(),
+            plural: "runtimeclasses".into(),
+            singular: "runtimeclass".into(),
+            short_names: names(&[]),
+            namespaced: false,
+            categories: names(&[]),
+            status: false,
+            generation: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::node::RuntimeClass),
+            schema: Source::typed::<k8s_openapi::api::node::v1::RuntimeClass>(),
+            table: Arc::new(table::RUNTIME_CLASS),
+            conversion: None,
+        },
+        Resource {
             kind: Kind::NodeMetrics,
             group: "metrics.k8s.io".into(),
             version: "v1beta1".into(),
@@ -1172,6 +1195,7 @@ mod tests {
                 ("autoscaling", vec!["v2", "v1"]),
                 ("apps.openshift.io", vec!["v1"]),
                 ("apiextensions.k8s.io", vec!["v1"]),
+                ("node.k8s.io", vec!["v1"]),
                 ("metrics.k8s.io", vec!["v1beta1"]),
             ]
         );

@@ -13,6 +13,7 @@ mod convert;
 pub mod crd;
 pub mod deploymentconfig;
 pub mod metrics;
+pub mod node;
 mod patch;
 mod patch_meta;
 pub mod policy;

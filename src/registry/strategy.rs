@@ -315,6 +315,22 @@ impl Strategy for Pod {
     ) -> Result<(), Error> {
         reg.check_service_account(ns, name, obj)
     }
+    fn before_write<'r: 'a, 'a>(
+        &'a self,
+        reg: &'r Registry,
+        _key: Option<&'a str>,
+        old: Option<&'a Value>,
+        obj: &'a mut Value,
+        part: Part,
+        _causes: &'a mut Vec<Cause>,
+    ) -> BoxFuture<'a, Result<Option<WriteGuard<'r>>, Error>> {
+        // The RuntimeClass admission: on creation only (the class is immutable after).
+        let admitted = match (old, part) {
+            (None, Part::Main) => super::node::admit_pod(reg, obj),
+            _ => Ok(()),
+        };
+        Box::pin(std::future::ready(admitted.map(|()| None)))
+    }
 }
 
 pub struct ReplicationController;

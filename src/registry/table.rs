@@ -71,6 +71,7 @@ printers! {
     POD_DISRUPTION_BUDGET: pod_disruption_budget_columns, pod_disruption_budget_cells;
     HORIZONTAL_POD_AUTOSCALER: autoscaler_columns, autoscaler_cells;
     HORIZONTAL_POD_AUTOSCALER_V1: autoscaler_columns, autoscaler_v1_cells;
+    RUNTIME_CLASS: runtime_class_columns, runtime_class_cells;
 }
 
 fn name_columns() -> Vec<Column> {
@@ -300,6 +301,20 @@ fn lease_columns() -> Vec<Column> {
     let name = col("Name", 0, "Name must be unique within a namespace.");
     let age = col("Age", 0, "The time since the object was created.");
     vec![name, col("Holder", 0, "The holder of the lease."), age]
+}
+
+fn runtime_class_columns() -> Vec<Column> {
+    let name = col("Name", 0, "Name must be unique within a namespace.");
+    let age = col("Age", 0, "The time since the object was created.");
+    vec![
+        name,
+        col(
+            "Handler",
+            0,
+            "The name of the runtime that runs the pods of this class.",
+        ),
+        age,
+    ]
 }
 
 fn deployment_config_columns() -> Vec<Column> {
@@ -1297,6 +1312,15 @@ fn lease_cells(v: &Value) -> Vec<Value> {
     let name = json!(s(v, "/metadata/name"));
     let created = age(v, "/metadata/creationTimestamp");
     vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)]
+}
+
+fn runtime_class_cells(v: &Value) -> Vec<Value> {
+    let created = age(v, "/metadata/creationTimestamp");
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(s(v, "/handler")),
+        json!(created),
+    ]
 }
 
 fn deployment_config_cells(v: &Value) -> Vec<Value> {

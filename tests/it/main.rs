@@ -36,6 +36,7 @@ mod resources;
 mod rollout;
 mod rollout_more;
 mod runtime;
+mod runtime_classes;
 mod scheduling;
 mod statefulsets;
 mod static_pods;
