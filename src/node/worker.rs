@@ -504,6 +504,15 @@ impl<R: Runtime + Clone> Worker<R> {
         match self.start(pod, c, attempt).await {
             Ok(()) => true,
             Err(w) => {
+                // As the kubelet: the reason is in the status, the error in an event too
+                // (volumes not set up yet say so themselves, as FailedMount).
+                if self.volumes.is_ok() {
+                    let message = format!("Error: {}", w.message);
+                    self.shared
+                        .recorder
+                        .event(pod, EventType::Warning, "Failed", &message)
+                        .await;
+                }
                 waiting.insert(c["name"].as_str().unwrap_or("").to_string(), w);
                 self.retry = true;
                 false

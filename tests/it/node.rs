@@ -308,6 +308,20 @@ async fn the_environment_is_resolved_and_missing_references_are_config_errors() 
         "couldn't find key nope in configmap default/settings"
     );
     assert_eq!(p["status"]["phase"], "Pending");
+    // The error is told in a Warning event too, as the kubelet does.
+    let want = (
+        "Failed".to_string(),
+        "Error: couldn't find key nope in configmap default/settings".to_string(),
+    );
+    eventually(30, "the Failed event", || async {
+        let events = s.events_of("missing").await;
+        if events.contains(&want) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
 
     let mut no_command = pod("image-only", "Always", "");
     no_command["spec"]["containers"][0]
