@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::support::TestServer;
+use crate::support::{TestServer, column_names};
 
 const RCS: &str = "/apis/node.k8s.io/v1/runtimeclasses";
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -60,22 +60,8 @@ async fn runtime_classes_are_validated_and_admit_the_pods_that_name_them() {
         "Invalid value: \"other\": field is immutable"
     );
     // kubectl's columns.
-    let t: serde_json::Value = s
-        .req(reqwest::Method::GET, RCS)
-        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let columns: Vec<&str> = t["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(columns, ["Name", "Handler", "Age"]);
+    let t = s.table(RCS).await;
+    assert_eq!(column_names(&t), ["Name", "Handler", "Age"]);
     let row = t["rows"]
         .as_array()
         .unwrap()
