@@ -77,6 +77,9 @@ struct Worker<R> {
     rejected: Option<Rejection>,
     /// Whether the rejection event was sent.
     told_rejected: bool,
+    /// Whether the pod's RuntimeClass was found to name this node's handler: both the
+    /// pod's class and the class's handler are immutable, so it is looked up once.
+    sandbox_ok: bool,
 }
 
 /// What a whole pod may use, as kubelet sizes the pod's cgroup: a limit only when every
@@ -696,17 +699,17 @@ impl<R: Runtime + Clone> Worker<R> {
 
     /// Why the pod's sandbox cannot be made on this node, if it cannot: its RuntimeClass
     /// is gone, or names a handler this node does not have.
-    async fn sandbox_error(&self, pod: &Value) -> Option<String> {
+    async fn sandbox_error(&mut self, pod: &Value) -> Option<String> {
         let class = str_at(pod, "/spec/runtimeClassName");
-        if class.is_empty() {
+        if class.is_empty() || self.sandbox_ok {
             return None;
         }
         let classes = catalog::of(Kind::RuntimeClass);
         match self.shared.client.get(classes, None, class).await {
             Ok(rc) => {
                 let handler = str_at(&rc, "/handler");
-                (handler != self.shared.config.runtime_handler)
-                    .then(|| format!("no runtime for {handler:?} is configured"))
+                self.sandbox_ok = handler == self.shared.config.runtime_handler;
+                (!self.sandbox_ok).then(|| format!("no runtime for {handler:?} is configured"))
             }
             Err(e) if e.is_not_found() => Some(format!("RuntimeClass {class:?} not found")),
             Err(e) => Some(format!("cannot read RuntimeClass {class:?}: {e}")),
@@ -1355,6 +1358,7 @@ pub(super) async fn run<R: Runtime + Clone>(
         told_unenforced: false,
         rejected,
         told_rejected: false,
+        sandbox_ok: false,
     };
     let retry = shared_retry;
     let clock = worker.shared.clone();

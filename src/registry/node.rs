@@ -65,6 +65,10 @@ pub(super) fn admit_pod(reg: &Registry, pod: &mut Value) -> Result<(), Error> {
         .filter(|c| !c.is_empty())
         .map(str::to_string)
     else {
+        // An overhead is a RuntimeClass's to give.
+        if pod.pointer("/spec/overhead").is_some_and(|o| !o.is_null()) {
+            return Err(no_class_overhead());
+        }
         return Ok(());
     };
     let classes = catalog::of(catalog::Kind::RuntimeClass);
@@ -92,10 +96,7 @@ pub(super) fn admit_pod(reg: &Registry, pod: &mut Value) -> Result<(), Error> {
             }
         }
     } else if spec.get("overhead").is_some_and(|o| !o.is_null()) {
-        return Err(Error::Forbidden(
-            "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
-                .into(),
-        ));
+        return Err(no_class_overhead());
     }
     if let Some(selector) = rc
         .pointer("/scheduling/nodeSelector")
@@ -144,4 +145,10 @@ pub(super) fn admit_pod(reg: &Registry, pod: &mut Value) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+fn no_class_overhead() -> Error {
+    Error::Forbidden(
+        "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead".into(),
+    )
 }

@@ -401,12 +401,7 @@ async fn bad_jobs_get_a_422_naming_their_fields() {
     bad["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
     let (code, out) = s.post(JOBS, bad).await;
     assert_eq!(code, 422, "{out}");
-    let fields: Vec<&str> = out["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields = crate::support::cause_fields(&out);
     for f in [
         "spec.parallelism",
         "spec.completions",

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::support::{TestServer, column_names};
+use crate::support::{TestServer, cause_fields, column_names};
 
 const RCS: &str = "/apis/node.k8s.io/v1/runtimeclasses";
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -27,13 +27,11 @@ async fn runtime_classes_are_validated_and_admit_the_pods_that_name_them() {
         )
         .await;
     assert_eq!(code, 422, "{out}");
-    let fields: Vec<&str> = out["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
-    assert_eq!(fields, ["handler", "overhead.podFixed[memory]"], "{out}");
+    assert_eq!(
+        cause_fields(&out),
+        ["handler", "overhead.podFixed[memory]"],
+        "{out}"
+    );
     let (code, out) = s
         .post(
             RCS,
@@ -98,6 +96,19 @@ async fn runtime_classes_are_validated_and_admit_the_pods_that_name_them() {
     assert_eq!(
         out["message"],
         "pod rejected: conflict: runtimeClass.scheduling.nodeSelector[sandbox] = yes; pod.spec.nodeSelector[sandbox] = no"
+    );
+    // An overhead without a class to give it, as upstream refuses it.
+    let mut other = pod("unclassed", "");
+    other["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("runtimeClassName");
+    other["spec"]["overhead"] = json!({"memory": "1Mi"});
+    let (code, out) = s.post(PODS, other).await;
+    assert_eq!(code, 403, "{out}");
+    assert_eq!(
+        out["message"],
+        "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
     );
     let mut other = pod("heavy", "sandboxed");
     other["spec"]["overhead"] = json!({"memory": "1Gi"});

@@ -328,6 +328,14 @@ impl TestServer {
 }
 
 /// The names of a Table's columns.
+/// The fields of the causes of a `Status` (a 422's `details.causes`), in order.
+pub fn cause_fields(status: &serde_json::Value) -> Vec<&str> {
+    status["details"]["causes"]
+        .as_array()
+        .map(|causes| causes.iter().filter_map(|c| c["field"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 pub fn column_names(table: &serde_json::Value) -> Vec<&str> {
     table["columnDefinitions"]
         .as_array()
