@@ -92,8 +92,8 @@ fn layout_blob(dir: &Path, digest: &str) -> Result<PathBuf> {
     Ok(dir.join("blobs").join(alg).join(hex))
 }
 
-/// Copies the layout's blob `digest` into the store (checked) and returns its bytes when
-/// `read` (manifests and configs).
+/// Copies the layout's blob `digest` into the store, checked against its digest, unless
+/// the store has it already.
 fn copy_blob(store: &Store, dir: &Path, digest: &str) -> Result<()> {
     if store.has_blob(digest) {
         return Ok(());
@@ -357,11 +357,9 @@ fn import_docker(
             .unwrap_or_default()
             .iter()
             .map(|t| {
-                reference::parse(t)
-                    .map(|r| r.with_default_tag().to_string())
-                    .map_err(|why| {
-                        Error::Invalid(format!("the archive tags an image {t:?}: {why}"))
-                    })
+                reference::normalize(t).map_err(|why| {
+                    Error::Invalid(format!("the archive tags an image {t:?}: {why}"))
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let names = match (names.is_empty(), base) {

@@ -9,9 +9,7 @@ use super::{Error, Image, Result, Store, archive, reference, store_dir};
 
 /// The name an image is stored under, from what a user types (`busybox`).
 pub fn normalize(name: &str) -> Result<String> {
-    reference::parse(name)
-        .map(|r| r.with_default_tag().to_string())
-        .map_err(Error::Invalid)
+    reference::normalize(name).map_err(Error::Invalid)
 }
 
 fn open(data_dir: &Path) -> Result<Store> {

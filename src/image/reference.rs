@@ -51,6 +51,13 @@ pub fn parse(s: &str) -> Result<Reference, String> {
     parse_normalized(s).map_err(|reason| format!("couldn't parse image name {s:?}: {reason}"))
 }
 
+/// The name an image is stored and listed under: the normalized reference, given the
+/// `latest` tag when it names neither tag nor digest (`busybox` is
+/// `docker.io/library/busybox:latest`).
+pub fn normalize(s: &str) -> Result<String, String> {
+    parse(s).map(|r| r.with_default_tag().to_string())
+}
+
 /// The Kubernetes default `imagePullPolicy` for `image`: `Always` when the
 /// effective tag is `latest` (including the implicit `latest` of a reference
 /// with neither tag nor digest), otherwise `IfNotPresent`. A digest-only
@@ -436,6 +443,16 @@ mod tests {
             Ok(r) => panic!("{s:?} should not parse, got {r:?}"),
             Err(e) => e,
         }
+    }
+
+    #[test]
+    fn normalize_gives_the_stored_name() {
+        assert_eq!(
+            normalize("busybox").unwrap(),
+            "docker.io/library/busybox:latest"
+        );
+        assert_eq!(normalize("quay.io/a/b:1").unwrap(), "quay.io/a/b:1");
+        assert!(normalize("Bad:Name").is_err());
     }
 
     #[test]

@@ -32,12 +32,11 @@ pub(super) async fn watch(data_dir: PathBuf, imported: Arc<Notify>, cancel: Canc
         });
     // Without inotify the archives of the start are still imported.
     #[allow(deprecated)] // the AsyncFd owns the descriptor, so none can close it under it
-    let fd = match fd.map(tokio::io::unix::AsyncFd::new) {
-        Ok(Ok(fd)) => Some(fd),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "image archives arriving later are not noticed");
-            None
-        }
+    let fd = match fd
+        .map_err(std::io::Error::from)
+        .and_then(tokio::io::unix::AsyncFd::new)
+    {
+        Ok(fd) => Some(fd),
         Err(e) => {
             tracing::warn!(error = %e, "image archives arriving later are not noticed");
             None
