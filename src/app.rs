@@ -19,9 +19,6 @@ use crate::runtime::process::ProcessRuntime;
 use crate::store::{self, Store};
 use crate::supervisor::Supervisor;
 
-/// The cgroup under which berth puts its pods, at the root of each hierarchy.
-const CGROUP_PARENT: &str = "berth";
-
 /// Everything `berth serve` can be told.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -46,6 +43,9 @@ pub struct NodeSettings {
     /// Enforce resource limits through cgroups, when this machine lets berth make them
     /// (off: containers run without their limits, and their pods are told so).
     pub cgroups: bool,
+    /// End every container when berth stops (else they run on, and the next berth on
+    /// the data directory adopts them).
+    pub stop_pods_on_exit: bool,
 }
 
 impl NodeSettings {
@@ -58,6 +58,7 @@ impl NodeSettings {
             agent: node::Config::new(&name, "127.0.0.1"),
             shim_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("berth")),
             cgroups: true,
+            stop_pods_on_exit: false,
         }
     }
 }
@@ -93,6 +94,96 @@ pub enum Error {
         context: String,
         source: std::io::Error,
     },
+    #[error("data directory {dir} is in use by berth (pid {pid}); stop it first")]
+    Serving { dir: String, pid: String },
+}
+
+/// The lock a berth serving a data directory holds on it (`DATA/serve.lock`, with its
+/// pid): a second berth, and a reset of the node, are refused while it is held.
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+/// Takes the lock of `data_dir`, or says which berth holds it.
+pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock, Error> {
+    use std::io::Write;
+    let io = |context: String| move |source| Error::Io { context, source };
+    std::fs::create_dir_all(data_dir).map_err(io(format!("create {}", data_dir.display())))?;
+    let path = data_dir.join("serve.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io(format!("open {}", path.display())))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(Error::Serving {
+                dir: data_dir.display().to_string(),
+                pid: pid.trim().to_string(),
+            });
+        }
+        Err(e) => return Err(io(format!("lock {}", path.display()))(e.into())),
+    }
+    file.set_len(0)
+        .and_then(|()| write!(file, "{}", std::process::id()))
+        .map_err(io(format!("write {}", path.display())))?;
+    Ok(DataDirLock { _file: file })
+}
+
+/// The runtime's directory in a data directory.
+pub fn pods_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("pods")
+}
+
+/// `berth node reset`: ends every container of a stopped berth's data directory (its
+/// shims and their process groups, whatever is in its cgroups) and removes its cgroups
+/// and mounts. Refused while a berth serves the directory; a second reset finds nothing.
+pub fn reset_node(data_dir: &Path) -> Result<crate::runtime::reset::Report, Error> {
+    let _lock = lock_data_dir(data_dir)?;
+    crate::runtime::reset::reset(&pods_dir(data_dir)).map_err(|source| Error::Io {
+        context: format!("reset the node of {}", data_dir.display()),
+        source,
+    })
+}
+
+/// Opens the container runtime of `data_dir` (adopting the containers that still run),
+/// with its cgroups under `berth/<id>` when `settings` asks for them and the machine has
+/// them.
+fn open_runtime(data_dir: &Path, settings: &NodeSettings) -> Result<ProcessRuntime, Error> {
+    let root = pods_dir(data_dir);
+    let io = |context: &str| {
+        let context = context.to_string();
+        move |e: crate::runtime::Error| Error::Io {
+            context,
+            source: std::io::Error::other(e.to_string()),
+        }
+    };
+    let cgroups = if settings.cgroups {
+        crate::runtime::reset::id(&root)
+            .map_err(|e| format!("give {} its identity: {e}", root.display()))
+            .and_then(|id| {
+                crate::runtime::cgroup::Cgroups::for_this_machine(&format!(
+                    "{}/{id}",
+                    crate::runtime::cgroup::PARENT
+                ))
+            })
+    } else {
+        Err("cgroups are turned off".to_string())
+    };
+    if let Err(why) = &cgroups {
+        tracing::warn!(reason = %why, "resource limits of containers are not enforced");
+    }
+    ProcessRuntime::open_with_cgroups(
+        &root,
+        &settings.shim_program,
+        crate::runtime::shim::Rotation::default(),
+        cgroups,
+    )
+    .map_err(io("open the container runtime"))
 }
 
 pub use crate::types::default_data_dir;
@@ -115,8 +206,9 @@ pub struct Cluster {
     tls: Arc<rustls::ServerConfig>,
     address: SocketAddr,
     controllers: Option<controller::Config>,
-    node: Option<NodeSettings>,
+    node: Option<(NodeSettings, ProcessRuntime)>,
     data_dir: PathBuf,
+    _lock: DataDirLock,
 }
 
 /// The address clients should use for a listen address (`0.0.0.0` means loopback here).
@@ -187,6 +279,7 @@ impl Cluster {
     /// Opens the data directory for serving at `address`.
     pub async fn open(config: &Config, address: SocketAddr) -> Result<Self, Error> {
         let data_dir = config.data_dir().to_path_buf();
+        let lock = lock_data_dir(&data_dir)?;
         let store = Store::open(config.store.clone()).await?;
         let registry = Registry::new(store).with_bookmark_interval(config.bookmark_every);
         let address = client_address(address);
@@ -245,9 +338,19 @@ impl Cluster {
             tls,
             address,
             controllers: config.run_controllers.then(|| config.controllers.clone()),
-            node: config.node.clone(),
+            node: match &config.node {
+                Some(settings) => Some((settings.clone(), open_runtime(&data_dir, settings)?)),
+                None => None,
+            },
             data_dir,
+            _lock: lock,
         })
+    }
+
+    /// The runtime of this cluster's node, if it runs one (its `close` ends every
+    /// container: test harnesses call it when they drop a server).
+    pub fn runtime(&self) -> Option<ProcessRuntime> {
+        self.node.as_ref().map(|(_, rt)| rt.clone())
     }
 
     /// Serves on `listener` until `shutdown` completes, then closes the store.
@@ -265,7 +368,11 @@ impl Cluster {
         }
         let mut node_access: Option<Arc<dyn api::logs::NodeAccess>> = None;
         let mut agent_access: Option<Arc<dyn api::agent::Agent>> = None;
-        if let Some(settings) = self.node {
+        let mut stop_pods = None;
+        if let Some((settings, runtime)) = self.node {
+            if settings.stop_pods_on_exit {
+                stop_pods = Some(runtime.clone());
+            }
             let mut agent = settings.agent;
             if agent.node_ip == "127.0.0.1" && !self.address.ip().is_loopback() {
                 agent.node_ip = self.address.ip().to_string();
@@ -315,24 +422,6 @@ impl Cluster {
                     "deploy".to_string(),
                 ],
             ));
-            let cgroups = if settings.cgroups {
-                crate::runtime::cgroup::Cgroups::for_this_machine(CGROUP_PARENT)
-            } else {
-                Err("cgroups are turned off".to_string())
-            };
-            if let Err(why) = &cgroups {
-                tracing::warn!(reason = %why, "resource limits of containers are not enforced");
-            }
-            let runtime = ProcessRuntime::open_with_cgroups(
-                &self.data_dir.join("pods"),
-                &settings.shim_program,
-                crate::runtime::shim::Rotation::default(),
-                cgroups,
-            )
-            .map_err(|e| Error::Io {
-                context: "open the container runtime".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
             tracing::info!(node = %agent.node_name, "running pods on this machine");
             let handle = node::start(
                 &mut supervisor,
@@ -358,6 +447,14 @@ impl Cluster {
         api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
         supervisor.shutdown(Duration::from_secs(10)).await;
+        if let Some(runtime) = stop_pods {
+            let closed = tokio::task::spawn_blocking(move || runtime.close()).await;
+            match closed {
+                Ok(Ok(report)) => tracing::info!(%report, "stopped the pods of this node"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not stop every pod of this node"),
+                Err(e) => tracing::warn!(error = %e, "could not stop every pod of this node"),
+            }
+        }
         self.registry.store().close().await?;
         Ok(())
     }

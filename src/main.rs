@@ -61,6 +61,11 @@ enum Command {
         /// Run containers without cgroups: their resource limits are not enforced.
         #[arg(long)]
         no_cgroups: bool,
+        /// End every pod's containers when berth stops (by default they run on, and the
+        /// next `berth serve` on the data directory adopts them; `berth node reset` ends
+        /// them later).
+        #[arg(long)]
+        stop_pods_on_exit: bool,
         /// How often the node measures the resource metrics of `kubectl top` and the
         /// autoscalers (`15s`, `1500ms`).
         #[arg(long, default_value = "15s", value_parser = parse_resolution)]
@@ -166,6 +171,11 @@ enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
+    /// This machine's node: end what a stopped berth left running, or list it.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
     /// Print a shell completion script (`source <(berth completion bash)`).
     Completion {
         /// bash, zsh, fish, elvish or powershell.
@@ -173,6 +183,25 @@ enum Command {
     },
     #[command(flatten)]
     Client(berth::cli::Verb),
+}
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// End every container of a stopped berth's data directory (its shims, their process
+    /// groups, whatever is in its cgroups) and remove its cgroups and mounts. Refused while
+    /// a berth serves the directory; running it again is harmless.
+    Reset {
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// List what berth left on this machine (or of one data directory): pod processes,
+    /// cgroups, mounts, and network namespaces, links and nftables tables named as
+    /// berth's. Exits 1 when there is anything.
+    Leftovers {
+        /// Only what this data directory's node left (else: every berth on the machine).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -382,7 +411,7 @@ fn main() -> anyhow::Result<()> {
                 max_bytes: log_max_bytes,
                 files: log_files,
             };
-            std::process::exit(berth::runtime::shim::run(
+            std::process::exit(berth::runtime::shim::run_process(
                 &dir,
                 &argv,
                 rotation,
@@ -407,6 +436,7 @@ fn main() -> anyhow::Result<()> {
             max_pods,
             pod_manifest_path,
             no_cgroups,
+            stop_pods_on_exit,
             metric_resolution,
             hpa_sync_period,
             hpa_downscale_stabilization,
@@ -423,11 +453,30 @@ fn main() -> anyhow::Result<()> {
                 node.agent.max_pods = max_pods;
                 node.agent.pod_manifest_path = pod_manifest_path;
                 node.cgroups = !no_cgroups;
+                node.stop_pods_on_exit = stop_pods_on_exit;
                 node.agent.metrics_every = metric_resolution;
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
             rt.block_on(async { berth::app::serve(config, listen, shutdown_signal()).await })?;
+        }
+        Command::Node {
+            command: NodeCommand::Reset { data_dir: dir },
+        } => {
+            let dir = data_dir(dir);
+            let report = berth::app::reset_node(&dir)?;
+            println!("{report}");
+        }
+        Command::Node {
+            command: NodeCommand::Leftovers { data_dir: dir },
+        } => {
+            use berth::runtime::reset;
+            let found = match dir {
+                Some(dir) => reset::leftovers_of(&berth::app::pods_dir(&dir)),
+                None => reset::leftovers_on_this_machine(),
+            };
+            print!("{found}");
+            std::process::exit(i32::from(!found.is_empty()));
         }
         Command::Migrate {
             command: MigrateCommand::Status { data_dir: dir },

@@ -20,6 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use super::Resources;
 
+/// The cgroup at the root of each hierarchy under which every berth on the machine keeps
+/// its pods, each runtime in a cgroup of its own named by its identity (`berth/<id>`).
+pub const PARENT: &str = "berth";
+
 /// The controllers berth uses.
 const MEMORY: &str = "memory";
 const CPU: &str = "cpu";
@@ -56,7 +60,7 @@ pub struct Layout {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(field: &str) -> String {
+pub(super) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -255,8 +259,9 @@ fn quota(milli: u64) -> u64 {
 }
 
 impl Cgroups {
-    /// Sets berth's parent cgroup `name` up in every hierarchy that holds the memory or
-    /// cpu controller. An error says why limits cannot be enforced here.
+    /// Sets berth's parent cgroup `name` (a path below each hierarchy's root, such as
+    /// `berth/<id>`) up in every hierarchy that holds the memory or cpu controller. An
+    /// error says why limits cannot be enforced here.
     pub fn new(layout: &Layout, name: &str) -> Result<Cgroups, String> {
         let memory = layout
             .with(MEMORY)
@@ -265,6 +270,8 @@ impl Cgroups {
             .with(CPU)
             .ok_or("no cgroup hierarchy offers the cpu controller")?;
         let mut used: Vec<Used> = Vec::new();
+        // The mount of each entry of `used`.
+        let mut mounts: Vec<PathBuf> = Vec::new();
         // Under v1, CPU time is counted by cpuacct (often mounted with cpu); under v2 by
         // the cpu hierarchy itself. Without it the node reports no CPU usage.
         let cpuacct = match cpu.version {
@@ -276,6 +283,7 @@ impl Cgroups {
             let entry = match used.iter_mut().find(|u| u.parent == h.mount.join(name)) {
                 Some(u) => u,
                 None => {
+                    mounts.push(h.mount.clone());
                     used.push(Used {
                         version: h.version,
                         parent: h.mount.join(name),
@@ -294,20 +302,25 @@ impl Cgroups {
             }
         }
         let cgroups = Cgroups { used };
-        for u in &cgroups.used {
-            let root = u.parent.parent().unwrap_or(Path::new("/"));
+        for (u, h) in cgroups.used.iter().zip(&mounts) {
+            // Each level from the hierarchy's root down to the parent hands the
+            // controllers on (under v2); none of them holds a process.
+            let mut dir = h.clone();
             if u.version == Version::V2 {
-                cgroups.delegate(u, root).map_err(|e| e.to_string())?;
+                cgroups.delegate(u, &dir).map_err(|e| e.to_string())?;
             }
-            create_dir(&u.parent).map_err(|e| e.to_string())?;
-            if u.version == Version::V2 {
-                cgroups.delegate(u, &u.parent).map_err(|e| e.to_string())?;
+            for part in Path::new(name).components() {
+                dir.push(part);
+                create_dir(&dir).map_err(|e| e.to_string())?;
+                if u.version == Version::V2 {
+                    cgroups.delegate(u, &dir).map_err(|e| e.to_string())?;
+                }
             }
         }
         Ok(cgroups)
     }
 
-    /// Detects the layout of this machine and sets berth's parent up in it.
+    /// Detects the layout of this machine and sets the parent `name` up in it.
     pub fn for_this_machine(name: &str) -> Result<Cgroups, String> {
         let layout = Layout::detect().map_err(|e| format!("read the cgroup layout: {e}"))?;
         let cgroups = Cgroups::new(&layout, name)?;

@@ -8,6 +8,7 @@ pub mod fake;
 pub mod logs;
 pub mod process;
 pub mod pty;
+pub mod reset;
 pub mod shim;
 
 use std::future::Future;

@@ -18,11 +18,12 @@ use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 
 use super::cgroup::Cgroups;
-use super::shim::{self, CGROUP_FILE, EXIT_FILE, Exit, LOG_FILE, PID_FILE, Rotation, Started};
+use super::shim::{
+    self, CGROUP_FILE, EXIT_FILE, Exit, LOG_FILE, PID_FILE, Rotation, SHIM_FILE, Started,
+};
 use super::{ContainerId, ContainerSpec, ContainerStatus, Error, Event, Result, Runtime, State};
 
 const SPEC_FILE: &str = "spec.json";
-const SHIM_FILE: &str = "shim";
 /// The pod's volumes, beside its containers (a dot name is no container name).
 const VOLUMES_DIR: &str = ".volumes";
 /// How long a shim may take to start its container.
@@ -47,6 +48,9 @@ struct Inner {
     /// Instances whose exit is being waited for.
     watched: Mutex<HashSet<ContainerId>>,
     tasks: Mutex<JoinSet<()>>,
+    /// Set once the runtime is closed: nothing starts any more. Held while a container
+    /// is being launched, so a close waits for a launch under way and then ends it too.
+    closed: Mutex<bool>,
 }
 
 /// The process runtime; cheap to clone.
@@ -81,6 +85,8 @@ impl ProcessRuntime {
         cgroups: Result<Cgroups, String>,
     ) -> Result<Self> {
         fs::create_dir_all(root).map_err(|e| Error::io(format!("create {}", root.display()), e))?;
+        super::reset::id(root)
+            .map_err(|e| Error::io(format!("give {} its identity", root.display()), e))?;
         let rt = ProcessRuntime {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
@@ -90,6 +96,7 @@ impl ProcessRuntime {
                 events: broadcast::channel(1024).0,
                 watched: Mutex::new(HashSet::new()),
                 tasks: Mutex::new(JoinSet::new()),
+                closed: Mutex::new(false),
             }),
         };
         let pods = rt.pods()?;
@@ -171,6 +178,20 @@ impl ProcessRuntime {
         tracing::info!(container = %self.dir_name(&dir), "adopted a running container");
     }
 
+    /// Closes the runtime: nothing starts any more, and every container it holds ends
+    /// (see [`super::reset`]: the shims, their process groups, whatever is in the
+    /// runtime's cgroups, which are removed). The records stay. Running it again finds
+    /// nothing to end.
+    pub fn close(&self) -> Result<super::reset::Report> {
+        *self.inner.closed.lock().expect("closed lock") = true;
+        super::reset::reset(&self.inner.root).map_err(|e| {
+            Error::io(
+                format!("end the containers of {}", self.inner.root.display()),
+                e,
+            )
+        })
+    }
+
     /// The spec an instance was started with.
     pub fn spec(&self, id: &ContainerId) -> Option<ContainerSpec> {
         shim::read_record::<Record>(&self.dir(id), SPEC_FILE).map(|r| r.spec)
@@ -246,14 +267,10 @@ fn list_dir(dir: &Path) -> Vec<String> {
     names
 }
 
-impl Runtime for ProcessRuntime {
-    async fn start(&self, spec: &ContainerSpec) -> Result<ContainerId> {
-        if spec.argv.is_empty() {
-            return Err(Error::Invalid(format!(
-                "container {:?} has no command: images are not pulled, so the command must be given",
-                spec.name
-            )));
-        }
+impl ProcessRuntime {
+    /// Records an instance and starts its shim; returns the shim's stdout, which closes
+    /// once the container runs.
+    fn launch(&self, spec: &ContainerSpec) -> Result<(ContainerId, tokio::process::ChildStdout)> {
         let id = ContainerId {
             pod_uid: spec.pod_uid.clone(),
             name: spec.name.clone(),
@@ -355,6 +372,27 @@ impl Runtime for ProcessRuntime {
                 let _ = child.wait().await;
                 Self::exited(&inner, watch_id);
             });
+        Ok((id, stdout))
+    }
+}
+
+impl Runtime for ProcessRuntime {
+    async fn start(&self, spec: &ContainerSpec) -> Result<ContainerId> {
+        if spec.argv.is_empty() {
+            return Err(Error::Invalid(format!(
+                "container {:?} has no command: images are not pulled, so the command must be given",
+                spec.name
+            )));
+        }
+        let (id, stdout) = {
+            let closed = self.inner.closed.lock().expect("closed lock");
+            if *closed {
+                return Err(Error::Invalid(
+                    "the runtime is closed: berth is shutting down".to_string(),
+                ));
+            }
+            self.launch(spec)?
+        };
         let mut line = String::new();
         let mut reader = tokio::io::BufReader::new(stdout);
         let _ = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;

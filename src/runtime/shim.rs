@@ -34,9 +34,12 @@ use serde::{Deserialize, Serialize};
 use super::Mount;
 use super::cgroup::Placement;
 use super::pty;
+use rustix::process::Pid;
 
 /// Where the shim of one instance keeps its records.
 pub const PID_FILE: &str = "pid";
+/// The shim's own process (written by the runtime that started it).
+pub const SHIM_FILE: &str = "shim";
 pub const EXIT_FILE: &str = "exit";
 pub const LOG_FILE: &str = "log";
 /// The volumes to mount (a [`MountSetup`]); absent when there are none.
@@ -402,6 +405,9 @@ fn serve_attach(listener: UnixListener, clients: Arc<Clients>, stdin: Option<Arc
 /// Runs `argv` as the container of the instance directory `dir`, writing one line to
 /// `ready` once it runs; returns the shim's own exit code (0 when it recorded an exit,
 /// whatever the container's code was).
+///
+/// This runs inside a process that has other children (tests): only what stays in the
+/// container's process group is ended with it. `berth shim` itself uses [`run_process`].
 pub fn run(
     dir: &Path,
     argv: &[String],
@@ -409,12 +415,70 @@ pub fn run(
     stdio: super::Stdio,
     ready: &mut dyn Write,
 ) -> i32 {
-    match supervise(dir, argv, rotation, stdio, ready) {
+    report(dir, supervise(dir, argv, rotation, stdio, ready, false))
+}
+
+/// As [`run`], as the whole of this process (`berth shim`): the shim becomes a child
+/// subreaper, so whatever the container starts stays below it even when it leaves the
+/// container's process group, and all of it ends when the container's first process
+/// does, as in a container whose init exits.
+pub fn run_process(
+    dir: &Path,
+    argv: &[String],
+    rotation: Rotation,
+    stdio: super::Stdio,
+    ready: &mut dyn Write,
+) -> i32 {
+    report(dir, supervise(dir, argv, rotation, stdio, ready, true))
+}
+
+fn report(dir: &Path, outcome: io::Result<()>) -> i32 {
+    match outcome {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("berth shim {}: {e}", dir.display());
             1
         }
+    }
+}
+
+/// How long what a container left running may take to end after it.
+const LEFTOVER_LIMIT: Duration = Duration::from_secs(10);
+
+/// Waits for the child `pid`, reaping whatever else ends below this process meanwhile
+/// (orphans this subreaper adopted).
+fn wait_reaping(pid: i32) -> io::Result<std::process::ExitStatus> {
+    use rustix::process::{WaitOptions, wait};
+    loop {
+        match wait(WaitOptions::empty()) {
+            Ok(Some((p, status))) if p.as_raw_nonzero().get() == pid => {
+                return Ok(std::process::ExitStatus::from_raw(status.as_raw()));
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(io::Error::other(format!("wait for the container: {e}"))),
+        }
+    }
+}
+
+/// Ends what the container `pid` left running: its process group and, when the shim is a
+/// subreaper (`below_shim`), everything below the shim, which is then reaped.
+fn end_leftovers(pid: i32, below_shim: bool) {
+    let me = std::process::id() as i32;
+    super::reset::end(
+        |procs| {
+            let group = procs.iter().filter(|p| p.pgid == pid).map(|p| p.pid);
+            let mut set = match below_shim {
+                true => super::reset::with_descendants(procs, group.chain([me])),
+                false => super::reset::with_descendants(procs, group),
+            };
+            set.remove(&me);
+            set
+        },
+        LEFTOVER_LIMIT,
+    );
+    if below_shim {
+        use rustix::process::{WaitOptions, wait};
+        while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
     }
 }
 
@@ -424,10 +488,19 @@ fn supervise(
     rotation: Rotation,
     stdio: super::Stdio,
     ready: &mut dyn Write,
+    own_process: bool,
 ) -> io::Result<()> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("no command to run"));
     };
+    if own_process {
+        if let Err(e) = rustix::process::set_child_subreaper(Some(Pid::INIT)) {
+            eprintln!(
+                "berth shim {}: become a child subreaper: {e}",
+                dir.display()
+            );
+        }
+    }
     let setup = match dir.join(MOUNTS_FILE).exists() {
         true => Some(
             read_record::<MountSetup>(dir, MOUNTS_FILE)
@@ -553,7 +626,11 @@ fn supervise(
     }
     // Tell berth the container runs (it waits for this line, or for the end of stdout).
     let _ = writeln!(ready, "started {pid}").and_then(|()| ready.flush());
-    let status = child.wait()?;
+    let status = match own_process {
+        true => wait_reaping(pid)?,
+        false => child.wait()?,
+    };
+    end_leftovers(pid, own_process);
     for c in copiers {
         let _ = c.join();
     }

@@ -8,7 +8,7 @@
 //   CHROMIUM    the Chromium binary (default /usr/bin/chromium)
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -211,5 +211,12 @@ export async function finish() {
   if (process.exitCode && s.log) {
     process.stderr.write(`--- last lines of berth's log ---\n${s.log.split('\n').slice(-40).join('\n')}\n`);
   }
-  if (s.work) fs.rmSync(s.work, { recursive: true, force: true });
+  if (s.work) {
+    // The pods berth ran end with it: nothing of the test stays on the machine.
+    const reset = spawnSync(berthBin, ['node', 'reset', '--data-dir', path.join(s.work, 'data')], {
+      encoding: 'utf8',
+    });
+    if (reset.status !== 0) process.stderr.write(`berth node reset: ${reset.stderr}\n`);
+    fs.rmSync(s.work, { recursive: true, force: true });
+  }
 }

@@ -4,6 +4,7 @@
 mod accounts;
 mod api;
 mod autoscaling;
+mod cleanup;
 mod cli;
 mod cli_describe;
 mod cli_get;

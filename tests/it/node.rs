@@ -23,6 +23,7 @@ pub(crate) fn node_settings(
         agent,
         shim_program: env!("CARGO_BIN_EXE_berth").into(),
         cgroups: true,
+        stop_pods_on_exit: false,
     };
     tune(&mut node);
     node

@@ -34,26 +34,11 @@ impl Drop for Served {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        if !std::thread::panicking() {
-            return;
-        }
-        let mark = format!("--dir\0{}", self.data.display());
-        for pid in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = pid.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
-                continue;
-            };
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if !String::from_utf8_lossy(&cmdline).contains(&mark) {
-                continue;
-            }
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-                .unwrap_or_default();
-            for p in children
-                .split_whitespace()
-                .chain([pid.to_string().as_str()])
-            {
-                let _ = Command::new("kill").args(["-KILL", p]).status();
-            }
+        if let Err(e) = berth::app::reset_node(&self.data) {
+            eprintln!(
+                "could not end the containers of {}: {e}",
+                self.data.display()
+            );
         }
     }
 }

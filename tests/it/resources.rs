@@ -13,7 +13,7 @@ use crate::support::{TestServer, eventually};
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const NODE: &str = "resources-node";
 /// The cgroup under which berth puts pods (as `berth serve` names it).
-const PARENT: &str = "berth";
+use berth::runtime::cgroup::PARENT;
 
 async fn server(tune: impl FnOnce(&mut berth::app::NodeSettings)) -> TestServer {
     TestServer::start_with(|c| c.node = Some(crate::node::node_settings(NODE, tune))).await
@@ -53,8 +53,10 @@ async fn events(s: &TestServer, name: &str, reason: &str) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
-fn pod_dir(h: &berth::runtime::cgroup::Hierarchy, uid: &str) -> PathBuf {
-    h.mount.join(PARENT).join(format!("pod{uid}"))
+/// A pod's cgroup in `h`, under the parent of the server's node (`berth/<id>`).
+fn pod_dir(h: &berth::runtime::cgroup::Hierarchy, s: &TestServer, uid: &str) -> PathBuf {
+    let id = berth::runtime::reset::read_id(&s.dir.path().join("pods")).unwrap();
+    h.mount.join(PARENT).join(id).join(format!("pod{uid}"))
 }
 
 #[tokio::test]
@@ -84,7 +86,7 @@ async fn a_container_past_its_memory_limit_is_oom_killed() {
     let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(t["reason"], "OOMKilled", "{p}");
     assert_eq!(t["exitCode"], 137, "{p}");
-    let dir = pod_dir(&memory, &uid);
+    let dir = pod_dir(&memory, &s, &uid);
     assert!(
         dir.exists(),
         "the pod's cgroup stays while the pod is there"
@@ -123,7 +125,7 @@ async fn cpu_and_memory_limits_are_written_to_the_containers_cgroups() {
     })
     .await;
     let read = |h: &berth::runtime::cgroup::Hierarchy, file: &str| {
-        std::fs::read_to_string(pod_dir(h, &uid).join(file))
+        std::fs::read_to_string(pod_dir(h, &s, &uid).join(file))
             .unwrap_or_else(|e| panic!("{file}: {e}"))
             .trim()
             .to_string()
@@ -166,7 +168,7 @@ async fn cpu_and_memory_limits_are_written_to_the_containers_cgroups() {
     }
     crate::node::delete_pod(&s, "capped").await;
     for h in [&cpu, &memory] {
-        let dir = pod_dir(h, &uid);
+        let dir = pod_dir(h, &s, &uid);
         assert!(!dir.exists(), "{} is removed with the pod", dir.display());
     }
     s.stop().await;

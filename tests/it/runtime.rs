@@ -63,7 +63,7 @@ fn status(rt: &ProcessRuntime, id: &ContainerId) -> berth::runtime::ContainerSta
 
 #[tokio::test]
 async fn a_container_runs_with_its_environment_and_its_exit_code_is_kept() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = runtime(root.path());
     let mut events = rt.events();
     let id = rt
@@ -92,7 +92,7 @@ async fn a_container_runs_with_its_environment_and_its_exit_code_is_kept() {
 
 #[tokio::test]
 async fn stop_sends_sigterm_then_sigkill_after_the_grace_period() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = runtime(root.path());
     let polite = rt
         .start(&spec("pod-b", "polite", "sleep 100"))
@@ -136,7 +136,7 @@ async fn stop_sends_sigterm_then_sigkill_after_the_grace_period() {
 
 #[tokio::test]
 async fn a_command_that_does_not_exist_is_reported_not_hidden() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = runtime(root.path());
     let mut events = rt.events();
     let mut s = spec("pod-c", "missing", "");
@@ -154,7 +154,7 @@ async fn a_command_that_does_not_exist_is_reported_not_hidden() {
 
 #[tokio::test]
 async fn running_containers_are_adopted_by_the_next_runtime() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let id;
     let pid;
     {
@@ -183,7 +183,7 @@ async fn running_containers_are_adopted_by_the_next_runtime() {
 /// ever with "exists already".
 #[tokio::test]
 async fn a_start_cut_short_before_its_spec_was_recorded_starts_over() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = runtime(root.path());
     let cut_short = root.path().join("pod-cut/main/0");
     std::fs::create_dir_all(&cut_short).unwrap();
@@ -205,7 +205,7 @@ async fn a_start_cut_short_before_its_spec_was_recorded_starts_over() {
 
 #[tokio::test]
 async fn a_running_pod_cannot_be_removed() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = runtime(root.path());
     let id = rt.start(&spec("pod-e", "main", "sleep 100")).await.unwrap();
     let err = rt.remove_pod("pod-e").unwrap_err();
@@ -216,7 +216,7 @@ async fn a_running_pod_cannot_be_removed() {
 
 #[tokio::test]
 async fn mounts_are_private_to_the_container_and_joined_by_commands_beside_it() {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = runtime(root.path());
     let (volume, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     std::fs::write(volume.path().join("f"), "inside\n").unwrap();
@@ -268,7 +268,7 @@ async fn with_cgroups_a_container_is_started_in_its_own_with_its_limits() {
     let mountinfo = format!("30 22 0:26 / {} rw - cgroup2 cgroup2 rw\n", mount.display());
     let layout = Layout::parse(&mountinfo, "0::/agent\n");
     let cgroups = Cgroups::new(&layout, "berth").unwrap();
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::support::DataDir::new();
     let rt = ProcessRuntime::open_with_cgroups(
         root.path(),
         Path::new(env!("CARGO_BIN_EXE_berth")),

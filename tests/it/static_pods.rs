@@ -17,10 +17,14 @@ const MIRROR: &str = "/api/v1/namespaces/default/pods/web-n1";
 const PROXY: &str = "/api/v1/nodes/n1/proxy";
 
 async fn server(manifests: &Path, scan_every: Duration) -> TestServer {
-    server_in(tempfile::tempdir().unwrap(), manifests, scan_every).await
+    server_in(crate::support::DataDir::new(), manifests, scan_every).await
 }
 
-async fn server_in(data: tempfile::TempDir, manifests: &Path, scan_every: Duration) -> TestServer {
+async fn server_in(
+    data: crate::support::DataDir,
+    manifests: &Path,
+    scan_every: Duration,
+) -> TestServer {
     let dir = manifests.to_path_buf();
     TestServer::start_in(data, move |c| {
         c.node = Some(crate::node::node_settings(NODE, |n| {

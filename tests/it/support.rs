@@ -41,16 +41,67 @@ where
     }
 }
 
+/// A test's data directory. Dropped, it first ends everything the node agents that ran
+/// on it started (every runtime root in it: `pods`, and those of agents run beside a
+/// server), as `berth node reset` does, then goes; so a test that fails or forgets its
+/// pods leaves nothing running.
+pub struct DataDir(tempfile::TempDir);
+
+impl DataDir {
+    pub fn new() -> Self {
+        DataDir(tempfile::tempdir().unwrap())
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+
+    /// Ends what the runtimes rooted in this directory started.
+    pub fn reset(&self) {
+        let below = std::fs::read_dir(self.path())
+            .into_iter()
+            .flatten()
+            .flatten();
+        let roots = std::iter::once(self.path().to_path_buf()).chain(below.map(|e| e.path()));
+        for root in roots {
+            if root.join(berth::runtime::reset::ID_FILE).is_file() {
+                if let Err(e) = berth::runtime::reset::reset(&root) {
+                    eprintln!("could not reset {}: {e}", root.display());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        self.reset();
+    }
+}
+
 /// A real berth server on a random loopback port with a temporary data directory, and an
-/// HTTPS client that trusts its CA and carries the admin token.
+/// HTTPS client that trusts its CA and carries the admin token. Dropped, it closes its
+/// node's runtime (every container ends, nothing starts again), even when the test
+/// panicked.
 pub struct TestServer {
     pub url: String,
     pub token: String,
     pub ca_pem: String,
     pub client: reqwest::Client,
-    pub dir: tempfile::TempDir,
+    pub dir: DataDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    runtime: Option<berth::runtime::process::ProcessRuntime>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(rt) = &self.runtime {
+            if let Err(e) = rt.close() {
+                eprintln!("could not end the containers of the test's node: {e}");
+            }
+        }
+    }
 }
 
 /// The tests' client: HTTP/1.1, or HTTP/2 when `BERTH_TEST_H2` is set (CI runs the
@@ -73,25 +124,22 @@ use crate::https::client_with;
 
 impl TestServer {
     pub async fn start() -> Self {
-        Self::start_in(tempfile::tempdir().unwrap(), |_| {}).await
+        Self::start_in(DataDir::new(), |_| {}).await
     }
 
     pub async fn start_with(tune: impl FnOnce(&mut berth::app::Config)) -> Self {
-        Self::start_in(tempfile::tempdir().unwrap(), tune).await
+        Self::start_in(DataDir::new(), tune).await
     }
 
     /// Starts a server on an existing data directory (for restart tests).
-    pub async fn start_in(
-        dir: tempfile::TempDir,
-        tune: impl FnOnce(&mut berth::app::Config),
-    ) -> Self {
+    pub async fn start_in(dir: DataDir, tune: impl FnOnce(&mut berth::app::Config)) -> Self {
         Self::start_at(dir, "127.0.0.1:0", tune).await
     }
 
     /// Starts a server on an existing data directory listening on `addr`: a restart on
     /// the address of the stopped server, which pods (deployers) already talk to.
     pub async fn start_at(
-        dir: tempfile::TempDir,
+        dir: DataDir,
         addr: &str,
         tune: impl FnOnce(&mut berth::app::Config),
     ) -> Self {
@@ -101,6 +149,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cluster = berth::app::Cluster::open(&config, addr).await.unwrap();
+        let runtime = cluster.runtime();
         let (url, token, ca_pem) = (
             cluster.url.clone(),
             cluster.admin_token.clone(),
@@ -123,15 +172,17 @@ impl TestServer {
             dir,
             stop: Some(stop),
             task: Some(task),
+            runtime,
         }
     }
 
-    /// Stops the server gracefully and hands back its data directory.
-    pub async fn stop(mut self) -> tempfile::TempDir {
+    /// Stops the server gracefully and hands back its data directory. Its containers run
+    /// on (a berth started on the directory adopts them) until the directory is dropped.
+    pub async fn stop(mut self) -> DataDir {
         let _ = self.stop.take().unwrap().send(());
         within(30, self.task.take().unwrap()).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::mem::replace(&mut self.dir, dir)
+        self.runtime = None;
+        std::mem::replace(&mut self.dir, DataDir::new())
     }
 
     pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {

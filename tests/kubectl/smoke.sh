@@ -19,6 +19,8 @@ server=$!
 cleanup() {
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
+  # The pods berth ran end with it: nothing of the test stays on the machine.
+  "$berth" node reset --data-dir "$work/data" >/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
