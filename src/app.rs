@@ -324,6 +324,23 @@ impl Cluster {
                 },
             )
             .await?;
+        // The built-in priority classes, as kube-apiserver's bootstrap hook makes them.
+        let classes = crate::client::catalog::of(crate::client::Kind::PriorityClass);
+        for class in crate::registry::scheduling::system_classes() {
+            match Client::local(registry.clone())
+                .create(classes, None, &class)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => {
+                    return Err(Error::Io {
+                        context: "create the built-in priority classes".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    });
+                }
+            }
+        }
         let kubeconfig = data_dir.join("kubeconfig");
         tls::write_private(
             &kubeconfig,
@@ -363,6 +380,7 @@ impl Cluster {
         let mut supervisor = Supervisor::new();
         if let Some(mut config) = self.controllers {
             config.api_port = Some(self.address.port());
+            config.root_ca = Some(self.ca_pem.clone());
             let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
             controller::start(&ctx, &mut supervisor);
         }

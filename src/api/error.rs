@@ -305,7 +305,10 @@ fn plural(qualified: &str) -> &str {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let (code, body) = self.status();
-        let mut resp = (code, encode_status(&body)).into_response();
+        // Ended by a newline, as kube-apiserver's encoder writes it.
+        let mut bytes = encode_status(&body);
+        bytes.push(b'\n');
+        let mut resp = (code, bytes).into_response();
         if let Error::MethodNotAllowed(_, allow) = self {
             resp.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static(allow));

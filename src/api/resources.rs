@@ -735,7 +735,7 @@ pub async fn handle(
             });
             Ok(json_ok(
                 StatusCode::CREATED,
-                Bytes::from(status.to_string()),
+                Bytes::from(format!("{status}\n")),
             ))
         }
         (&Method::PUT, Some(name)) if t.sub.as_deref() == Some("finalize") => {

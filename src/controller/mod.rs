@@ -29,6 +29,7 @@ pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod queue;
 pub mod replication;
+pub mod rootca;
 pub mod scheduler;
 pub mod serviceaccount;
 pub mod statefulset;
@@ -69,6 +70,9 @@ pub struct Config {
     /// How long an autoscaler without `behavior` (or with no scale-down window of its own)
     /// remembers its recommendations before it scales down.
     pub hpa_downscale_window: Duration,
+    /// The CA (PEM) that signed the API's serving certificate, published in every
+    /// namespace as the ConfigMap `kube-root-ca.crt`; `None` publishes nothing.
+    pub root_ca: Option<String>,
 }
 
 impl Default for Config {
@@ -81,6 +85,7 @@ impl Default for Config {
             api_port: None,
             hpa_sync: Duration::from_secs(15),
             hpa_downscale_window: Duration::from_secs(300),
+            root_ca: None,
         }
     }
 }
@@ -137,6 +142,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     replication::start(ctx, sup);
     scheduler::start(ctx, sup);
     serviceaccount::start(ctx, sup);
+    rootca::start(ctx, sup);
     statefulset::start(ctx, sup);
     let definitions = ctx
         .informers

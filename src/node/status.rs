@@ -110,7 +110,10 @@ fn container_status(inp: &Inputs<'_>, spec: &Value, default_reason: &str, probes
                 State::Running => {
                     cs["state"] = json!({"running": {"startedAt": second(l.started_at.as_deref().unwrap_or(&l.created_at))}});
                     let (ready, started) = probed.copied().unwrap_or((true, true));
-                    cs["ready"] = json!(ready);
+                    // An init container that runs to completion is ready once it has
+                    // completed, as the kubelet's probe manager says (a sidecar, one
+                    // that restarts Always, is ready while it runs).
+                    cs["ready"] = json!(ready && (probes || spec["restartPolicy"] == "Always"));
                     cs["started"] = json!(started);
                 }
                 State::Created => cs["state"] = json!({"waiting": {"reason": default_reason}}),
@@ -134,6 +137,9 @@ fn container_status(inp: &Inputs<'_>, spec: &Value, default_reason: &str, probes
     }
     if cs.get("lastState").is_none() {
         cs["lastState"] = json!({});
+    }
+    if !probes && exit_code(&cs) == Some(0) {
+        cs["ready"] = json!(true);
     }
     cs
 }

@@ -389,7 +389,7 @@ fn downward(pod: &Value, d: &Value, mode: u32, node_ip: &str) -> Result<Payload,
 
 /// A container's resource for the downward API, in units of `divisor` (rounded up); an
 /// unset limit is the node's capacity, an unset request 0.
-fn resource_value(pod: &Value, r: &Value) -> Result<String, String> {
+pub(super) fn resource_value(pod: &Value, r: &Value) -> Result<String, String> {
     let container = str_at(r, "/containerName");
     let resource = str_at(r, "/resource");
     let c = ["containers", "initContainers"]

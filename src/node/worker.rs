@@ -235,13 +235,13 @@ impl<R: Runtime + Clone> Worker<R> {
                 let path = f["fieldPath"].as_str().unwrap_or("");
                 out.push((name, field_value(pod, path, &self.shared.config.node_ip)));
             } else if let Some(r) = from.get("resourceFieldRef") {
-                let res = r["resource"].as_str().unwrap_or("");
-                let (kind, what) = res.split_once('.').unwrap_or(("", res));
-                let v = c
-                    .pointer(&format!("/resources/{kind}/{what}"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("0");
-                out.push((name, v.to_string()));
+                // As the downward API's files: in units of the divisor, an unset limit
+                // the node's capacity; the container is this one unless named.
+                let mut r = r.clone();
+                if r["containerName"].as_str().is_none_or(str::is_empty) {
+                    r["containerName"] = c["name"].clone();
+                }
+                out.push((name, super::volume::resource_value(pod, &r)?));
             } else {
                 for (kind, key) in [
                     (Kind::ConfigMap, "configMapKeyRef"),

@@ -672,10 +672,17 @@ fn validate_replicated_as(obj: &Value, selecting: &str, deadline: &str, causes: 
             ));
         }
     }
+    // A StatefulSet's pods get a volume for each claim template, which they may mount.
+    let claims: Vec<&str> = spec["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
+        .collect();
     match template.get("spec") {
         None => causes.push(Cause::required("spec.template.spec")),
         Some(ts) => {
-            strategy::validate_pod_spec(ts, "spec.template.spec", causes);
+            strategy::validate_pod_spec_with_claims(ts, "spec.template.spec", &claims, causes);
             let policy = ts["restartPolicy"].as_str().unwrap_or("Always");
             if policy != "Always" {
                 causes.push(Cause::not_supported(

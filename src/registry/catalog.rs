@@ -62,6 +62,8 @@ pub enum Kind {
     PodMetrics,
     /// node.k8s.io/v1 RuntimeClass (see `registry::node`).
     RuntimeClass,
+    /// scheduling.k8s.io/v1 PriorityClass (see `registry::scheduling`).
+    PriorityClass,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -877,6 +879,27 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::PriorityClass,
+            group: "scheduling.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "PriorityClass".into(),
+            plural: "priorityclasses".into(),
+            singular: "priorityclass".into(),
+            short_names: names(&["pc"]),
+            namespaced: false,
+            categories: names(&[]),
+            status: false,
+            generation: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::scheduling::PriorityClass),
+            schema: Source::typed::<k8s_openapi::api::scheduling::v1::PriorityClass>(),
+            table: Arc::new(table::PRIORITY_CLASS),
+            conversion: None,
+        },
+        Resource {
             kind: Kind::NodeMetrics,
             group: "metrics.k8s.io".into(),
             version: "v1beta1".into(),
@@ -1196,6 +1219,7 @@ mod tests {
                 ("apps.openshift.io", vec!["v1"]),
                 ("apiextensions.k8s.io", vec!["v1"]),
                 ("node.k8s.io", vec!["v1"]),
+                ("scheduling.k8s.io", vec!["v1"]),
                 ("metrics.k8s.io", vec!["v1beta1"]),
             ]
         );

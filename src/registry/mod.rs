@@ -17,6 +17,7 @@ pub mod node;
 mod patch;
 mod patch_meta;
 pub mod policy;
+pub mod scheduling;
 pub mod schema;
 mod service;
 pub mod strategy;

@@ -111,8 +111,13 @@ pub fn default(obj: &mut Value) {
                 p.remove("nodePort");
             }
             p.entry("protocol").or_insert_with(|| json!("TCP"));
-            if let Some(port) = p.get("port").cloned() {
-                p.entry("targetPort").or_insert(port);
+            // An unset target port is the port, and so is the zero value typed clients
+            // send for it (0 or ""), as Kubernetes defaults it.
+            let unset = p
+                .get("targetPort")
+                .is_none_or(|t| t.is_null() || *t == 0 || *t == "");
+            if let (true, Some(port)) = (unset, p.get("port").cloned()) {
+                p.insert("targetPort".into(), port);
             }
         }
     }

@@ -325,8 +325,10 @@ impl Strategy for Pod {
         _causes: &'a mut Vec<Cause>,
     ) -> BoxFuture<'a, Result<Option<WriteGuard<'r>>, Error>> {
         // The RuntimeClass admission: on creation only (the class is immutable after).
+        // The Priority admission too: a new pod's class gives its priority.
         let admitted = match (old, part) {
-            (None, Part::Main) => super::node::admit_pod(reg, obj),
+            (None, Part::Main) => super::node::admit_pod(reg, obj)
+                .and_then(|()| super::scheduling::admit_pod(reg, obj)),
             _ => Ok(()),
         };
         Box::pin(std::future::ready(admitted.map(|()| None)))
@@ -561,8 +563,33 @@ pub(super) fn validate_claim_spec(spec: &Value, path: &str, causes: &mut Vec<Cau
     );
 }
 
+/// A ConfigMap's or Secret's rule once `immutable` is set: it stays set and `fields`
+/// keep their contents (an absent map counts as an empty one).
+fn immutable_once_set(old: &Value, new: &Value, fields: &[&str], causes: &mut Vec<Cause>) {
+    if old["immutable"] != true {
+        return;
+    }
+    const WHY: &str = "field is immutable when `immutable` is set";
+    if new["immutable"] != true {
+        causes.push(Cause::forbidden("immutable", WHY));
+    }
+    let contents = |v: &Value, f: &str| match v.get(f) {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(c) => c.clone(),
+    };
+    for f in fields {
+        if contents(old, f) != contents(new, f) {
+            causes.push(Cause::forbidden(f, WHY));
+        }
+    }
+}
+
 pub struct ConfigMap;
 impl Strategy for ConfigMap {
+    fn validate_update(&self, old: &Value, new: &Value, _part: Part, causes: &mut Vec<Cause>) {
+        immutable_once_set(old, new, &["data", "binaryData"], causes);
+    }
+
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
         let data = obj.get("data").and_then(Value::as_object);
         let binary = obj.get("binaryData").and_then(Value::as_object);
@@ -605,6 +632,10 @@ impl Strategy for ConfigMap {
 
 pub struct Secret;
 impl Strategy for Secret {
+    fn validate_update(&self, old: &Value, new: &Value, _part: Part, causes: &mut Vec<Cause>) {
+        immutable(old, new, "/type", "type", causes);
+        immutable_once_set(old, new, &["data"], causes);
+    }
     fn default(&self, obj: &mut Value) {
         if let Some(m) = obj.as_object_mut() {
             m.entry("type").or_insert_with(|| json!("Opaque"));
@@ -853,12 +884,23 @@ fn config_key_ok(k: &str) -> bool {
 }
 
 pub(super) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    validate_pod_spec_with_claims(spec, path, &[], causes)
+}
+
+/// [`validate_pod_spec`] of a template whose pods also get a volume for each of `claims`
+/// (a StatefulSet's claim templates), which its containers may mount.
+pub(super) fn validate_pod_spec_with_claims(
+    spec: &Value,
+    path: &str,
+    claims: &[&str],
+    causes: &mut Vec<Cause>,
+) {
     let list = |f: &str| {
         spec.get(f)
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice)
     };
-    let mut volumes = std::collections::HashSet::new();
+    let mut volumes: std::collections::HashSet<&str> = claims.iter().copied().collect();
     for (i, v) in list("volumes").iter().enumerate() {
         let at = format!("{path}.volumes[{i}].name");
         match v.get("name").and_then(Value::as_str) {
@@ -913,6 +955,41 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause
         &format!("{path}.dnsPolicy"),
         &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
     );
+    validate_sysctls(spec, &format!("{path}.securityContext.sysctls"), causes);
+}
+
+/// A sysctl's name: dot- or slash-separated segments (`kernel.shm_rmid_forced`,
+/// `net/ipv4/ip_forward`), as `validateSysctls` takes them.
+const SYSCTL_FORMAT: &str = "([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?";
+const SYSCTL_MAX_LENGTH: usize = 253;
+
+/// The pod's sysctls: well-formed names, each once.
+fn validate_sysctls(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    static NAME: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(&format!("^{SYSCTL_FORMAT}$")).expect("a valid expression")
+    });
+    let list = spec
+        .pointer("/securityContext/sysctls")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let mut seen = std::collections::HashSet::new();
+    for (i, s) in list.iter().enumerate() {
+        let at = format!("{path}[{i}].name");
+        match s["name"].as_str() {
+            None | Some("") => required(causes, &at),
+            Some(name) if name.len() > SYSCTL_MAX_LENGTH || !NAME.is_match(name) => {
+                causes.push(Cause::invalid(
+                    &at,
+                    &json!(name),
+                    &format!(
+                        "must have at most {SYSCTL_MAX_LENGTH} characters and match regex {SYSCTL_FORMAT}"
+                    ),
+                ))
+            }
+            Some(name) if !seen.insert(name) => causes.push(duplicate(&at, name)),
+            Some(_) => {}
+        }
+    }
 }
 
 /// A string field that must be one of `allowed` (when it is given).

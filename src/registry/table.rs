@@ -72,6 +72,7 @@ printers! {
     HORIZONTAL_POD_AUTOSCALER: autoscaler_columns, autoscaler_cells;
     HORIZONTAL_POD_AUTOSCALER_V1: autoscaler_columns, autoscaler_v1_cells;
     RUNTIME_CLASS: runtime_class_columns, runtime_class_cells;
+    PRIORITY_CLASS: priority_class_columns, priority_class_cells;
 }
 
 fn name_columns() -> Vec<Column> {
@@ -314,6 +315,40 @@ fn runtime_class_columns() -> Vec<Column> {
             "The name of the runtime that runs the pods of this class.",
         ),
         age,
+    ]
+}
+
+fn priority_class_columns() -> Vec<Column> {
+    vec![
+        col("Name", 0, "Name must be unique within a namespace."),
+        Column {
+            kind: std::borrow::Cow::Borrowed("integer"),
+            ..col("Value", 0, "The value of this priority class.")
+        },
+        Column {
+            kind: std::borrow::Cow::Borrowed("boolean"),
+            ..col(
+                "Global-Default",
+                0,
+                "Whether this is the priority of pods that name no class.",
+            )
+        },
+        col("Age", 0, "The time since the object was created."),
+        col(
+            "PreemptionPolicy",
+            0,
+            "Whether pods of this class may preempt pods of lower priority.",
+        ),
+    ]
+}
+
+fn priority_class_cells(v: &Value) -> Vec<Value> {
+    vec![
+        json!(s(v, "/metadata/name")),
+        json!(v["value"].as_i64().unwrap_or(0)),
+        json!(v["globalDefault"] == true),
+        json!(age(v, "/metadata/creationTimestamp")),
+        json!(s(v, "/preemptionPolicy")),
     ]
 }
 

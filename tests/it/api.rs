@@ -225,7 +225,10 @@ async fn discovery_is_served_aggregated_and_legacy() {
     assert_eq!(r.status().as_u16(), 404);
     assert_eq!(
         r.text().await.unwrap(),
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#,
+            "\n"
+        )
     );
     s.stop().await;
 }

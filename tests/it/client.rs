@@ -113,7 +113,9 @@ async fn http_watch_streams_changes_from_a_revision() {
 
 #[tokio::test]
 async fn http_watch_from_compacted_history_is_gone_and_the_watcher_lists_again() {
+    // Without controllers: only the test's ConfigMaps are in the namespace.
     let s = TestServer::start_with(|c| {
+        c.run_controllers = false;
         c.store.retain_events = 2;
         c.store.retain_for = std::time::Duration::ZERO;
         c.store.compact_every = std::time::Duration::from_millis(20);

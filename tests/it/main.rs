@@ -13,6 +13,7 @@ mod cli_rollout;
 mod cli_verbs;
 mod client;
 mod conformance_apps;
+mod conformance_core;
 mod console;
 mod crds;
 mod daemonsets;

@@ -1,0 +1,157 @@
+//! The root CA publisher: a ConfigMap `kube-root-ca.crt` in every live namespace holding
+//! the CA that signed the API's serving certificate (`ca.crt`) and the description
+//! annotation, kept as upstream's `root-ca-cert-publisher` keeps it: made again when
+//! deleted, put back when changed. Pods (and the conformance suite's set-up) read it to
+//! trust the API server.
+
+use serde_json::{Value, json};
+
+use super::{Action, Context, Queue, Result, Supervisor};
+use crate::client::informer::{Change, Informer};
+use crate::client::{Client, Kind, ListParams, Patch, catalog};
+
+const WORKERS: usize = 1;
+/// The ConfigMap's name in every namespace.
+pub const NAME: &str = "kube-root-ca.crt";
+/// The key of the CA bundle in it.
+pub const KEY: &str = "ca.crt";
+const DESCRIPTION_KEY: &str = "kubernetes.io/description";
+const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
+#[derive(Clone)]
+struct Publisher {
+    client: Client,
+    ca: String,
+    namespaces: Informer,
+    maps: Informer,
+}
+
+fn is_live(ns: &Value) -> bool {
+    ns.pointer("/metadata/deletionTimestamp").is_none() && ns["status"]["phase"] != "Terminating"
+}
+
+impl Publisher {
+    async fn reconcile(&self, ns: String) -> Result<Action> {
+        if !self.namespaces.get(&ns).is_some_and(|n| is_live(&n)) {
+            return Ok(Action::Done);
+        }
+        let data = json!({ KEY: self.ca });
+        let res = self.maps.resource();
+        match self.maps.get(&format!("{ns}/{NAME}")) {
+            None => {
+                let cm = json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": NAME, "namespace": ns,
+                                 "annotations": {DESCRIPTION_KEY: DESCRIPTION}},
+                    "data": data,
+                });
+                match self.client.create(res, Some(&ns), &cm).await {
+                    Ok(_) => Ok(Action::Done),
+                    // The namespace went or started terminating; the informer brings
+                    // a map made meanwhile back here.
+                    Err(e) if e.is_already_exists() => Ok(Action::Done),
+                    Err(crate::client::Error::Forbidden(_) | crate::client::Error::NotFound(_)) => {
+                        Ok(Action::Done)
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Some(cm) => {
+                let described = cm["metadata"]["annotations"][DESCRIPTION_KEY]
+                    .as_str()
+                    .is_some_and(|d| !d.is_empty());
+                if cm["data"] == data && described {
+                    return Ok(Action::Done);
+                }
+                // The data becomes the CA alone, on the version read.
+                let mut fixed: serde_json::Map<String, Value> = cm["data"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| (k.clone(), Value::Null))
+                    .collect();
+                fixed.insert(KEY.into(), json!(self.ca));
+                let patch = json!({
+                    "metadata": {
+                        "resourceVersion": cm["metadata"]["resourceVersion"],
+                        "annotations": {DESCRIPTION_KEY: DESCRIPTION},
+                    },
+                    "data": fixed,
+                });
+                match self
+                    .client
+                    .patch(res, Some(&ns), NAME, &Patch::Merge(patch))
+                    .await
+                {
+                    Ok(_) => {}
+                    // Gone or changed meanwhile: the informer brings it back here.
+                    Err(e) if e.is_not_found() || e.is_conflict() => {}
+                    Err(e) => return Err(e.into()),
+                }
+                Ok(Action::Done)
+            }
+        }
+    }
+}
+
+/// Registers the publisher's handlers and starts it, when the cluster has a CA to publish.
+pub fn start(ctx: &Context, sup: &mut Supervisor) {
+    let Some(ca) = ctx.config.root_ca.clone() else {
+        return;
+    };
+    let namespaces = ctx.informers.get(catalog::of(Kind::Namespace));
+    // Only the published maps: a cache of every ConfigMap would hold all their data.
+    let maps = Informer::with_selection(
+        catalog::of(Kind::ConfigMap),
+        ListParams {
+            field_selector: Some(format!("metadata.name={NAME}")),
+            ..ListParams::default()
+        },
+    );
+    let queue = Queue::new();
+    {
+        let queue = queue.clone();
+        namespaces.on_change(move |change| {
+            if !matches!(change, Change::Deleted(_)) {
+                if let Some(name) = change.object()["metadata"]["name"].as_str() {
+                    queue.add(name.to_string());
+                }
+            }
+        });
+    }
+    {
+        let queue = queue.clone();
+        maps.on_change(move |change| {
+            if let Some(ns) = change.object()["metadata"]["namespace"].as_str() {
+                queue.add(ns.to_string());
+            }
+        });
+    }
+    {
+        let (maps, client) = (maps.clone(), ctx.client.clone());
+        sup.spawn("root-ca-maps", move |cancel| {
+            maps.clone().run(client.clone(), cancel)
+        });
+    }
+    let publisher = Publisher {
+        client: ctx.client.clone(),
+        ca,
+        namespaces,
+        maps,
+    };
+    sup.spawn("root-ca-publisher", move |cancel| {
+        let (publisher, queue) = (publisher.clone(), queue.clone());
+        async move {
+            let caches = [&publisher.namespaces, &publisher.maps];
+            if !super::synced(&caches, &cancel).await {
+                return;
+            }
+            super::run("root-ca-publisher", queue, WORKERS, cancel, move |key| {
+                let publisher = publisher.clone();
+                async move { publisher.reconcile(key).await }
+            })
+            .await;
+        }
+    });
+}
