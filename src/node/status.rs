@@ -59,13 +59,15 @@ fn terminated(s: &ContainerStatus) -> Value {
     if let Some(sig) = s.signal {
         t["signal"] = json!(sig);
     }
-    if let Some(m) = &s.error {
+    if let Some(m) = s.error.as_ref().or(s.message.as_ref()) {
         t["message"] = json!(m);
     }
     if s.state == State::Unknown {
         t["message"] = json!("The container could not be located when the pod was terminated");
     }
-    if let Some(at) = &s.started_at {
+    // A container that never started did so when it ended (rather than no time at all,
+    // which clients print as the year 1).
+    if let Some(at) = s.started_at.as_ref().or(s.finished_at.as_ref()) {
         t["startedAt"] = json!(second(at));
     }
     if let Some(at) = &s.finished_at {
@@ -398,6 +400,7 @@ mod tests {
             signal: None,
             error: None,
             reason: None,
+            message: None,
             pid: Some(1),
         }
     }

@@ -390,9 +390,19 @@ impl<R: Runtime + Clone> Worker<R> {
             }
         }
         if no_command && builtin.is_none() {
+            let store =
+                crate::image::Store::at(&crate::image::store_dir(&self.shared.config.data_dir));
+            let message = match store.image(image) {
+                Some(_) => format!(
+                    "the container has no command: image {image:?} is in this node's store, but the process runtime runs commands on this machine, not an image's entrypoint; give the container a command"
+                ),
+                None => format!(
+                    "the container has no command, and the process runtime runs only commands on this machine (image {image:?} is not in this node's store, and images are not pulled): give the container a command"
+                ),
+            };
             return Err(Waiting {
                 reason: "CreateContainerConfigError".into(),
-                message: "the container has no command: berth does not pull images, so give the command to run".into(),
+                message,
             });
         }
         let config_error = |message: String| Waiting {
@@ -432,6 +442,14 @@ impl<R: Runtime + Clone> Worker<R> {
                 stdin: c["stdin"].as_bool().unwrap_or(false),
                 stdin_once: c["stdinOnce"].as_bool().unwrap_or(false),
                 tty: c["tty"].as_bool().unwrap_or(false),
+            },
+            termination_message: crate::runtime::TerminationMessage {
+                // A file of the container's own needs a mount namespace of its own.
+                path: c["terminationMessagePath"]
+                    .as_str()
+                    .filter(|p| !p.is_empty() && self.shared.config.mount_namespaces)
+                    .map(Into::into),
+                fallback_to_logs: c["terminationMessagePolicy"] == "FallbackToLogsOnError",
             },
         };
         if spec.resources.any_limit() && !self.told_unenforced {

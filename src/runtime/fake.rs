@@ -281,6 +281,7 @@ impl Runtime for FakeRuntime {
                 signal: None,
                 error: None,
                 reason: None,
+                message: None,
                 pid: None,
             })
             .collect())
@@ -374,6 +375,7 @@ mod tests {
             resources: Default::default(),
             pod_resources: Default::default(),
             stdio: Default::default(),
+            termination_message: Default::default(),
         }
     }
 

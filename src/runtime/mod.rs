@@ -134,6 +134,24 @@ pub struct ContainerSpec {
     /// Whether the container keeps a stdin and a terminal for `kubectl attach`.
     #[serde(default)]
     pub stdio: Stdio,
+    /// Where the container's termination message comes from.
+    #[serde(default)]
+    pub termination_message: TerminationMessage,
+}
+
+/// Where a container's termination message comes from (its `terminationMessagePath` and
+/// `terminationMessagePolicy`): the shim reads it when the container ends (at most 4 KiB),
+/// and with `fallback_to_logs` an empty message of a failed container is the tail of its
+/// log (80 lines, 2 KiB at most), as the kubelet does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminationMessage {
+    /// The path at which the container finds a file of its own to write the message to
+    /// (none: it has none, as without mount namespaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    #[serde(default)]
+    pub fallback_to_logs: bool,
 }
 
 /// One bind mount of a container: `source` on this machine appears at `target`.
@@ -218,6 +236,8 @@ pub struct ContainerStatus {
     pub error: Option<String>,
     /// Why it ended, when the runtime knows better than its exit code (`OOMKilled`).
     pub reason: Option<String>,
+    /// What the container said as it ended (its termination message).
+    pub message: Option<String>,
     pub pid: Option<i32>,
 }
 

@@ -227,6 +227,7 @@ impl ProcessRuntime {
             signal: exit.as_ref().and_then(|e| e.signal),
             error: exit.as_ref().and_then(|e| e.error.clone()),
             reason: exit.as_ref().and_then(|e| e.reason.clone()),
+            message: exit.as_ref().and_then(|e| e.message.clone()),
             pid: started.map(|s| s.pid),
             id,
         })
@@ -294,9 +295,28 @@ impl ProcessRuntime {
         };
         shim::write_record(&dir, SPEC_FILE, &record)
             .map_err(|e| Error::io(format!("record container {id}"), e))?;
-        if !spec.mounts.is_empty() {
+        // The termination message's file: the container's own, bind-mounted at its path.
+        let mut mounts = spec.mounts.clone();
+        if let Some(target) = &spec.termination_message.path {
+            let file = dir.join(shim::TERMINATION_LOG);
+            fs::write(&file, b"")
+                .and_then(|()| {
+                    use std::os::unix::fs::PermissionsExt;
+                    // Any user the container runs as may write it.
+                    fs::set_permissions(&file, fs::Permissions::from_mode(0o666))
+                })
+                .map_err(|e| Error::io(format!("create {}", file.display()), e))?;
+            mounts.push(super::Mount {
+                source: file,
+                target: target.clone(),
+                read_only: false,
+            });
+        }
+        shim::write_record(&dir, shim::TERMINATION_FILE, &spec.termination_message)
+            .map_err(|e| Error::io(format!("record the termination message of {id}"), e))?;
+        if !mounts.is_empty() {
             let setup = shim::MountSetup {
-                mounts: spec.mounts.clone(),
+                mounts: mounts.clone(),
                 working_dir: spec.working_dir.clone(),
             };
             shim::write_record(&dir, shim::MOUNTS_FILE, &setup)
@@ -340,7 +360,7 @@ impl ProcessRuntime {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(false);
-        if !spec.mounts.is_empty() {
+        if !mounts.is_empty() {
             // The working directory may lie in a volume: the shim enters it after mounting.
             cmd.current_dir("/");
         }
@@ -380,7 +400,7 @@ impl Runtime for ProcessRuntime {
     async fn start(&self, spec: &ContainerSpec) -> Result<ContainerId> {
         if spec.argv.is_empty() {
             return Err(Error::Invalid(format!(
-                "container {:?} has no command: images are not pulled, so the command must be given",
+                "container {:?} has no command: the process runtime runs commands on this machine, not an image's entrypoint; give the container a `command`",
                 spec.name
             )));
         }

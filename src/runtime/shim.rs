@@ -40,6 +40,15 @@ use rustix::process::Pid;
 pub const PID_FILE: &str = "pid";
 /// The shim's own process (written by the runtime that started it).
 pub const SHIM_FILE: &str = "shim";
+/// Where the container's termination message comes from (a [`super::TerminationMessage`]).
+pub const TERMINATION_FILE: &str = "termination";
+/// The file the container writes its termination message to (bind-mounted at its path).
+pub const TERMINATION_LOG: &str = "termination-log";
+/// The most of a termination message file that is kept.
+const MAX_MESSAGE: u64 = 4096;
+/// The most of a log tail that stands in for an empty message, in lines and bytes.
+const FALLBACK_LINES: usize = 80;
+const FALLBACK_BYTES: usize = 2048;
 pub const EXIT_FILE: &str = "exit";
 pub const LOG_FILE: &str = "log";
 /// The volumes to mount (a [`MountSetup`]); absent when there are none.
@@ -94,6 +103,30 @@ pub struct Exit {
     /// Why it ended, when the exit code does not say it all (`OOMKilled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The container's termination message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The termination message of the container of `dir` that ended with `code`: what it
+/// wrote to its file, else (when asked, and it failed) the tail of its log.
+fn termination_message(dir: &Path, code: i32) -> Option<String> {
+    let how: super::TerminationMessage = read_record(dir, TERMINATION_FILE)?;
+    let mut text = Vec::new();
+    if how.path.is_some() {
+        if let Ok(f) = File::open(dir.join(TERMINATION_LOG)) {
+            let _ = f.take(MAX_MESSAGE).read_to_end(&mut text);
+        }
+    }
+    if text.is_empty() && how.fallback_to_logs && code != 0 {
+        let opts = super::logs::Options {
+            tail_lines: Some(FALLBACK_LINES),
+            ..Default::default()
+        };
+        let (log, _) = super::logs::read(dir, &opts).ok()?;
+        text = log[log.len().saturating_sub(FALLBACK_BYTES)..].to_vec();
+    }
+    (!text.is_empty()).then(|| String::from_utf8_lossy(&text).into_owned())
 }
 
 /// Log rotation: rotate when the file passes `max_bytes`, keep `files` files in all.
@@ -525,6 +558,7 @@ fn supervise(
         finished_at: now(),
         error: Some(error),
         reason: None,
+        message: None,
     };
     // The exit is recorded, then the instance's cgroups go (nothing runs in them now).
     let finish = |exit: &Exit| {
@@ -637,11 +671,13 @@ fn supervise(
     let _ = fs::remove_file(&socket);
     clients.finish();
     let _ = log.lock().expect("log lock").file.sync_all();
+    // As a shell reports it: 128 + the signal for a killed process.
+    let exit_code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
     let exit = Exit {
-        // As a shell reports it: 128 + the signal for a killed process.
-        exit_code: status
-            .code()
-            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        exit_code,
+        message: termination_message(dir, exit_code),
         signal: status.signal(),
         finished_at: now(),
         error: None,

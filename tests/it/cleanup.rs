@@ -215,6 +215,7 @@ async fn the_leak_check_names_a_deliberate_leak() {
             resources: Default::default(),
             pod_resources: Default::default(),
             stdio: Default::default(),
+            termination_message: Default::default(),
         };
         rt.start(&spec).await.unwrap();
     }

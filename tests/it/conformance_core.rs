@@ -557,3 +557,97 @@ async fn priority_classes_are_served_built_in_and_resolved_into_pods_priority() 
         "{out}"
     );
 }
+
+/// The terminated state of the only container of the pod made of `container`, once the
+/// pod reaches `phase` (the Container Runtime blackbox tests' `matchTerminationMessage`).
+async fn terminated_as(s: &TestServer, name: &str, container: Value, phase: &str) -> Value {
+    let pod = json!({
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    });
+    let (code, out) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(code, 201, "{out}");
+    let p = crate::node::pod_until(s, name, &format!("the pod is {phase}"), |p| {
+        p["status"]["phase"] == phase
+    })
+    .await;
+    p["status"]["containerStatuses"][0]["state"]["terminated"].clone()
+}
+
+#[tokio::test]
+async fn container_runtime_should_report_termination_message_as_the_kubelet_does() {
+    let s = crate::node::server().await;
+    let busybox = |script: &str| {
+        json!({"name": "termination-message-container", "image": "busybox",
+               "command": ["/bin/sh", "-c", script]})
+    };
+    // if TerminationMessagePath is set as non-root user and at a non-default path
+    let mut c = busybox("echo -n DONE > /dev/termination-custom-log");
+    c["terminationMessagePath"] = json!("/dev/termination-custom-log");
+    let t = terminated_as(&s, "custom-path", c, "Succeeded").await;
+    assert_eq!(t["message"], "DONE", "{t}");
+    // from log output if TerminationMessagePolicy FallbackToLogsOnError is set
+    let mut c = busybox("echo -n DONE; /bin/false");
+    c["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let t = terminated_as(&s, "from-logs", c, "Failed").await;
+    assert_eq!(t["message"], "DONE", "{t}");
+    // as empty when pod succeeds and TerminationMessagePolicy FallbackToLogsOnError is set
+    let mut c = busybox("echo -n DONE; /bin/true");
+    c["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let t = terminated_as(&s, "empty", c, "Succeeded").await;
+    assert_eq!(t.get("message"), None, "{t}");
+    // from file when pod succeeds and TerminationMessagePolicy FallbackToLogsOnError is set
+    let mut c = busybox("echo -n OK > /dev/termination-log");
+    c["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let t = terminated_as(&s, "from-file", c, "Succeeded").await;
+    assert_eq!(t["message"], "OK", "{t}");
+    // Each container has a file of its own: the host's path is not written.
+    let host = std::fs::read("/dev/termination-log").unwrap_or_default();
+    assert!(
+        !host.starts_with(b"OK"),
+        "the host's /dev/termination-log is untouched"
+    );
+}
+
+#[tokio::test]
+async fn a_container_that_cannot_run_says_why_and_when() {
+    let s = crate::node::server().await;
+    // No command, and an image the node does not have: the message says what to do.
+    let pod = json!({
+        "metadata": {"name": "no-command"},
+        "spec": {"containers": [{"name": "c", "image": "example.com/app:1"}]},
+    });
+    let (code, out) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(code, 201, "{out}");
+    let p = crate::node::pod_until(&s, "no-command", "the pod waits", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+            == "CreateContainerConfigError"
+    })
+    .await;
+    let message = p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("\"example.com/app:1\" is not in this node's store")
+            && message.ends_with("give the container a command"),
+        "{message}"
+    );
+    // A command that cannot start: terminated with a start time (when it was tried), not
+    // none, which clients print as the year 1.
+    let t = terminated_as(
+        &s,
+        "cannot-start",
+        json!({"name": "c", "image": "busybox", "command": ["/nonexistent/program"]}),
+        "Failed",
+    )
+    .await;
+    assert_eq!(t["reason"], "ContainerCannotRun", "{t}");
+    assert!(
+        t["startedAt"]
+            .as_str()
+            .is_some_and(|at| at.starts_with("20")),
+        "{t}"
+    );
+    assert_eq!(t["startedAt"], t["finishedAt"], "{t}");
+}

@@ -337,7 +337,7 @@ async fn the_environment_is_resolved_and_missing_references_are_config_errors() 
     let message = container(&p)["state"]["waiting"]["message"]
         .as_str()
         .unwrap();
-    assert!(message.contains("does not pull images"), "{message}");
+    assert!(message.contains("images are not pulled"), "{message}");
 }
 
 async fn log(s: &TestServer, name: &str, query: &str) -> (u16, String) {

@@ -36,6 +36,7 @@ fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         resources: Default::default(),
         pod_resources: Default::default(),
         stdio: Default::default(),
+        termination_message: Default::default(),
     }
 }
 
