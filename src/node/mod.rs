@@ -615,6 +615,10 @@ pub fn start<R: Runtime + Clone>(
     handle
 }
 
+/// How long after a container starts its first sample is taken (so that starts close
+/// together share one).
+const STARTED_SAMPLE_DELAY: Duration = Duration::from_millis(200);
+
 /// Measures the machine and every pod it runs each `metrics_every` into `board` (as the
 /// kubelet's resource metrics and metrics-server's scrapes do together); the node is
 /// forgotten when the agent stops.
@@ -627,9 +631,24 @@ async fn measure<R: Runtime>(
     let node = shared.config.node_name.clone();
     let mut tick = tokio::time::interval(shared.config.metrics_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A container that starts is measured at once (its first figures are from its
+    // start), as the kubelet's summary is live; starts close together share a sample.
+    let mut events = shared.runtime.events();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            event = events.recv() => match event {
+                Ok(crate::runtime::Event::Started(_)) => {
+                    tokio::time::sleep(STARTED_SAMPLE_DELAY).await;
+                    while events.try_recv().is_ok() {}
+                }
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    events = shared.runtime.events();
+                    continue;
+                }
+            },
             () = cancel.cancelled() => break,
         }
         let machine = crate::runtime::cgroup::machine_usage();
@@ -641,11 +660,22 @@ async fn measure<R: Runtime>(
             .filter_map(|pod| {
                 let meta = |f: &str| pod["metadata"][f].as_str().unwrap_or("").to_string();
                 let uid = meta("uid");
+                let statuses = shared.runtime.pod_status(&uid).unwrap_or_default();
+                let started = |name: &str, instance: u32| {
+                    statuses
+                        .iter()
+                        .find(|s| s.id.name == name && s.id.attempt == instance)?
+                        .started_at
+                        .as_deref()?
+                        .parse::<jiff::Timestamp>()
+                        .ok()
+                };
                 let containers: Vec<ContainerSample> = shared
                     .runtime
                     .usage(&uid)
                     .into_iter()
                     .map(|(name, instance, u)| ContainerSample {
+                        started_at: started(&name, instance),
                         name,
                         instance,
                         cpu_ns: u.cpu_ns,

@@ -2,10 +2,12 @@
 //! set of the machine, of each pod and of each running container) and the rates made of
 //! two measurements in a row, as metrics-server keeps them for `metrics.k8s.io`.
 //!
-//! An agent records one sample of its node every interval ([`Board::record`]); the rates
-//! are worked out then, once, so that a read only copies them. A container's CPU counter
-//! starts again with each instance, so a rate is made only of two samples of the same
-//! instance; a pod is shown only when every container it runs has one.
+//! An agent records one sample of its node every interval, and one at once when a
+//! container starts ([`Board::record`]); the rates are worked out then, once, so that a
+//! read only copies them. A container's CPU counter starts again with each instance, so a
+//! rate is made of two samples of the same instance, or (for its first sample, as
+//! metrics-server does) of its sample and its start, when its counter was zero; a pod is
+//! shown only when every container it runs has one.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -20,6 +22,8 @@ pub struct ContainerSample {
     pub instance: u32,
     pub cpu_ns: Option<u64>,
     pub memory_bytes: Option<u64>,
+    /// When the instance started (its counters were zero then).
+    pub started_at: Option<Timestamp>,
 }
 
 /// One pod's containers at one moment.
@@ -158,7 +162,14 @@ impl Board {
                     complete = false;
                     continue;
                 };
-                match old.last.get(&key).and_then(|before| now.since(before)) {
+                // An instance seen for the first time: since its start.
+                let start = c.started_at.map(|t| Point {
+                    at: t,
+                    cpu_ns: 0,
+                    memory_bytes: 0,
+                });
+                let before = old.last.get(&key).copied().or(start);
+                match before.and_then(|before| now.since(&before)) {
                     Some((window_ms, rate)) => {
                         window = Some(window.map_or(window_ms, |w: u64| w.min(window_ms)));
                         rates.push((c.name.clone(), rate));
@@ -233,9 +244,23 @@ mod tests {
                     instance: *i,
                     cpu_ns: Some(*cpu),
                     memory_bytes: Some(*mem),
+                    started_at: None,
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_new_instance_is_measured_from_its_start() {
+        let board = Board::default();
+        let mut first = pod("web", &[("app", 0, 2_000_000_000, 10)]);
+        first.containers[0].started_at = Some(at(-4));
+        board.record("n1", at(0), Some(0), Some(100), vec![first]);
+        let m = board.pods(None);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].window_ms, 4_000);
+        assert_eq!(m[0].containers[0].1.cpu_nanocores, 500_000_000);
+        assert_eq!(m[0].containers[0].1.memory_bytes, 10);
     }
 
     #[test]

@@ -78,7 +78,7 @@ async fn http_client_creates_reads_patches_and_deletes_with_kubernetes_errors() 
 
 #[tokio::test]
 async fn http_watch_streams_changes_from_a_revision() {
-    let s = TestServer::start().await;
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
     let c = client(&s);
     let cms = catalog::of(Kind::ConfigMap);
     let made = c

@@ -162,3 +162,34 @@ async fn pods_and_nodes_are_measured_from_their_cgroups() {
     .await;
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_new_pod_is_measured_as_it_starts_not_a_resolution_later() {
+    if crate::resources::hierarchy("memory").is_none() {
+        return;
+    }
+    // A resolution far longer than the test: only the start of the pod can measure it.
+    let s = TestServer::start_with(|c| {
+        c.node = Some(crate::node::node_settings(NODE, |n| {
+            n.agent.metrics_every = Duration::from_secs(600);
+        }))
+    })
+    .await;
+    crate::node::run_pod(&s, crate::node::pod("fresh", "Always", "exec sleep 7950")).await;
+    let m = eventually(10, "the new pod's metrics are served", || async {
+        match s.get(&format!("{POD_METRICS}/fresh")).await {
+            (200, m) => Ok(m),
+            (_, other) => Err(other.to_string()),
+        }
+    })
+    .await;
+    let c = &m["containers"][0];
+    assert_eq!(c["name"], "main", "{m}");
+    assert!(
+        c["usage"]["memory"]
+            .as_str()
+            .is_some_and(|q| milli(q) > 0.0),
+        "{m}"
+    );
+    assert!(c["usage"]["cpu"].as_str().is_some(), "{m}");
+}
