@@ -196,27 +196,7 @@ async fn the_leak_check_names_a_deliberate_leak() {
             berth::runtime::shim::Rotation::default(),
         )
         .unwrap();
-        let spec = berth::runtime::ContainerSpec {
-            pod_uid: "leak".into(),
-            pod_name: "leak".into(),
-            pod_namespace: "default".into(),
-            name: "c".into(),
-            attempt: 0,
-            hash: "h".into(),
-            image: "busybox".into(),
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                "setsid sleep 7915 & exec sleep 7915".into(),
-            ],
-            env: Vec::new(),
-            working_dir: None,
-            mounts: Vec::new(),
-            resources: Default::default(),
-            pod_resources: Default::default(),
-            stdio: Default::default(),
-            termination_message: Default::default(),
-        };
+        let spec = crate::runtime::spec("leak", "c", "setsid sleep 7915 & exec sleep 7915");
         rt.start(&spec).await.unwrap();
     }
     let procs = sleeping(7915, 2).await;

@@ -3745,9 +3745,12 @@ async fn active_jobs(s: &TestServer) -> Vec<Value> {
         .collect()
 }
 
-/// `waitForActiveJobs`: at least `n` in the cron job's `status.active`.
+/// `waitForActiveJobs`: at least `n` in the cron job's `status.active`. Jobs are named
+/// by the minute they were scheduled for, as upstream names them, so the runs of an
+/// `@every` schedule within one minute are one job: a second can take a whole minute,
+/// and the wait allows two.
 async fn wait_active_jobs(s: &TestServer, cj: &str, n: usize) -> Value {
-    eventually(60, &format!("{n} active jobs of {cj}"), || async {
+    eventually(120, &format!("{n} active jobs of {cj}"), || async {
         let c = read(s, &format!("{CRON_JOBS}/{cj}")).await;
         let active = c["status"]["active"].as_array().map_or(0, Vec::len);
         if active >= n {

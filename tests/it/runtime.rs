@@ -20,7 +20,7 @@ fn runtime(root: &Path) -> ProcessRuntime {
     .unwrap()
 }
 
-fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
+pub(crate) fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
     ContainerSpec {
         pod_uid: pod.into(),
         pod_name: "p".into(),
