@@ -26,64 +26,14 @@ import re
 import subprocess
 import sys
 
-# The kinds berth decodes from protobuf request bodies: (apiVersion, kind, module, message).
-ROOTS = [
-    ("v1", "Pod", "api.core.v1", "Pod"),
-    ("v1", "ReplicationController", "api.core.v1", "ReplicationController"),
-    ("v1", "Namespace", "api.core.v1", "Namespace"),
-    ("v1", "Node", "api.core.v1", "Node"),
-    ("v1", "Event", "api.core.v1", "Event"),
-    ("v1", "ConfigMap", "api.core.v1", "ConfigMap"),
-    ("v1", "Secret", "api.core.v1", "Secret"),
-    ("v1", "ServiceAccount", "api.core.v1", "ServiceAccount"),
-    ("v1", "Service", "api.core.v1", "Service"),
-    ("v1", "ResourceQuota", "api.core.v1", "ResourceQuota"),
-    ("v1", "Binding", "api.core.v1", "Binding"),
-    ("coordination.k8s.io/v1", "Lease", "api.coordination.v1", "Lease"),
-    ("events.k8s.io/v1", "Event", "api.events.v1", "Event"),
+# The kinds berth decodes from protobuf request bodies are every kind k8s-pb knows as a
+# resource (found below, from its `impl crate::Resource` blocks), whatever its group and
+# version, so that a kind berth serves, now or later, needs no edit here; and these, which
+# are no resource of their own but arrive as bodies too: (apiVersion, kind, module, message).
+EXTRA_ROOTS = [
     ("autoscaling/v1", "Scale", "api.autoscaling.v1", "Scale"),
-    # The workload kinds kubectl's create, scale, rollout and drain send.
-    ("apps/v1", "Deployment", "api.apps.v1", "Deployment"),
-    ("apps/v1", "ReplicaSet", "api.apps.v1", "ReplicaSet"),
-    ("apps/v1", "StatefulSet", "api.apps.v1", "StatefulSet"),
-    ("apps/v1", "DaemonSet", "api.apps.v1", "DaemonSet"),
-    ("apps/v1", "ControllerRevision", "api.apps.v1", "ControllerRevision"),
-    ("batch/v1", "Job", "api.batch.v1", "Job"),
-    ("batch/v1", "CronJob", "api.batch.v1", "CronJob"),
-    ("policy/v1", "PodDisruptionBudget", "api.policy.v1", "PodDisruptionBudget"),
     ("policy/v1", "Eviction", "api.policy.v1", "Eviction"),
-    (
-        "autoscaling/v2",
-        "HorizontalPodAutoscaler",
-        "api.autoscaling.v2",
-        "HorizontalPodAutoscaler",
-    ),
-    (
-        "autoscaling/v1",
-        "HorizontalPodAutoscaler",
-        "api.autoscaling.v1",
-        "HorizontalPodAutoscaler",
-    ),
-    # kubectl auth whoami and can-i ask with their typed clients.
-    (
-        "authentication.k8s.io/v1",
-        "SelfSubjectReview",
-        "api.authentication.v1",
-        "SelfSubjectReview",
-    ),
-    (
-        "authorization.k8s.io/v1",
-        "SelfSubjectAccessReview",
-        "api.authorization.v1",
-        "SelfSubjectAccessReview",
-    ),
-    # and kubectl auth can-i --list.
-    (
-        "authorization.k8s.io/v1",
-        "SelfSubjectRulesReview",
-        "api.authorization.v1",
-        "SelfSubjectRulesReview",
-    ),
+    ("authentication.k8s.io/v1", "TokenRequest", "api.authentication.v1", "TokenRequest"),
     # Sent under the version of the client's group ("v1" by the core client).
     ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1", "DeleteOptions"),
 ]
@@ -118,6 +68,21 @@ GENERATED = re.compile(r"(_test\.go|generated\.pb\.go|_generated\.go|^zz_generat
 TAG_KEY = re.compile(r'(\w+):"([^"]*)"')
 
 
+def resource_roots():
+    """Every `impl crate::Resource for X` of k8s-pb: (apiVersion, kind, module, message)."""
+    roots = []
+    base = os.path.join(pb_root, "src")
+    for dirpath, _, files in sorted(os.walk(os.path.join(base, "api"))):
+        if "mod.rs" not in files:
+            continue
+        module = ".".join(os.path.relpath(dirpath, base).split(os.sep))
+        text = open(os.path.join(dirpath, "mod.rs")).read()
+        for m in re.finditer(r"impl crate::Resource for (\w+) \{(.*?)\n\}", text, re.S):
+            consts = dict(re.findall(r'const (\w+): &\'static str = "([^"]*)";', m.group(2)))
+            roots.append((consts["API_VERSION"], consts["KIND"], module, m.group(1)))
+    return sorted(roots)
+
+
 def pb_file(module):
     return os.path.join(pb_root, "src", *module.split("."), "mod.rs")
 
@@ -126,9 +91,10 @@ def parse_pb(module):
     """Messages of a module: name -> [(number, rust field, scalar or None, type path, card)]."""
     text = open(pb_file(module)).read()
     out = {}
-    for m in re.finditer(r"pub struct (\w+) \{(.*?)\n\}", text, re.S):
+    # An empty struct is written `{}` on one line.
+    for m in re.finditer(r"pub struct (\w+) \{(?:\}|(.*?)\n\})", text, re.S):
         fields = []
-        for chunk in m.group(2).split("#[prost(")[1:]:
+        for chunk in (m.group(2) or "").split("#[prost(")[1:]:
             attr, rest = chunk.split(")]", 1)
             rest = "\n".join(l for l in rest.splitlines() if not l.strip().startswith("//"))
             f = re.match(r"\s*pub (r#)?(\w+):(.*)$", rest, re.S)
@@ -242,6 +208,7 @@ def camel(name):
 
 modules = {}
 messages = {}  # (module, name) -> list of (number, json, card, kind)
+ROOTS = resource_roots() + EXTRA_ROOTS
 todo = [(m, n) for _, _, m, n in ROOTS]
 missing = []
 while todo:

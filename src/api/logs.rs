@@ -1,7 +1,10 @@
 //! `GET pods/{name}/log`: a container's log as `kubectl logs` asks for it (`container`,
 //! `previous`, `follow`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`,
 //! `limitBytes`), as `text/plain`, streamed when following. The log comes from the node
-//! that runs the pod, through [`PodLogs`].
+//! that runs the pod, through [`NodeAccess`]. Asked for with a WebSocket upgrade, the same
+//! answer goes out as WebSocket messages, as kube-apiserver streams logs to a browser or
+//! to its conformance suite: raw bytes in binary messages (`binary.k8s.io`, or no
+//! protocol at all), or base64 text (`base64.binary.k8s.io`), then a close.
 
 use std::path::PathBuf;
 
@@ -151,4 +154,105 @@ pub fn serve(
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(r)
+}
+
+/// The protocols a log streamed over WebSocket is offered in: (name, base64).
+const WEBSOCKET_PROTOCOLS: [(&str, bool); 2] =
+    [("binary.k8s.io", false), ("base64.binary.k8s.io", true)];
+
+/// Whether the log goes out as base64 text: the client's first served offer decides;
+/// binary when it offers none.
+fn websocket_protocol(offered: &[String]) -> Result<Option<(&'static str, bool)>, Error> {
+    if offered.is_empty() {
+        return Ok(None);
+    }
+    offered
+        .iter()
+        .find_map(|o| WEBSOCKET_PROTOCOLS.iter().find(|(n, _)| n == o).copied())
+        .map(Some)
+        .ok_or_else(|| {
+            Error::BadRequest(format!(
+                "requested protocol(s) are not supported: [{}]; supports [{}]",
+                offered.join(" "),
+                WEBSOCKET_PROTOCOLS.map(|(n, _)| n).join(" ")
+            ))
+        })
+}
+
+/// Sends `answer`, a log served by [`serve`] (whole or followed), over the WebSocket the
+/// client asked for: a message for each chunk of the body, then a normal close. A client
+/// that goes away ends the stream, and with it the follow.
+pub fn websocket(mut ws: super::exec::Upgrade, answer: Response) -> Response {
+    use axum::extract::ws::{CloseFrame, Message, close_code};
+    use base64::Engine as _;
+    use futures_util::{SinkExt as _, StreamExt as _};
+    let protocol = match websocket_protocol(&ws.offered) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let base64 = protocol.is_some_and(|(_, b)| b);
+    if let Some((name, _)) = protocol {
+        ws.ws.set_selected_protocol(HeaderValue::from_static(name));
+    }
+    let body = answer.into_body();
+    ws.ws
+        .on_upgrade(move |socket| async move {
+            let (mut tx, mut rx) = socket.split();
+            let mut chunks = body.into_data_stream();
+            loop {
+                tokio::select! {
+                    chunk = chunks.next() => match chunk {
+                        Some(Ok(data)) if data.is_empty() => {}
+                        Some(Ok(data)) => {
+                            let msg = if base64 {
+                                Message::text(base64::engine::general_purpose::STANDARD.encode(&data))
+                            } else {
+                                Message::Binary(data)
+                            };
+                            if tx.send(msg).await.is_err() {
+                                return;
+                            }
+                        }
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "a log streamed over WebSocket ended early");
+                            break;
+                        }
+                        None => break,
+                    },
+                    // The client sends nothing but control frames; its close or its
+                    // going away ends the stream.
+                    incoming = rx.next() => match incoming {
+                        Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+                        Some(Ok(_)) => {}
+                    },
+                }
+            }
+            let close = CloseFrame {
+                code: close_code::NORMAL,
+                reason: "".into(),
+            };
+            let _ = tx.send(Message::Close(Some(close))).await;
+        })
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_over_websocket_is_binary_unless_base64_is_offered_first() {
+        let offer = |o: &[&str]| o.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(websocket_protocol(&[]).unwrap(), None);
+        assert_eq!(
+            websocket_protocol(&offer(&["base64.binary.k8s.io", "binary.k8s.io"])).unwrap(),
+            Some(("base64.binary.k8s.io", true))
+        );
+        assert_eq!(
+            websocket_protocol(&offer(&["v4.channel.k8s.io", "binary.k8s.io"])).unwrap(),
+            Some(("binary.k8s.io", false))
+        );
+        let err = websocket_protocol(&offer(&["v4.channel.k8s.io"])).unwrap_err();
+        assert!(err.to_string().contains("not supported"), "{err}");
+    }
 }

@@ -93,6 +93,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/namespaces/{ns}/pods/{name}/attach",
             any(attach_request),
         )
+        .route("/api/v1/namespaces/{ns}/pods/{name}/log", any(log_request))
         .route("/api/v1/{*rest}", any(core_request))
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
@@ -409,6 +410,31 @@ async fn core_request(
         rest,
     });
     routed(state, user, route, method, query, headers, body).await
+}
+
+/// `pods/{name}/log`: served as any subresource, then, when the client asked for a
+/// WebSocket upgrade and the log is there, streamed over the WebSocket (see [`logs`]).
+#[allow(clippy::too_many_arguments)]
+async fn log_request(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    path: PathResult<(String, String)>,
+    method: Method,
+    query: QueryResult,
+    headers: HeaderMap,
+    ws: Upgrade,
+    body: Body,
+) -> Response {
+    let route = path.map(|Path((ns, name))| Route {
+        group: String::new(),
+        version: "v1".into(),
+        rest: format!("namespaces/{ns}/pods/{name}/log"),
+    });
+    let answer = routed(state, user, route, method, query, headers, body).await;
+    match ws {
+        Ok(ws) if answer.status() == axum::http::StatusCode::OK => logs::websocket(ws, answer),
+        _ => answer,
+    }
 }
 
 async fn group_request(

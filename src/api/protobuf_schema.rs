@@ -12,55 +12,69 @@ use super::protobuf::{Message, inline, map, omitempty, one, rep};
 /// The messages of the kinds that may arrive as protobuf: (apiVersion, kind, message);
 /// `*` matches any apiVersion.
 pub static ROOTS: &[(&str, &str, &Message)] = &[
-    ("v1", "Pod", &CORE_V1_POD),
     (
-        "v1",
-        "ReplicationController",
-        &CORE_V1_REPLICATION_CONTROLLER,
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        &ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION,
     ),
-    ("v1", "Namespace", &CORE_V1_NAMESPACE),
-    ("v1", "Node", &CORE_V1_NODE),
-    ("v1", "Event", &CORE_V1_EVENT),
-    ("v1", "ConfigMap", &CORE_V1_CONFIG_MAP),
-    ("v1", "Secret", &CORE_V1_SECRET),
-    ("v1", "ServiceAccount", &CORE_V1_SERVICE_ACCOUNT),
-    ("v1", "Service", &CORE_V1_SERVICE),
-    ("v1", "ResourceQuota", &CORE_V1_RESOURCE_QUOTA),
-    ("v1", "Binding", &CORE_V1_BINDING),
-    ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
-    ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
-    ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
-    ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),
-    ("apps/v1", "ReplicaSet", &APPS_V1_REPLICA_SET),
-    ("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),
-    ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        &ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY,
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        &ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING,
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        &ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION,
+    ),
+    (
+        "admissionregistration.k8s.io/v1alpha1",
+        "MutatingAdmissionPolicy",
+        &ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY,
+    ),
+    (
+        "admissionregistration.k8s.io/v1alpha1",
+        "MutatingAdmissionPolicyBinding",
+        &ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING,
+    ),
+    (
+        "admissionregistration.k8s.io/v1beta1",
+        "MutatingAdmissionPolicy",
+        &ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY,
+    ),
+    (
+        "admissionregistration.k8s.io/v1beta1",
+        "MutatingAdmissionPolicyBinding",
+        &ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING,
+    ),
     (
         "apps/v1",
         "ControllerRevision",
         &APPS_V1_CONTROLLER_REVISION,
     ),
-    ("batch/v1", "Job", &BATCH_V1_JOB),
-    ("batch/v1", "CronJob", &BATCH_V1_CRON_JOB),
-    (
-        "policy/v1",
-        "PodDisruptionBudget",
-        &POLICY_V1_POD_DISRUPTION_BUDGET,
-    ),
-    ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
-    (
-        "autoscaling/v2",
-        "HorizontalPodAutoscaler",
-        &AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER,
-    ),
-    (
-        "autoscaling/v1",
-        "HorizontalPodAutoscaler",
-        &AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER,
-    ),
+    ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
+    ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),
+    ("apps/v1", "ReplicaSet", &APPS_V1_REPLICA_SET),
+    ("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),
     (
         "authentication.k8s.io/v1",
         "SelfSubjectReview",
         &AUTHENTICATION_V1_SELF_SUBJECT_REVIEW,
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "TokenReview",
+        &AUTHENTICATION_V1_TOKEN_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+        &AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW,
     ),
     (
         "authorization.k8s.io/v1",
@@ -72,8 +86,944 @@ pub static ROOTS: &[(&str, &str, &Message)] = &[
         "SelfSubjectRulesReview",
         &AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW,
     ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        &AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW,
+    ),
+    (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        &AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER,
+    ),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        &AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER,
+    ),
+    ("batch/v1", "CronJob", &BATCH_V1_CRON_JOB),
+    ("batch/v1", "Job", &BATCH_V1_JOB),
+    (
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        &CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST,
+    ),
+    (
+        "certificates.k8s.io/v1alpha1",
+        "ClusterTrustBundle",
+        &CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE,
+    ),
+    (
+        "certificates.k8s.io/v1beta1",
+        "ClusterTrustBundle",
+        &CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE,
+    ),
+    (
+        "certificates.k8s.io/v1beta1",
+        "PodCertificateRequest",
+        &CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST,
+    ),
+    ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
+    (
+        "coordination.k8s.io/v1alpha2",
+        "LeaseCandidate",
+        &COORDINATION_V1ALPHA2_LEASE_CANDIDATE,
+    ),
+    (
+        "coordination.k8s.io/v1beta1",
+        "LeaseCandidate",
+        &COORDINATION_V1BETA1_LEASE_CANDIDATE,
+    ),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        &DISCOVERY_V1_ENDPOINT_SLICE,
+    ),
+    ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
+    (
+        "flowcontrol.apiserver.k8s.io/v1",
+        "FlowSchema",
+        &FLOWCONTROL_V1_FLOW_SCHEMA,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io/v1",
+        "PriorityLevelConfiguration",
+        &FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION,
+    ),
+    (
+        "internal.apiserver.k8s.io/v1alpha1",
+        "StorageVersion",
+        &APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION,
+    ),
+    (
+        "networking.k8s.io/v1",
+        "IPAddress",
+        &NETWORKING_V1_IP_ADDRESS,
+    ),
+    ("networking.k8s.io/v1", "Ingress", &NETWORKING_V1_INGRESS),
+    (
+        "networking.k8s.io/v1",
+        "IngressClass",
+        &NETWORKING_V1_INGRESS_CLASS,
+    ),
+    (
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        &NETWORKING_V1_NETWORK_POLICY,
+    ),
+    (
+        "networking.k8s.io/v1",
+        "ServiceCIDR",
+        &NETWORKING_V1_SERVICE_CIDR,
+    ),
+    (
+        "networking.k8s.io/v1beta1",
+        "IPAddress",
+        &NETWORKING_V1BETA1_IP_ADDRESS,
+    ),
+    (
+        "networking.k8s.io/v1beta1",
+        "ServiceCIDR",
+        &NETWORKING_V1BETA1_SERVICE_CIDR,
+    ),
+    ("node.k8s.io/v1", "RuntimeClass", &NODE_V1_RUNTIME_CLASS),
+    (
+        "policy/v1",
+        "PodDisruptionBudget",
+        &POLICY_V1_POD_DISRUPTION_BUDGET,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        &RBAC_V1_CLUSTER_ROLE,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        &RBAC_V1_CLUSTER_ROLE_BINDING,
+    ),
+    ("rbac.authorization.k8s.io/v1", "Role", &RBAC_V1_ROLE),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        &RBAC_V1_ROLE_BINDING,
+    ),
+    (
+        "resource.k8s.io/v1",
+        "DeviceClass",
+        &RESOURCE_V1_DEVICE_CLASS,
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceClaim",
+        &RESOURCE_V1_RESOURCE_CLAIM,
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceClaimTemplate",
+        &RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE,
+    ),
+    (
+        "resource.k8s.io/v1",
+        "ResourceSlice",
+        &RESOURCE_V1_RESOURCE_SLICE,
+    ),
+    (
+        "resource.k8s.io/v1alpha3",
+        "DeviceTaintRule",
+        &RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE,
+    ),
+    (
+        "resource.k8s.io/v1beta1",
+        "DeviceClass",
+        &RESOURCE_V1BETA1_DEVICE_CLASS,
+    ),
+    (
+        "resource.k8s.io/v1beta1",
+        "ResourceClaim",
+        &RESOURCE_V1BETA1_RESOURCE_CLAIM,
+    ),
+    (
+        "resource.k8s.io/v1beta1",
+        "ResourceClaimTemplate",
+        &RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE,
+    ),
+    (
+        "resource.k8s.io/v1beta1",
+        "ResourceSlice",
+        &RESOURCE_V1BETA1_RESOURCE_SLICE,
+    ),
+    (
+        "resource.k8s.io/v1beta2",
+        "DeviceClass",
+        &RESOURCE_V1BETA2_DEVICE_CLASS,
+    ),
+    (
+        "resource.k8s.io/v1beta2",
+        "ResourceClaim",
+        &RESOURCE_V1BETA2_RESOURCE_CLAIM,
+    ),
+    (
+        "resource.k8s.io/v1beta2",
+        "ResourceClaimTemplate",
+        &RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE,
+    ),
+    (
+        "resource.k8s.io/v1beta2",
+        "ResourceSlice",
+        &RESOURCE_V1BETA2_RESOURCE_SLICE,
+    ),
+    (
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        &SCHEDULING_V1_PRIORITY_CLASS,
+    ),
+    (
+        "scheduling.k8s.io/v1alpha1",
+        "Workload",
+        &SCHEDULING_V1ALPHA1_WORKLOAD,
+    ),
+    ("storage.k8s.io/v1", "CSIDriver", &STORAGE_V1_CSI_DRIVER),
+    ("storage.k8s.io/v1", "CSINode", &STORAGE_V1_CSI_NODE),
+    (
+        "storage.k8s.io/v1",
+        "CSIStorageCapacity",
+        &STORAGE_V1_CSI_STORAGE_CAPACITY,
+    ),
+    (
+        "storage.k8s.io/v1",
+        "StorageClass",
+        &STORAGE_V1_STORAGE_CLASS,
+    ),
+    (
+        "storage.k8s.io/v1",
+        "VolumeAttachment",
+        &STORAGE_V1_VOLUME_ATTACHMENT,
+    ),
+    (
+        "storage.k8s.io/v1",
+        "VolumeAttributesClass",
+        &STORAGE_V1_VOLUME_ATTRIBUTES_CLASS,
+    ),
+    (
+        "storage.k8s.io/v1beta1",
+        "VolumeAttributesClass",
+        &STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS,
+    ),
+    (
+        "storagemigration.k8s.io/v1beta1",
+        "StorageVersionMigration",
+        &STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION,
+    ),
+    ("v1", "Binding", &CORE_V1_BINDING),
+    ("v1", "ComponentStatus", &CORE_V1_COMPONENT_STATUS),
+    ("v1", "ConfigMap", &CORE_V1_CONFIG_MAP),
+    ("v1", "Endpoints", &CORE_V1_ENDPOINTS),
+    ("v1", "Event", &CORE_V1_EVENT),
+    ("v1", "LimitRange", &CORE_V1_LIMIT_RANGE),
+    ("v1", "Namespace", &CORE_V1_NAMESPACE),
+    ("v1", "Node", &CORE_V1_NODE),
+    ("v1", "PersistentVolume", &CORE_V1_PERSISTENT_VOLUME),
+    (
+        "v1",
+        "PersistentVolumeClaim",
+        &CORE_V1_PERSISTENT_VOLUME_CLAIM,
+    ),
+    ("v1", "Pod", &CORE_V1_POD),
+    ("v1", "PodTemplate", &CORE_V1_POD_TEMPLATE),
+    (
+        "v1",
+        "ReplicationController",
+        &CORE_V1_REPLICATION_CONTROLLER,
+    ),
+    ("v1", "ResourceQuota", &CORE_V1_RESOURCE_QUOTA),
+    ("v1", "Secret", &CORE_V1_SECRET),
+    ("v1", "Service", &CORE_V1_SERVICE),
+    ("v1", "ServiceAccount", &CORE_V1_SERVICE_ACCOUNT),
+    ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
+    ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
+    (
+        "authentication.k8s.io/v1",
+        "TokenRequest",
+        &AUTHENTICATION_V1_TOKEN_REQUEST,
+    ),
     ("*", "DeleteOptions", &META_V1_DELETE_OPTIONS),
 ];
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_APPLY_CONFIGURATION: Message = Message {
+    name: "api.admissionregistration.v1alpha1.ApplyConfiguration",
+    fields: &[omitempty(1, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_JSON_PATCH: Message = Message {
+    name: "api.admissionregistration.v1alpha1.JsonPatch",
+    fields: &[omitempty(1, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_CONDITION: Message = Message {
+    name: "api.admissionregistration.v1alpha1.MatchCondition",
+    fields: &[one(1, "name", Str), one(2, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES: Message = Message {
+    name: "api.admissionregistration.v1alpha1.MatchResources",
+    fields: &[
+        one(1, "namespaceSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(2, "objectSelector", Message(&META_V1_LABEL_SELECTOR)),
+        rep(
+            3,
+            "resourceRules",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS),
+        ),
+        rep(
+            4,
+            "excludeResourceRules",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS),
+        ),
+        one(7, "matchPolicy", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY: Message = Message {
+    name: "api.admissionregistration.v1alpha1.MutatingAdmissionPolicy",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING: Message = Message {
+    name: "api.admissionregistration.v1alpha1.MutatingAdmissionPolicyBinding",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC: Message =
+    Message {
+        name: "api.admissionregistration.v1alpha1.MutatingAdmissionPolicyBindingSpec",
+        fields: &[
+            omitempty(1, "policyName", Str),
+            one(
+                2,
+                "paramRef",
+                Message(&ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF),
+            ),
+            one(
+                3,
+                "matchResources",
+                Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES),
+            ),
+        ],
+    };
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Message = Message {
+    name: "api.admissionregistration.v1alpha1.MutatingAdmissionPolicySpec",
+    fields: &[
+        one(
+            1,
+            "paramKind",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_PARAM_KIND),
+        ),
+        one(
+            2,
+            "matchConstraints",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES),
+        ),
+        rep(
+            3,
+            "variables",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_VARIABLE),
+        ),
+        rep(
+            4,
+            "mutations",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATION),
+        ),
+        one(5, "failurePolicy", Str),
+        rep(
+            6,
+            "matchConditions",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_CONDITION),
+        ),
+        omitempty(7, "reinvocationPolicy", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATION: Message = Message {
+    name: "api.admissionregistration.v1alpha1.Mutation",
+    fields: &[
+        one(2, "patchType", Str),
+        one(
+            3,
+            "applyConfiguration",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_APPLY_CONFIGURATION),
+        ),
+        one(
+            4,
+            "jsonPatch",
+            Message(&ADMISSIONREGISTRATION_V1ALPHA1_JSON_PATCH),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS: Message = Message {
+    name: "api.admissionregistration.v1alpha1.NamedRuleWithOperations",
+    fields: &[
+        rep(1, "resourceNames", Str),
+        one(
+            2,
+            "ruleWithOperations",
+            Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_KIND: Message = Message {
+    name: "api.admissionregistration.v1alpha1.ParamKind",
+    fields: &[omitempty(1, "apiVersion", Str), omitempty(2, "kind", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF: Message = Message {
+    name: "api.admissionregistration.v1alpha1.ParamRef",
+    fields: &[
+        omitempty(1, "name", Str),
+        omitempty(2, "namespace", Str),
+        one(3, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(4, "parameterNotFoundAction", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1ALPHA1_VARIABLE: Message = Message {
+    name: "api.admissionregistration.v1alpha1.Variable",
+    fields: &[one(1, "name", Str), one(2, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_APPLY_CONFIGURATION: Message = Message {
+    name: "api.admissionregistration.v1beta1.ApplyConfiguration",
+    fields: &[omitempty(1, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_JSON_PATCH: Message = Message {
+    name: "api.admissionregistration.v1beta1.JsonPatch",
+    fields: &[omitempty(1, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION: Message = Message {
+    name: "api.admissionregistration.v1beta1.MatchCondition",
+    fields: &[one(1, "name", Str), one(2, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES: Message = Message {
+    name: "api.admissionregistration.v1beta1.MatchResources",
+    fields: &[
+        one(1, "namespaceSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(2, "objectSelector", Message(&META_V1_LABEL_SELECTOR)),
+        rep(
+            3,
+            "resourceRules",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS),
+        ),
+        rep(
+            4,
+            "excludeResourceRules",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS),
+        ),
+        one(7, "matchPolicy", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY: Message = Message {
+    name: "api.admissionregistration.v1beta1.MutatingAdmissionPolicy",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING: Message = Message {
+    name: "api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC: Message =
+    Message {
+        name: "api.admissionregistration.v1beta1.MutatingAdmissionPolicyBindingSpec",
+        fields: &[
+            omitempty(1, "policyName", Str),
+            one(
+                2,
+                "paramRef",
+                Message(&ADMISSIONREGISTRATION_V1BETA1_PARAM_REF),
+            ),
+            one(
+                3,
+                "matchResources",
+                Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES),
+            ),
+        ],
+    };
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message = Message {
+    name: "api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec",
+    fields: &[
+        one(
+            1,
+            "paramKind",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_PARAM_KIND),
+        ),
+        one(
+            2,
+            "matchConstraints",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES),
+        ),
+        rep(
+            3,
+            "variables",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_VARIABLE),
+        ),
+        rep(
+            4,
+            "mutations",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATION),
+        ),
+        one(5, "failurePolicy", Str),
+        rep(
+            6,
+            "matchConditions",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION),
+        ),
+        omitempty(7, "reinvocationPolicy", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_MUTATION: Message = Message {
+    name: "api.admissionregistration.v1beta1.Mutation",
+    fields: &[
+        one(2, "patchType", Str),
+        one(
+            3,
+            "applyConfiguration",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_APPLY_CONFIGURATION),
+        ),
+        one(
+            4,
+            "jsonPatch",
+            Message(&ADMISSIONREGISTRATION_V1BETA1_JSON_PATCH),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS: Message = Message {
+    name: "api.admissionregistration.v1beta1.NamedRuleWithOperations",
+    fields: &[
+        rep(1, "resourceNames", Str),
+        one(
+            2,
+            "ruleWithOperations",
+            Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_KIND: Message = Message {
+    name: "api.admissionregistration.v1beta1.ParamKind",
+    fields: &[omitempty(1, "apiVersion", Str), omitempty(2, "kind", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_REF: Message = Message {
+    name: "api.admissionregistration.v1beta1.ParamRef",
+    fields: &[
+        omitempty(1, "name", Str),
+        omitempty(2, "namespace", Str),
+        one(3, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(4, "parameterNotFoundAction", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1BETA1_VARIABLE: Message = Message {
+    name: "api.admissionregistration.v1beta1.Variable",
+    fields: &[one(1, "name", Str), one(2, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION: Message = Message {
+    name: "api.admissionregistration.v1.AuditAnnotation",
+    fields: &[one(1, "key", Str), one(2, "valueExpression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING: Message = Message {
+    name: "api.admissionregistration.v1.ExpressionWarning",
+    fields: &[one(2, "fieldRef", Str), one(3, "warning", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1_MATCH_CONDITION: Message = Message {
+    name: "api.admissionregistration.v1.MatchCondition",
+    fields: &[one(1, "name", Str), one(2, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
+    name: "api.admissionregistration.v1.MatchResources",
+    fields: &[
+        one(1, "namespaceSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(2, "objectSelector", Message(&META_V1_LABEL_SELECTOR)),
+        rep(
+            3,
+            "resourceRules",
+            Message(&ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS),
+        ),
+        rep(
+            4,
+            "excludeResourceRules",
+            Message(&ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS),
+        ),
+        one(7, "matchPolicy", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
+    name: "api.admissionregistration.v1.MutatingWebhook",
+    fields: &[
+        one(1, "name", Str),
+        one(
+            2,
+            "clientConfig",
+            Message(&ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG),
+        ),
+        rep(
+            3,
+            "rules",
+            Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
+        ),
+        one(4, "failurePolicy", Str),
+        one(5, "namespaceSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(6, "sideEffects", Str),
+        one(7, "timeoutSeconds", Int),
+        rep(8, "admissionReviewVersions", Str),
+        one(9, "matchPolicy", Str),
+        one(10, "reinvocationPolicy", Str),
+        one(11, "objectSelector", Message(&META_V1_LABEL_SELECTOR)),
+        rep(
+            12,
+            "matchConditions",
+            Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION: Message = Message {
+    name: "api.admissionregistration.v1.MutatingWebhookConfiguration",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(
+            2,
+            "webhooks",
+            Message(&ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS: Message = Message {
+    name: "api.admissionregistration.v1.NamedRuleWithOperations",
+    fields: &[
+        rep(1, "resourceNames", Str),
+        one(
+            2,
+            "ruleWithOperations",
+            Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_PARAM_KIND: Message = Message {
+    name: "api.admissionregistration.v1.ParamKind",
+    fields: &[omitempty(1, "apiVersion", Str), omitempty(2, "kind", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1_PARAM_REF: Message = Message {
+    name: "api.admissionregistration.v1.ParamRef",
+    fields: &[
+        omitempty(1, "name", Str),
+        omitempty(2, "namespace", Str),
+        one(3, "selector", Message(&META_V1_LABEL_SELECTOR)),
+        one(4, "parameterNotFoundAction", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_RULE: Message = Message {
+    name: "api.admissionregistration.v1.Rule",
+    fields: &[
+        rep(1, "apiGroups", Str),
+        rep(2, "apiVersions", Str),
+        rep(3, "resources", Str),
+        one(4, "scope", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS: Message = Message {
+    name: "api.admissionregistration.v1.RuleWithOperations",
+    fields: &[
+        rep(1, "operations", Str),
+        one(2, "rule", Message(&ADMISSIONREGISTRATION_V1_RULE)),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE: Message = Message {
+    name: "api.admissionregistration.v1.ServiceReference",
+    fields: &[
+        one(1, "namespace", Str),
+        one(2, "name", Str),
+        one(3, "path", Str),
+        one(4, "port", Int),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_TYPE_CHECKING: Message = Message {
+    name: "api.admissionregistration.v1.TypeChecking",
+    fields: &[rep(
+        1,
+        "expressionWarnings",
+        Message(&ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING),
+    )],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingAdmissionPolicy",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec",
+    fields: &[
+        omitempty(1, "policyName", Str),
+        one(2, "paramRef", Message(&ADMISSIONREGISTRATION_V1_PARAM_REF)),
+        one(
+            3,
+            "matchResources",
+            Message(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES),
+        ),
+        rep(4, "validationActions", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+    fields: &[
+        one(
+            1,
+            "paramKind",
+            Message(&ADMISSIONREGISTRATION_V1_PARAM_KIND),
+        ),
+        one(
+            2,
+            "matchConstraints",
+            Message(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES),
+        ),
+        rep(
+            3,
+            "validations",
+            Message(&ADMISSIONREGISTRATION_V1_VALIDATION),
+        ),
+        one(4, "failurePolicy", Str),
+        rep(
+            5,
+            "auditAnnotations",
+            Message(&ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION),
+        ),
+        rep(
+            6,
+            "matchConditions",
+            Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
+        ),
+        rep(7, "variables", Message(&ADMISSIONREGISTRATION_V1_VARIABLE)),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingAdmissionPolicyStatus",
+    fields: &[
+        omitempty(1, "observedGeneration", Int),
+        one(
+            2,
+            "typeChecking",
+            Message(&ADMISSIONREGISTRATION_V1_TYPE_CHECKING),
+        ),
+        rep(3, "conditions", Message(&META_V1_CONDITION)),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingWebhook",
+    fields: &[
+        one(1, "name", Str),
+        one(
+            2,
+            "clientConfig",
+            Message(&ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG),
+        ),
+        rep(
+            3,
+            "rules",
+            Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
+        ),
+        one(4, "failurePolicy", Str),
+        one(5, "namespaceSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(6, "sideEffects", Str),
+        one(7, "timeoutSeconds", Int),
+        rep(8, "admissionReviewVersions", Str),
+        one(9, "matchPolicy", Str),
+        one(10, "objectSelector", Message(&META_V1_LABEL_SELECTOR)),
+        rep(
+            11,
+            "matchConditions",
+            Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION: Message = Message {
+    name: "api.admissionregistration.v1.ValidatingWebhookConfiguration",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(
+            2,
+            "webhooks",
+            Message(&ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK),
+        ),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VALIDATION: Message = Message {
+    name: "api.admissionregistration.v1.Validation",
+    fields: &[
+        one(1, "expression", Str),
+        omitempty(2, "message", Str),
+        one(3, "reason", Str),
+        omitempty(4, "messageExpression", Str),
+    ],
+};
+
+pub static ADMISSIONREGISTRATION_V1_VARIABLE: Message = Message {
+    name: "api.admissionregistration.v1.Variable",
+    fields: &[one(1, "name", Str), one(2, "expression", Str)],
+};
+
+pub static ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG: Message = Message {
+    name: "api.admissionregistration.v1.WebhookClientConfig",
+    fields: &[
+        one(
+            1,
+            "service",
+            Message(&ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE),
+        ),
+        omitempty(2, "caBundle", Bytes),
+        one(3, "url", Str),
+    ],
+};
+
+pub static APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION: Message = Message {
+    name: "api.apiserverinternal.v1alpha1.ServerStorageVersion",
+    fields: &[
+        omitempty(1, "apiServerID", Str),
+        omitempty(2, "encodingVersion", Str),
+        rep(3, "decodableVersions", Str),
+        rep(4, "servedVersions", Str),
+    ],
+};
+
+pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION: Message = Message {
+    name: "api.apiserverinternal.v1alpha1.StorageVersion",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_STATUS),
+        ),
+    ],
+};
+
+pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Message {
+    name: "api.apiserverinternal.v1alpha1.StorageVersionCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        omitempty(3, "observedGeneration", Int),
+        one(4, "lastTransitionTime", Time),
+        one(5, "reason", Str),
+        omitempty(6, "message", Str),
+    ],
+};
+
+pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_SPEC: Message = Message {
+    name: "api.apiserverinternal.v1alpha1.StorageVersionSpec",
+    fields: &[],
+};
+
+pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_STATUS: Message = Message {
+    name: "api.apiserverinternal.v1alpha1.StorageVersionStatus",
+    fields: &[
+        rep(
+            1,
+            "storageVersions",
+            Message(&APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION),
+        ),
+        one(2, "commonEncodingVersion", Str),
+        rep(
+            3,
+            "conditions",
+            Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION),
+        ),
+    ],
+};
 
 pub static APPS_V1_CONTROLLER_REVISION: Message = Message {
     name: "api.apps.v1.ControllerRevision",
@@ -366,6 +1316,16 @@ pub static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
     ],
 };
 
+pub static AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "api.authentication.v1.BoundObjectReference",
+    fields: &[
+        omitempty(1, "kind", Str),
+        omitempty(2, "apiVersion", Str),
+        omitempty(3, "name", Str),
+        omitempty(4, "uid", Str),
+    ],
+};
+
 pub static AUTHENTICATION_V1_EXTRA_VALUE: Message = Message {
     name: "api.authentication.v1.ExtraValue",
     fields: &[rep(1, "items", Str)],
@@ -388,6 +1348,61 @@ pub static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS: Message = Message {
     fields: &[one(1, "userInfo", Message(&AUTHENTICATION_V1_USER_INFO))],
 };
 
+pub static AUTHENTICATION_V1_TOKEN_REQUEST: Message = Message {
+    name: "api.authentication.v1.TokenRequest",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&AUTHENTICATION_V1_TOKEN_REQUEST_SPEC)),
+        one(
+            3,
+            "status",
+            Message(&AUTHENTICATION_V1_TOKEN_REQUEST_STATUS),
+        ),
+    ],
+};
+
+pub static AUTHENTICATION_V1_TOKEN_REQUEST_SPEC: Message = Message {
+    name: "api.authentication.v1.TokenRequestSpec",
+    fields: &[
+        rep(1, "audiences", Str),
+        one(
+            3,
+            "boundObjectRef",
+            Message(&AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE),
+        ),
+        one(4, "expirationSeconds", Int),
+    ],
+};
+
+pub static AUTHENTICATION_V1_TOKEN_REQUEST_STATUS: Message = Message {
+    name: "api.authentication.v1.TokenRequestStatus",
+    fields: &[one(1, "token", Str), one(2, "expirationTimestamp", Time)],
+};
+
+pub static AUTHENTICATION_V1_TOKEN_REVIEW: Message = Message {
+    name: "api.authentication.v1.TokenReview",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&AUTHENTICATION_V1_TOKEN_REVIEW_SPEC)),
+        one(3, "status", Message(&AUTHENTICATION_V1_TOKEN_REVIEW_STATUS)),
+    ],
+};
+
+pub static AUTHENTICATION_V1_TOKEN_REVIEW_SPEC: Message = Message {
+    name: "api.authentication.v1.TokenReviewSpec",
+    fields: &[omitempty(1, "token", Str), rep(2, "audiences", Str)],
+};
+
+pub static AUTHENTICATION_V1_TOKEN_REVIEW_STATUS: Message = Message {
+    name: "api.authentication.v1.TokenReviewStatus",
+    fields: &[
+        omitempty(1, "authenticated", Bool),
+        one(2, "user", Message(&AUTHENTICATION_V1_USER_INFO)),
+        omitempty(3, "error", Str),
+        rep(4, "audiences", Str),
+    ],
+};
+
 pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
     name: "api.authentication.v1.UserInfo",
     fields: &[
@@ -396,6 +1411,11 @@ pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
         rep(3, "groups", Str),
         map(4, "extra", Message(&AUTHENTICATION_V1_EXTRA_VALUE)),
     ],
+};
+
+pub static AUTHORIZATION_V1_EXTRA_VALUE: Message = Message {
+    name: "api.authorization.v1.ExtraValue",
+    fields: &[rep(1, "items", Str)],
 };
 
 pub static AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES: Message = Message {
@@ -418,6 +1438,23 @@ pub static AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES: Message = Message {
             2,
             "requirements",
             Message(&META_V1_LABEL_SELECTOR_REQUIREMENT),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "api.authorization.v1.LocalSubjectAccessReview",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
         ),
     ],
 };
@@ -518,6 +1555,43 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
 pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message {
     name: "api.authorization.v1.SelfSubjectRulesReviewSpec",
     fields: &[omitempty(1, "namespace", Str)],
+};
+
+pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "api.authorization.v1.SubjectAccessReview",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
+        ),
+    ],
+};
+
+pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    name: "api.authorization.v1.SubjectAccessReviewSpec",
+    fields: &[
+        one(
+            1,
+            "resourceAttributes",
+            Message(&AUTHORIZATION_V1_RESOURCE_ATTRIBUTES),
+        ),
+        one(
+            2,
+            "nonResourceAttributes",
+            Message(&AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES),
+        ),
+        omitempty(3, "user", Str),
+        rep(4, "groups", Str),
+        map(5, "extra", Message(&AUTHORIZATION_V1_EXTRA_VALUE)),
+        omitempty(6, "uid", Str),
+    ],
 };
 
 pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
@@ -1042,6 +2116,193 @@ pub static BATCH_V1_UNCOUNTED_TERMINATED_PODS: Message = Message {
     fields: &[rep(1, "succeeded", Str), rep(2, "failed", Str)],
 };
 
+pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE: Message = Message {
+    name: "api.certificates.v1alpha1.ClusterTrustBundle",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_SPEC),
+        ),
+    ],
+};
+
+pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
+    name: "api.certificates.v1alpha1.ClusterTrustBundleSpec",
+    fields: &[omitempty(1, "signerName", Str), one(2, "trustBundle", Str)],
+};
+
+pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE: Message = Message {
+    name: "api.certificates.v1beta1.ClusterTrustBundle",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_SPEC),
+        ),
+    ],
+};
+
+pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
+    name: "api.certificates.v1beta1.ClusterTrustBundleSpec",
+    fields: &[omitempty(1, "signerName", Str), one(2, "trustBundle", Str)],
+};
+
+pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST: Message = Message {
+    name: "api.certificates.v1beta1.PodCertificateRequest",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS),
+        ),
+    ],
+};
+
+pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
+    name: "api.certificates.v1beta1.PodCertificateRequestSpec",
+    fields: &[
+        one(1, "signerName", Str),
+        one(2, "podName", Str),
+        one(3, "podUID", Str),
+        one(4, "serviceAccountName", Str),
+        one(5, "serviceAccountUID", Str),
+        one(6, "nodeName", Str),
+        one(7, "nodeUID", Str),
+        one(8, "maxExpirationSeconds", Int),
+        one(9, "pkixPublicKey", Bytes),
+        one(10, "proofOfPossession", Bytes),
+        map(11, "unverifiedUserAnnotations", Str),
+    ],
+};
+
+pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS: Message = Message {
+    name: "api.certificates.v1beta1.PodCertificateRequestStatus",
+    fields: &[
+        rep(1, "conditions", Message(&META_V1_CONDITION)),
+        omitempty(2, "certificateChain", Str),
+        one(4, "notBefore", Time),
+        one(5, "beginRefreshAt", Time),
+        one(6, "notAfter", Time),
+    ],
+};
+
+pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
+    name: "api.certificates.v1.CertificateSigningRequest",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS),
+        ),
+    ],
+};
+
+pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Message {
+    name: "api.certificates.v1.CertificateSigningRequestCondition",
+    fields: &[
+        one(1, "type", Str),
+        omitempty(2, "reason", Str),
+        omitempty(3, "message", Str),
+        one(4, "lastUpdateTime", Time),
+        one(5, "lastTransitionTime", Time),
+        one(6, "status", Str),
+    ],
+};
+
+pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
+    name: "api.certificates.v1.CertificateSigningRequestSpec",
+    fields: &[
+        one(1, "request", Bytes),
+        omitempty(2, "username", Str),
+        omitempty(3, "uid", Str),
+        rep(4, "groups", Str),
+        rep(5, "usages", Str),
+        map(6, "extra", Message(&CERTIFICATES_V1_EXTRA_VALUE)),
+        one(7, "signerName", Str),
+        one(8, "expirationSeconds", Int),
+    ],
+};
+
+pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS: Message = Message {
+    name: "api.certificates.v1.CertificateSigningRequestStatus",
+    fields: &[
+        rep(
+            1,
+            "conditions",
+            Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION),
+        ),
+        omitempty(2, "certificate", Bytes),
+    ],
+};
+
+pub static CERTIFICATES_V1_EXTRA_VALUE: Message = Message {
+    name: "api.certificates.v1.ExtraValue",
+    fields: &[rep(1, "items", Str)],
+};
+
+pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE: Message = Message {
+    name: "api.coordination.v1alpha2.LeaseCandidate",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC),
+        ),
+    ],
+};
+
+pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
+    name: "api.coordination.v1alpha2.LeaseCandidateSpec",
+    fields: &[
+        one(1, "leaseName", Str),
+        one(2, "pingTime", MicroTime),
+        one(3, "renewTime", MicroTime),
+        one(4, "binaryVersion", Str),
+        omitempty(5, "emulationVersion", Str),
+        omitempty(6, "strategy", Str),
+    ],
+};
+
+pub static COORDINATION_V1BETA1_LEASE_CANDIDATE: Message = Message {
+    name: "api.coordination.v1beta1.LeaseCandidate",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC),
+        ),
+    ],
+};
+
+pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
+    name: "api.coordination.v1beta1.LeaseCandidateSpec",
+    fields: &[
+        one(1, "leaseName", Str),
+        one(2, "pingTime", MicroTime),
+        one(3, "renewTime", MicroTime),
+        one(4, "binaryVersion", Str),
+        omitempty(5, "emulationVersion", Str),
+        omitempty(6, "strategy", Str),
+    ],
+};
+
 pub static COORDINATION_V1_LEASE: Message = Message {
     name: "api.coordination.v1.Lease",
     fields: &[
@@ -1104,6 +2365,16 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
     ],
 };
 
+pub static CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.AzureFilePersistentVolumeSource",
+    fields: &[
+        one(1, "secretName", Str),
+        one(2, "shareName", Str),
+        omitempty(3, "readOnly", Bool),
+        one(4, "secretNamespace", Str),
+    ],
+};
+
 pub static CORE_V1_AZURE_FILE_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.AzureFileVolumeSource",
     fields: &[
@@ -1126,6 +2397,18 @@ pub static CORE_V1_CAPABILITIES: Message = Message {
     fields: &[rep(1, "add", Str), rep(2, "drop", Str)],
 };
 
+pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.CephFsPersistentVolumeSource",
+    fields: &[
+        rep(1, "monitors", Str),
+        omitempty(2, "path", Str),
+        omitempty(3, "user", Str),
+        omitempty(4, "secretFile", Str),
+        one(5, "secretRef", Message(&CORE_V1_SECRET_REFERENCE)),
+        omitempty(6, "readOnly", Bool),
+    ],
+};
+
 pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.CephFsVolumeSource",
     fields: &[
@@ -1135,6 +2418,16 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
         omitempty(4, "secretFile", Str),
         one(5, "secretRef", Message(&CORE_V1_LOCAL_OBJECT_REFERENCE)),
         omitempty(6, "readOnly", Bool),
+    ],
+};
+
+pub static CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.CinderPersistentVolumeSource",
+    fields: &[
+        one(1, "volumeID", Str),
+        omitempty(2, "fsType", Str),
+        omitempty(3, "readOnly", Bool),
+        one(4, "secretRef", Message(&CORE_V1_SECRET_REFERENCE)),
     ],
 };
 
@@ -1161,6 +2454,24 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
         one(3, "labelSelector", Message(&META_V1_LABEL_SELECTOR)),
         one(4, "path", Str),
         one(5, "optional", Bool),
+    ],
+};
+
+pub static CORE_V1_COMPONENT_CONDITION: Message = Message {
+    name: "api.core.v1.ComponentCondition",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "status", Str),
+        omitempty(3, "message", Str),
+        omitempty(4, "error", Str),
+    ],
+};
+
+pub static CORE_V1_COMPONENT_STATUS: Message = Message {
+    name: "api.core.v1.ComponentStatus",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "conditions", Message(&CORE_V1_COMPONENT_CONDITION)),
     ],
 };
 
@@ -1373,6 +2684,38 @@ pub static CORE_V1_CONTAINER_USER: Message = Message {
     fields: &[one(1, "linux", Message(&CORE_V1_LINUX_CONTAINER_USER))],
 };
 
+pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.CSIPersistentVolumeSource",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "volumeHandle", Str),
+        omitempty(3, "readOnly", Bool),
+        omitempty(4, "fsType", Str),
+        map(5, "volumeAttributes", Str),
+        one(
+            6,
+            "controllerPublishSecretRef",
+            Message(&CORE_V1_SECRET_REFERENCE),
+        ),
+        one(7, "nodeStageSecretRef", Message(&CORE_V1_SECRET_REFERENCE)),
+        one(
+            8,
+            "nodePublishSecretRef",
+            Message(&CORE_V1_SECRET_REFERENCE),
+        ),
+        one(
+            9,
+            "controllerExpandSecretRef",
+            Message(&CORE_V1_SECRET_REFERENCE),
+        ),
+        one(
+            10,
+            "nodeExpandSecretRef",
+            Message(&CORE_V1_SECRET_REFERENCE),
+        ),
+    ],
+};
+
 pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.CSIVolumeSource",
     fields: &[
@@ -1423,6 +2766,43 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_SOURCE: Message = Message {
 pub static CORE_V1_EMPTY_DIR_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.EmptyDirVolumeSource",
     fields: &[omitempty(1, "medium", Str), one(2, "sizeLimit", Quantity)],
+};
+
+pub static CORE_V1_ENDPOINTS: Message = Message {
+    name: "api.core.v1.Endpoints",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "subsets", Message(&CORE_V1_ENDPOINT_SUBSET)),
+    ],
+};
+
+pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
+    name: "api.core.v1.EndpointAddress",
+    fields: &[
+        one(1, "ip", Str),
+        one(2, "targetRef", Message(&CORE_V1_OBJECT_REFERENCE)),
+        omitempty(3, "hostname", Str),
+        one(4, "nodeName", Str),
+    ],
+};
+
+pub static CORE_V1_ENDPOINT_PORT: Message = Message {
+    name: "api.core.v1.EndpointPort",
+    fields: &[
+        omitempty(1, "name", Str),
+        one(2, "port", Int),
+        omitempty(3, "protocol", Str),
+        one(4, "appProtocol", Str),
+    ],
+};
+
+pub static CORE_V1_ENDPOINT_SUBSET: Message = Message {
+    name: "api.core.v1.EndpointSubset",
+    fields: &[
+        rep(1, "addresses", Message(&CORE_V1_ENDPOINT_ADDRESS)),
+        rep(2, "notReadyAddresses", Message(&CORE_V1_ENDPOINT_ADDRESS)),
+        rep(3, "ports", Message(&CORE_V1_ENDPOINT_PORT)),
+    ],
 };
 
 pub static CORE_V1_ENV_FROM_SOURCE: Message = Message {
@@ -1578,6 +2958,17 @@ pub static CORE_V1_FILE_KEY_SELECTOR: Message = Message {
     ],
 };
 
+pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.FlexPersistentVolumeSource",
+    fields: &[
+        one(1, "driver", Str),
+        omitempty(2, "fsType", Str),
+        one(3, "secretRef", Message(&CORE_V1_SECRET_REFERENCE)),
+        omitempty(4, "readOnly", Bool),
+        map(5, "options", Str),
+    ],
+};
+
 pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.FlexVolumeSource",
     fields: &[
@@ -1613,6 +3004,16 @@ pub static CORE_V1_GIT_REPO_VOLUME_SOURCE: Message = Message {
         one(1, "repository", Str),
         omitempty(2, "revision", Str),
         omitempty(3, "directory", Str),
+    ],
+};
+
+pub static CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.GlusterfsPersistentVolumeSource",
+    fields: &[
+        one(1, "endpoints", Str),
+        one(2, "path", Str),
+        omitempty(3, "readOnly", Bool),
+        one(4, "endpointsNamespace", Str),
     ],
 };
 
@@ -1669,6 +3070,23 @@ pub static CORE_V1_IMAGE_VOLUME_SOURCE: Message = Message {
     ],
 };
 
+pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.IscsiPersistentVolumeSource",
+    fields: &[
+        one(1, "targetPortal", Str),
+        one(2, "iqn", Str),
+        one(3, "lun", Int),
+        omitempty(4, "iscsiInterface", Str),
+        omitempty(5, "fsType", Str),
+        omitempty(6, "readOnly", Bool),
+        rep(7, "portals", Str),
+        omitempty(8, "chapAuthDiscovery", Bool),
+        one(10, "secretRef", Message(&CORE_V1_SECRET_REFERENCE)),
+        omitempty(11, "chapAuthSession", Bool),
+        one(12, "initiatorName", Str),
+    ],
+};
+
 pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.IscsiVolumeSource",
     fields: &[
@@ -1710,6 +3128,31 @@ pub static CORE_V1_LIFECYCLE_HANDLER: Message = Message {
     ],
 };
 
+pub static CORE_V1_LIMIT_RANGE: Message = Message {
+    name: "api.core.v1.LimitRange",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&CORE_V1_LIMIT_RANGE_SPEC)),
+    ],
+};
+
+pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
+    name: "api.core.v1.LimitRangeItem",
+    fields: &[
+        one(1, "type", Str),
+        map(2, "max", Quantity),
+        map(3, "min", Quantity),
+        map(4, "default", Quantity),
+        map(5, "defaultRequest", Quantity),
+        map(6, "maxLimitRequestRatio", Quantity),
+    ],
+};
+
+pub static CORE_V1_LIMIT_RANGE_SPEC: Message = Message {
+    name: "api.core.v1.LimitRangeSpec",
+    fields: &[rep(1, "limits", Message(&CORE_V1_LIMIT_RANGE_ITEM))],
+};
+
 pub static CORE_V1_LINUX_CONTAINER_USER: Message = Message {
     name: "api.core.v1.LinuxContainerUser",
     fields: &[
@@ -1737,6 +3180,11 @@ pub static CORE_V1_LOAD_BALANCER_STATUS: Message = Message {
 pub static CORE_V1_LOCAL_OBJECT_REFERENCE: Message = Message {
     name: "api.core.v1.LocalObjectReference",
     fields: &[omitempty(1, "name", Str)],
+};
+
+pub static CORE_V1_LOCAL_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.LocalVolumeSource",
+    fields: &[one(1, "path", Str), one(2, "fsType", Str)],
 };
 
 pub static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
@@ -1995,6 +3443,15 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
     ],
 };
 
+pub static CORE_V1_PERSISTENT_VOLUME: Message = Message {
+    name: "api.core.v1.PersistentVolume",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&CORE_V1_PERSISTENT_VOLUME_SPEC)),
+        one(3, "status", Message(&CORE_V1_PERSISTENT_VOLUME_STATUS)),
+    ],
+};
+
 pub static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
     name: "api.core.v1.PersistentVolumeClaim",
     fields: &[
@@ -2076,6 +3533,112 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_TEMPLATE: Message = Message {
 pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.PersistentVolumeClaimVolumeSource",
     fields: &[one(1, "claimName", Str), omitempty(2, "readOnly", Bool)],
+};
+
+pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.PersistentVolumeSource",
+    fields: &[
+        one(
+            1,
+            "gcePersistentDisk",
+            Message(&CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE),
+        ),
+        one(
+            2,
+            "awsElasticBlockStore",
+            Message(&CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE),
+        ),
+        one(3, "hostPath", Message(&CORE_V1_HOST_PATH_VOLUME_SOURCE)),
+        one(
+            4,
+            "glusterfs",
+            Message(&CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(5, "nfs", Message(&CORE_V1_NFS_VOLUME_SOURCE)),
+        one(6, "rbd", Message(&CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE)),
+        one(7, "iscsi", Message(&CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE)),
+        one(
+            8,
+            "cinder",
+            Message(&CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(
+            9,
+            "cephfs",
+            Message(&CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(10, "fc", Message(&CORE_V1_FC_VOLUME_SOURCE)),
+        one(11, "flocker", Message(&CORE_V1_FLOCKER_VOLUME_SOURCE)),
+        one(
+            12,
+            "flexVolume",
+            Message(&CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(
+            13,
+            "azureFile",
+            Message(&CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(
+            14,
+            "vsphereVolume",
+            Message(&CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE),
+        ),
+        one(15, "quobyte", Message(&CORE_V1_QUOBYTE_VOLUME_SOURCE)),
+        one(16, "azureDisk", Message(&CORE_V1_AZURE_DISK_VOLUME_SOURCE)),
+        one(
+            17,
+            "photonPersistentDisk",
+            Message(&CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE),
+        ),
+        one(
+            18,
+            "portworxVolume",
+            Message(&CORE_V1_PORTWORX_VOLUME_SOURCE),
+        ),
+        one(
+            19,
+            "scaleIo",
+            Message(&CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(20, "local", Message(&CORE_V1_LOCAL_VOLUME_SOURCE)),
+        one(
+            21,
+            "storageos",
+            Message(&CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE),
+        ),
+        one(22, "csi", Message(&CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE)),
+    ],
+};
+
+pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
+    name: "api.core.v1.PersistentVolumeSpec",
+    fields: &[
+        map(1, "capacity", Quantity),
+        one(
+            2,
+            "persistentVolumeSource",
+            Message(&CORE_V1_PERSISTENT_VOLUME_SOURCE),
+        ),
+        rep(3, "accessModes", Str),
+        one(4, "claimRef", Message(&CORE_V1_OBJECT_REFERENCE)),
+        omitempty(5, "persistentVolumeReclaimPolicy", Str),
+        omitempty(6, "storageClassName", Str),
+        rep(7, "mountOptions", Str),
+        one(8, "volumeMode", Str),
+        one(9, "nodeAffinity", Message(&CORE_V1_VOLUME_NODE_AFFINITY)),
+        one(10, "volumeAttributesClassName", Str),
+    ],
+};
+
+pub static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
+    name: "api.core.v1.PersistentVolumeStatus",
+    fields: &[
+        omitempty(1, "phase", Str),
+        omitempty(2, "message", Str),
+        omitempty(3, "reason", Str),
+        one(4, "lastPhaseTransitionTime", Time),
+    ],
 };
 
 pub static CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
@@ -2351,6 +3914,14 @@ pub static CORE_V1_POD_STATUS: Message = Message {
     ],
 };
 
+pub static CORE_V1_POD_TEMPLATE: Message = Message {
+    name: "api.core.v1.PodTemplate",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "template", Message(&CORE_V1_POD_TEMPLATE_SPEC)),
+    ],
+};
+
 pub static CORE_V1_POD_TEMPLATE_SPEC: Message = Message {
     name: "api.core.v1.PodTemplateSpec",
     fields: &[
@@ -2425,6 +3996,20 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
         omitempty(4, "user", Str),
         omitempty(5, "group", Str),
         omitempty(6, "tenant", Str),
+    ],
+};
+
+pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.RbdPersistentVolumeSource",
+    fields: &[
+        rep(1, "monitors", Str),
+        one(2, "image", Str),
+        omitempty(3, "fsType", Str),
+        omitempty(4, "pool", Str),
+        omitempty(5, "user", Str),
+        omitempty(6, "keyring", Str),
+        one(7, "secretRef", Message(&CORE_V1_SECRET_REFERENCE)),
+        omitempty(8, "readOnly", Bool),
     ],
 };
 
@@ -2547,6 +4132,22 @@ pub static CORE_V1_RESOURCE_STATUS: Message = Message {
     ],
 };
 
+pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.ScaleIoPersistentVolumeSource",
+    fields: &[
+        one(1, "gateway", Str),
+        one(2, "system", Str),
+        one(3, "secretRef", Message(&CORE_V1_SECRET_REFERENCE)),
+        omitempty(4, "sslEnabled", Bool),
+        omitempty(5, "protectionDomain", Str),
+        omitempty(6, "storagePool", Str),
+        omitempty(7, "storageMode", Str),
+        omitempty(8, "volumeName", Str),
+        omitempty(9, "fsType", Str),
+        omitempty(10, "readOnly", Bool),
+    ],
+};
+
 pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.ScaleIoVolumeSource",
     fields: &[
@@ -2621,6 +4222,11 @@ pub static CORE_V1_SECRET_PROJECTION: Message = Message {
         rep(2, "items", Message(&CORE_V1_KEY_TO_PATH)),
         one(4, "optional", Bool),
     ],
+};
+
+pub static CORE_V1_SECRET_REFERENCE: Message = Message {
+    name: "api.core.v1.SecretReference",
+    fields: &[omitempty(1, "name", Str), omitempty(2, "namespace", Str)],
 };
 
 pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
@@ -2757,6 +4363,17 @@ pub static CORE_V1_SLEEP_ACTION: Message = Message {
     fields: &[one(1, "seconds", Int)],
 };
 
+pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "api.core.v1.StorageOsPersistentVolumeSource",
+    fields: &[
+        omitempty(1, "volumeName", Str),
+        omitempty(2, "volumeNamespace", Str),
+        omitempty(3, "fsType", Str),
+        omitempty(4, "readOnly", Bool),
+        one(5, "secretRef", Message(&CORE_V1_OBJECT_REFERENCE)),
+    ],
+};
+
 pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
     name: "api.core.v1.StorageOsVolumeSource",
     fields: &[
@@ -2797,6 +4414,20 @@ pub static CORE_V1_TOLERATION: Message = Message {
         omitempty(4, "effect", Str),
         one(5, "tolerationSeconds", Int),
     ],
+};
+
+pub static CORE_V1_TOPOLOGY_SELECTOR_LABEL_REQUIREMENT: Message = Message {
+    name: "api.core.v1.TopologySelectorLabelRequirement",
+    fields: &[one(1, "key", Str), rep(2, "values", Str)],
+};
+
+pub static CORE_V1_TOPOLOGY_SELECTOR_TERM: Message = Message {
+    name: "api.core.v1.TopologySelectorTerm",
+    fields: &[rep(
+        1,
+        "matchLabelExpressions",
+        Message(&CORE_V1_TOPOLOGY_SELECTOR_LABEL_REQUIREMENT),
+    )],
 };
 
 pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
@@ -2863,6 +4494,11 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
         omitempty(3, "readOnly", Bool),
         one(4, "recursiveReadOnly", Str),
     ],
+};
+
+pub static CORE_V1_VOLUME_NODE_AFFINITY: Message = Message {
+    name: "api.core.v1.VolumeNodeAffinity",
+    fields: &[one(1, "required", Message(&CORE_V1_NODE_SELECTOR))],
 };
 
 pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
@@ -2995,6 +4631,67 @@ pub static CORE_V1_WORKLOAD_REFERENCE: Message = Message {
     ],
 };
 
+pub static DISCOVERY_V1_ENDPOINT: Message = Message {
+    name: "api.discovery.v1.Endpoint",
+    fields: &[
+        rep(1, "addresses", Str),
+        one(2, "conditions", Message(&DISCOVERY_V1_ENDPOINT_CONDITIONS)),
+        one(3, "hostname", Str),
+        one(4, "targetRef", Message(&CORE_V1_OBJECT_REFERENCE)),
+        map(5, "deprecatedTopology", Str),
+        one(6, "nodeName", Str),
+        one(7, "zone", Str),
+        one(8, "hints", Message(&DISCOVERY_V1_ENDPOINT_HINTS)),
+    ],
+};
+
+pub static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
+    name: "api.discovery.v1.EndpointConditions",
+    fields: &[
+        one(1, "ready", Bool),
+        one(2, "serving", Bool),
+        one(3, "terminating", Bool),
+    ],
+};
+
+pub static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
+    name: "api.discovery.v1.EndpointHints",
+    fields: &[
+        rep(1, "forZones", Message(&DISCOVERY_V1_FOR_ZONE)),
+        rep(2, "forNodes", Message(&DISCOVERY_V1_FOR_NODE)),
+    ],
+};
+
+pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
+    name: "api.discovery.v1.EndpointPort",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "protocol", Str),
+        one(3, "port", Int),
+        one(4, "appProtocol", Str),
+    ],
+};
+
+pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
+    name: "api.discovery.v1.EndpointSlice",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "endpoints", Message(&DISCOVERY_V1_ENDPOINT)),
+        rep(3, "ports", Message(&DISCOVERY_V1_ENDPOINT_PORT)),
+        one(4, "addressType", Str),
+    ],
+};
+
+pub static DISCOVERY_V1_FOR_NODE: Message = Message {
+    name: "api.discovery.v1.ForNode",
+    fields: &[one(1, "name", Str)],
+};
+
+pub static DISCOVERY_V1_FOR_ZONE: Message = Message {
+    name: "api.discovery.v1.ForZone",
+    fields: &[one(1, "name", Str)],
+};
+
 pub static EVENTS_V1_EVENT: Message = Message {
     name: "api.events.v1.Event",
     fields: &[
@@ -3019,6 +4716,218 @@ pub static EVENTS_V1_EVENT: Message = Message {
 pub static EVENTS_V1_EVENT_SERIES: Message = Message {
     name: "api.events.v1.EventSeries",
     fields: &[one(1, "count", Int), one(2, "lastObservedTime", MicroTime)],
+};
+
+pub static FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
+    name: "api.flowcontrol.v1.ExemptPriorityLevelConfiguration",
+    fields: &[
+        one(1, "nominalConcurrencyShares", Int),
+        one(2, "lendablePercent", Int),
+    ],
+};
+
+pub static FLOWCONTROL_V1_FLOW_DISTINGUISHER_METHOD: Message = Message {
+    name: "api.flowcontrol.v1.FlowDistinguisherMethod",
+    fields: &[one(1, "type", Str)],
+};
+
+pub static FLOWCONTROL_V1_FLOW_SCHEMA: Message = Message {
+    name: "api.flowcontrol.v1.FlowSchema",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&FLOWCONTROL_V1_FLOW_SCHEMA_SPEC)),
+        one(3, "status", Message(&FLOWCONTROL_V1_FLOW_SCHEMA_STATUS)),
+    ],
+};
+
+pub static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
+    name: "api.flowcontrol.v1.FlowSchemaCondition",
+    fields: &[
+        omitempty(1, "type", Str),
+        omitempty(2, "status", Str),
+        one(3, "lastTransitionTime", Time),
+        omitempty(4, "reason", Str),
+        omitempty(5, "message", Str),
+    ],
+};
+
+pub static FLOWCONTROL_V1_FLOW_SCHEMA_SPEC: Message = Message {
+    name: "api.flowcontrol.v1.FlowSchemaSpec",
+    fields: &[
+        one(
+            1,
+            "priorityLevelConfiguration",
+            Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE),
+        ),
+        one(2, "matchingPrecedence", Int),
+        one(
+            3,
+            "distinguisherMethod",
+            Message(&FLOWCONTROL_V1_FLOW_DISTINGUISHER_METHOD),
+        ),
+        rep(
+            4,
+            "rules",
+            Message(&FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS),
+        ),
+    ],
+};
+
+pub static FLOWCONTROL_V1_FLOW_SCHEMA_STATUS: Message = Message {
+    name: "api.flowcontrol.v1.FlowSchemaStatus",
+    fields: &[rep(
+        1,
+        "conditions",
+        Message(&FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION),
+    )],
+};
+
+pub static FLOWCONTROL_V1_GROUP_SUBJECT: Message = Message {
+    name: "api.flowcontrol.v1.GroupSubject",
+    fields: &[one(1, "name", Str)],
+};
+
+pub static FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
+    name: "api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
+    fields: &[
+        one(1, "nominalConcurrencyShares", Int),
+        one(2, "limitResponse", Message(&FLOWCONTROL_V1_LIMIT_RESPONSE)),
+        one(3, "lendablePercent", Int),
+        one(4, "borrowingLimitPercent", Int),
+    ],
+};
+
+pub static FLOWCONTROL_V1_LIMIT_RESPONSE: Message = Message {
+    name: "api.flowcontrol.v1.LimitResponse",
+    fields: &[
+        one(1, "type", Str),
+        one(2, "queuing", Message(&FLOWCONTROL_V1_QUEUING_CONFIGURATION)),
+    ],
+};
+
+pub static FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE: Message = Message {
+    name: "api.flowcontrol.v1.NonResourcePolicyRule",
+    fields: &[rep(1, "verbs", Str), rep(6, "nonResourceURLs", Str)],
+};
+
+pub static FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
+    name: "api.flowcontrol.v1.PolicyRulesWithSubjects",
+    fields: &[
+        rep(1, "subjects", Message(&FLOWCONTROL_V1_SUBJECT)),
+        rep(
+            2,
+            "resourceRules",
+            Message(&FLOWCONTROL_V1_RESOURCE_POLICY_RULE),
+        ),
+        rep(
+            3,
+            "nonResourceRules",
+            Message(&FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE),
+        ),
+    ],
+};
+
+pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
+    name: "api.flowcontrol.v1.PriorityLevelConfiguration",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_STATUS),
+        ),
+    ],
+};
+
+pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Message {
+    name: "api.flowcontrol.v1.PriorityLevelConfigurationCondition",
+    fields: &[
+        omitempty(1, "type", Str),
+        omitempty(2, "status", Str),
+        one(3, "lastTransitionTime", Time),
+        omitempty(4, "reason", Str),
+        omitempty(5, "message", Str),
+    ],
+};
+
+pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE: Message = Message {
+    name: "api.flowcontrol.v1.PriorityLevelConfigurationReference",
+    fields: &[one(1, "name", Str)],
+};
+
+pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Message {
+    name: "api.flowcontrol.v1.PriorityLevelConfigurationSpec",
+    fields: &[
+        one(1, "type", Str),
+        one(
+            2,
+            "limited",
+            Message(&FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION),
+        ),
+        one(
+            3,
+            "exempt",
+            Message(&FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_STATUS: Message = Message {
+    name: "api.flowcontrol.v1.PriorityLevelConfigurationStatus",
+    fields: &[rep(
+        1,
+        "conditions",
+        Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION),
+    )],
+};
+
+pub static FLOWCONTROL_V1_QUEUING_CONFIGURATION: Message = Message {
+    name: "api.flowcontrol.v1.QueuingConfiguration",
+    fields: &[
+        one(1, "queues", Int),
+        one(2, "handSize", Int),
+        one(3, "queueLengthLimit", Int),
+    ],
+};
+
+pub static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
+    name: "api.flowcontrol.v1.ResourcePolicyRule",
+    fields: &[
+        rep(1, "verbs", Str),
+        rep(2, "apiGroups", Str),
+        rep(3, "resources", Str),
+        omitempty(4, "clusterScope", Bool),
+        rep(5, "namespaces", Str),
+    ],
+};
+
+pub static FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT: Message = Message {
+    name: "api.flowcontrol.v1.ServiceAccountSubject",
+    fields: &[one(1, "namespace", Str), one(2, "name", Str)],
+};
+
+pub static FLOWCONTROL_V1_SUBJECT: Message = Message {
+    name: "api.flowcontrol.v1.Subject",
+    fields: &[
+        one(1, "kind", Str),
+        one(2, "user", Message(&FLOWCONTROL_V1_USER_SUBJECT)),
+        one(3, "group", Message(&FLOWCONTROL_V1_GROUP_SUBJECT)),
+        one(
+            4,
+            "serviceAccount",
+            Message(&FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT),
+        ),
+    ],
+};
+
+pub static FLOWCONTROL_V1_USER_SUBJECT: Message = Message {
+    name: "api.flowcontrol.v1.UserSubject",
+    fields: &[one(1, "name", Str)],
 };
 
 pub static META_V1_CONDITION: Message = Message {
@@ -3052,6 +4961,11 @@ pub static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
         one(2, "operator", Str),
         rep(3, "values", Str),
     ],
+};
+
+pub static META_V1_GROUP_RESOURCE: Message = Message {
+    name: "apimachinery.pkg.apis.meta.v1.GroupResource",
+    fields: &[one(1, "group", Str), one(2, "resource", Str)],
 };
 
 pub static META_V1_LABEL_SELECTOR: Message = Message {
@@ -3126,6 +5040,345 @@ pub static META_V1_PRECONDITIONS: Message = Message {
     fields: &[one(1, "uid", Str), one(2, "resourceVersion", Str)],
 };
 
+pub static NETWORKING_V1BETA1_IP_ADDRESS: Message = Message {
+    name: "api.networking.v1beta1.IPAddress",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1BETA1_IP_ADDRESS_SPEC)),
+    ],
+};
+
+pub static NETWORKING_V1BETA1_IP_ADDRESS_SPEC: Message = Message {
+    name: "api.networking.v1beta1.IPAddressSpec",
+    fields: &[one(
+        1,
+        "parentRef",
+        Message(&NETWORKING_V1BETA1_PARENT_REFERENCE),
+    )],
+};
+
+pub static NETWORKING_V1BETA1_PARENT_REFERENCE: Message = Message {
+    name: "api.networking.v1beta1.ParentReference",
+    fields: &[
+        omitempty(1, "group", Str),
+        omitempty(2, "resource", Str),
+        omitempty(3, "namespace", Str),
+        omitempty(4, "name", Str),
+    ],
+};
+
+pub static NETWORKING_V1BETA1_SERVICE_CIDR: Message = Message {
+    name: "api.networking.v1beta1.ServiceCIDR",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1BETA1_SERVICE_CIDR_SPEC)),
+        one(
+            3,
+            "status",
+            Message(&NETWORKING_V1BETA1_SERVICE_CIDR_STATUS),
+        ),
+    ],
+};
+
+pub static NETWORKING_V1BETA1_SERVICE_CIDR_SPEC: Message = Message {
+    name: "api.networking.v1beta1.ServiceCIDRSpec",
+    fields: &[rep(1, "cidrs", Str)],
+};
+
+pub static NETWORKING_V1BETA1_SERVICE_CIDR_STATUS: Message = Message {
+    name: "api.networking.v1beta1.ServiceCIDRStatus",
+    fields: &[rep(1, "conditions", Message(&META_V1_CONDITION))],
+};
+
+pub static NETWORKING_V1_HTTP_INGRESS_PATH: Message = Message {
+    name: "api.networking.v1.HttpIngressPath",
+    fields: &[
+        omitempty(1, "path", Str),
+        one(2, "backend", Message(&NETWORKING_V1_INGRESS_BACKEND)),
+        one(3, "pathType", Str),
+    ],
+};
+
+pub static NETWORKING_V1_HTTP_INGRESS_RULE_VALUE: Message = Message {
+    name: "api.networking.v1.HttpIngressRuleValue",
+    fields: &[rep(1, "paths", Message(&NETWORKING_V1_HTTP_INGRESS_PATH))],
+};
+
+pub static NETWORKING_V1_INGRESS: Message = Message {
+    name: "api.networking.v1.Ingress",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1_INGRESS_SPEC)),
+        one(3, "status", Message(&NETWORKING_V1_INGRESS_STATUS)),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_BACKEND: Message = Message {
+    name: "api.networking.v1.IngressBackend",
+    fields: &[
+        one(
+            3,
+            "resource",
+            Message(&CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE),
+        ),
+        one(
+            4,
+            "service",
+            Message(&NETWORKING_V1_INGRESS_SERVICE_BACKEND),
+        ),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_CLASS: Message = Message {
+    name: "api.networking.v1.IngressClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1_INGRESS_CLASS_SPEC)),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
+    name: "api.networking.v1.IngressClassParametersReference",
+    fields: &[
+        one(1, "apiGroup", Str),
+        one(2, "kind", Str),
+        one(3, "name", Str),
+        one(4, "scope", Str),
+        one(5, "namespace", Str),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_CLASS_SPEC: Message = Message {
+    name: "api.networking.v1.IngressClassSpec",
+    fields: &[
+        omitempty(1, "controller", Str),
+        one(
+            2,
+            "parameters",
+            Message(&NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE),
+        ),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
+    name: "api.networking.v1.IngressLoadBalancerIngress",
+    fields: &[
+        omitempty(1, "ip", Str),
+        omitempty(2, "hostname", Str),
+        rep(4, "ports", Message(&NETWORKING_V1_INGRESS_PORT_STATUS)),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_STATUS: Message = Message {
+    name: "api.networking.v1.IngressLoadBalancerStatus",
+    fields: &[rep(
+        1,
+        "ingress",
+        Message(&NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS),
+    )],
+};
+
+pub static NETWORKING_V1_INGRESS_PORT_STATUS: Message = Message {
+    name: "api.networking.v1.IngressPortStatus",
+    fields: &[
+        one(1, "port", Int),
+        one(2, "protocol", Str),
+        one(3, "error", Str),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_RULE: Message = Message {
+    name: "api.networking.v1.IngressRule",
+    fields: &[
+        omitempty(1, "host", Str),
+        one(
+            2,
+            "ingressRuleValue",
+            Message(&NETWORKING_V1_INGRESS_RULE_VALUE),
+        ),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_RULE_VALUE: Message = Message {
+    name: "api.networking.v1.IngressRuleValue",
+    fields: &[one(
+        1,
+        "http",
+        Message(&NETWORKING_V1_HTTP_INGRESS_RULE_VALUE),
+    )],
+};
+
+pub static NETWORKING_V1_INGRESS_SERVICE_BACKEND: Message = Message {
+    name: "api.networking.v1.IngressServiceBackend",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "port", Message(&NETWORKING_V1_SERVICE_BACKEND_PORT)),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_SPEC: Message = Message {
+    name: "api.networking.v1.IngressSpec",
+    fields: &[
+        one(1, "defaultBackend", Message(&NETWORKING_V1_INGRESS_BACKEND)),
+        rep(2, "tls", Message(&NETWORKING_V1_INGRESS_TLS)),
+        rep(3, "rules", Message(&NETWORKING_V1_INGRESS_RULE)),
+        one(4, "ingressClassName", Str),
+    ],
+};
+
+pub static NETWORKING_V1_INGRESS_STATUS: Message = Message {
+    name: "api.networking.v1.IngressStatus",
+    fields: &[one(
+        1,
+        "loadBalancer",
+        Message(&NETWORKING_V1_INGRESS_LOAD_BALANCER_STATUS),
+    )],
+};
+
+pub static NETWORKING_V1_INGRESS_TLS: Message = Message {
+    name: "api.networking.v1.IngressTls",
+    fields: &[rep(1, "hosts", Str), omitempty(2, "secretName", Str)],
+};
+
+pub static NETWORKING_V1_IP_ADDRESS: Message = Message {
+    name: "api.networking.v1.IPAddress",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1_IP_ADDRESS_SPEC)),
+    ],
+};
+
+pub static NETWORKING_V1_IP_ADDRESS_SPEC: Message = Message {
+    name: "api.networking.v1.IPAddressSpec",
+    fields: &[one(
+        1,
+        "parentRef",
+        Message(&NETWORKING_V1_PARENT_REFERENCE),
+    )],
+};
+
+pub static NETWORKING_V1_IP_BLOCK: Message = Message {
+    name: "api.networking.v1.IpBlock",
+    fields: &[one(1, "cidr", Str), rep(2, "except", Str)],
+};
+
+pub static NETWORKING_V1_NETWORK_POLICY: Message = Message {
+    name: "api.networking.v1.NetworkPolicy",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1_NETWORK_POLICY_SPEC)),
+    ],
+};
+
+pub static NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE: Message = Message {
+    name: "api.networking.v1.NetworkPolicyEgressRule",
+    fields: &[
+        rep(1, "ports", Message(&NETWORKING_V1_NETWORK_POLICY_PORT)),
+        rep(2, "to", Message(&NETWORKING_V1_NETWORK_POLICY_PEER)),
+    ],
+};
+
+pub static NETWORKING_V1_NETWORK_POLICY_INGRESS_RULE: Message = Message {
+    name: "api.networking.v1.NetworkPolicyIngressRule",
+    fields: &[
+        rep(1, "ports", Message(&NETWORKING_V1_NETWORK_POLICY_PORT)),
+        rep(2, "from", Message(&NETWORKING_V1_NETWORK_POLICY_PEER)),
+    ],
+};
+
+pub static NETWORKING_V1_NETWORK_POLICY_PEER: Message = Message {
+    name: "api.networking.v1.NetworkPolicyPeer",
+    fields: &[
+        one(1, "podSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(2, "namespaceSelector", Message(&META_V1_LABEL_SELECTOR)),
+        one(3, "ipBlock", Message(&NETWORKING_V1_IP_BLOCK)),
+    ],
+};
+
+pub static NETWORKING_V1_NETWORK_POLICY_PORT: Message = Message {
+    name: "api.networking.v1.NetworkPolicyPort",
+    fields: &[
+        one(1, "protocol", Str),
+        one(2, "port", IntOrString),
+        one(3, "endPort", Int),
+    ],
+};
+
+pub static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
+    name: "api.networking.v1.NetworkPolicySpec",
+    fields: &[
+        one(1, "podSelector", Message(&META_V1_LABEL_SELECTOR)),
+        rep(
+            2,
+            "ingress",
+            Message(&NETWORKING_V1_NETWORK_POLICY_INGRESS_RULE),
+        ),
+        rep(
+            3,
+            "egress",
+            Message(&NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE),
+        ),
+        rep(4, "policyTypes", Str),
+    ],
+};
+
+pub static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
+    name: "api.networking.v1.ParentReference",
+    fields: &[
+        omitempty(1, "group", Str),
+        omitempty(2, "resource", Str),
+        omitempty(3, "namespace", Str),
+        omitempty(4, "name", Str),
+    ],
+};
+
+pub static NETWORKING_V1_SERVICE_BACKEND_PORT: Message = Message {
+    name: "api.networking.v1.ServiceBackendPort",
+    fields: &[omitempty(1, "name", Str), omitempty(2, "number", Int)],
+};
+
+pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
+    name: "api.networking.v1.ServiceCIDR",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&NETWORKING_V1_SERVICE_CIDR_SPEC)),
+        one(3, "status", Message(&NETWORKING_V1_SERVICE_CIDR_STATUS)),
+    ],
+};
+
+pub static NETWORKING_V1_SERVICE_CIDR_SPEC: Message = Message {
+    name: "api.networking.v1.ServiceCIDRSpec",
+    fields: &[rep(1, "cidrs", Str)],
+};
+
+pub static NETWORKING_V1_SERVICE_CIDR_STATUS: Message = Message {
+    name: "api.networking.v1.ServiceCIDRStatus",
+    fields: &[rep(1, "conditions", Message(&META_V1_CONDITION))],
+};
+
+pub static NODE_V1_OVERHEAD: Message = Message {
+    name: "api.node.v1.Overhead",
+    fields: &[map(1, "podFixed", Quantity)],
+};
+
+pub static NODE_V1_RUNTIME_CLASS: Message = Message {
+    name: "api.node.v1.RuntimeClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "handler", Str),
+        one(3, "overhead", Message(&NODE_V1_OVERHEAD)),
+        one(4, "scheduling", Message(&NODE_V1_SCHEDULING)),
+    ],
+};
+
+pub static NODE_V1_SCHEDULING: Message = Message {
+    name: "api.node.v1.Scheduling",
+    fields: &[
+        map(1, "nodeSelector", Str),
+        rep(2, "tolerations", Message(&CORE_V1_TOLERATION)),
+    ],
+};
+
 pub static POLICY_V1_EVICTION: Message = Message {
     name: "api.policy.v1.Eviction",
     fields: &[
@@ -3168,4 +5421,1700 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
         one(6, "expectedPods", Int),
         rep(7, "conditions", Message(&META_V1_CONDITION)),
     ],
+};
+
+pub static RBAC_V1_AGGREGATION_RULE: Message = Message {
+    name: "api.rbac.v1.AggregationRule",
+    fields: &[rep(
+        1,
+        "clusterRoleSelectors",
+        Message(&META_V1_LABEL_SELECTOR),
+    )],
+};
+
+pub static RBAC_V1_CLUSTER_ROLE: Message = Message {
+    name: "api.rbac.v1.ClusterRole",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "rules", Message(&RBAC_V1_POLICY_RULE)),
+        one(3, "aggregationRule", Message(&RBAC_V1_AGGREGATION_RULE)),
+    ],
+};
+
+pub static RBAC_V1_CLUSTER_ROLE_BINDING: Message = Message {
+    name: "api.rbac.v1.ClusterRoleBinding",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "subjects", Message(&RBAC_V1_SUBJECT)),
+        one(3, "roleRef", Message(&RBAC_V1_ROLE_REF)),
+    ],
+};
+
+pub static RBAC_V1_POLICY_RULE: Message = Message {
+    name: "api.rbac.v1.PolicyRule",
+    fields: &[
+        rep(1, "verbs", Str),
+        rep(2, "apiGroups", Str),
+        rep(3, "resources", Str),
+        rep(4, "resourceNames", Str),
+        rep(5, "nonResourceURLs", Str),
+    ],
+};
+
+pub static RBAC_V1_ROLE: Message = Message {
+    name: "api.rbac.v1.Role",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "rules", Message(&RBAC_V1_POLICY_RULE)),
+    ],
+};
+
+pub static RBAC_V1_ROLE_BINDING: Message = Message {
+    name: "api.rbac.v1.RoleBinding",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        rep(2, "subjects", Message(&RBAC_V1_SUBJECT)),
+        one(3, "roleRef", Message(&RBAC_V1_ROLE_REF)),
+    ],
+};
+
+pub static RBAC_V1_ROLE_REF: Message = Message {
+    name: "api.rbac.v1.RoleRef",
+    fields: &[
+        one(1, "apiGroup", Str),
+        one(2, "kind", Str),
+        one(3, "name", Str),
+    ],
+};
+
+pub static RBAC_V1_SUBJECT: Message = Message {
+    name: "api.rbac.v1.Subject",
+    fields: &[
+        one(1, "kind", Str),
+        omitempty(2, "apiGroup", Str),
+        one(3, "name", Str),
+        omitempty(4, "namespace", Str),
+    ],
+};
+
+pub static RESOURCE_V1ALPHA3_DEVICE_TAINT: Message = Message {
+    name: "api.resource.v1alpha3.DeviceTaint",
+    fields: &[
+        one(1, "key", Str),
+        omitempty(2, "value", Str),
+        one(3, "effect", Str),
+        one(4, "timeAdded", Time),
+    ],
+};
+
+pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE: Message = Message {
+    name: "api.resource.v1alpha3.DeviceTaintRule",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_STATUS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_SPEC: Message = Message {
+    name: "api.resource.v1alpha3.DeviceTaintRuleSpec",
+    fields: &[
+        one(
+            1,
+            "deviceSelector",
+            Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_SELECTOR),
+        ),
+        one(2, "taint", Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT)),
+    ],
+};
+
+pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_STATUS: Message = Message {
+    name: "api.resource.v1alpha3.DeviceTaintRuleStatus",
+    fields: &[rep(1, "conditions", Message(&META_V1_CONDITION))],
+};
+
+pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_SELECTOR: Message = Message {
+    name: "api.resource.v1alpha3.DeviceTaintSelector",
+    fields: &[
+        one(2, "driver", Str),
+        one(3, "pool", Str),
+        one(4, "device", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
+    name: "api.resource.v1beta1.AllocatedDeviceStatus",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "pool", Str),
+        one(3, "device", Str),
+        rep(4, "conditions", Message(&META_V1_CONDITION)),
+        one(5, "data", RawJson),
+        one(
+            6,
+            "networkData",
+            Message(&RESOURCE_V1BETA1_NETWORK_DEVICE_DATA),
+        ),
+        one(7, "shareID", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1beta1.AllocationResult",
+    fields: &[
+        one(
+            1,
+            "devices",
+            Message(&RESOURCE_V1BETA1_DEVICE_ALLOCATION_RESULT),
+        ),
+        one(3, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(5, "allocationTimestamp", Time),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
+    name: "api.resource.v1beta1.BasicDevice",
+    fields: &[
+        map(1, "attributes", Message(&RESOURCE_V1BETA1_DEVICE_ATTRIBUTE)),
+        map(2, "capacity", Message(&RESOURCE_V1BETA1_DEVICE_CAPACITY)),
+        rep(
+            3,
+            "consumesCounters",
+            Message(&RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION),
+        ),
+        one(4, "nodeName", Str),
+        one(5, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(6, "allNodes", Bool),
+        rep(7, "taints", Message(&RESOURCE_V1BETA1_DEVICE_TAINT)),
+        one(8, "bindsToNode", Bool),
+        rep(9, "bindingConditions", Str),
+        rep(10, "bindingFailureConditions", Str),
+        one(11, "allowMultipleAllocations", Bool),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY: Message = Message {
+    name: "api.resource.v1beta1.CapacityRequestPolicy",
+    fields: &[
+        one(1, "default", Quantity),
+        rep(3, "validValues", Quantity),
+        one(
+            4,
+            "validRange",
+            Message(&RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
+    name: "api.resource.v1beta1.CapacityRequestPolicyRange",
+    fields: &[
+        one(1, "min", Quantity),
+        one(2, "max", Quantity),
+        one(3, "step", Quantity),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_CAPACITY_REQUIREMENTS: Message = Message {
+    name: "api.resource.v1beta1.CapacityRequirements",
+    fields: &[map(1, "requests", Quantity)],
+};
+
+pub static RESOURCE_V1BETA1_CEL_DEVICE_SELECTOR: Message = Message {
+    name: "api.resource.v1beta1.CelDeviceSelector",
+    fields: &[one(1, "expression", Str)],
+};
+
+pub static RESOURCE_V1BETA1_COUNTER: Message = Message {
+    name: "api.resource.v1beta1.Counter",
+    fields: &[one(1, "value", Quantity)],
+};
+
+pub static RESOURCE_V1BETA1_COUNTER_SET: Message = Message {
+    name: "api.resource.v1beta1.CounterSet",
+    fields: &[
+        one(1, "name", Str),
+        map(2, "counters", Message(&RESOURCE_V1BETA1_COUNTER)),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE: Message = Message {
+    name: "api.resource.v1beta1.Device",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "basic", Message(&RESOURCE_V1BETA1_BASIC_DEVICE)),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta1.DeviceAllocationConfiguration",
+    fields: &[
+        one(1, "source", Str),
+        rep(2, "requests", Str),
+        one(
+            3,
+            "deviceConfiguration",
+            Message(&RESOURCE_V1BETA1_DEVICE_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1beta1.DeviceAllocationResult",
+    fields: &[
+        rep(
+            1,
+            "results",
+            Message(&RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT),
+        ),
+        rep(
+            2,
+            "config",
+            Message(&RESOURCE_V1BETA1_DEVICE_ALLOCATION_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
+    name: "api.resource.v1beta1.DeviceAttribute",
+    fields: &[
+        one(2, "int", Int),
+        one(3, "bool", Bool),
+        one(4, "string", Str),
+        one(5, "version", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CAPACITY: Message = Message {
+    name: "api.resource.v1beta1.DeviceCapacity",
+    fields: &[
+        one(1, "value", Quantity),
+        one(
+            2,
+            "requestPolicy",
+            Message(&RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CLAIM: Message = Message {
+    name: "api.resource.v1beta1.DeviceClaim",
+    fields: &[
+        rep(1, "requests", Message(&RESOURCE_V1BETA1_DEVICE_REQUEST)),
+        rep(
+            2,
+            "constraints",
+            Message(&RESOURCE_V1BETA1_DEVICE_CONSTRAINT),
+        ),
+        rep(
+            3,
+            "config",
+            Message(&RESOURCE_V1BETA1_DEVICE_CLAIM_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CLAIM_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta1.DeviceClaimConfiguration",
+    fields: &[
+        rep(1, "requests", Str),
+        one(
+            2,
+            "deviceConfiguration",
+            Message(&RESOURCE_V1BETA1_DEVICE_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CLASS: Message = Message {
+    name: "api.resource.v1beta1.DeviceClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA1_DEVICE_CLASS_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CLASS_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta1.DeviceClassConfiguration",
+    fields: &[one(
+        1,
+        "deviceConfiguration",
+        Message(&RESOURCE_V1BETA1_DEVICE_CONFIGURATION),
+    )],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CLASS_SPEC: Message = Message {
+    name: "api.resource.v1beta1.DeviceClassSpec",
+    fields: &[
+        rep(1, "selectors", Message(&RESOURCE_V1BETA1_DEVICE_SELECTOR)),
+        rep(
+            2,
+            "config",
+            Message(&RESOURCE_V1BETA1_DEVICE_CLASS_CONFIGURATION),
+        ),
+        one(4, "extendedResourceName", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta1.DeviceConfiguration",
+    fields: &[one(
+        1,
+        "opaque",
+        Message(&RESOURCE_V1BETA1_OPAQUE_DEVICE_CONFIGURATION),
+    )],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_CONSTRAINT: Message = Message {
+    name: "api.resource.v1beta1.DeviceConstraint",
+    fields: &[
+        rep(1, "requests", Str),
+        one(2, "matchAttribute", Str),
+        one(3, "distinctAttribute", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
+    name: "api.resource.v1beta1.DeviceCounterConsumption",
+    fields: &[
+        one(1, "counterSet", Str),
+        map(2, "counters", Message(&RESOURCE_V1BETA1_COUNTER)),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
+    name: "api.resource.v1beta1.DeviceRequest",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "deviceClassName", Str),
+        rep(3, "selectors", Message(&RESOURCE_V1BETA1_DEVICE_SELECTOR)),
+        omitempty(4, "allocationMode", Str),
+        omitempty(5, "count", Int),
+        one(6, "adminAccess", Bool),
+        rep(
+            7,
+            "firstAvailable",
+            Message(&RESOURCE_V1BETA1_DEVICE_SUB_REQUEST),
+        ),
+        rep(
+            8,
+            "tolerations",
+            Message(&RESOURCE_V1BETA1_DEVICE_TOLERATION),
+        ),
+        one(
+            9,
+            "capacity",
+            Message(&RESOURCE_V1BETA1_CAPACITY_REQUIREMENTS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1beta1.DeviceRequestAllocationResult",
+    fields: &[
+        one(1, "request", Str),
+        one(2, "driver", Str),
+        one(3, "pool", Str),
+        one(4, "device", Str),
+        one(5, "adminAccess", Bool),
+        rep(
+            6,
+            "tolerations",
+            Message(&RESOURCE_V1BETA1_DEVICE_TOLERATION),
+        ),
+        rep(7, "bindingConditions", Str),
+        rep(8, "bindingFailureConditions", Str),
+        one(9, "shareID", Str),
+        map(10, "consumedCapacity", Quantity),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_SELECTOR: Message = Message {
+    name: "api.resource.v1beta1.DeviceSelector",
+    fields: &[one(
+        1,
+        "cel",
+        Message(&RESOURCE_V1BETA1_CEL_DEVICE_SELECTOR),
+    )],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
+    name: "api.resource.v1beta1.DeviceSubRequest",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "deviceClassName", Str),
+        rep(3, "selectors", Message(&RESOURCE_V1BETA1_DEVICE_SELECTOR)),
+        omitempty(4, "allocationMode", Str),
+        omitempty(5, "count", Int),
+        rep(
+            7,
+            "tolerations",
+            Message(&RESOURCE_V1BETA1_DEVICE_TOLERATION),
+        ),
+        one(
+            8,
+            "capacity",
+            Message(&RESOURCE_V1BETA1_CAPACITY_REQUIREMENTS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_TAINT: Message = Message {
+    name: "api.resource.v1beta1.DeviceTaint",
+    fields: &[
+        one(1, "key", Str),
+        omitempty(2, "value", Str),
+        one(3, "effect", Str),
+        one(4, "timeAdded", Time),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_DEVICE_TOLERATION: Message = Message {
+    name: "api.resource.v1beta1.DeviceToleration",
+    fields: &[
+        omitempty(1, "key", Str),
+        omitempty(2, "operator", Str),
+        omitempty(3, "value", Str),
+        omitempty(4, "effect", Str),
+        one(5, "tolerationSeconds", Int),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_NETWORK_DEVICE_DATA: Message = Message {
+    name: "api.resource.v1beta1.NetworkDeviceData",
+    fields: &[
+        omitempty(1, "interfaceName", Str),
+        rep(2, "ips", Str),
+        omitempty(3, "hardwareAddress", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta1.OpaqueDeviceConfiguration",
+    fields: &[one(1, "driver", Str), one(2, "parameters", RawJson)],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_CLAIM: Message = Message {
+    name: "api.resource.v1beta1.ResourceClaim",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_SPEC)),
+        one(
+            3,
+            "status",
+            Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_STATUS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
+    name: "api.resource.v1beta1.ResourceClaimConsumerReference",
+    fields: &[
+        omitempty(1, "apiGroup", Str),
+        one(3, "resource", Str),
+        one(4, "name", Str),
+        one(5, "uid", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_SPEC: Message = Message {
+    name: "api.resource.v1beta1.ResourceClaimSpec",
+    fields: &[one(1, "devices", Message(&RESOURCE_V1BETA1_DEVICE_CLAIM))],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_STATUS: Message = Message {
+    name: "api.resource.v1beta1.ResourceClaimStatus",
+    fields: &[
+        one(
+            1,
+            "allocation",
+            Message(&RESOURCE_V1BETA1_ALLOCATION_RESULT),
+        ),
+        rep(
+            2,
+            "reservedFor",
+            Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE),
+        ),
+        rep(
+            4,
+            "devices",
+            Message(&RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE: Message = Message {
+    name: "api.resource.v1beta1.ResourceClaimTemplate",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_SPEC),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
+    name: "api.resource.v1beta1.ResourceClaimTemplateSpec",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_POOL: Message = Message {
+    name: "api.resource.v1beta1.ResourcePool",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "generation", Int),
+        one(3, "resourceSliceCount", Int),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_SLICE: Message = Message {
+    name: "api.resource.v1beta1.ResourceSlice",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
+    name: "api.resource.v1beta1.ResourceSliceSpec",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "pool", Message(&RESOURCE_V1BETA1_RESOURCE_POOL)),
+        omitempty(3, "nodeName", Str),
+        one(4, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        omitempty(5, "allNodes", Bool),
+        rep(6, "devices", Message(&RESOURCE_V1BETA1_DEVICE)),
+        one(7, "perDeviceNodeSelection", Bool),
+        rep(8, "sharedCounters", Message(&RESOURCE_V1BETA1_COUNTER_SET)),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
+    name: "api.resource.v1beta2.AllocatedDeviceStatus",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "pool", Str),
+        one(3, "device", Str),
+        rep(4, "conditions", Message(&META_V1_CONDITION)),
+        one(5, "data", RawJson),
+        one(
+            6,
+            "networkData",
+            Message(&RESOURCE_V1BETA2_NETWORK_DEVICE_DATA),
+        ),
+        one(7, "shareID", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1beta2.AllocationResult",
+    fields: &[
+        one(
+            1,
+            "devices",
+            Message(&RESOURCE_V1BETA2_DEVICE_ALLOCATION_RESULT),
+        ),
+        one(3, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(5, "allocationTimestamp", Time),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY: Message = Message {
+    name: "api.resource.v1beta2.CapacityRequestPolicy",
+    fields: &[
+        one(1, "default", Quantity),
+        rep(3, "validValues", Quantity),
+        one(
+            4,
+            "validRange",
+            Message(&RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
+    name: "api.resource.v1beta2.CapacityRequestPolicyRange",
+    fields: &[
+        one(1, "min", Quantity),
+        one(2, "max", Quantity),
+        one(3, "step", Quantity),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_CAPACITY_REQUIREMENTS: Message = Message {
+    name: "api.resource.v1beta2.CapacityRequirements",
+    fields: &[map(1, "requests", Quantity)],
+};
+
+pub static RESOURCE_V1BETA2_CEL_DEVICE_SELECTOR: Message = Message {
+    name: "api.resource.v1beta2.CelDeviceSelector",
+    fields: &[one(1, "expression", Str)],
+};
+
+pub static RESOURCE_V1BETA2_COUNTER: Message = Message {
+    name: "api.resource.v1beta2.Counter",
+    fields: &[one(1, "value", Quantity)],
+};
+
+pub static RESOURCE_V1BETA2_COUNTER_SET: Message = Message {
+    name: "api.resource.v1beta2.CounterSet",
+    fields: &[
+        one(1, "name", Str),
+        map(2, "counters", Message(&RESOURCE_V1BETA2_COUNTER)),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
+    name: "api.resource.v1beta2.Device",
+    fields: &[
+        one(1, "name", Str),
+        map(2, "attributes", Message(&RESOURCE_V1BETA2_DEVICE_ATTRIBUTE)),
+        map(3, "capacity", Message(&RESOURCE_V1BETA2_DEVICE_CAPACITY)),
+        rep(
+            4,
+            "consumesCounters",
+            Message(&RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION),
+        ),
+        one(5, "nodeName", Str),
+        one(6, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(7, "allNodes", Bool),
+        rep(8, "taints", Message(&RESOURCE_V1BETA2_DEVICE_TAINT)),
+        one(9, "bindsToNode", Bool),
+        rep(10, "bindingConditions", Str),
+        rep(11, "bindingFailureConditions", Str),
+        one(12, "allowMultipleAllocations", Bool),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta2.DeviceAllocationConfiguration",
+    fields: &[
+        one(1, "source", Str),
+        rep(2, "requests", Str),
+        one(
+            3,
+            "deviceConfiguration",
+            Message(&RESOURCE_V1BETA2_DEVICE_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1beta2.DeviceAllocationResult",
+    fields: &[
+        rep(
+            1,
+            "results",
+            Message(&RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT),
+        ),
+        rep(
+            2,
+            "config",
+            Message(&RESOURCE_V1BETA2_DEVICE_ALLOCATION_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
+    name: "api.resource.v1beta2.DeviceAttribute",
+    fields: &[
+        one(2, "int", Int),
+        one(3, "bool", Bool),
+        one(4, "string", Str),
+        one(5, "version", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CAPACITY: Message = Message {
+    name: "api.resource.v1beta2.DeviceCapacity",
+    fields: &[
+        one(1, "value", Quantity),
+        one(
+            2,
+            "requestPolicy",
+            Message(&RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CLAIM: Message = Message {
+    name: "api.resource.v1beta2.DeviceClaim",
+    fields: &[
+        rep(1, "requests", Message(&RESOURCE_V1BETA2_DEVICE_REQUEST)),
+        rep(
+            2,
+            "constraints",
+            Message(&RESOURCE_V1BETA2_DEVICE_CONSTRAINT),
+        ),
+        rep(
+            3,
+            "config",
+            Message(&RESOURCE_V1BETA2_DEVICE_CLAIM_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CLAIM_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta2.DeviceClaimConfiguration",
+    fields: &[
+        rep(1, "requests", Str),
+        one(
+            2,
+            "deviceConfiguration",
+            Message(&RESOURCE_V1BETA2_DEVICE_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CLASS: Message = Message {
+    name: "api.resource.v1beta2.DeviceClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA2_DEVICE_CLASS_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CLASS_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta2.DeviceClassConfiguration",
+    fields: &[one(
+        1,
+        "deviceConfiguration",
+        Message(&RESOURCE_V1BETA2_DEVICE_CONFIGURATION),
+    )],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CLASS_SPEC: Message = Message {
+    name: "api.resource.v1beta2.DeviceClassSpec",
+    fields: &[
+        rep(1, "selectors", Message(&RESOURCE_V1BETA2_DEVICE_SELECTOR)),
+        rep(
+            2,
+            "config",
+            Message(&RESOURCE_V1BETA2_DEVICE_CLASS_CONFIGURATION),
+        ),
+        one(4, "extendedResourceName", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta2.DeviceConfiguration",
+    fields: &[one(
+        1,
+        "opaque",
+        Message(&RESOURCE_V1BETA2_OPAQUE_DEVICE_CONFIGURATION),
+    )],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_CONSTRAINT: Message = Message {
+    name: "api.resource.v1beta2.DeviceConstraint",
+    fields: &[
+        rep(1, "requests", Str),
+        one(2, "matchAttribute", Str),
+        one(3, "distinctAttribute", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION: Message = Message {
+    name: "api.resource.v1beta2.DeviceCounterConsumption",
+    fields: &[
+        one(1, "counterSet", Str),
+        map(2, "counters", Message(&RESOURCE_V1BETA2_COUNTER)),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_REQUEST: Message = Message {
+    name: "api.resource.v1beta2.DeviceRequest",
+    fields: &[
+        one(1, "name", Str),
+        one(
+            2,
+            "exactly",
+            Message(&RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST),
+        ),
+        rep(
+            3,
+            "firstAvailable",
+            Message(&RESOURCE_V1BETA2_DEVICE_SUB_REQUEST),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1beta2.DeviceRequestAllocationResult",
+    fields: &[
+        one(1, "request", Str),
+        one(2, "driver", Str),
+        one(3, "pool", Str),
+        one(4, "device", Str),
+        one(5, "adminAccess", Bool),
+        rep(
+            6,
+            "tolerations",
+            Message(&RESOURCE_V1BETA2_DEVICE_TOLERATION),
+        ),
+        rep(7, "bindingConditions", Str),
+        rep(8, "bindingFailureConditions", Str),
+        one(9, "shareID", Str),
+        map(10, "consumedCapacity", Quantity),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_SELECTOR: Message = Message {
+    name: "api.resource.v1beta2.DeviceSelector",
+    fields: &[one(
+        1,
+        "cel",
+        Message(&RESOURCE_V1BETA2_CEL_DEVICE_SELECTOR),
+    )],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
+    name: "api.resource.v1beta2.DeviceSubRequest",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "deviceClassName", Str),
+        rep(3, "selectors", Message(&RESOURCE_V1BETA2_DEVICE_SELECTOR)),
+        omitempty(4, "allocationMode", Str),
+        omitempty(5, "count", Int),
+        rep(
+            6,
+            "tolerations",
+            Message(&RESOURCE_V1BETA2_DEVICE_TOLERATION),
+        ),
+        one(
+            7,
+            "capacity",
+            Message(&RESOURCE_V1BETA2_CAPACITY_REQUIREMENTS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
+    name: "api.resource.v1beta2.DeviceTaint",
+    fields: &[
+        one(1, "key", Str),
+        omitempty(2, "value", Str),
+        one(3, "effect", Str),
+        one(4, "timeAdded", Time),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_DEVICE_TOLERATION: Message = Message {
+    name: "api.resource.v1beta2.DeviceToleration",
+    fields: &[
+        omitempty(1, "key", Str),
+        omitempty(2, "operator", Str),
+        omitempty(3, "value", Str),
+        omitempty(4, "effect", Str),
+        one(5, "tolerationSeconds", Int),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
+    name: "api.resource.v1beta2.ExactDeviceRequest",
+    fields: &[
+        one(1, "deviceClassName", Str),
+        rep(2, "selectors", Message(&RESOURCE_V1BETA2_DEVICE_SELECTOR)),
+        omitempty(3, "allocationMode", Str),
+        omitempty(4, "count", Int),
+        one(5, "adminAccess", Bool),
+        rep(
+            6,
+            "tolerations",
+            Message(&RESOURCE_V1BETA2_DEVICE_TOLERATION),
+        ),
+        one(
+            7,
+            "capacity",
+            Message(&RESOURCE_V1BETA2_CAPACITY_REQUIREMENTS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_NETWORK_DEVICE_DATA: Message = Message {
+    name: "api.resource.v1beta2.NetworkDeviceData",
+    fields: &[
+        omitempty(1, "interfaceName", Str),
+        rep(2, "ips", Str),
+        omitempty(3, "hardwareAddress", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
+    name: "api.resource.v1beta2.OpaqueDeviceConfiguration",
+    fields: &[one(1, "driver", Str), one(2, "parameters", RawJson)],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_CLAIM: Message = Message {
+    name: "api.resource.v1beta2.ResourceClaim",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_SPEC)),
+        one(
+            3,
+            "status",
+            Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_STATUS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
+    name: "api.resource.v1beta2.ResourceClaimConsumerReference",
+    fields: &[
+        omitempty(1, "apiGroup", Str),
+        one(3, "resource", Str),
+        one(4, "name", Str),
+        one(5, "uid", Str),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_SPEC: Message = Message {
+    name: "api.resource.v1beta2.ResourceClaimSpec",
+    fields: &[one(1, "devices", Message(&RESOURCE_V1BETA2_DEVICE_CLAIM))],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_STATUS: Message = Message {
+    name: "api.resource.v1beta2.ResourceClaimStatus",
+    fields: &[
+        one(
+            1,
+            "allocation",
+            Message(&RESOURCE_V1BETA2_ALLOCATION_RESULT),
+        ),
+        rep(
+            2,
+            "reservedFor",
+            Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE),
+        ),
+        rep(
+            4,
+            "devices",
+            Message(&RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE: Message = Message {
+    name: "api.resource.v1beta2.ResourceClaimTemplate",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_SPEC),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
+    name: "api.resource.v1beta2.ResourceClaimTemplateSpec",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_POOL: Message = Message {
+    name: "api.resource.v1beta2.ResourcePool",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "generation", Int),
+        one(3, "resourceSliceCount", Int),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_SLICE: Message = Message {
+    name: "api.resource.v1beta2.ResourceSlice",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
+    name: "api.resource.v1beta2.ResourceSliceSpec",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "pool", Message(&RESOURCE_V1BETA2_RESOURCE_POOL)),
+        one(3, "nodeName", Str),
+        one(4, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(5, "allNodes", Bool),
+        rep(6, "devices", Message(&RESOURCE_V1BETA2_DEVICE)),
+        one(7, "perDeviceNodeSelection", Bool),
+        rep(8, "sharedCounters", Message(&RESOURCE_V1BETA2_COUNTER_SET)),
+    ],
+};
+
+pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
+    name: "api.resource.v1.AllocatedDeviceStatus",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "pool", Str),
+        one(3, "device", Str),
+        rep(4, "conditions", Message(&META_V1_CONDITION)),
+        one(5, "data", RawJson),
+        one(6, "networkData", Message(&RESOURCE_V1_NETWORK_DEVICE_DATA)),
+        one(7, "shareID", Str),
+    ],
+};
+
+pub static RESOURCE_V1_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1.AllocationResult",
+    fields: &[
+        one(1, "devices", Message(&RESOURCE_V1_DEVICE_ALLOCATION_RESULT)),
+        one(3, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(5, "allocationTimestamp", Time),
+    ],
+};
+
+pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY: Message = Message {
+    name: "api.resource.v1.CapacityRequestPolicy",
+    fields: &[
+        one(1, "default", Quantity),
+        rep(3, "validValues", Quantity),
+        one(
+            4,
+            "validRange",
+            Message(&RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
+    name: "api.resource.v1.CapacityRequestPolicyRange",
+    fields: &[
+        one(1, "min", Quantity),
+        one(2, "max", Quantity),
+        one(3, "step", Quantity),
+    ],
+};
+
+pub static RESOURCE_V1_CAPACITY_REQUIREMENTS: Message = Message {
+    name: "api.resource.v1.CapacityRequirements",
+    fields: &[map(1, "requests", Quantity)],
+};
+
+pub static RESOURCE_V1_CEL_DEVICE_SELECTOR: Message = Message {
+    name: "api.resource.v1.CelDeviceSelector",
+    fields: &[one(1, "expression", Str)],
+};
+
+pub static RESOURCE_V1_COUNTER: Message = Message {
+    name: "api.resource.v1.Counter",
+    fields: &[one(1, "value", Quantity)],
+};
+
+pub static RESOURCE_V1_COUNTER_SET: Message = Message {
+    name: "api.resource.v1.CounterSet",
+    fields: &[
+        one(1, "name", Str),
+        map(2, "counters", Message(&RESOURCE_V1_COUNTER)),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE: Message = Message {
+    name: "api.resource.v1.Device",
+    fields: &[
+        one(1, "name", Str),
+        map(2, "attributes", Message(&RESOURCE_V1_DEVICE_ATTRIBUTE)),
+        map(3, "capacity", Message(&RESOURCE_V1_DEVICE_CAPACITY)),
+        rep(
+            4,
+            "consumesCounters",
+            Message(&RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION),
+        ),
+        one(5, "nodeName", Str),
+        one(6, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(7, "allNodes", Bool),
+        rep(8, "taints", Message(&RESOURCE_V1_DEVICE_TAINT)),
+        one(9, "bindsToNode", Bool),
+        rep(10, "bindingConditions", Str),
+        rep(11, "bindingFailureConditions", Str),
+        one(12, "allowMultipleAllocations", Bool),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
+    name: "api.resource.v1.DeviceAllocationConfiguration",
+    fields: &[
+        one(1, "source", Str),
+        rep(2, "requests", Str),
+        one(
+            3,
+            "deviceConfiguration",
+            Message(&RESOURCE_V1_DEVICE_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1.DeviceAllocationResult",
+    fields: &[
+        rep(
+            1,
+            "results",
+            Message(&RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT),
+        ),
+        rep(
+            2,
+            "config",
+            Message(&RESOURCE_V1_DEVICE_ALLOCATION_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
+    name: "api.resource.v1.DeviceAttribute",
+    fields: &[
+        one(2, "int", Int),
+        one(3, "bool", Bool),
+        one(4, "string", Str),
+        one(5, "version", Str),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_CAPACITY: Message = Message {
+    name: "api.resource.v1.DeviceCapacity",
+    fields: &[
+        one(1, "value", Quantity),
+        one(
+            2,
+            "requestPolicy",
+            Message(&RESOURCE_V1_CAPACITY_REQUEST_POLICY),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_CLAIM: Message = Message {
+    name: "api.resource.v1.DeviceClaim",
+    fields: &[
+        rep(1, "requests", Message(&RESOURCE_V1_DEVICE_REQUEST)),
+        rep(2, "constraints", Message(&RESOURCE_V1_DEVICE_CONSTRAINT)),
+        rep(
+            3,
+            "config",
+            Message(&RESOURCE_V1_DEVICE_CLAIM_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_CLAIM_CONFIGURATION: Message = Message {
+    name: "api.resource.v1.DeviceClaimConfiguration",
+    fields: &[
+        rep(1, "requests", Str),
+        one(
+            2,
+            "deviceConfiguration",
+            Message(&RESOURCE_V1_DEVICE_CONFIGURATION),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_CLASS: Message = Message {
+    name: "api.resource.v1.DeviceClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1_DEVICE_CLASS_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_CLASS_CONFIGURATION: Message = Message {
+    name: "api.resource.v1.DeviceClassConfiguration",
+    fields: &[one(
+        1,
+        "deviceConfiguration",
+        Message(&RESOURCE_V1_DEVICE_CONFIGURATION),
+    )],
+};
+
+pub static RESOURCE_V1_DEVICE_CLASS_SPEC: Message = Message {
+    name: "api.resource.v1.DeviceClassSpec",
+    fields: &[
+        rep(1, "selectors", Message(&RESOURCE_V1_DEVICE_SELECTOR)),
+        rep(
+            2,
+            "config",
+            Message(&RESOURCE_V1_DEVICE_CLASS_CONFIGURATION),
+        ),
+        one(4, "extendedResourceName", Str),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_CONFIGURATION: Message = Message {
+    name: "api.resource.v1.DeviceConfiguration",
+    fields: &[one(
+        1,
+        "opaque",
+        Message(&RESOURCE_V1_OPAQUE_DEVICE_CONFIGURATION),
+    )],
+};
+
+pub static RESOURCE_V1_DEVICE_CONSTRAINT: Message = Message {
+    name: "api.resource.v1.DeviceConstraint",
+    fields: &[
+        rep(1, "requests", Str),
+        one(2, "matchAttribute", Str),
+        one(3, "distinctAttribute", Str),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
+    name: "api.resource.v1.DeviceCounterConsumption",
+    fields: &[
+        one(1, "counterSet", Str),
+        map(2, "counters", Message(&RESOURCE_V1_COUNTER)),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_REQUEST: Message = Message {
+    name: "api.resource.v1.DeviceRequest",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "exactly", Message(&RESOURCE_V1_EXACT_DEVICE_REQUEST)),
+        rep(
+            3,
+            "firstAvailable",
+            Message(&RESOURCE_V1_DEVICE_SUB_REQUEST),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
+    name: "api.resource.v1.DeviceRequestAllocationResult",
+    fields: &[
+        one(1, "request", Str),
+        one(2, "driver", Str),
+        one(3, "pool", Str),
+        one(4, "device", Str),
+        one(5, "adminAccess", Bool),
+        rep(6, "tolerations", Message(&RESOURCE_V1_DEVICE_TOLERATION)),
+        rep(7, "bindingConditions", Str),
+        rep(8, "bindingFailureConditions", Str),
+        one(9, "shareID", Str),
+        map(10, "consumedCapacity", Quantity),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_SELECTOR: Message = Message {
+    name: "api.resource.v1.DeviceSelector",
+    fields: &[one(1, "cel", Message(&RESOURCE_V1_CEL_DEVICE_SELECTOR))],
+};
+
+pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
+    name: "api.resource.v1.DeviceSubRequest",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "deviceClassName", Str),
+        rep(3, "selectors", Message(&RESOURCE_V1_DEVICE_SELECTOR)),
+        omitempty(4, "allocationMode", Str),
+        omitempty(5, "count", Int),
+        rep(6, "tolerations", Message(&RESOURCE_V1_DEVICE_TOLERATION)),
+        one(7, "capacity", Message(&RESOURCE_V1_CAPACITY_REQUIREMENTS)),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_TAINT: Message = Message {
+    name: "api.resource.v1.DeviceTaint",
+    fields: &[
+        one(1, "key", Str),
+        omitempty(2, "value", Str),
+        one(3, "effect", Str),
+        one(4, "timeAdded", Time),
+    ],
+};
+
+pub static RESOURCE_V1_DEVICE_TOLERATION: Message = Message {
+    name: "api.resource.v1.DeviceToleration",
+    fields: &[
+        omitempty(1, "key", Str),
+        omitempty(2, "operator", Str),
+        omitempty(3, "value", Str),
+        omitempty(4, "effect", Str),
+        one(5, "tolerationSeconds", Int),
+    ],
+};
+
+pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
+    name: "api.resource.v1.ExactDeviceRequest",
+    fields: &[
+        one(1, "deviceClassName", Str),
+        rep(2, "selectors", Message(&RESOURCE_V1_DEVICE_SELECTOR)),
+        omitempty(3, "allocationMode", Str),
+        omitempty(4, "count", Int),
+        one(5, "adminAccess", Bool),
+        rep(6, "tolerations", Message(&RESOURCE_V1_DEVICE_TOLERATION)),
+        one(7, "capacity", Message(&RESOURCE_V1_CAPACITY_REQUIREMENTS)),
+    ],
+};
+
+pub static RESOURCE_V1_NETWORK_DEVICE_DATA: Message = Message {
+    name: "api.resource.v1.NetworkDeviceData",
+    fields: &[
+        omitempty(1, "interfaceName", Str),
+        rep(2, "ips", Str),
+        omitempty(3, "hardwareAddress", Str),
+    ],
+};
+
+pub static RESOURCE_V1_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
+    name: "api.resource.v1.OpaqueDeviceConfiguration",
+    fields: &[one(1, "driver", Str), one(2, "parameters", RawJson)],
+};
+
+pub static RESOURCE_V1_RESOURCE_CLAIM: Message = Message {
+    name: "api.resource.v1.ResourceClaim",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1_RESOURCE_CLAIM_SPEC)),
+        one(3, "status", Message(&RESOURCE_V1_RESOURCE_CLAIM_STATUS)),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
+    name: "api.resource.v1.ResourceClaimConsumerReference",
+    fields: &[
+        omitempty(1, "apiGroup", Str),
+        one(3, "resource", Str),
+        one(4, "name", Str),
+        one(5, "uid", Str),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_CLAIM_SPEC: Message = Message {
+    name: "api.resource.v1.ResourceClaimSpec",
+    fields: &[one(1, "devices", Message(&RESOURCE_V1_DEVICE_CLAIM))],
+};
+
+pub static RESOURCE_V1_RESOURCE_CLAIM_STATUS: Message = Message {
+    name: "api.resource.v1.ResourceClaimStatus",
+    fields: &[
+        one(1, "allocation", Message(&RESOURCE_V1_ALLOCATION_RESULT)),
+        rep(
+            2,
+            "reservedFor",
+            Message(&RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE),
+        ),
+        rep(4, "devices", Message(&RESOURCE_V1_ALLOCATED_DEVICE_STATUS)),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE: Message = Message {
+    name: "api.resource.v1.ResourceClaimTemplate",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_SPEC),
+        ),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
+    name: "api.resource.v1.ResourceClaimTemplateSpec",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1_RESOURCE_CLAIM_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_POOL: Message = Message {
+    name: "api.resource.v1.ResourcePool",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "generation", Int),
+        one(3, "resourceSliceCount", Int),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_SLICE: Message = Message {
+    name: "api.resource.v1.ResourceSlice",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&RESOURCE_V1_RESOURCE_SLICE_SPEC)),
+    ],
+};
+
+pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
+    name: "api.resource.v1.ResourceSliceSpec",
+    fields: &[
+        one(1, "driver", Str),
+        one(2, "pool", Message(&RESOURCE_V1_RESOURCE_POOL)),
+        one(3, "nodeName", Str),
+        one(4, "nodeSelector", Message(&CORE_V1_NODE_SELECTOR)),
+        one(5, "allNodes", Bool),
+        rep(6, "devices", Message(&RESOURCE_V1_DEVICE)),
+        one(7, "perDeviceNodeSelection", Bool),
+        rep(8, "sharedCounters", Message(&RESOURCE_V1_COUNTER_SET)),
+    ],
+};
+
+pub static SCHEDULING_V1ALPHA1_BASIC_SCHEDULING_POLICY: Message = Message {
+    name: "api.scheduling.v1alpha1.BasicSchedulingPolicy",
+    fields: &[],
+};
+
+pub static SCHEDULING_V1ALPHA1_GANG_SCHEDULING_POLICY: Message = Message {
+    name: "api.scheduling.v1alpha1.GangSchedulingPolicy",
+    fields: &[one(1, "minCount", Int)],
+};
+
+pub static SCHEDULING_V1ALPHA1_POD_GROUP: Message = Message {
+    name: "api.scheduling.v1alpha1.PodGroup",
+    fields: &[
+        one(1, "name", Str),
+        one(3, "policy", Message(&SCHEDULING_V1ALPHA1_POD_GROUP_POLICY)),
+    ],
+};
+
+pub static SCHEDULING_V1ALPHA1_POD_GROUP_POLICY: Message = Message {
+    name: "api.scheduling.v1alpha1.PodGroupPolicy",
+    fields: &[
+        one(
+            2,
+            "basic",
+            Message(&SCHEDULING_V1ALPHA1_BASIC_SCHEDULING_POLICY),
+        ),
+        one(
+            3,
+            "gang",
+            Message(&SCHEDULING_V1ALPHA1_GANG_SCHEDULING_POLICY),
+        ),
+    ],
+};
+
+pub static SCHEDULING_V1ALPHA1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
+    name: "api.scheduling.v1alpha1.TypedLocalObjectReference",
+    fields: &[
+        one(1, "apiGroup", Str),
+        one(2, "kind", Str),
+        one(3, "name", Str),
+    ],
+};
+
+pub static SCHEDULING_V1ALPHA1_WORKLOAD: Message = Message {
+    name: "api.scheduling.v1alpha1.Workload",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&SCHEDULING_V1ALPHA1_WORKLOAD_SPEC)),
+    ],
+};
+
+pub static SCHEDULING_V1ALPHA1_WORKLOAD_SPEC: Message = Message {
+    name: "api.scheduling.v1alpha1.WorkloadSpec",
+    fields: &[
+        one(
+            1,
+            "controllerRef",
+            Message(&SCHEDULING_V1ALPHA1_TYPED_LOCAL_OBJECT_REFERENCE),
+        ),
+        rep(2, "podGroups", Message(&SCHEDULING_V1ALPHA1_POD_GROUP)),
+    ],
+};
+
+pub static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
+    name: "api.scheduling.v1.PriorityClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "value", Int),
+        omitempty(3, "globalDefault", Bool),
+        omitempty(4, "description", Str),
+        one(5, "preemptionPolicy", Str),
+    ],
+};
+
+pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION: Message = Message {
+    name: "api.storagemigration.v1beta1.StorageVersionMigration",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(
+            2,
+            "spec",
+            Message(&STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_SPEC),
+        ),
+        one(
+            3,
+            "status",
+            Message(&STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_STATUS),
+        ),
+    ],
+};
+
+pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_SPEC: Message = Message {
+    name: "api.storagemigration.v1beta1.StorageVersionMigrationSpec",
+    fields: &[one(1, "resource", Message(&META_V1_GROUP_RESOURCE))],
+};
+
+pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_STATUS: Message = Message {
+    name: "api.storagemigration.v1beta1.StorageVersionMigrationStatus",
+    fields: &[
+        rep(1, "conditions", Message(&META_V1_CONDITION)),
+        omitempty(2, "resourceVersion", Str),
+    ],
+};
+
+pub static STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
+    name: "api.storage.v1beta1.VolumeAttributesClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "driverName", Str),
+        map(3, "parameters", Str),
+    ],
+};
+
+pub static STORAGE_V1_CSI_DRIVER: Message = Message {
+    name: "api.storage.v1.CSIDriver",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&STORAGE_V1_CSI_DRIVER_SPEC)),
+    ],
+};
+
+pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
+    name: "api.storage.v1.CSIDriverSpec",
+    fields: &[
+        one(1, "attachRequired", Bool),
+        one(2, "podInfoOnMount", Bool),
+        rep(3, "volumeLifecycleModes", Str),
+        one(4, "storageCapacity", Bool),
+        one(5, "fsGroupPolicy", Str),
+        rep(6, "tokenRequests", Message(&STORAGE_V1_TOKEN_REQUEST)),
+        one(7, "requiresRepublish", Bool),
+        one(8, "seLinuxMount", Bool),
+        one(9, "nodeAllocatableUpdatePeriodSeconds", Int),
+        one(10, "serviceAccountTokenInSecrets", Bool),
+    ],
+};
+
+pub static STORAGE_V1_CSI_NODE: Message = Message {
+    name: "api.storage.v1.CSINode",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&STORAGE_V1_CSI_NODE_SPEC)),
+    ],
+};
+
+pub static STORAGE_V1_CSI_NODE_DRIVER: Message = Message {
+    name: "api.storage.v1.CSINodeDriver",
+    fields: &[
+        one(1, "name", Str),
+        one(2, "nodeID", Str),
+        rep(3, "topologyKeys", Str),
+        one(4, "allocatable", Message(&STORAGE_V1_VOLUME_NODE_RESOURCES)),
+    ],
+};
+
+pub static STORAGE_V1_CSI_NODE_SPEC: Message = Message {
+    name: "api.storage.v1.CSINodeSpec",
+    fields: &[rep(1, "drivers", Message(&STORAGE_V1_CSI_NODE_DRIVER))],
+};
+
+pub static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
+    name: "api.storage.v1.CSIStorageCapacity",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "nodeTopology", Message(&META_V1_LABEL_SELECTOR)),
+        one(3, "storageClassName", Str),
+        one(4, "capacity", Quantity),
+        one(5, "maximumVolumeSize", Quantity),
+    ],
+};
+
+pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
+    name: "api.storage.v1.StorageClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "provisioner", Str),
+        map(3, "parameters", Str),
+        one(4, "reclaimPolicy", Str),
+        rep(5, "mountOptions", Str),
+        one(6, "allowVolumeExpansion", Bool),
+        one(7, "volumeBindingMode", Str),
+        rep(
+            8,
+            "allowedTopologies",
+            Message(&CORE_V1_TOPOLOGY_SELECTOR_TERM),
+        ),
+    ],
+};
+
+pub static STORAGE_V1_TOKEN_REQUEST: Message = Message {
+    name: "api.storage.v1.TokenRequest",
+    fields: &[one(1, "audience", Str), one(2, "expirationSeconds", Int)],
+};
+
+pub static STORAGE_V1_VOLUME_ATTACHMENT: Message = Message {
+    name: "api.storage.v1.VolumeAttachment",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "spec", Message(&STORAGE_V1_VOLUME_ATTACHMENT_SPEC)),
+        one(3, "status", Message(&STORAGE_V1_VOLUME_ATTACHMENT_STATUS)),
+    ],
+};
+
+pub static STORAGE_V1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
+    name: "api.storage.v1.VolumeAttachmentSource",
+    fields: &[
+        one(1, "persistentVolumeName", Str),
+        one(
+            2,
+            "inlineVolumeSpec",
+            Message(&CORE_V1_PERSISTENT_VOLUME_SPEC),
+        ),
+    ],
+};
+
+pub static STORAGE_V1_VOLUME_ATTACHMENT_SPEC: Message = Message {
+    name: "api.storage.v1.VolumeAttachmentSpec",
+    fields: &[
+        one(1, "attacher", Str),
+        one(2, "source", Message(&STORAGE_V1_VOLUME_ATTACHMENT_SOURCE)),
+        one(3, "nodeName", Str),
+    ],
+};
+
+pub static STORAGE_V1_VOLUME_ATTACHMENT_STATUS: Message = Message {
+    name: "api.storage.v1.VolumeAttachmentStatus",
+    fields: &[
+        one(1, "attached", Bool),
+        map(2, "attachmentMetadata", Str),
+        one(3, "attachError", Message(&STORAGE_V1_VOLUME_ERROR)),
+        one(4, "detachError", Message(&STORAGE_V1_VOLUME_ERROR)),
+    ],
+};
+
+pub static STORAGE_V1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
+    name: "api.storage.v1.VolumeAttributesClass",
+    fields: &[
+        one(1, "metadata", Message(&META_V1_OBJECT_META)),
+        one(2, "driverName", Str),
+        map(3, "parameters", Str),
+    ],
+};
+
+pub static STORAGE_V1_VOLUME_ERROR: Message = Message {
+    name: "api.storage.v1.VolumeError",
+    fields: &[
+        one(1, "time", Time),
+        omitempty(2, "message", Str),
+        one(3, "errorCode", Int),
+    ],
+};
+
+pub static STORAGE_V1_VOLUME_NODE_RESOURCES: Message = Message {
+    name: "api.storage.v1.VolumeNodeResources",
+    fields: &[one(1, "count", Int)],
 };

@@ -9,7 +9,9 @@
 //!   owners or to owners deleting in the foreground are removed from it.
 //! - An owner deleting in the foreground has its dependents deleted (in the foreground
 //!   when they have dependents of their own) and loses the finalizer once no dependent
-//!   with `blockOwnerDeletion` is left.
+//!   with `blockOwnerDeletion` is left. A dependent that would wait for a dependent of
+//!   its own which already deletes in the foreground (an ownership cycle) first stops
+//!   blocking its owners, so the cycle unwinds.
 //! - An owner deleting with `orphan` has its reference removed from every dependent, then
 //!   loses the finalizer.
 //!
@@ -309,7 +311,13 @@ impl Collector {
         }
         let uid = uid_of(obj).unwrap_or_default();
         let policy = if waiting && self.graph().has_dependents(uid) {
-            // Its owner waits for the whole tree below it.
+            // Its owner waits for the whole tree below it. A dependent already deleting in
+            // the foreground may be waiting for that same owner (an ownership cycle): the
+            // references of this object stop blocking first, so that its owners need not
+            // wait for it, as kube-controller-manager's collector does.
+            if self.graph().has_foreground_dependent(uid) {
+                self.unblock_owners(id, obj).await?;
+            }
             Propagation::Foreground
         } else if has_finalizer(obj, ORPHAN) {
             Propagation::Orphan
@@ -334,6 +342,46 @@ impl Collector {
             }
             Err(e) if e.is_not_found() => Ok(Action::Done),
             Err(e) => Err(failed(format!("{what}: delete"), e)),
+        }
+    }
+
+    /// Sets `blockOwnerDeletion: false` on every blocking reference of `obj`.
+    async fn unblock_owners(&self, id: &Identity, obj: &Value) -> Result<()> {
+        let refs = owner_refs(obj);
+        if !refs.iter().any(|r| r["blockOwnerDeletion"] == true) {
+            return Ok(());
+        }
+        let unblocked: Vec<Value> = refs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if r["blockOwnerDeletion"] == true {
+                    r["blockOwnerDeletion"] = json!(false);
+                }
+                r
+            })
+            .collect();
+        let patch = json!({"metadata": {
+            "resourceVersion": str_at(obj, "/metadata/resourceVersion"),
+            "ownerReferences": unblocked,
+        }});
+        let what = id.to_string();
+        match self
+            .client
+            .patch(
+                &id.res,
+                id.namespace.as_deref(),
+                &id.name,
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(object = %what, "a dependent deletes in the foreground too: its owner references no longer block, so that an ownership cycle cannot wait for ever");
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(failed(format!("{what}: unblock owner references"), e)),
         }
     }
 

@@ -1880,7 +1880,7 @@ async fn yaml_bodies_are_accepted_and_protobuf_of_unknown_kinds_is_refused_with_
     let r = s
         .req(Method::POST, CMS)
         .header("Content-Type", "application/vnd.kubernetes.protobuf")
-        .body(&b"k8s\x00\x0a\x21\x0a\x11storage.k8s.io/v1\x12\x0cStorageClass\x12\x00"[..])
+        .body(&b"k8s\x00\x0a\x18\x0a\x0eexample.com/v1\x12\x06Widget\x12\x00"[..])
         .send()
         .await
         .unwrap();
@@ -1888,7 +1888,7 @@ async fn yaml_bodies_are_accepted_and_protobuf_of_unknown_kinds_is_refused_with_
     let st: Value = r.json().await.unwrap();
     let message = st["message"].as_str().unwrap();
     assert!(
-        message.contains("kubectl apply -f") && message.contains("\"StorageClass\""),
+        message.contains("kubectl apply -f") && message.contains("\"Widget\""),
         "{st}"
     );
     let r = s

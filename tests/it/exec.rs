@@ -482,3 +482,70 @@ async fn exec_and_attach_need_a_pod_on_a_node() {
     }
     s.delete(&format!("{PODS}/nowhere")).await;
 }
+
+/// Reads a log streamed over WebSocket to its close: the messages' bytes, base64 text
+/// decoded.
+async fn log_over_websocket(c: &mut Client) -> String {
+    let mut log = Vec::new();
+    loop {
+        match within(20, c.ws.next()).await {
+            Some(Ok(Message::Binary(b))) => log.extend_from_slice(&b),
+            Some(Ok(Message::Text(t))) => log.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(t.as_bytes())
+                    .unwrap(),
+            ),
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("the log stream failed: {e}"),
+        }
+    }
+    String::from_utf8(log).unwrap()
+}
+
+/// Upstream's conformance test "Pods should support retrieving logs from the container
+/// over websockets", in binary and base64, and a followed log that ends with its pod.
+#[tokio::test]
+async fn logs_stream_over_websocket_in_binary_and_base64() {
+    let s = server().await;
+    s.post(PODS, pod("alive", "Never", "echo container is alive"))
+        .await;
+    pod_until(&s, "alive", "succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    for protocol in ["binary.k8s.io", "base64.binary.k8s.io"] {
+        let mut c =
+            Client::connect(&s, &format!("{PODS}/alive/log?container=main"), protocol).await;
+        assert_eq!(c.protocol.as_deref(), Some(protocol));
+        assert_eq!(log_over_websocket(&mut c).await, "container is alive\n");
+    }
+    // A log that is still being written comes as it is written, to the container's end.
+    s.post(
+        PODS,
+        pod(
+            "counting",
+            "Never",
+            "for i in 1 2 3; do echo line-$i; sleep 0.3; done",
+        ),
+    )
+    .await;
+    pod_until(&s, "counting", "running", |p| {
+        p["status"]["phase"] != "Pending"
+    })
+    .await;
+    let mut c = Client::connect(
+        &s,
+        &format!("{PODS}/counting/log?follow=true"),
+        "binary.k8s.io",
+    )
+    .await;
+    assert_eq!(log_over_websocket(&mut c).await, "line-1\nline-2\nline-3\n");
+    // What a log refuses without an upgrade it refuses with one, before upgrading.
+    let (code, st) = s.get(&format!("{PODS}/alive/log?container=other")).await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(st["message"], "container other is not valid for pod alive");
+    for name in ["alive", "counting"] {
+        crate::node::delete_pod(&s, name).await;
+    }
+}

@@ -203,6 +203,55 @@ async fn foreground_deletion_keeps_the_owner_until_blocking_dependents_are_gone(
     gone(&s, &top_path).await;
 }
 
+/// Upstream's conformance test "Garbage collector should not be blocked by dependency
+/// circle": pod1 is owned by pod3, pod2 by pod1 and pod3 by pod2, each reference blocking;
+/// pod1 deleted in the foreground takes all three with it.
+#[tokio::test]
+async fn an_ownership_cycle_deleted_in_the_foreground_is_collected() {
+    let s = TestServer::start().await;
+    let mut pods = Vec::new();
+    for name in ["pod1", "pod2", "pod3"] {
+        pods.push(pod(&s, "default", name, &[]).await);
+    }
+    for (dependent, owner) in [(0, 2), (1, 0), (2, 1)] {
+        let path = ns_path("default", &format!("pods/pod{}", dependent + 1));
+        let mut r = owner_ref(&pods[owner], true);
+        r["controller"] = json!(true);
+        let (code, v) = s
+            .patch(
+                &path,
+                "application/strategic-merge-patch+json",
+                json!({"metadata": {"ownerReferences": [r]}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{v}");
+    }
+    let (code, v) = s
+        .call(
+            Method::DELETE,
+            &ns_path("default", "pods/pod1"),
+            Some(json!({"kind": "DeleteOptions", "apiVersion": "v1",
+                        "propagationPolicy": "Foreground",
+                        "preconditions": {"uid": uid(&pods[0])}})),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    eventually(60, "every pod of the cycle is deleted", || async {
+        let (_, list) = s.get(&ns_path("default", "pods")).await;
+        match list["items"].as_array() {
+            Some(items) if items.is_empty() => Ok(()),
+            _ => Err(list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| format!("{} {}", p["metadata"]["name"], p["metadata"]))
+                .collect::<Vec<_>>()
+                .join("\n")),
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn foreground_deletion_keeps_dependents_that_have_other_owners() {
     let s = TestServer::start().await;

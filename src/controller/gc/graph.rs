@@ -223,6 +223,15 @@ impl Graph {
             .collect()
     }
 
+    /// Whether a dependent of `uid` is itself deleting in the foreground: were `uid` to
+    /// block its owners and wait for that dependent, the two could wait for each other.
+    pub fn has_foreground_dependent(&self, uid: &str) -> bool {
+        self.dependents.get(uid).is_some_and(|d| {
+            d.iter()
+                .any(|d| self.nodes.get(d).is_some_and(|n| n.foreground))
+        })
+    }
+
     /// Whether any object names `uid` as an owner.
     pub fn has_dependents(&self, uid: &str) -> bool {
         self.dependents.get(uid).is_some_and(|d| !d.is_empty())
