@@ -498,6 +498,27 @@ fn without_managed(v: &Value) -> Value {
 }
 
 impl Registry {
+    /// An applied configuration names only fields of the kind's schema, whatever the
+    /// field validation: who owns a field nobody declares cannot be told.
+    pub(super) fn check_declared(res: &Resource, config: &Value) -> Result<()> {
+        let undeclared = super::schema::undeclared(res, config);
+        if undeclared.is_empty() {
+            return Ok(());
+        }
+        let fields: Vec<String> = undeclared
+            .iter()
+            .map(|f| format!(".{f}: field not declared in schema"))
+            .collect();
+        let listed = match fields.as_slice() {
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
+        };
+        Err(Error::BadRequest(format!(
+            "failed to create typed patch object ({}/{}, Kind={}): {listed}",
+            res.group, res.version, res.kind_name
+        )))
+    }
+
     /// Server-side apply of `config` (a patch of type `application/apply-patch+yaml`).
     /// Returns the object and whether it was created.
     pub async fn apply(
@@ -530,23 +551,7 @@ impl Registry {
         if let Some(m) = config.get("metadata").and_then(Value::as_object) {
             super::check_identity(m, ns, Some(name))?;
         }
-        // An applied configuration names only fields of the kind's schema, whatever the
-        // field validation: who owns a field nobody declares cannot be told.
-        let undeclared = super::schema::undeclared(res, &config);
-        if !undeclared.is_empty() {
-            let fields: Vec<String> = undeclared
-                .iter()
-                .map(|f| format!(".{f}: field not declared in schema"))
-                .collect();
-            let listed = match fields.as_slice() {
-                [one] => one.clone(),
-                many => format!("errors:\n  {}", many.join("\n  ")),
-            };
-            return Err(Error::BadRequest(format!(
-                "failed to create typed patch object ({}/{}, Kind={}): {listed}",
-                res.group, res.version, res.kind_name
-            )));
-        }
+        Self::check_declared(res, &config)?;
         let part = if apply.status {
             // The status subresource takes the status alone (and the identity that
             // names the object).

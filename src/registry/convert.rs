@@ -341,11 +341,15 @@ impl Registry {
         stored: &Resource,
         namespace: Option<&str>,
         name: &str,
-        config: Value,
+        mut config: Value,
         opts: &WriteOptions,
         apply: &ApplyOptions,
     ) -> Result<(Written, bool)> {
-        let (config, _) = Self::served_to_stored(res, config, opts)?;
+        // An applied configuration is partial: it is checked against the version it is
+        // written in, and admitted only once merged, in the stored version.
+        Self::check_type(res, &mut config)?;
+        Self::check_declared(res, &config)?;
+        let config = to_stored(res, &config);
         let (w, created) = self
             .apply(stored, namespace, name, config, opts, apply)
             .await?;

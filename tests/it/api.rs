@@ -3072,3 +3072,57 @@ async fn pod_templates_tables_reviews_and_discovery_answer_as_upstream() {
     assert_eq!(versions, ["v2", "v1beta1", "v10alpha1"]);
     s.stop().await;
 }
+
+/// The conformance suite's RuntimeClass discovery steps, with the Accept header its Go
+/// client sends: the group is listed under /apis, read back as an APIGroup naming
+/// node.k8s.io/v1 (in JSON, which the client decodes), and its version lists
+/// runtimeclasses.
+#[tokio::test]
+async fn the_runtime_class_group_is_discovered_as_the_go_client_reads_it() {
+    let s = TestServer::start_with(|c| c.run_controllers = false).await;
+    let (_, groups) = s.get("/apis").await;
+    let node = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "node.k8s.io")
+        .expect("node.k8s.io under /apis");
+    assert_eq!(node["versions"][0]["version"], "v1", "{node}");
+    for accept in [
+        "application/vnd.kubernetes.protobuf, */*",
+        "application/vnd.kubernetes.protobuf,application/json",
+        "application/json, */*",
+    ] {
+        let r = s
+            .req(Method::GET, "/apis/node.k8s.io")
+            .header("Accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{accept}");
+        assert_eq!(r.headers()["content-type"], "application/json", "{accept}");
+        let group: Value = r.json().await.unwrap();
+        assert_eq!(
+            (group["apiVersion"].as_str(), group["kind"].as_str()),
+            (Some("v1"), Some("APIGroup")),
+            "{group}"
+        );
+        assert_eq!(group["name"], "node.k8s.io");
+        assert_eq!(
+            group["versions"],
+            json!([{"groupVersion": "node.k8s.io/v1", "version": "v1"}])
+        );
+        assert_eq!(group["preferredVersion"]["version"], "v1");
+    }
+    let (code, list) = s.get("/apis/node.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    assert!(
+        list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "runtimeclasses"),
+        "{list}"
+    );
+    s.stop().await;
+}

@@ -1080,3 +1080,106 @@ async fn yaml_keys_given_twice_are_refused_by_line_or_warned_about() {
     );
     s.stop().await;
 }
+
+/// The upstream field validation tests of custom objects, applied strictly in the
+/// version that is served but not stored (as the conformance fixture's two-version
+/// definition has it): a valid object is applied, and unknown fields at the root, in
+/// the metadata and in an embedded object's metadata are refused as the typed patch
+/// names them.
+#[tokio::test]
+async fn strict_apply_in_a_version_not_stored_names_undeclared_fields() {
+    let s = TestServer::start().await;
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {
+                "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "properties": {
+                        "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+                        "spec": {"type": "object"}}},
+                "foo": {"type": "string"},
+                "cronSpec": {"type": "string",
+                    "pattern": "^(\\d+|\\*)(/\\d+)?(\\s+(\\d+|\\*)(/\\d+)?){4}$"},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+                    "items": {"type": "object", "required": ["containerPort", "protocol"],
+                        "properties": {"containerPort": {"type": "integer", "format": "int32"},
+                            "hostIP": {"type": "string"},
+                            "hostPort": {"type": "integer", "format": "int32"},
+                            "name": {"type": "string"}, "protocol": {"type": "string"}}}},
+            }},
+    }}});
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+            "subresources": {"status": {}}, "schema": schema})
+    };
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "fookqza.mygroup.example.com"},
+        "spec": {
+            "group": "mygroup.example.com",
+            "scope": "Cluster",
+            "names": {"plural": "fookqza", "singular": "fookqz", "kind": "fookqz",
+                "listKind": "fookqzList"},
+            "versions": [version("v1beta1", false), version("v1", true)],
+        },
+    });
+    let (code, c) = s.post(CRDS, crd).await;
+    assert_eq!(code, 201, "{c}");
+    let path = "/apis/mygroup.example.com/v1beta1/fookqza/mytest";
+    let apply = |body: String| {
+        s.req(
+            Method::PATCH,
+            &format!("{path}?fieldManager=field_validation_mgr&fieldValidation=Strict"),
+        )
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body(body)
+        .send()
+    };
+    let head =
+        "\napiVersion: mygroup.example.com/v1beta1\nkind: fookqz\nmetadata:\n  name: mytest\n";
+    let tail = "  foo: foo1\n  cronSpec: \"* * * * */5\"\n  ports:\n  - name: x\n    containerPort: 80\n    protocol: TCP";
+    // Unknown fields at the root.
+    let r = apply(format!(
+        "{head}  finalizers:\n  - test-finalizer\nunknownField: unknown\nspec:\n{tail}"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let said = r.text().await.unwrap();
+    assert!(
+        said.contains(".unknownField: field not declared in schema"),
+        "{said}"
+    );
+    // Unknown metadata, of the object and of the object it embeds.
+    let r = apply(format!(
+        "{head}  unknownMeta: unknown\n  finalizers:\n  - test-finalizer\nspec:\n  template:\n    apiVersion: foo/v1\n    kind: Sub\n    metadata:\n        unknownSubMeta: unknown\n        name: subobject\n        namespace: default\n{tail}"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let said = r.text().await.unwrap();
+    assert!(
+        said.contains(".metadata.unknownMeta: field not declared in schema")
+            && said
+                .contains(".spec.template.metadata.unknownSubMeta: field not declared in schema"),
+        "{said}"
+    );
+    let (code, _) = s.get(path).await;
+    assert_eq!(code, 404, "nothing was written");
+    // A valid object is applied, and applied again with a change.
+    let valid = format!("{head}  finalizers:\n  - test-finalizer\nspec:\n{tail}");
+    let r = apply(valid.clone()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["apiVersion"], "mygroup.example.com/v1beta1", "{v}");
+    assert_eq!(v["spec"]["ports"][0]["containerPort"], 80, "{v}");
+    let r = apply(valid.replace("foo: foo1", "foo: foo2"))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let (code, v) = s.get("/apis/mygroup.example.com/v1/fookqza/mytest").await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["spec"]["foo"], "foo2", "{v}");
+    s.stop().await;
+}
