@@ -46,6 +46,20 @@ pub struct NodeSettings {
     /// End every container when berth stops (else they run on, and the next berth on
     /// the data directory adopts them).
     pub stop_pods_on_exit: bool,
+    /// Which runtime runs the pods that name no RuntimeClass.
+    pub runtime: DefaultRuntime,
+}
+
+/// Which runtime a node runs its pods with (`berth serve --default-runtime`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultRuntime {
+    /// `oci` where runc is installed and berth runs as root, else `process`.
+    #[default]
+    Auto,
+    /// Each container in its image's root filesystem, run by runc.
+    Oci,
+    /// Each container's command run on this machine.
+    Process,
 }
 
 impl NodeSettings {
@@ -59,6 +73,7 @@ impl NodeSettings {
             shim_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("berth")),
             cgroups: true,
             stop_pods_on_exit: false,
+            runtime: DefaultRuntime::Auto,
         }
     }
 }
@@ -153,7 +168,7 @@ pub fn reset_node(data_dir: &Path) -> Result<crate::runtime::reset::Report, Erro
 /// Opens the container runtime of `data_dir` (adopting the containers that still run),
 /// with its cgroups under `berth/<id>` when `settings` asks for them and the machine has
 /// them.
-fn open_runtime(data_dir: &Path, settings: &NodeSettings) -> Result<ProcessRuntime, Error> {
+fn open_runtime(data_dir: &Path, settings: &mut NodeSettings) -> Result<ProcessRuntime, Error> {
     let root = pods_dir(data_dir);
     let io = |context: &str| {
         let context = context.to_string();
@@ -177,13 +192,65 @@ fn open_runtime(data_dir: &Path, settings: &NodeSettings) -> Result<ProcessRunti
     if let Err(why) = &cgroups {
         tracing::warn!(reason = %why, "resource limits of containers are not enforced");
     }
-    ProcessRuntime::open_with_cgroups(
+    let runtime = ProcessRuntime::open_with_cgroups(
         &root,
         &settings.shim_program,
         crate::runtime::shim::Rotation::default(),
         cgroups,
     )
-    .map_err(io("open the container runtime"))
+    .map_err(io("open the container runtime"))?;
+    let runc = find_program("runc");
+    let root_user = rustix::process::geteuid().is_root();
+    let oci = match (settings.runtime, &runc) {
+        (DefaultRuntime::Process, _) => false,
+        (DefaultRuntime::Oci, None) => {
+            return Err(Error::Io {
+                context: "run containers with the oci runtime".into(),
+                source: std::io::Error::other(
+                    "runc is not installed: install the `runc` package, or choose `--default-runtime process`",
+                ),
+            });
+        }
+        (DefaultRuntime::Oci, Some(_)) => true,
+        (DefaultRuntime::Auto, Some(_)) if root_user => true,
+        (DefaultRuntime::Auto, found) => {
+            let why = match found {
+                None => {
+                    "runc is not installed: install the `runc` package to run containers from their images"
+                }
+                Some(_) => {
+                    "berth does not run as root, which runc needs to run containers from their images"
+                }
+            };
+            tracing::warn!("pods run their commands on this machine (the process runtime): {why}");
+            false
+        }
+    };
+    if let Some(program) = runc {
+        runtime.set_runc(crate::runtime::process::Runc {
+            program,
+            root: data_dir.join("runc"),
+        });
+    }
+    settings.agent.runtime_handler = match oci {
+        true => crate::node::OCI_HANDLER,
+        false => crate::node::PROCESS_HANDLER,
+    }
+    .to_string();
+    tracing::info!(runtime = %settings.agent.runtime_handler, "the node's default runtime");
+    Ok(runtime)
+}
+
+/// `name` on the PATH, if it is there.
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/bin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 pub use crate::types::default_data_dir;
@@ -356,7 +423,11 @@ impl Cluster {
             address,
             controllers: config.run_controllers.then(|| config.controllers.clone()),
             node: match &config.node {
-                Some(settings) => Some((settings.clone(), open_runtime(&data_dir, settings)?)),
+                Some(settings) => {
+                    let mut settings = settings.clone();
+                    let runtime = open_runtime(&data_dir, &mut settings)?;
+                    Some((settings, runtime))
+                }
                 None => None,
             },
             data_dir,

@@ -66,6 +66,11 @@ enum Command {
         /// them later).
         #[arg(long)]
         stop_pods_on_exit: bool,
+        /// The runtime of pods that name no RuntimeClass: `oci` runs each container in
+        /// its image's root filesystem through runc, `process` runs its command on this
+        /// machine; `auto` is `oci` where runc is installed and berth runs as root.
+        #[arg(long, value_enum, default_value_t = berth::app::DefaultRuntime::Auto)]
+        default_runtime: berth::app::DefaultRuntime,
         /// How often the node measures the resource metrics of `kubectl top` and the
         /// autoscalers (`15s`, `1500ms`).
         #[arg(long, default_value = "15s", value_parser = parse_resolution)]
@@ -437,6 +442,7 @@ fn main() -> anyhow::Result<()> {
             pod_manifest_path,
             no_cgroups,
             stop_pods_on_exit,
+            default_runtime,
             metric_resolution,
             hpa_sync_period,
             hpa_downscale_stabilization,
@@ -454,6 +460,7 @@ fn main() -> anyhow::Result<()> {
                 node.agent.pod_manifest_path = pod_manifest_path;
                 node.cgroups = !no_cgroups;
                 node.stop_pods_on_exit = stop_pods_on_exit;
+                node.runtime = default_runtime;
                 node.agent.metrics_every = metric_resolution;
                 config.node = Some(node);
             }

@@ -85,3 +85,77 @@ pub(super) async fn watch(data_dir: PathBuf, imported: Arc<Notify>, cancel: Canc
         }
     }
 }
+
+/// Who a container runs as, as its pod says (the image's `USER` otherwise).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Security {
+    pub run_as_user: Option<u32>,
+    pub run_as_group: Option<u32>,
+    pub supplemental_groups: Vec<u32>,
+}
+
+/// An image of the store, ready to run a container in.
+pub(super) struct Resolved {
+    pub config: crate::runtime::oci::ImageConfig,
+    pub rootfs: crate::runtime::oci::Rootfs,
+}
+
+/// Finds `image` in the node's store and makes its layers ready (applying any not applied
+/// yet); the reasons a container waits otherwise are the kubelet's.
+pub(super) fn resolve(
+    data_dir: &std::path::Path,
+    image: &str,
+    security: &Security,
+) -> Result<Resolved, super::status::Waiting> {
+    use super::status::Waiting;
+    use crate::runtime::oci;
+    let waiting = |reason: &str, message: String| Waiting {
+        reason: reason.into(),
+        message,
+    };
+    let name = image::reference::normalize(image).map_err(|e| {
+        waiting(
+            "InvalidImageName",
+            format!("Failed to apply default image tag {image:?}: couldn't parse image name {image:?}: {e}"),
+        )
+    })?;
+    let store = Store::at(&image::store_dir(data_dir));
+    let Some(img) = store.image(&name) else {
+        return Err(waiting(
+            "ErrImagePull",
+            format!(
+                "image {image:?} is not in this node's store and berth does not pull images yet: import it with `berth image import --data-dir DIR FILE` (an OCI or docker archive), or drop it into DIR/images"
+            ),
+        ));
+    };
+    let failed = |what: String| waiting("CreateContainerError", what);
+    let config = store
+        .read_blob(&img.config)
+        .map_err(|e| failed(format!("read the config of image {name}: {e}")))?;
+    let config = oci::ImageConfig::parse(&config).map_err(failed)?;
+    let mut layers = Vec::with_capacity(img.layers.len());
+    for l in &img.layers {
+        layers.push(
+            store
+                .ensure_layer(l)
+                .map_err(|e| failed(format!("unpack layer {} of image {name}: {e}", l.digest)))?,
+        );
+    }
+    let (uid, gid, additional_gids) = oci::resolve_user(
+        &layers,
+        config.user.as_deref(),
+        security.run_as_user,
+        security.run_as_group,
+        &security.supplemental_groups,
+    )
+    .map_err(|e| waiting("CreateContainerConfigError", e))?;
+    Ok(Resolved {
+        config,
+        rootfs: oci::Rootfs {
+            layers,
+            uid,
+            gid,
+            additional_gids,
+        },
+    })
+}

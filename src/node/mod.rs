@@ -134,6 +134,12 @@ pub(crate) struct Shared<R> {
 
 /// Below this much available memory the node reports `MemoryPressure` (the kubelet's
 /// default hard eviction threshold, `memory.available<100Mi`).
+/// The RuntimeClass handler of the runtime that runs containers in their images' root
+/// filesystems through runc.
+pub const OCI_HANDLER: &str = "oci";
+/// The RuntimeClass handler of the runtime that runs containers' commands on this machine.
+pub const PROCESS_HANDLER: &str = "process";
+
 const MEMORY_AVAILABLE_MIN: u64 = 100 << 20;
 /// Below this share of free space where berth keeps its data: `DiskPressure`
 /// (`nodefs.available<10%`).

@@ -85,6 +85,28 @@ struct Worker<R> {
 /// What a whole pod may use, as kubelet sizes the pod's cgroup: a limit only when every
 /// container has one (the app containers' sum, or an init container's if larger); the
 /// cpu weight from the requests likewise.
+/// Who a container runs as, from its security context over its pod's.
+fn security(pod: &Value, c: &Value) -> super::images::Security {
+    let pick = |key: &str| {
+        c.pointer(&format!("/securityContext/{key}"))
+            .or_else(|| pod.pointer(&format!("/spec/securityContext/{key}")))
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    super::images::Security {
+        run_as_user: pick("runAsUser"),
+        run_as_group: pick("runAsGroup"),
+        supplemental_groups: pod
+            .pointer("/spec/securityContext/supplementalGroups")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_u64)
+            .filter_map(|n| u32::try_from(n).ok())
+            .collect(),
+    }
+}
+
 fn pod_resources(pod: &Value) -> Resources {
     let list = |field: &str| -> Vec<Resources> {
         pod["spec"][field]
@@ -384,26 +406,79 @@ impl<R: Runtime + Clone> Worker<R> {
         if let Some(cmd) = &builtin {
             argv.extend(cmd.iter().cloned());
         }
-        for key in ["command", "args"] {
-            for a in c[key].as_array().into_iter().flatten() {
-                argv.push(expand(a.as_str().unwrap_or(""), &env));
+        let expanded = |key: &str| -> Vec<String> {
+            c[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| expand(a.as_str().unwrap_or(""), &env))
+                .collect()
+        };
+        let (command, args) = (expanded("command"), expanded("args"));
+        let mut working_dir: Option<std::path::PathBuf> = c["workingDir"]
+            .as_str()
+            .filter(|d| !d.is_empty())
+            .map(Into::into);
+        let mut rootfs = None;
+        if builtin.is_none() && self.shared.config.runtime_handler == super::OCI_HANDLER {
+            let data_dir = self.shared.config.data_dir.clone();
+            let (wanted, security) = (image.to_string(), security(pod, c));
+            let resolved = tokio::task::spawn_blocking(move || {
+                super::images::resolve(&data_dir, &wanted, &security)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(Waiting {
+                    reason: "CreateContainerError".into(),
+                    message: format!("resolving the image failed: {e}"),
+                })
+            })?;
+            argv = crate::runtime::oci::argv(&resolved.config, &command, &args);
+            if argv.is_empty() {
+                return Err(Waiting {
+                    reason: "CreateContainerError".into(),
+                    message: format!(
+                        "no command specified: image {image:?} has no entrypoint and no cmd, and the container no command"
+                    ),
+                });
             }
-        }
-        if no_command && builtin.is_none() {
-            let store =
-                crate::image::Store::at(&crate::image::store_dir(&self.shared.config.data_dir));
-            let message = match store.image(image) {
-                Some(_) => format!(
-                    "the container has no command: image {image:?} is in this node's store, but the process runtime runs commands on this machine, not an image's entrypoint; give the container a command"
-                ),
-                None => format!(
-                    "the container has no command, and the process runtime runs only commands on this machine (image {image:?} is not in this node's store, and images are not pulled): give the container a command"
-                ),
-            };
-            return Err(Waiting {
-                reason: "CreateContainerConfigError".into(),
-                message,
-            });
+            // The image's environment, under the container's own.
+            let mut merged: Vec<(String, String)> = resolved
+                .config
+                .env
+                .iter()
+                .filter_map(|e| e.split_once('='))
+                .filter(|(k, _)| !env.iter().any(|(ck, _)| ck == k))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            merged.append(&mut env);
+            env = merged;
+            if working_dir.is_none() {
+                working_dir = resolved.config.working_dir.clone().map(Into::into);
+            }
+            rootfs = Some(resolved.rootfs);
+        } else {
+            argv.extend(command);
+            argv.extend(args);
+            if no_command && builtin.is_none() {
+                let store =
+                    crate::image::Store::at(&crate::image::store_dir(&self.shared.config.data_dir));
+                let stored = crate::image::reference::normalize(image)
+                    .ok()
+                    .and_then(|n| store.image(&n));
+                let message = match stored {
+                    Some(_) => format!(
+                        "the container has no command: image {image:?} is in this node's store, but the process runtime runs commands on this machine, not an image's entrypoint; give the container a command, or run the pod with the oci runtime"
+                    ),
+                    None => format!(
+                        "the container has no command, and the process runtime runs only commands on this machine (image {image:?} is not in this node's store, and images are not pulled): give the container a command"
+                    ),
+                };
+                return Err(Waiting {
+                    reason: "CreateContainerConfigError".into(),
+                    message,
+                });
+            }
         }
         let config_error = |message: String| Waiting {
             reason: "CreateContainerConfigError".into(),
@@ -414,7 +489,7 @@ impl<R: Runtime + Clone> Worker<R> {
             .as_ref()
             .map_err(|e| config_error(e.message.clone()))?;
         let mounts = volume::mounts(c, prepared, &env).map_err(config_error)?;
-        if !mounts.is_empty() && !self.shared.config.mount_namespaces {
+        if !mounts.is_empty() && !self.shared.config.mount_namespaces && rootfs.is_none() {
             let targets: Vec<String> = mounts
                 .iter()
                 .map(|m| m.target.display().to_string())
@@ -434,7 +509,7 @@ impl<R: Runtime + Clone> Worker<R> {
             image: c["image"].as_str().unwrap_or("").into(),
             argv,
             env: env.clone(),
-            working_dir: c["workingDir"].as_str().map(Into::into),
+            working_dir,
             mounts,
             resources: resources(c),
             pod_resources: pod_resources(pod),
@@ -447,10 +522,13 @@ impl<R: Runtime + Clone> Worker<R> {
                 // A file of the container's own needs a mount namespace of its own.
                 path: c["terminationMessagePath"]
                     .as_str()
-                    .filter(|p| !p.is_empty() && self.shared.config.mount_namespaces)
+                    .filter(|p| {
+                        !p.is_empty() && (self.shared.config.mount_namespaces || rootfs.is_some())
+                    })
                     .map(Into::into),
                 fallback_to_logs: c["terminationMessagePolicy"] == "FallbackToLogsOnError",
             },
+            rootfs,
         };
         if spec.resources.any_limit() && !self.told_unenforced {
             if let Some(why) = self.shared.runtime.limits_unenforced() {

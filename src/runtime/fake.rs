@@ -376,6 +376,7 @@ mod tests {
             pod_resources: Default::default(),
             stdio: Default::default(),
             termination_message: Default::default(),
+            rootfs: None,
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod cgroup;
 pub mod fake;
 pub mod logs;
+pub mod oci;
 pub mod process;
 pub mod pty;
 pub mod reset;
@@ -137,6 +138,10 @@ pub struct ContainerSpec {
     /// Where the container's termination message comes from.
     #[serde(default)]
     pub termination_message: TerminationMessage,
+    /// The image the container runs in (the `oci` runtime, through runc); none: it runs
+    /// its command on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rootfs: Option<oci::Rootfs>,
 }
 
 /// Where a container's termination message comes from (its `terminationMessagePath` and

@@ -48,9 +48,19 @@ struct Inner {
     /// Instances whose exit is being waited for.
     watched: Mutex<HashSet<ContainerId>>,
     tasks: Mutex<JoinSet<()>>,
+    /// How containers of images run (none: this runtime runs commands only).
+    runc: std::sync::OnceLock<Runc>,
     /// Set once the runtime is closed: nothing starts any more. Held while a container
     /// is being launched, so a close waits for a launch under way and then ends it too.
     closed: Mutex<bool>,
+}
+
+/// runc, which runs the containers of images: the program and the state directory of
+/// its own that berth gives it (`--root`), one per data directory.
+#[derive(Debug, Clone)]
+pub struct Runc {
+    pub program: PathBuf,
+    pub root: PathBuf,
 }
 
 /// The process runtime; cheap to clone.
@@ -97,6 +107,7 @@ impl ProcessRuntime {
                 watched: Mutex::new(HashSet::new()),
                 tasks: Mutex::new(JoinSet::new()),
                 closed: Mutex::new(false),
+                runc: std::sync::OnceLock::new(),
             }),
         };
         let pods = rt.pods()?;
@@ -192,6 +203,17 @@ impl ProcessRuntime {
         })
     }
 
+    /// Runs the containers of images (those whose spec has a root filesystem) with
+    /// `runc`; set once.
+    pub fn set_runc(&self, runc: Runc) {
+        let _ = self.inner.runc.set(runc);
+    }
+
+    /// Whether containers of images can run here.
+    pub fn runs_images(&self) -> bool {
+        self.inner.runc.get().is_some()
+    }
+
     /// The spec an instance was started with.
     pub fn spec(&self, id: &ContainerId) -> Option<ContainerSpec> {
         shim::read_record::<Record>(&self.dir(id), SPEC_FILE).map(|r| r.spec)
@@ -228,7 +250,12 @@ impl ProcessRuntime {
             error: exit.as_ref().and_then(|e| e.error.clone()),
             reason: exit.as_ref().and_then(|e| e.reason.clone()),
             message: exit.as_ref().and_then(|e| e.message.clone()),
-            pid: started.map(|s| s.pid),
+            // A container of an image is its init process (in its own namespaces), once
+            // runc has made it; its shim's child is runc.
+            pid: fs::read_to_string(dir.join(super::oci::PID_FILE))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+                .or(started.map(|s| s.pid)),
             id,
         })
     }
@@ -314,6 +341,10 @@ impl ProcessRuntime {
         }
         shim::write_record(&dir, shim::TERMINATION_FILE, &spec.termination_message)
             .map_err(|e| Error::io(format!("record the termination message of {id}"), e))?;
+        let mut argv = spec.argv.clone();
+        if let Some(rootfs) = &spec.rootfs {
+            argv = self.bundle(spec, rootfs, &dir, &mut mounts)?;
+        }
         if !mounts.is_empty() {
             let setup = shim::MountSetup {
                 mounts: mounts.clone(),
@@ -354,7 +385,7 @@ impl ProcessRuntime {
             }
         }
         cmd.arg("--")
-            .args(&spec.argv)
+            .args(&argv)
             .process_group(0)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
@@ -396,9 +427,79 @@ impl ProcessRuntime {
     }
 }
 
+impl ProcessRuntime {
+    /// Writes the OCI bundle of a container of an image and the record of the root
+    /// filesystem its shim mounts; the container's volumes go into the bundle (`mounts`
+    /// is emptied: the shim mounts none itself). Returns the command the shim runs.
+    fn bundle(
+        &self,
+        spec: &ContainerSpec,
+        rootfs: &super::oci::Rootfs,
+        dir: &Path,
+        mounts: &mut Vec<super::Mount>,
+    ) -> Result<Vec<String>> {
+        use super::oci;
+        let runc = self.inner.runc.get().ok_or_else(|| {
+            Error::Invalid(
+                "this node cannot run containers of images: runc is not installed (install the `runc` package, then restart berth)".to_string(),
+            )
+        })?;
+        let id = format!("{}-{}-{}", spec.pod_uid, spec.name, spec.attempt);
+        let bundle = dir.join(oci::BUNDLE_DIR);
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |e: std::io::Error| Error::io(what, e)
+        };
+        fs::create_dir_all(&bundle).map_err(io("create the container's bundle"))?;
+        let mut all = oci::etc_files(dir, &spec.pod_name).map_err(io("write /etc files"))?;
+        all.append(mounts);
+        // Under cgroup v1 runc makes the container's cgroup below its own (the
+        // container's, where the shim starts it); under v2 below its own's parent.
+        // (Unified mode: the cgroup v2 hierarchy is the root, which lists its controllers.)
+        let unified = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let cgroups_path = match (unified, &self.inner.cgroups) {
+            (true, Ok(_)) => format!("{}-{}/runc", spec.name, spec.attempt),
+            _ => format!("berth-{id}"),
+        };
+        let config = oci::spec(spec, rootfs, &all, &cgroups_path).map_err(Error::Invalid)?;
+        config
+            .save(bundle.join("config.json"))
+            .map_err(|e| Error::Invalid(format!("write the container's config.json: {e}")))?;
+        let program = runc.program.display().to_string();
+        let root = runc.root.display().to_string();
+        let setup = oci::RootfsSetup {
+            lower: rootfs.layers.iter().rev().cloned().collect(),
+            upper: dir.join("upper"),
+            work: dir.join("work"),
+            target: bundle.join("rootfs"),
+            cleanup: vec![
+                program.clone(),
+                "--root".into(),
+                root.clone(),
+                "delete".into(),
+                "--force".into(),
+                id.clone(),
+            ],
+        };
+        shim::write_record(dir, oci::ROOTFS_FILE, &setup)
+            .map_err(|e| Error::io(format!("record the root filesystem of {id}"), e))?;
+        Ok(vec![
+            program,
+            "--root".into(),
+            root,
+            "run".into(),
+            "--bundle".into(),
+            bundle.display().to_string(),
+            "--pid-file".into(),
+            dir.join(oci::PID_FILE).display().to_string(),
+            id,
+        ])
+    }
+}
+
 impl Runtime for ProcessRuntime {
     async fn start(&self, spec: &ContainerSpec) -> Result<ContainerId> {
-        if spec.argv.is_empty() {
+        if spec.argv.is_empty() && spec.rootfs.is_none() {
             return Err(Error::Invalid(format!(
                 "container {:?} has no command: the process runtime runs commands on this machine, not an image's entrypoint; give the container a `command`",
                 spec.name

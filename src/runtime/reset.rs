@@ -310,6 +310,15 @@ pub fn reset(root: &Path) -> io::Result<Report> {
         processes: end(|procs| processes_of(root, procs), END_LIMIT),
         ..Report::default()
     };
+    // What runc keeps of the containers of images (its state, its cgroups) goes with
+    // them, their processes ended.
+    for dir in instances(root) {
+        if let Some(setup) =
+            super::shim::read_record::<super::oci::RootfsSetup>(&dir, super::oci::ROOTFS_FILE)
+        {
+            super::oci::clean_up(&setup);
+        }
+    }
     for m in mounts_below(root) {
         match rustix::mount::unmount(&m, rustix::mount::UnmountFlags::DETACH) {
             Ok(()) => report.mounts += 1,

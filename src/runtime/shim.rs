@@ -568,6 +568,19 @@ fn supervise(
         }
         written
     };
+    let rootfs: Option<super::oci::RootfsSetup> = match dir.join(super::oci::ROOTFS_FILE).exists() {
+        true => Some(read_record(dir, super::oci::ROOTFS_FILE).ok_or_else(|| {
+            io::Error::other(format!("unreadable {} record", super::oci::ROOTFS_FILE))
+        })?),
+        false => None,
+    };
+    if let Some(rootfs) = &rootfs {
+        // The root filesystem is mounted in a mount namespace of the shim's own: it goes
+        // when the shim and the container are gone, however they end.
+        if let Err(e) = enter_mounts(&[]).and_then(|()| super::oci::mount_rootfs(rootfs)) {
+            return finish(&cannot_run(e.to_string()));
+        }
+    }
     let mut cmd = Command::new(program);
     cmd.args(args);
     if let Some(setup) = &setup {
@@ -665,6 +678,10 @@ fn supervise(
         false => child.wait()?,
     };
     end_leftovers(pid, own_process);
+    if let Some(rootfs) = &rootfs {
+        // runc's state and cgroups of the container go too, even when runc was killed.
+        super::oci::clean_up(rootfs);
+    }
     for c in copiers {
         let _ = c.join();
     }

@@ -47,7 +47,7 @@ export function startBerth(listen = '127.0.0.1:0') {
   const dataDir = path.join(s.work, 'data');
   assert.ok(fs.existsSync(berthBin), `no berth binary at ${berthBin} (build it or set BERTH_BIN)`);
   s.log = '';
-  s.berth = spawn(berthBin, ['serve', '--data-dir', dataDir, '--listen', listen], {
+  s.berth = spawn(berthBin, ['serve', '--data-dir', dataDir, '--listen', listen, '--default-runtime', 'process'], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NO_COLOR: '1' },
   });

@@ -30,6 +30,7 @@ mod kube_client;
 mod lifecycle;
 mod metrics;
 mod node;
+mod oci;
 mod probes;
 mod protobuf;
 mod recovery;

@@ -24,6 +24,7 @@ pub(crate) fn node_settings(
         shim_program: env!("CARGO_BIN_EXE_berth").into(),
         cgroups: true,
         stop_pods_on_exit: false,
+        runtime: berth::app::DefaultRuntime::Process,
     };
     tune(&mut node);
     node

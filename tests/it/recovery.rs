@@ -53,6 +53,9 @@ impl Served {
                 "127.0.0.1:0",
                 "--node-name",
                 "kill-node",
+                // Its pods run their commands: none has an image in the store.
+                "--default-runtime",
+                "process",
             ])
             .arg("--data-dir")
             .arg(dir)

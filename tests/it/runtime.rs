@@ -37,6 +37,7 @@ pub(crate) fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         pod_resources: Default::default(),
         stdio: Default::default(),
         termination_message: Default::default(),
+        rootfs: None,
     }
 }
 

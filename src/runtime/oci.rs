@@ -1,0 +1,504 @@
+//! The `oci` runtime's bundles: what a container of an image needs besides its shim. The
+//! agent resolves the image (its layers and its config: entrypoint, cmd, env, working
+//! directory, user) into the container's [`Rootfs`]; the runtime writes an OCI bundle —
+//! `config.json` made with the `oci-spec` crate's runtime types — and a [`RootfsSetup`]
+//! record; the shim mounts the root filesystem (overlayfs: the image's layers read-only
+//! below, an upper and a work directory of the container's own above) in a mount
+//! namespace of its own, so the mount ends with the shim whatever happens, and runs
+//! `runc run` on the bundle, which it supervises as it supervises a process.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{
+    Capability, LinuxCapabilitiesBuilder, LinuxNamespaceType, Mount as OciMount, MountBuilder,
+    Spec, UserBuilder,
+};
+use serde::{Deserialize, Serialize};
+
+use super::ContainerSpec;
+
+/// The bundle's directory, in the instance's directory.
+pub const BUNDLE_DIR: &str = "bundle";
+/// The container's init process, as runc writes it once the container runs.
+pub const PID_FILE: &str = "container.pid";
+/// What the shim mounts before it runs the container (a [`RootfsSetup`]).
+pub const ROOTFS_FILE: &str = "rootfs";
+
+/// The image part of a container, as the agent resolved it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rootfs {
+    /// The image's unpacked layers, lowest first.
+    pub layers: Vec<PathBuf>,
+    pub uid: u32,
+    pub gid: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_gids: Vec<u32>,
+}
+
+/// What the shim of an `oci` container mounts, and how it cleans up after `runc`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RootfsSetup {
+    /// Lower directories, the top layer first (as overlayfs takes them).
+    pub lower: Vec<PathBuf>,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// Where the root filesystem is mounted (the bundle's `rootfs`).
+    pub target: PathBuf,
+    /// Run once the container has ended, whatever way (`runc delete --force`), so no
+    /// state or cgroup of runc's stays behind.
+    pub cleanup: Vec<String>,
+}
+
+/// What an image's config says about running it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageConfig {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    /// `KEY=value` entries.
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+}
+
+impl ImageConfig {
+    /// Reads the parts that matter from an image config blob.
+    pub fn parse(bytes: &[u8]) -> Result<ImageConfig, String> {
+        let c: oci_spec::image::ImageConfiguration = serde_json::from_slice(bytes)
+            .map_err(|e| format!("the image's config cannot be read: {e}"))?;
+        let Some(config) = c.config() else {
+            return Ok(ImageConfig::default());
+        };
+        let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+        Ok(ImageConfig {
+            entrypoint: config.entrypoint().clone().unwrap_or_default(),
+            cmd: config.cmd().clone().unwrap_or_default(),
+            env: config.env().clone().unwrap_or_default(),
+            working_dir: nonempty(config.working_dir()),
+            user: nonempty(config.user()),
+        })
+    }
+}
+
+/// The command line of a container, as Kubernetes combines the pod's `command` and `args`
+/// with the image's entrypoint and cmd: `command` replaces the entrypoint and drops the
+/// cmd; `args` replace the cmd.
+pub fn argv(image: &ImageConfig, command: &[String], args: &[String]) -> Vec<String> {
+    match (command.is_empty(), args.is_empty()) {
+        (false, _) => command.iter().chain(args).cloned().collect(),
+        (true, false) => image.entrypoint.iter().chain(args).cloned().collect(),
+        (true, true) => image.entrypoint.iter().chain(&image.cmd).cloned().collect(),
+    }
+}
+
+/// The file at `path` (absolute, in the image) as the layers make it: the topmost layer
+/// that has it or hides it (an OCI whiteout) decides.
+fn layered_file(layers: &[PathBuf], path: &str) -> Option<PathBuf> {
+    let rel = Path::new(path.trim_start_matches('/'));
+    for layer in layers.iter().rev() {
+        let candidate = layer.join(rel);
+        if fs::symlink_metadata(&candidate).is_ok() {
+            return Some(candidate);
+        }
+        let name = rel.file_name()?.to_string_lossy();
+        let whiteout = layer
+            .join(rel.parent().unwrap_or(Path::new("")))
+            .join(format!(".wh.{name}"));
+        if fs::symlink_metadata(whiteout).is_ok() {
+            return None;
+        }
+    }
+    None
+}
+
+/// Entries of a colon-separated database (`/etc/passwd`, `/etc/group`) of the image.
+fn entries(layers: &[PathBuf], path: &str) -> Vec<Vec<String>> {
+    let Some(file) = layered_file(layers, path) else {
+        return Vec::new();
+    };
+    // A symbolic link in an image points into the image, never onto this machine.
+    if fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Vec::new();
+    }
+    fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(':').map(str::to_string).collect())
+        .collect()
+}
+
+/// The user a container runs as: `run_as_user`/`run_as_group` (the pod's security
+/// context) over the image's `USER` (`name`, `uid`, `name:group`, `uid:gid`), names looked
+/// up in the image's `/etc/passwd` and `/etc/group`; root by default. The groups the user
+/// belongs to in the image and `supplemental` are added.
+pub fn resolve_user(
+    layers: &[PathBuf],
+    image_user: Option<&str>,
+    run_as_user: Option<u32>,
+    run_as_group: Option<u32>,
+    supplemental: &[u32],
+) -> Result<(u32, u32, Vec<u32>), String> {
+    let (user, group) = match image_user {
+        Some(u) => match u.split_once(':') {
+            Some((u, g)) => (Some(u.to_string()), Some(g.to_string())),
+            None => (Some(u.to_string()), None),
+        },
+        None => (None, None),
+    };
+    let passwd = entries(layers, "/etc/passwd");
+    let groups = entries(layers, "/etc/group");
+    let field = |e: &Vec<String>, i: usize| e.get(i).cloned().unwrap_or_default();
+    let (uid, mut gid, name) = match (run_as_user, &user) {
+        (Some(uid), _) => {
+            let entry = passwd.iter().find(|e| field(e, 2) == uid.to_string());
+            let gid = entry.and_then(|e| field(e, 3).parse().ok()).unwrap_or(0);
+            (uid, gid, entry.map(|e| field(e, 0)))
+        }
+        (None, Some(u)) if u.parse::<u32>().is_ok() => {
+            let uid: u32 = u.parse().expect("checked");
+            let entry = passwd.iter().find(|e| field(e, 2) == *u);
+            let gid = entry.and_then(|e| field(e, 3).parse().ok()).unwrap_or(0);
+            (uid, gid, entry.map(|e| field(e, 0)))
+        }
+        (None, Some(u)) => {
+            let entry = passwd.iter().find(|e| field(e, 0) == *u).ok_or_else(|| {
+                format!("the image's user {u:?} is not in its /etc/passwd: give the container a runAsUser, or fix the image")
+            })?;
+            let uid = field(entry, 2)
+                .parse()
+                .map_err(|_| format!("the image's /etc/passwd gives user {u:?} no numeric uid"))?;
+            let gid = field(entry, 3).parse().unwrap_or(0);
+            (uid, gid, Some(u.clone()))
+        }
+        (None, None) => (0, 0, Some("root".to_string())),
+    };
+    if let Some(g) = &group {
+        gid = match g.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => groups
+                .iter()
+                .find(|e| field(e, 0) == *g)
+                .and_then(|e| field(e, 2).parse().ok())
+                .ok_or_else(|| format!("the image's group {g:?} is not in its /etc/group"))?,
+        };
+    }
+    if let Some(g) = run_as_group {
+        gid = g;
+    }
+    let mut extra: Vec<u32> = Vec::new();
+    if let Some(name) = name {
+        for e in &groups {
+            let members = field(e, 3);
+            if members.split(',').any(|m| m == name) {
+                if let Ok(g) = field(e, 2).parse::<u32>() {
+                    if g != gid && !extra.contains(&g) {
+                        extra.push(g);
+                    }
+                }
+            }
+        }
+    }
+    for g in supplemental {
+        if !extra.contains(g) {
+            extra.push(*g);
+        }
+    }
+    Ok((uid, gid, extra))
+}
+
+/// The capabilities a container gets by default (containerd's set).
+pub const DEFAULT_CAPABILITIES: [Capability; 14] = [
+    Capability::Chown,
+    Capability::DacOverride,
+    Capability::Fsetid,
+    Capability::Fowner,
+    Capability::Mknod,
+    Capability::NetRaw,
+    Capability::Setgid,
+    Capability::Setuid,
+    Capability::Setfcap,
+    Capability::Setpcap,
+    Capability::NetBindService,
+    Capability::SysChroot,
+    Capability::Kill,
+    Capability::AuditWrite,
+];
+
+fn bind(source: &Path, target: &Path, read_only: bool) -> Result<OciMount, String> {
+    let mut options = vec!["rbind".to_string(), "rprivate".to_string()];
+    if read_only {
+        options.push("ro".to_string());
+    }
+    MountBuilder::default()
+        .destination(target)
+        .typ("bind")
+        .source(source)
+        .options(options)
+        .build()
+        .map_err(|e| format!("mount {}: {e}", target.display()))
+}
+
+/// The `config.json` of a container: its process (argv, env, working directory, user,
+/// capabilities), its root filesystem (`rootfs` in the bundle), the pod's name as host
+/// name, its own mount, PID, IPC and UTS namespaces (the host's network), the usual
+/// kernel file systems, `files` (`/etc/hosts` and the like) and its volumes bind-mounted,
+/// and `cgroups_path` (relative: runc makes it below its own cgroup, which the shim has
+/// placed in the container's).
+pub fn spec(
+    c: &ContainerSpec,
+    rootfs: &Rootfs,
+    mounts: &[super::Mount],
+    cgroups_path: &str,
+) -> Result<Spec, String> {
+    let mut spec = Spec::default();
+    let mut process = spec.process().clone().unwrap_or_default();
+    process.set_args(Some(c.argv.clone()));
+    let mut env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !c.env.iter().any(|(k, _)| k == "PATH") {
+        env.insert(0, format!("PATH={}", super::DEFAULT_PATH));
+    }
+    if !c.env.iter().any(|(k, _)| k == "HOSTNAME") {
+        env.push(format!("HOSTNAME={}", c.pod_name));
+    }
+    process.set_env(Some(env));
+    process.set_cwd(c.working_dir.clone().unwrap_or_else(|| PathBuf::from("/")));
+    let mut user = UserBuilder::default()
+        .uid(rootfs.uid)
+        .gid(rootfs.gid)
+        .build()
+        .map_err(|e| format!("user: {e}"))?;
+    if !rootfs.additional_gids.is_empty() {
+        user.set_additional_gids(Some(rootfs.additional_gids.clone()));
+    }
+    process.set_user(user);
+    let caps: HashSet<Capability> = DEFAULT_CAPABILITIES.into_iter().collect();
+    process.set_capabilities(Some(
+        LinuxCapabilitiesBuilder::default()
+            .bounding(caps.clone())
+            .effective(caps.clone())
+            .permitted(caps)
+            .build()
+            .map_err(|e| format!("capabilities: {e}"))?,
+    ));
+    // Kubernetes lets a process gain privileges (setuid binaries) unless told otherwise.
+    process.set_no_new_privileges(Some(false));
+    process.set_rlimits(None);
+    process.set_terminal(Some(false));
+    spec.set_process(Some(process));
+    let mut root = spec.root().clone().unwrap_or_default();
+    root.set_path(PathBuf::from("rootfs"));
+    root.set_readonly(Some(false));
+    spec.set_root(Some(root));
+    spec.set_hostname(Some(c.pod_name.clone()));
+    let mut all = spec.mounts().clone().unwrap_or_default();
+    // Outer paths first, so a volume inside another one lands on top of it.
+    let mut ordered: Vec<&super::Mount> = mounts.iter().collect();
+    ordered.sort_by_key(|m| m.target.components().count());
+    for m in ordered {
+        all.push(bind(&m.source, &m.target, m.read_only)?);
+    }
+    spec.set_mounts(Some(all));
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    let namespaces = linux
+        .namespaces()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        // The host's network until pods get their own; the host's cgroup view as the
+        // process runtime gives it.
+        .filter(|n| {
+            !matches!(
+                n.typ(),
+                LinuxNamespaceType::Network | LinuxNamespaceType::Cgroup
+            )
+        })
+        .collect();
+    linux.set_namespaces(Some(namespaces));
+    linux.set_cgroups_path(Some(PathBuf::from(cgroups_path)));
+    spec.set_linux(Some(linux));
+    Ok(spec)
+}
+
+/// The files every container of an image finds in `/etc`, written into `dir`: `hosts`
+/// (localhost and the pod's name), `hostname` and `resolv.conf` (this machine's, until
+/// the cluster has its own DNS). Returns them as mounts.
+pub fn etc_files(dir: &Path, pod_name: &str) -> io::Result<Vec<super::Mount>> {
+    let hosts = format!(
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{pod_name}\n"
+    );
+    let resolv = fs::read("/etc/resolv.conf").unwrap_or_default();
+    let files: [(&str, Vec<u8>); 3] = [
+        ("hosts", hosts.into_bytes()),
+        ("hostname", format!("{pod_name}\n").into_bytes()),
+        ("resolv.conf", resolv),
+    ];
+    let mut out = Vec::new();
+    for (name, content) in files {
+        let path = dir.join(name);
+        fs::write(&path, content)?;
+        out.push(super::Mount {
+            source: path,
+            target: PathBuf::from("/etc").join(name),
+            read_only: false,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs the clean-up of `setup` (`runc delete --force`: runc's state and cgroups of the
+/// container), whatever became of the container; best effort.
+pub fn clean_up(setup: &RootfsSetup) {
+    let Some((program, args)) = setup.cleanup.split_first() else {
+        return;
+    };
+    let _ = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// Mounts the root filesystem of `setup`: overlayfs, the layers read-only below. The
+/// lower directories are given relative to their common parent (entered first), so many
+/// layers fit in the one page the mount options may take.
+pub fn mount_rootfs(setup: &RootfsSetup) -> io::Result<()> {
+    use rustix::mount::{MountFlags, mount};
+    let fail = |what: String| move |e: rustix::io::Errno| io::Error::other(format!("{what}: {e}"));
+    for dir in [&setup.upper, &setup.work, &setup.target] {
+        fs::create_dir_all(dir)?;
+    }
+    let parent = setup
+        .lower
+        .first()
+        .and_then(|l| l.parent())
+        .filter(|p| setup.lower.iter().all(|l| l.parent() == Some(*p)));
+    let lower: Vec<String> = match parent {
+        Some(p) => {
+            std::env::set_current_dir(p)?;
+            setup
+                .lower
+                .iter()
+                .map(|l| l.file_name().unwrap_or_default().to_string_lossy().into())
+                .collect()
+        }
+        None => setup
+            .lower
+            .iter()
+            .map(|l| l.display().to_string())
+            .collect(),
+    };
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.join(":"),
+        setup.upper.display(),
+        setup.work.display()
+    );
+    let options = std::ffi::CString::new(options)
+        .map_err(|_| io::Error::other("a layer's path holds a NUL byte"))?;
+    let mounted = mount(
+        "overlay",
+        &setup.target,
+        "overlay",
+        MountFlags::empty(),
+        Some(options.as_c_str()),
+    )
+    .map_err(fail(format!(
+        "mount the root filesystem at {}",
+        setup.target.display()
+    )));
+    std::env::set_current_dir("/")?;
+    mounted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn command_and_args_combine_with_the_image_as_kubernetes_does() {
+        let image = ImageConfig {
+            entrypoint: s(&["/entry"]),
+            cmd: s(&["--default"]),
+            ..Default::default()
+        };
+        assert_eq!(argv(&image, &[], &[]), s(&["/entry", "--default"]));
+        assert_eq!(argv(&image, &[], &s(&["x"])), s(&["/entry", "x"]));
+        assert_eq!(argv(&image, &s(&["sh"]), &[]), s(&["sh"]));
+        assert_eq!(
+            argv(&image, &s(&["sh"]), &s(&["-c", "true"])),
+            s(&["sh", "-c", "true"])
+        );
+        let no_entry = ImageConfig {
+            cmd: s(&["sh"]),
+            ..Default::default()
+        };
+        assert_eq!(argv(&no_entry, &[], &[]), s(&["sh"]));
+    }
+
+    #[test]
+    fn an_image_config_is_read_for_what_running_it_needs() {
+        let blob =
+            br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},
+            "config":{"Entrypoint":["/bin/sh"],"Cmd":["-c","echo hi"],"Env":["PATH=/bin","A=b"],
+            "WorkingDir":"/srv","User":"app"}}"#;
+        let c = ImageConfig::parse(blob).unwrap();
+        assert_eq!(c.entrypoint, s(&["/bin/sh"]));
+        assert_eq!(c.cmd, s(&["-c", "echo hi"]));
+        assert_eq!(c.env, s(&["PATH=/bin", "A=b"]));
+        assert_eq!(c.working_dir.as_deref(), Some("/srv"));
+        assert_eq!(c.user.as_deref(), Some("app"));
+        assert!(ImageConfig::parse(b"{").is_err());
+    }
+
+    #[test]
+    fn users_are_looked_up_in_the_images_files_top_layer_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (low, high) = (dir.path().join("low"), dir.path().join("high"));
+        fs::create_dir_all(low.join("etc")).unwrap();
+        fs::create_dir_all(high.join("etc")).unwrap();
+        fs::write(low.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+        fs::write(
+            high.join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\napp:x:1000:1001::/home/app:/bin/sh\n",
+        )
+        .unwrap();
+        fs::write(
+            low.join("etc/group"),
+            "root:x:0:\napp:x:1001:\nwheel:x:10:app\n",
+        )
+        .unwrap();
+        let layers = vec![low.clone(), high.clone()];
+        assert_eq!(
+            resolve_user(&layers, Some("app"), None, None, &[]).unwrap(),
+            (1000, 1001, vec![10])
+        );
+        assert_eq!(
+            resolve_user(&layers, Some("1000:wheel"), None, None, &[5]).unwrap(),
+            (1000, 10, vec![5])
+        );
+        assert_eq!(
+            resolve_user(&layers, None, Some(7), Some(8), &[]).unwrap(),
+            (7, 8, vec![])
+        );
+        assert_eq!(
+            resolve_user(&layers, None, None, None, &[]).unwrap(),
+            (0, 0, vec![])
+        );
+        let err = resolve_user(&layers, Some("nobody"), None, None, &[]).unwrap_err();
+        assert!(err.contains("not in its /etc/passwd"), "{err}");
+        // A whiteout in the top layer hides the file below.
+        fs::remove_file(high.join("etc/passwd")).unwrap();
+        fs::write(high.join("etc/.wh.passwd"), "").unwrap();
+        assert!(resolve_user(&layers, Some("app"), None, None, &[]).is_err());
+    }
+}

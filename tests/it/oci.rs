@@ -1,0 +1,331 @@
+//! The `oci` runtime end to end: images built here from busybox-static (nothing is
+//! pulled) are imported into the node's store, and pods run from them through runc, each
+//! container in its image's root filesystem. These tests need root and runc (`.ci/run`
+//! installs runc and busybox-static); without root they say so and pass.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::node::{PODS, delete_pod, node_settings};
+use crate::support::{TestServer, eventually};
+
+fn digest(b: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(b))
+}
+
+/// One entry of an image layer.
+enum Entry<'a> {
+    Dir(&'a str),
+    File(&'a str, &'a [u8], u32),
+    Link(&'a str, &'a str),
+}
+
+fn layer(entries: &[Entry]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for e in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(1_700_000_000);
+        match e {
+            Entry::Dir(path) => {
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(0o755);
+                h.set_size(0);
+                b.append_data(&mut h, path, &[][..]).unwrap();
+            }
+            Entry::File(path, data, mode) => {
+                h.set_mode(*mode);
+                h.set_size(data.len() as u64);
+                b.append_data(&mut h, path, *data).unwrap();
+            }
+            Entry::Link(path, target) => {
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_mode(0o777);
+                h.set_size(0);
+                b.append_link(&mut h, path, target).unwrap();
+            }
+        }
+    }
+    b.into_inner().unwrap()
+}
+
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// An OCI archive of the image `name` made of `layers` (uncompressed tars, lowest first)
+/// whose config's `config` is `config`.
+fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let blob = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
+    let mut descs = Vec::new();
+    for tar in layers {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(tar).unwrap();
+        let bytes = gz.finish().unwrap();
+        descs.push(
+            json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+            "digest": digest(&bytes), "size": bytes.len()}),
+        );
+        files.push((blob(&digest(&bytes)), bytes));
+    }
+    let diff_ids: Vec<String> = layers.iter().map(|t| digest(t)).collect();
+    let config = serde_json::to_vec(&json!({
+        "architecture": arch(), "os": "linux", "config": config,
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }))
+    .unwrap();
+    files.push((blob(&digest(&config)), config.clone()));
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": digest(&config), "size": config.len()},
+        "layers": descs,
+    }))
+    .unwrap();
+    files.push((blob(&digest(&manifest)), manifest.clone()));
+    let index = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "digest": digest(&manifest), "size": manifest.len(),
+                       "annotations": {"org.opencontainers.image.ref.name": name}}],
+    }))
+    .unwrap();
+    files.push(("index.json".into(), index));
+    files.push((
+        "oci-layout".into(),
+        br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(),
+    ));
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in &files {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(data.len() as u64);
+        b.append_data(&mut h, path, data.as_slice()).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+/// The applets the tests' images carry, as links to busybox.
+const APPLETS: [&str; 12] = [
+    "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep",
+];
+
+/// An image of busybox-static: a base layer with busybox, its applets, `/etc/passwd`
+/// and `/etc/group`; a second layer with `/etc/image-release`; the config `config`.
+fn busybox_image(name: &str, config: Value) -> Vec<u8> {
+    let busybox = std::fs::read("/bin/busybox").expect("busybox-static is installed");
+    let links: Vec<(String, String)> = APPLETS
+        .iter()
+        .map(|a| (format!("bin/{a}"), "busybox".to_string()))
+        .collect();
+    let mut base = vec![
+        Entry::Dir("bin/"),
+        Entry::Dir("etc/"),
+        Entry::Dir("tmp/"),
+        Entry::File("bin/busybox", &busybox, 0o755),
+        Entry::File(
+            "etc/passwd",
+            b"root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n",
+            0o644,
+        ),
+        Entry::File(
+            "etc/group",
+            b"root:x:0:\napp:x:1000:\nwheel:x:10:app\n",
+            0o644,
+        ),
+    ];
+    for (path, target) in &links {
+        base.push(Entry::Link(path, target));
+    }
+    let top = vec![Entry::File(
+        "etc/image-release",
+        b"berth test image 1\n",
+        0o644,
+    )];
+    archive(name, &[layer(&base), layer(&top)], config)
+}
+
+fn import(data: &Path, name: &str, archive: &[u8]) {
+    let file = data.join(format!("{}.tar", name.replace(['/', ':'], "_")));
+    std::fs::write(&file, archive).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["image", "import"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "import failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A server whose node runs pods with the oci runtime, or none when this is not root.
+async fn server() -> Option<TestServer> {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: the oci runtime needs root");
+        return None;
+    }
+    let s = TestServer::start_with(|c| {
+        c.node = Some(node_settings(crate::node::NODE, |n| {
+            n.runtime = berth::app::DefaultRuntime::Oci;
+        }))
+    })
+    .await;
+    Some(s)
+}
+
+async fn logs(s: &TestServer, pod: &str, container: &str) -> String {
+    let r = s
+        .req(
+            reqwest::Method::GET,
+            &format!("{PODS}/{pod}/log?container={container}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    r.text().await.unwrap()
+}
+
+async fn wait_logs(s: &TestServer, pod: &str, container: &str, want: &str) -> String {
+    eventually(60, &format!("{pod}/{container} says {want:?}"), || async {
+        let got = logs(s, pod, container).await;
+        match got.contains(want) {
+            true => Ok(()),
+            false => Err(got),
+        }
+    })
+    .await;
+    logs(s, pod, container).await
+}
+
+/// Mounts below the data directory that this machine still has.
+fn mounts_below(dir: &Path) -> Vec<String> {
+    let dir = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&dir)))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
+    let Some(s) = server().await else { return };
+    let script = "echo started; hostname; cat /etc/image-release; \
+        if test -e /usr/bin/cargo; then echo host-visible; else echo host-hidden; fi; \
+        echo dir=$(pwd) greeting=$GREETING; echo pid=$$ procs=$(ls /proc | grep -c '^[0-9]'); \
+        exec sleep 3600";
+    import(
+        s.dir.path(),
+        "example.com/tools:1",
+        &busybox_image(
+            "example.com/tools:1",
+            json!({"Entrypoint": ["/bin/sh", "-c"], "Cmd": [script],
+                "Env": ["PATH=/bin", "GREETING=from-image"], "WorkingDir": "/tmp"}),
+        ),
+    );
+    let pod = json!({
+        "metadata": {"name": "from-image"},
+        "spec": {
+            "terminationGracePeriodSeconds": 2,
+            "securityContext": {"supplementalGroups": [5]},
+            "containers": [
+                // No command: the image's entrypoint and cmd.
+                // Ready only when its exec probe reads the image's file.
+                {"name": "main", "image": "example.com/tools:1",
+                 "readinessProbe": {"exec": {"command": ["cat", "/etc/image-release"]},
+                    "periodSeconds": 1}},
+                // A command of the pod's, a user of the image's by number, and an
+                // environment variable over the image's.
+                {"name": "user", "image": "example.com/tools:1",
+                 "command": ["sh", "-c", "echo user=$(id -u):$(id -g) groups=$(id -G) greeting=$GREETING; exec sleep 3600"],
+                 "env": [{"name": "GREETING", "value": "from-pod"}],
+                 "securityContext": {"runAsUser": 1000}},
+            ],
+        },
+    });
+    let (code, p) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{p}");
+    let said = wait_logs(&s, "from-image", "main", "procs=").await;
+    assert!(said.contains("started\nfrom-image\n"), "{said}");
+    assert!(said.contains("berth test image 1"), "{said}");
+    assert!(said.contains("host-hidden"), "{said}");
+    assert!(said.contains("dir=/tmp greeting=from-image"), "{said}");
+    // Its own PID namespace: the shell is its first process, and it sees only itself and
+    // what it started to count (this machine has more).
+    let procs: u32 = said
+        .split("pid=1 procs=")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(procs <= 4, "{said}");
+    let said = wait_logs(&s, "from-image", "user", "user=").await;
+    assert!(
+        said.contains("user=1000:1000 groups=1000 5 10 greeting=from-pod"),
+        "{said}"
+    );
+    eventually(30, "the pod runs, ready", || async {
+        let (_, p) = s.get(&format!("{PODS}/from-image")).await;
+        let ready = p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        match p["status"]["phase"] == "Running" && ready {
+            true => Ok(()),
+            false => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+    delete_pod(&s, "from-image").await;
+    // Nothing of the containers stays: no mount, no state of runc's.
+    let left = mounts_below(s.dir.path());
+    assert!(left.is_empty(), "{left:?}");
+    let runc_state: Vec<_> = std::fs::read_dir(s.dir.path().join("runc"))
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(runc_state.is_empty(), "{runc_state:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_of_an_image_not_in_the_store_waits_and_says_how_to_import_it() {
+    let Some(s) = server().await else { return };
+    let pod = json!({
+        "metadata": {"name": "missing"},
+        "spec": {"containers": [{"name": "main", "image": "example.com/absent:1"}]},
+    });
+    let (code, p) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{p}");
+    eventually(30, "the container waits in ErrImagePull", || async {
+        let (_, p) = s.get(&format!("{PODS}/missing")).await;
+        let waiting = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+        match waiting["reason"] == "ErrImagePull"
+            && waiting["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("berth image import"))
+        {
+            true => Ok(()),
+            false => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    delete_pod(&s, "missing").await;
+    s.stop().await;
+}
