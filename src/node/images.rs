@@ -92,6 +92,7 @@ pub(super) struct Security {
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
     pub supplemental_groups: Vec<u32>,
+    pub hardening: crate::runtime::oci::Hardening,
 }
 
 /// An image of the store, ready to run a container in.
@@ -156,6 +157,7 @@ pub(super) fn resolve(
             uid,
             gid,
             additional_gids,
+            hardening: security.hardening.clone(),
         },
     })
 }

@@ -104,6 +104,33 @@ fn security(pod: &Value, c: &Value) -> super::images::Security {
             .filter_map(Value::as_u64)
             .filter_map(|n| u32::try_from(n).ok())
             .collect(),
+        hardening: hardening(pod, c),
+    }
+}
+
+/// What a container's security context asks of its process and root filesystem.
+fn hardening(pod: &Value, c: &Value) -> crate::runtime::oci::Hardening {
+    let sc = &c["securityContext"];
+    let names = |key: &str| -> Vec<String> {
+        sc.pointer(&format!("/capabilities/{key}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let seccomp = sc
+        .pointer("/seccompProfile/type")
+        .or_else(|| pod.pointer("/spec/securityContext/seccompProfile/type"))
+        .and_then(Value::as_str);
+    crate::runtime::oci::Hardening {
+        privileged: sc["privileged"] == true,
+        add: names("add"),
+        drop: names("drop"),
+        read_only_root: sc["readOnlyRootFilesystem"] == true,
+        no_new_privileges: sc["allowPrivilegeEscalation"] == false,
+        seccomp_runtime_default: seccomp == Some("RuntimeDefault"),
     }
 }
 

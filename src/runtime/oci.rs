@@ -37,6 +37,235 @@ pub struct Rootfs {
     pub gid: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_gids: Vec<u32>,
+    /// What its security context asks beyond the user.
+    #[serde(default)]
+    pub hardening: Hardening,
+}
+
+/// A container's security context, as far as its process and root filesystem go.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hardening {
+    /// Every capability, no masked paths, no seccomp filter.
+    #[serde(default)]
+    pub privileged: bool,
+    /// Capabilities added to and dropped from the default set (`ALL` allowed), as named
+    /// in the pod (`NET_ADMIN` or `CAP_NET_ADMIN`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<String>,
+    #[serde(default)]
+    pub read_only_root: bool,
+    /// `allowPrivilegeEscalation: false`: the process and its children never gain
+    /// privileges (no_new_privs).
+    #[serde(default)]
+    pub no_new_privileges: bool,
+    /// `seccompProfile: RuntimeDefault`: berth's default profile.
+    #[serde(default)]
+    pub seccomp_runtime_default: bool,
+}
+
+/// Every capability this runtime knows, by name, in the kernel's order (the index is
+/// the capability's number).
+const ALL_CAPABILITIES: [&str; 41] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// The capabilities this process may hand on (its bounding set): a container cannot
+/// get more than its runtime has.
+fn bounding() -> HashSet<Capability> {
+    let bits = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapBnd:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .unwrap_or(u64::MAX);
+    ALL_CAPABILITIES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .filter_map(|(_, n)| capability(n).ok())
+        .collect()
+}
+
+fn capability(name: &str) -> Result<Capability, String> {
+    serde_json::from_value(serde_json::Value::String(name.to_string())).map_err(|_| {
+        format!("unknown capability {name:?}: name one of Linux's, as NET_ADMIN or CAP_NET_ADMIN")
+    })
+}
+
+impl Hardening {
+    /// The capabilities the container's process gets (never more than `bounding`, the
+    /// runtime's own).
+    pub fn capabilities(&self) -> Result<HashSet<Capability>, String> {
+        self.capabilities_within(&bounding())
+    }
+
+    fn capabilities_within(
+        &self,
+        bounding: &HashSet<Capability>,
+    ) -> Result<HashSet<Capability>, String> {
+        if self.privileged {
+            return Ok(bounding.clone());
+        }
+        let all = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case("ALL"));
+        let mut caps: HashSet<Capability> = match all(&self.drop) {
+            true => HashSet::new(),
+            false => DEFAULT_CAPABILITIES.into_iter().collect(),
+        };
+        if all(&self.add) {
+            caps.extend(bounding.iter().copied());
+        } else {
+            for n in &self.add {
+                caps.insert(capability(n)?);
+            }
+        }
+        for n in self.drop.iter().filter(|n| !n.eq_ignore_ascii_case("ALL")) {
+            caps.remove(&capability(n)?);
+        }
+        caps.retain(|c| bounding.contains(c));
+        Ok(caps)
+    }
+}
+
+/// The system calls berth's default seccomp profile refuses (`EPERM`), by the capability
+/// that lets a container make them anyway (none: always refused). In the spirit of
+/// containerd's default profile, as a deny list: what reaches into the kernel, other
+/// processes or the machine as a whole.
+const SECCOMP_DENIED: [(Option<Capability>, &[&str]); 6] = [
+    (
+        None,
+        &[
+            "acct",
+            "add_key",
+            "keyctl",
+            "request_key",
+            "kexec_file_load",
+            "kexec_load",
+            "lookup_dcookie",
+            "nfsservctl",
+            "open_by_handle_at",
+            "perf_event_open",
+            "quotactl",
+            "swapon",
+            "swapoff",
+            "sysfs",
+            "_sysctl",
+            "uselib",
+            "userfaultfd",
+            "ustat",
+            "vm86",
+            "vm86old",
+            "get_kernel_syms",
+            "query_module",
+            "create_module",
+            "fsconfig",
+            "fsmount",
+            "fsopen",
+            "fspick",
+            "move_mount",
+            "open_tree",
+        ],
+    ),
+    (
+        Some(Capability::SysAdmin),
+        &[
+            "bpf",
+            "clone3",
+            "fanotify_init",
+            "mount",
+            "name_to_handle_at",
+            "pivot_root",
+            "setns",
+            "umount",
+            "umount2",
+            "unshare",
+            "lookup_dcookie",
+        ],
+    ),
+    (
+        Some(Capability::SysModule),
+        &["delete_module", "finit_module", "init_module"],
+    ),
+    (
+        Some(Capability::SysPtrace),
+        &["kcmp", "process_vm_readv", "process_vm_writev", "ptrace"],
+    ),
+    (
+        Some(Capability::SysTime),
+        &["clock_adjtime", "clock_settime", "settimeofday", "stime"],
+    ),
+    (Some(Capability::SysBoot), &["reboot"]),
+];
+
+/// berth's default seccomp profile for a container with `caps`.
+fn seccomp_profile(caps: &HashSet<Capability>) -> Result<oci_spec::runtime::LinuxSeccomp, String> {
+    let mut denied: Vec<&str> = SECCOMP_DENIED
+        .iter()
+        .filter(|(cap, _)| cap.is_none_or(|c| !caps.contains(&c)))
+        .flat_map(|(_, names)| names.iter().copied())
+        .collect();
+    denied.sort_unstable();
+    denied.dedup();
+    // clone3 is refused with ENOSYS, so that C libraries fall back to clone (whose
+    // namespace flags a container without CAP_SYS_ADMIN cannot use anyway).
+    let (enosys, eperm): (Vec<&str>, Vec<&str>) = denied.into_iter().partition(|n| *n == "clone3");
+    let mut syscalls = vec![serde_json::json!({
+        "names": eperm, "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+    })];
+    if !enosys.is_empty() {
+        syscalls.push(serde_json::json!({
+            "names": enosys, "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
+        }));
+    }
+    serde_json::from_value(serde_json::json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": syscalls,
+    }))
+    .map_err(|e| format!("the default seccomp profile: {e}"))
 }
 
 /// What the shim of an `oci` container mounts, and how it cleans up after `runc`.
@@ -276,29 +505,43 @@ pub fn spec(
         user.set_additional_gids(Some(rootfs.additional_gids.clone()));
     }
     process.set_user(user);
-    let caps: HashSet<Capability> = DEFAULT_CAPABILITIES.into_iter().collect();
+    let hardening = &rootfs.hardening;
+    let caps = hardening.capabilities()?;
     process.set_capabilities(Some(
         LinuxCapabilitiesBuilder::default()
             .bounding(caps.clone())
             .effective(caps.clone())
-            .permitted(caps)
+            .permitted(caps.clone())
+            // None inherited, none ambient (as containerd): a process of another user
+            // starts without capabilities.
+            .inheritable(HashSet::new())
+            .ambient(HashSet::new())
             .build()
             .map_err(|e| format!("capabilities: {e}"))?,
     ));
     // Kubernetes lets a process gain privileges (setuid binaries) unless told otherwise.
-    process.set_no_new_privileges(Some(false));
+    process.set_no_new_privileges(Some(hardening.no_new_privileges && !hardening.privileged));
     process.set_rlimits(None);
     process.set_terminal(Some(false));
     spec.set_process(Some(process));
     let mut root = spec.root().clone().unwrap_or_default();
     root.set_path(PathBuf::from("rootfs"));
-    root.set_readonly(Some(false));
+    root.set_readonly(Some(hardening.read_only_root));
     spec.set_root(Some(root));
     spec.set_hostname(Some(c.pod_name.clone()));
     let mut all = spec.mounts().clone().unwrap_or_default();
     // Outer paths first, so a volume inside another one lands on top of it.
     let mut ordered: Vec<&super::Mount> = mounts.iter().collect();
     ordered.sort_by_key(|m| m.target.components().count());
+    if hardening.privileged {
+        for m in all
+            .iter_mut()
+            .filter(|m| m.destination() == Path::new("/sys"))
+        {
+            let options = m.options().clone().unwrap_or_default();
+            m.set_options(Some(options.into_iter().filter(|o| o != "ro").collect()));
+        }
+    }
     for m in ordered {
         all.push(bind(&m.source, &m.target, m.read_only)?);
     }
@@ -320,6 +563,13 @@ pub fn spec(
         .collect();
     linux.set_namespaces(Some(namespaces));
     linux.set_cgroups_path(Some(PathBuf::from(cgroups_path)));
+    if hardening.privileged {
+        // Nothing of /proc is hidden from a privileged container, and /sys is writable.
+        linux.set_masked_paths(None);
+        linux.set_readonly_paths(None);
+    } else if hardening.seccomp_runtime_default {
+        linux.set_seccomp(Some(seccomp_profile(&caps)?));
+    }
     spec.set_linux(Some(linux));
     Ok(spec)
 }
@@ -458,6 +708,48 @@ mod tests {
         assert_eq!(c.working_dir.as_deref(), Some("/srv"));
         assert_eq!(c.user.as_deref(), Some("app"));
         assert!(ImageConfig::parse(b"{").is_err());
+    }
+
+    #[test]
+    fn capabilities_are_added_dropped_and_bounded_by_the_runtimes() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let every: HashSet<Capability> = ALL_CAPABILITIES
+            .iter()
+            .map(|n| capability(n).unwrap())
+            .collect();
+        let plain = Hardening::default().capabilities_within(&every).unwrap();
+        assert_eq!(plain, DEFAULT_CAPABILITIES.into_iter().collect());
+        let h = Hardening {
+            drop: names(&["ALL"]),
+            add: names(&["NET_BIND_SERVICE", "CAP_SYS_TIME"]),
+            ..Default::default()
+        };
+        assert_eq!(
+            h.capabilities_within(&every).unwrap(),
+            [Capability::NetBindService, Capability::SysTime]
+                .into_iter()
+                .collect()
+        );
+        let h = Hardening {
+            drop: names(&["kill", "MKNOD"]),
+            ..Default::default()
+        };
+        let got = h.capabilities_within(&every).unwrap();
+        assert!(!got.contains(&Capability::Kill) && !got.contains(&Capability::Mknod));
+        assert_eq!(got.len(), DEFAULT_CAPABILITIES.len() - 2);
+        // Privileged is everything the runtime has, and no more.
+        let mut bounded = every.clone();
+        bounded.remove(&Capability::SysResource);
+        let h = Hardening {
+            privileged: true,
+            ..Default::default()
+        };
+        assert_eq!(h.capabilities_within(&bounded).unwrap(), bounded);
+        let bad = Hardening {
+            add: names(&["FLY"]),
+            ..Default::default()
+        };
+        assert!(bad.capabilities_within(&every).unwrap_err().contains("FLY"));
     }
 
     #[test]

@@ -116,8 +116,8 @@ fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
 }
 
 /// The applets the tests' images carry, as links to busybox.
-const APPLETS: [&str; 12] = [
-    "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep",
+const APPLETS: [&str; 13] = [
+    "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep", "tr",
 ];
 
 /// An image of busybox-static: a base layer with busybox, its applets, `/etc/passwd`
@@ -327,5 +327,70 @@ async fn a_pod_of_an_image_not_in_the_store_waits_and_says_how_to_import_it() {
     .await;
     tokio::time::sleep(Duration::from_millis(10)).await;
     delete_pod(&s, "missing").await;
+    s.stop().await;
+}
+
+/// A container's security context, checked from inside it: capabilities, no_new_privs,
+/// seccomp, a read-only root filesystem, masked /proc paths and privileged mode.
+#[tokio::test]
+async fn the_security_context_holds_inside_the_container() {
+    let Some(s) = server().await else { return };
+    import(
+        s.dir.path(),
+        "example.com/tools:2",
+        &busybox_image("example.com/tools:2", json!({"Env": ["PATH=/bin"]})),
+    );
+    let report = "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d ' \\t' | tr '\\n' ' '; \
+        echo timer_list=$(cat /proc/timer_list | wc -c); \
+        if touch /written 2>/dev/null; then echo root=rw; else echo root=ro; fi; \
+        echo done; exec sleep 3600";
+    let container = |name: &str, sc: Value| {
+        json!({"name": name, "image": "example.com/tools:2",
+            "command": ["sh", "-c", report], "securityContext": sc})
+    };
+    let pod = json!({
+        "metadata": {"name": "secured"},
+        "spec": {
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                container("plain", json!({})),
+                container("hardened", json!({
+                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                    "allowPrivilegeEscalation": false,
+                    "readOnlyRootFilesystem": true,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                })),
+                container("privileged", json!({"privileged": true})),
+            ],
+        },
+    });
+    let (code, p) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{p}");
+    // containerd's default set; no no_new_privs, no filter; /proc's timer list masked.
+    let said = wait_logs(&s, "secured", "plain", "done").await;
+    assert!(
+        said.contains("CapEff:00000000a80425fb NoNewPrivs:0 Seccomp:0"),
+        "{said}"
+    );
+    assert!(said.contains("timer_list=0\nroot=rw"), "{said}");
+    let said = wait_logs(&s, "secured", "hardened", "done").await;
+    assert!(
+        said.contains("CapEff:0000000000000400 NoNewPrivs:1 Seccomp:2"),
+        "{said}"
+    );
+    assert!(said.contains("root=ro"), "{said}");
+    // Privileged: every capability berth has itself.
+    let bounding = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:").map(|h| h.trim().to_string()))
+        .unwrap();
+    let said = wait_logs(&s, "secured", "privileged", "done").await;
+    assert!(said.contains(&format!("CapEff:{bounding} ")), "{said}");
+    assert!(said.contains("NoNewPrivs:0 Seccomp:0"), "{said}");
+    assert!(!said.contains("timer_list=0\n"), "{said}");
+    delete_pod(&s, "secured").await;
+    let left = mounts_below(s.dir.path());
+    assert!(left.is_empty(), "{left:?}");
     s.stop().await;
 }
