@@ -580,11 +580,15 @@ impl api::logs::NodeAccess for RuntimeAccess {
     }
 
     fn exec_context(&self, pod_uid: &str, container: &str) -> Option<api::exec::ExecContext> {
-        let (_, spec, pid) = self.running(pod_uid, container)?;
+        use crate::runtime::Runtime;
+        let (id, spec, pid) = self.running(pod_uid, container)?;
         Some(api::exec::ExecContext {
             env: spec.env,
             working_dir: spec.working_dir,
-            pid,
+            inside: crate::runtime::Inside {
+                pid,
+                prefix: self.runtime.exec_prefix(&id),
+            },
         })
     }
 

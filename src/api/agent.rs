@@ -214,9 +214,10 @@ async fn combined_output(argv: &[String], ctx: &ExecContext) -> std::io::Result<
         .ok_or_else(|| std::io::Error::other("no command given"))?;
     let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
     let writer = writer.into_blocking_fd()?;
-    let mut cmd = crate::runtime::command(program, &ctx.env, ctx.working_dir.as_deref());
-    cmd.args(args)
-        .stdin(std::process::Stdio::null())
+    let mut cmd = ctx
+        .inside
+        .command(program, args, &ctx.env, ctx.working_dir.as_deref())?;
+    cmd.stdin(std::process::Stdio::null())
         .stdout(writer.try_clone()?)
         .stderr(writer)
         .kill_on_drop(true);

@@ -158,8 +158,8 @@ pub const CLOSE: u8 = 255;
 pub struct ExecContext {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
-    /// The container's process, whose mount namespace the command joins.
-    pub pid: Option<i32>,
+    /// Where the command runs: inside the container.
+    pub inside: crate::runtime::Inside,
 }
 
 /// The query of an exec or attach request (`command` repeats, so it is read as a list of
@@ -598,15 +598,13 @@ fn start(session: &Session, size: Option<(u16, u16)>) -> std::io::Result<Running
         .argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("no command"))?;
-    let mut cmd = crate::runtime::command(
+    let mut cmd = session.ctx.inside.command(
         program,
+        args,
         &session.ctx.env,
         session.ctx.working_dir.as_deref(),
-    );
-    cmd.args(args).kill_on_drop(true);
-    if let Some(pid) = session.ctx.pid {
-        crate::runtime::join_mounts(&mut cmd, pid, session.ctx.working_dir.as_deref())?;
-    }
+    )?;
+    cmd.kill_on_drop(true);
     let (tx, output) = mpsc::channel(64);
     let (ended_tx, ended) = watch::channel(None);
     let null = std::process::Stdio::null;

@@ -324,11 +324,11 @@ pub async fn run(
     probe: &Value,
     container: &Value,
     env: &[(String, String)],
-    pid: Option<i32>,
+    inside: &crate::runtime::Inside,
     host_ip: &str,
 ) -> Result<(), String> {
     let timeout = Timing::of(probe).timeout;
-    match tokio::time::timeout(timeout, act(probe, container, env, pid, host_ip)).await {
+    match tokio::time::timeout(timeout, act(probe, container, env, inside, host_ip)).await {
         Ok(r) => r,
         Err(_) => Err(format!(
             "timeout: the probe took longer than {}s",
@@ -343,7 +343,7 @@ pub async fn act(
     probe: &Value,
     container: &Value,
     env: &[(String, String)],
-    pid: Option<i32>,
+    inside: &crate::runtime::Inside,
     host_ip: &str,
 ) -> Result<(), String> {
     {
@@ -358,13 +358,10 @@ pub async fn act(
                 return Err("the exec probe has no command".to_string());
             };
             let dir = container["workingDir"].as_str().map(std::path::Path::new);
-            let mut cmd = crate::runtime::command(program, env, dir);
-            if let Some(pid) = pid {
-                crate::runtime::join_mounts(&mut cmd, pid, dir)
-                    .map_err(|e| format!("enter the container's mounts: {e}"))?;
-            }
+            let mut cmd = inside
+                .command(program, args, env, dir)
+                .map_err(|e| format!("enter the container: {e}"))?;
             let out = cmd
-                .args(args)
                 .kill_on_drop(true)
                 .stdin(std::process::Stdio::null())
                 .output()
@@ -502,7 +499,10 @@ mod tests {
         });
         let probe = json!({"httpGet": {"scheme": "HTTPS", "path": "/", "port": p}});
         let c = json!({});
-        assert_eq!(run(&probe, &c, &[], None, "127.0.0.1").await, Ok(()));
+        assert_eq!(
+            run(&probe, &c, &[], &Default::default(), "127.0.0.1").await,
+            Ok(())
+        );
     }
 
     /// A gRPC health server that answers each call with the next status of `answers`
@@ -569,19 +569,26 @@ mod tests {
         let (port, asked) = grpc_server(vec![Ok(1), Ok(2), Err(12)]).await;
         let c = json!({});
         let probe = json!({"grpc": {"port": port, "service": "db"}});
-        assert_eq!(run(&probe, &c, &[], None, "127.0.0.1").await, Ok(()));
         assert_eq!(
-            run(&probe, &c, &[], None, "127.0.0.1").await.unwrap_err(),
+            run(&probe, &c, &[], &Default::default(), "127.0.0.1").await,
+            Ok(())
+        );
+        assert_eq!(
+            run(&probe, &c, &[], &Default::default(), "127.0.0.1")
+                .await
+                .unwrap_err(),
             "service unhealthy (responded with \"NOT_SERVING\")"
         );
         assert_eq!(
-            run(&probe, &c, &[], None, "127.0.0.1").await.unwrap_err(),
+            run(&probe, &c, &[], &Default::default(), "127.0.0.1")
+                .await
+                .unwrap_err(),
             "rpc error: code = Unimplemented desc = nope"
         );
         assert_eq!(asked.lock().unwrap()[0], b"\x0a\x02db");
         let closed = json!({"grpc": {"port": 1}});
         assert!(
-            run(&closed, &c, &[], None, "127.0.0.1")
+            run(&closed, &c, &[], &Default::default(), "127.0.0.1")
                 .await
                 .unwrap_err()
                 .starts_with("failed to connect service \"127.0.0.1:1\"")
@@ -596,7 +603,7 @@ mod tests {
                 &json!({"exec": {"command": ["true"]}}),
                 &c,
                 &[],
-                None,
+                &Default::default(),
                 "127.0.0.1"
             )
             .await
@@ -606,7 +613,7 @@ mod tests {
             &json!({"exec": {"command": ["sh", "-c", "echo nope; exit 1"]}}),
             &c,
             &[],
-            None,
+            &Default::default(),
             "127.0.0.1",
         )
         .await;
@@ -625,9 +632,15 @@ mod tests {
             }
         });
         let http = json!({"httpGet": {"path": "/healthz", "port": p}});
-        assert!(run(&http, &c, &[], None, "127.0.0.1").await.is_ok());
+        assert!(
+            run(&http, &c, &[], &Default::default(), "127.0.0.1")
+                .await
+                .is_ok()
+        );
         assert_eq!(
-            run(&http, &c, &[], None, "127.0.0.1").await.unwrap_err(),
+            run(&http, &c, &[], &Default::default(), "127.0.0.1")
+                .await
+                .unwrap_err(),
             "HTTP probe failed with statuscode: 500"
         );
         assert!(
@@ -635,7 +648,7 @@ mod tests {
                 &json!({"tcpSocket": {"port": p}}),
                 &c,
                 &[],
-                None,
+                &Default::default(),
                 "127.0.0.1"
             )
             .await
@@ -643,7 +656,7 @@ mod tests {
         );
         let named = json!({"tcpSocket": {"port": "nope"}});
         assert!(
-            run(&named, &c, &[], None, "127.0.0.1")
+            run(&named, &c, &[], &Default::default(), "127.0.0.1")
                 .await
                 .unwrap_err()
                 .contains("not a port")

@@ -588,7 +588,13 @@ impl<R: Runtime + Clone> Worker<R> {
                 if let Some(hook) = c.pointer("/lifecycle/postStart") {
                     let ran = tokio::time::timeout(
                         POST_START_LIMIT,
-                        probe::act(hook, c, &env, self.pid_of(&id), &self.shared.config.node_ip),
+                        probe::act(
+                            hook,
+                            c,
+                            &env,
+                            &self.inside(&id),
+                            &self.shared.config.node_ip,
+                        ),
                     )
                     .await
                     .unwrap_or_else(|_| {
@@ -1002,11 +1008,15 @@ impl<R: Runtime + Clone> Worker<R> {
                     self.envs.insert(name.clone(), env);
                 }
                 let env = self.envs.get(&name).cloned().unwrap_or_default();
+                let inside = crate::runtime::Inside {
+                    pid: latest.pid,
+                    prefix: self.shared.runtime.exec_prefix(&latest.id),
+                };
                 let ran = probe::run(
                     &c[kind.field()],
                     c,
                     &env,
-                    latest.pid,
+                    &inside,
                     &self.shared.config.node_ip,
                 )
                 .await;
@@ -1104,7 +1114,7 @@ impl<R: Runtime + Clone> Worker<R> {
             };
             let ran = tokio::time::timeout(
                 grace,
-                probe::act(hook, c, &env, self.pid_of(id), &self.shared.config.node_ip),
+                probe::act(hook, c, &env, &self.inside(id), &self.shared.config.node_ip),
             )
             .await
             .unwrap_or_else(|_| Err(format!("did not finish within {}s", grace.as_secs())));
@@ -1249,6 +1259,14 @@ impl<R: Runtime + Clone> Worker<R> {
     }
 
     /// The process of a running instance (hooks run in its mount namespace).
+    /// Where a command for the instance `id` runs.
+    fn inside(&self, id: &ContainerId) -> crate::runtime::Inside {
+        crate::runtime::Inside {
+            pid: self.pid_of(id),
+            prefix: self.shared.runtime.exec_prefix(id),
+        }
+    }
+
     fn pid_of(&self, id: &ContainerId) -> Option<i32> {
         self.shared
             .runtime

@@ -80,6 +80,45 @@ pub fn join_mounts(
     Ok(())
 }
 
+/// Where a command given for a container (`kubectl exec`, an exec probe, a hook) runs:
+/// through `prefix` when the runtime has one (the `oci` runtime's `runc exec`, which puts
+/// it in every namespace, cgroup, user and capability set of the container), else in the
+/// mount namespace of the container's process `pid`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inside {
+    pub pid: Option<i32>,
+    pub prefix: Vec<String>,
+}
+
+impl Inside {
+    /// The command that runs `program` with `args` inside the container, in `env` and
+    /// `working_dir` (those of the container's own process through a prefix).
+    pub fn command(
+        &self,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        working_dir: Option<&std::path::Path>,
+    ) -> std::io::Result<tokio::process::Command> {
+        if let Some((runner, runner_args)) = self.prefix.split_first() {
+            let mut cmd = tokio::process::Command::new(runner);
+            cmd.env_clear()
+                .env("PATH", DEFAULT_PATH)
+                .current_dir("/")
+                .args(runner_args)
+                .arg(program)
+                .args(args);
+            return Ok(cmd);
+        }
+        let mut cmd = command(program, env, working_dir);
+        cmd.args(args);
+        if let Some(pid) = self.pid {
+            join_mounts(&mut cmd, pid, working_dir)?;
+        }
+        Ok(cmd)
+    }
+}
+
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -295,6 +334,12 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Why resource limits are not enforced, when they are not.
     fn limits_unenforced(&self) -> Option<String>;
+
+    /// The command line that runs a command inside an instance (empty: the instance's
+    /// mount namespace is joined instead).
+    fn exec_prefix(&self, _id: &ContainerId) -> Vec<String> {
+        Vec::new()
+    }
 
     /// What each running instance of a pod has used, by container name and attempt
     /// (none when the runtime cannot tell).

@@ -640,6 +640,22 @@ impl Runtime for ProcessRuntime {
         self.inner.cgroups.as_ref().err().cloned()
     }
 
+    fn exec_prefix(&self, id: &ContainerId) -> Vec<String> {
+        let Some(runc) = self.inner.runc.get() else {
+            return Vec::new();
+        };
+        if !self.dir(id).join(super::oci::ROOTFS_FILE).exists() {
+            return Vec::new();
+        }
+        vec![
+            runc.program.display().to_string(),
+            "--root".into(),
+            runc.root.display().to_string(),
+            "exec".into(),
+            format!("{}-{}-{}", id.pod_uid, id.name, id.attempt),
+        ]
+    }
+
     fn usage(&self, pod_uid: &str) -> Vec<(String, u32, super::cgroup::Usage)> {
         let Ok(cgroups) = &self.inner.cgroups else {
             return Vec::new();

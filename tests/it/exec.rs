@@ -16,7 +16,7 @@ type Socket =
     tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
 
 /// The client side of one exec session.
-struct Client {
+pub(crate) struct Client {
     ws: Socket,
     /// The protocol the server chose.
     protocol: Option<String>,
@@ -44,7 +44,7 @@ fn tls(ca_pem: &str) -> tokio_rustls::TlsConnector {
 
 impl Client {
     /// Opens `path` (with its query) offering `protocols` (comma-separated).
-    async fn connect(s: &TestServer, path: &str, protocols: &str) -> Client {
+    pub(crate) async fn connect(s: &TestServer, path: &str, protocols: &str) -> Client {
         let url = format!("{}{path}", s.url.replace("https://", "wss://"));
         let mut req = url.into_client_request().unwrap();
         let headers = req.headers_mut();
@@ -135,7 +135,7 @@ impl Client {
     }
 
     /// Reads to the end; returns what came on stream 3 (empty when nothing did).
-    async fn finish(&mut self) -> Vec<u8> {
+    pub(crate) async fn finish(&mut self) -> Vec<u8> {
         let mut status = Vec::new();
         while let Some((stream, d)) = self.next().await {
             match stream {
@@ -148,7 +148,7 @@ impl Client {
         status
     }
 
-    fn out(&self) -> String {
+    pub(crate) fn out(&self) -> String {
         String::from_utf8_lossy(&self.out).into_owned()
     }
 }

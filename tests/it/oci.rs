@@ -292,6 +292,33 @@ async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
         }
     })
     .await;
+    // A command run in the container (`kubectl exec`) runs in all of it: its files, its
+    // host name, its PID namespace, its user.
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("command", "sh")
+        .append_pair("command", "-c")
+        .append_pair(
+            "command",
+            "hostname; cat /etc/image-release; echo pid1=$(cat /proc/1/comm); id -u",
+        )
+        .append_pair("container", "user")
+        .append_pair("stdout", "true")
+        .append_pair("stderr", "true")
+        .finish();
+    let mut c = crate::exec::Client::connect(
+        &s,
+        &format!("{PODS}/from-image/exec?{query}"),
+        "v4.channel.k8s.io",
+    )
+    .await;
+    let status = c.finish().await;
+    let out = c.out();
+    assert_eq!(
+        out,
+        "from-image\nberth test image 1\npid1=sleep\n1000\n",
+        "{}",
+        String::from_utf8_lossy(&status)
+    );
     delete_pod(&s, "from-image").await;
     // Nothing of the containers stays: no mount, no state of runc's.
     let left = mounts_below(s.dir.path());
