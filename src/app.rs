@@ -237,6 +237,13 @@ fn open_runtime(data_dir: &Path, settings: &mut NodeSettings) -> Result<ProcessR
         false => crate::node::PROCESS_HANDLER,
     }
     .to_string();
+    // Pods may ask for the other runtime by RuntimeClass: process always, oci where
+    // runc can run.
+    settings.agent.other_handlers = match oci {
+        true => vec![crate::node::PROCESS_HANDLER.to_string()],
+        false if runtime.runs_images() && root_user => vec![crate::node::OCI_HANDLER.to_string()],
+        false => Vec::new(),
+    };
     tracing::info!(runtime = %settings.agent.runtime_handler, "the node's default runtime");
     Ok(runtime)
 }

@@ -168,9 +168,27 @@ enum Command {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
-    /// Do nothing until SIGTERM or SIGINT, then exit 0: the pause image's command.
+    /// Do nothing until SIGTERM or SIGINT, then exit 0: the pause image's command, and
+    /// the holder of a pod sandbox's namespaces (reaping what ends below it).
     #[command(hide = true)]
-    Pause,
+    Pause {
+        /// Make and hold a pod sandbox's namespaces: new UTS (this host name) and IPC.
+        #[arg(long)]
+        sandbox: Option<String>,
+        /// Keep this machine's UTS namespace and host name (hostNetwork).
+        #[arg(long)]
+        host_uts: bool,
+        /// Keep this machine's IPC namespace (hostIPC).
+        #[arg(long)]
+        host_ipc: bool,
+        /// A PID namespace for the pod's containers to share, whose first process is a
+        /// pause of its own (shareProcessNamespace).
+        #[arg(long)]
+        share_pids: bool,
+        /// Where the pid of the process holding the namespaces is written.
+        #[arg(long)]
+        pid_file: Option<PathBuf>,
+    },
     /// The images of this machine's store: import archives, list, inspect, remove.
     Image {
         #[command(subcommand)]
@@ -493,7 +511,26 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("read the store in {}", dir.display()))?;
             print!("{status}");
         }
-        Command::Pause => {
+        Command::Pause {
+            sandbox,
+            host_uts,
+            host_ipc,
+            share_pids,
+            pid_file,
+        } => {
+            // The namespaces are made while this process has one thread.
+            let mut holder = None;
+            if let (Some(hostname), Some(pid_file)) = (&sandbox, &pid_file) {
+                let me = std::env::current_exe().context("find this program")?;
+                holder = berth::runtime::oci::hold_namespaces(
+                    (!host_uts).then_some(hostname.as_str()),
+                    !host_ipc,
+                    share_pids,
+                    &[me.display().to_string(), "pause".to_string()],
+                    pid_file,
+                )
+                .context("make the pod's sandbox")?;
+            }
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -502,12 +539,34 @@ fn main() -> anyhow::Result<()> {
                 use tokio::signal::unix::{SignalKind, signal};
                 let mut term = signal(SignalKind::terminate())?;
                 let mut int = signal(SignalKind::interrupt())?;
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
+                let mut child = signal(SignalKind::child())?;
+                loop {
+                    tokio::select! {
+                        _ = term.recv() => break,
+                        _ = int.recv() => break,
+                        _ = child.recv() => match holder.as_mut() {
+                            // The holder of the namespaces ended: so does the sandbox.
+                            Some(h) => {
+                                if h.try_wait().ok().flatten().is_some() {
+                                    break;
+                                }
+                            }
+                            // The first process of a PID namespace reaps its orphans.
+                            None => {
+                                use rustix::process::{WaitOptions, wait};
+                                while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
+                            }
+                        },
+                    }
                 }
                 Ok::<(), std::io::Error>(())
             })?;
+            if let Some(mut h) = holder {
+                if let Some(pid) = rustix::process::Pid::from_raw(h.id() as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+                let _ = h.wait();
+            }
         }
         Command::Image { command } => {
             use berth::image::command as image;

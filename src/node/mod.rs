@@ -82,6 +82,9 @@ pub struct Config {
     /// of that name if there is none, and a pod of another handler waits in
     /// `ContainerCreating` (`FailedCreatePodSandBox`).
     pub runtime_handler: String,
+    /// The other RuntimeClass handlers this node runs pods with (their classes are made
+    /// too): `process` beside `oci`, and `oci` beside `process` where runc is installed.
+    pub other_handlers: Vec<String>,
     /// Whether the archives put into `DATA/images` are imported into the image store
     /// (at start and as they arrive).
     pub import_images: bool,
@@ -113,6 +116,7 @@ impl Config {
             ca_pem: String::new(),
             import_images: false,
             runtime_handler: "process".into(),
+            other_handlers: Vec::new(),
             metrics: None,
             // metrics-server's default resolution.
             metrics_every: Duration::from_secs(15),
@@ -324,11 +328,11 @@ async fn register(client: &Client, config: &Config) -> crate::client::Result<()>
 
 /// Makes the RuntimeClass of this node's runtime, unless one of that name is there (an
 /// admin's is kept as it is).
-async fn ensure_runtime_class(client: &Client, config: &Config) -> crate::client::Result<()> {
+async fn ensure_runtime_class(client: &Client, handler: &str) -> crate::client::Result<()> {
     let class = json!({
         "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-        "metadata": {"name": config.runtime_handler},
-        "handler": config.runtime_handler,
+        "metadata": {"name": handler},
+        "handler": handler,
     });
     match client
         .create(catalog::of(Kind::RuntimeClass), None, &class)
@@ -389,8 +393,10 @@ async fn heartbeat(
     let leases = catalog::of(Kind::Lease);
     let ns = Some("kube-node-lease");
     let mut written: Option<tokio::time::Instant> = None;
-    if let Err(e) = ensure_runtime_class(&client, &config).await {
-        tracing::warn!(handler = %config.runtime_handler, error = %e, "could not make the node's RuntimeClass");
+    for handler in std::iter::once(&config.runtime_handler).chain(&config.other_handlers) {
+        if let Err(e) = ensure_runtime_class(&client, handler).await {
+            tracing::warn!(handler = %handler, error = %e, "could not make the node's RuntimeClass");
+        }
     }
     loop {
         let refresh = written.is_none_or(|w| w.elapsed() >= NODE_STATUS_REFRESH);

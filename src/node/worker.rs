@@ -80,6 +80,8 @@ struct Worker<R> {
     /// Whether the pod's RuntimeClass was found to name this node's handler: both the
     /// pod's class and the class's handler are immutable, so it is looked up once.
     sandbox_ok: bool,
+    /// The RuntimeClass handler the pod runs with (its class's, else the node's).
+    handler: Option<String>,
 }
 
 /// What a whole pod may use, as kubelet sizes the pod's cgroup: a limit only when every
@@ -105,6 +107,12 @@ fn security(pod: &Value, c: &Value) -> super::images::Security {
             .filter_map(|n| u32::try_from(n).ok())
             .collect(),
         hardening: hardening(pod, c),
+        sandbox: crate::runtime::oci::Sandbox {
+            host_network: pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true)),
+            host_ipc: pod.pointer("/spec/hostIPC") == Some(&Value::Bool(true)),
+            host_pid: pod.pointer("/spec/hostPID") == Some(&Value::Bool(true)),
+            share_pids: pod.pointer("/spec/shareProcessNamespace") == Some(&Value::Bool(true)),
+        },
     }
 }
 
@@ -447,7 +455,11 @@ impl<R: Runtime + Clone> Worker<R> {
             .filter(|d| !d.is_empty())
             .map(Into::into);
         let mut rootfs = None;
-        if builtin.is_none() && self.shared.config.runtime_handler == super::OCI_HANDLER {
+        let handler = self
+            .handler
+            .as_deref()
+            .unwrap_or(&self.shared.config.runtime_handler);
+        if builtin.is_none() && handler == super::OCI_HANDLER {
             let data_dir = self.shared.config.data_dir.clone();
             let (wanted, security) = (image.to_string(), security(pod, c));
             let resolved = tokio::task::spawn_blocking(move || {
@@ -830,14 +842,23 @@ impl<R: Runtime + Clone> Worker<R> {
     /// is gone, or names a handler this node does not have.
     async fn sandbox_error(&mut self, pod: &Value) -> Option<String> {
         let class = str_at(pod, "/spec/runtimeClassName");
-        if class.is_empty() || self.sandbox_ok {
+        let config = &self.shared.config;
+        if class.is_empty() {
+            self.handler = Some(config.runtime_handler.clone());
+            return None;
+        }
+        if self.sandbox_ok {
             return None;
         }
         let classes = catalog::of(Kind::RuntimeClass);
         match self.shared.client.get(classes, None, class).await {
             Ok(rc) => {
                 let handler = str_at(&rc, "/handler");
-                self.sandbox_ok = handler == self.shared.config.runtime_handler;
+                self.sandbox_ok = handler == config.runtime_handler
+                    || config.other_handlers.iter().any(|h| h == handler);
+                if self.sandbox_ok {
+                    self.handler = Some(handler.to_string());
+                }
                 (!self.sandbox_ok).then(|| format!("no runtime for {handler:?} is configured"))
             }
             Err(e) if e.is_not_found() => Some(format!("RuntimeClass {class:?} not found")),
@@ -1500,6 +1521,7 @@ pub(super) async fn run<R: Runtime + Clone>(
         rejected,
         told_rejected: false,
         sandbox_ok: false,
+        handler: None,
     };
     let retry = shared_retry;
     let clock = worker.shared.clone();

@@ -40,6 +40,69 @@ pub struct Rootfs {
     /// What its security context asks beyond the user.
     #[serde(default)]
     pub hardening: Hardening,
+    /// Which namespaces the pod shares with this machine or among its containers.
+    #[serde(default)]
+    pub sandbox: Sandbox,
+}
+
+/// The namespaces of a pod's sandbox: its containers share the IPC and UTS namespaces
+/// (host name: the pod's) that the pod's pause process holds, and its PID namespace with
+/// `shareProcessNamespace`; `hostNetwork` keeps this machine's network and host name,
+/// `hostIPC` and `hostPID` its IPC and PID namespaces.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sandbox {
+    #[serde(default)]
+    pub host_network: bool,
+    #[serde(default)]
+    pub host_ipc: bool,
+    #[serde(default)]
+    pub host_pid: bool,
+    #[serde(default)]
+    pub share_pids: bool,
+}
+
+/// Makes the namespaces of a pod's sandbox and holds them (`berth pause --sandbox`): new
+/// UTS (named `hostname`) and IPC namespaces, and with `new_pid` a PID namespace whose
+/// first process is `holder` (a plain `berth pause`, started here), which is then the
+/// process that holds them all. Writes the holder's pid to `pid_file` and returns the
+/// holder when there is one of its own. Must run while this process has one thread.
+pub fn hold_namespaces(
+    hostname: Option<&str>,
+    new_ipc: bool,
+    new_pid: bool,
+    holder: &[String],
+    pid_file: &Path,
+) -> io::Result<Option<std::process::Child>> {
+    use rustix::thread::UnshareFlags;
+    let mut flags = UnshareFlags::empty();
+    if hostname.is_some() {
+        flags |= UnshareFlags::NEWUTS;
+    }
+    if new_ipc {
+        flags |= UnshareFlags::NEWIPC;
+    }
+    if new_pid {
+        flags |= UnshareFlags::NEWPID;
+    }
+    // SAFETY: no CLONE_FILES among the flags, so no file descriptor table is unshared;
+    // the caller has started no thread yet.
+    #[allow(unsafe_code)]
+    unsafe { rustix::thread::unshare_unsafe(flags) }
+        .map_err(|e| io::Error::other(format!("make the pod's namespaces: {e}")))?;
+    if let Some(name) = hostname {
+        rustix::system::sethostname(name.as_bytes())
+            .map_err(|e| io::Error::other(format!("set the host name {name:?}: {e}")))?;
+    }
+    let (pid, child) = match (new_pid, holder.split_first()) {
+        (true, Some((program, args))) => {
+            let child = std::process::Command::new(program).args(args).spawn()?;
+            (child.id(), Some(child))
+        }
+        _ => (std::process::id(), None),
+    };
+    fs::write(pid_file, pid.to_string())?;
+    Ok(child)
 }
 
 /// A container's security context, as far as its process and root filesystem go.
@@ -477,12 +540,14 @@ fn bind(source: &Path, target: &Path, read_only: bool) -> Result<OciMount, Strin
 /// name, its own mount, PID, IPC and UTS namespaces (the host's network), the usual
 /// kernel file systems, `files` (`/etc/hosts` and the like) and its volumes bind-mounted,
 /// and `cgroups_path` (relative: runc makes it below its own cgroup, which the shim has
-/// placed in the container's).
+/// placed in the container's). `holder` is the process that holds the pod's sandbox
+/// namespaces, which the container joins.
 pub fn spec(
     c: &ContainerSpec,
     rootfs: &Rootfs,
     mounts: &[super::Mount],
     cgroups_path: &str,
+    holder: Option<i32>,
 ) -> Result<Spec, String> {
     let mut spec = Spec::default();
     let mut process = spec.process().clone().unwrap_or_default();
@@ -528,7 +593,9 @@ pub fn spec(
     root.set_path(PathBuf::from("rootfs"));
     root.set_readonly(Some(hardening.read_only_root));
     spec.set_root(Some(root));
-    spec.set_hostname(Some(c.pod_name.clone()));
+    let sandbox = &rootfs.sandbox;
+    // With this machine's network, its host name too (as the kubelet does).
+    spec.set_hostname((!sandbox.host_network).then(|| c.pod_name.clone()));
     let mut all = spec.mounts().clone().unwrap_or_default();
     // Outer paths first, so a volume inside another one lands on top of it.
     let mut ordered: Vec<&super::Mount> = mounts.iter().collect();
@@ -547,20 +614,31 @@ pub fn spec(
     }
     spec.set_mounts(Some(all));
     let mut linux = spec.linux().clone().unwrap_or_default();
-    let namespaces = linux
-        .namespaces()
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        // The host's network until pods get their own; the host's cgroup view as the
-        // process runtime gives it.
-        .filter(|n| {
-            !matches!(
-                n.typ(),
-                LinuxNamespaceType::Network | LinuxNamespaceType::Cgroup
-            )
-        })
-        .collect();
+    let join = |typ: LinuxNamespaceType, file: &str| {
+        let mut n = oci_spec::runtime::LinuxNamespace::default();
+        n.set_typ(typ);
+        if let Some(pid) = holder {
+            n.set_path(Some(PathBuf::from(format!("/proc/{pid}/ns/{file}"))));
+        }
+        n
+    };
+    let mut namespaces = vec![join(LinuxNamespaceType::Mount, "mnt")];
+    namespaces[0].set_path(None);
+    // The host's network until pods get their own; the host's cgroup view as the
+    // process runtime gives it.
+    if !sandbox.host_network {
+        namespaces.push(join(LinuxNamespaceType::Uts, "uts"));
+    }
+    if !sandbox.host_ipc {
+        namespaces.push(join(LinuxNamespaceType::Ipc, "ipc"));
+    }
+    if !sandbox.host_pid {
+        let mut pid = join(LinuxNamespaceType::Pid, "pid");
+        if !sandbox.share_pids {
+            pid.set_path(None);
+        }
+        namespaces.push(pid);
+    }
     linux.set_namespaces(Some(namespaces));
     linux.set_cgroups_path(Some(PathBuf::from(cgroups_path)));
     if hardening.privileged {

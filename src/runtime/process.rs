@@ -24,6 +24,11 @@ use super::shim::{
 use super::{ContainerId, ContainerSpec, ContainerStatus, Error, Event, Result, Runtime, State};
 
 const SPEC_FILE: &str = "spec.json";
+/// The pod's sandbox (`berth pause --sandbox`), beside its containers (a dot name is no
+/// container name).
+const SANDBOX: &str = ".sandbox";
+/// The pid of the process that holds the sandbox's namespaces.
+const HOLDER_FILE: &str = "holder.pid";
 /// The pod's volumes, beside its containers (a dot name is no container name).
 const VOLUMES_DIR: &str = ".volumes";
 /// How long a shim may take to start its container.
@@ -298,7 +303,11 @@ fn list_dir(dir: &Path) -> Vec<String> {
 impl ProcessRuntime {
     /// Records an instance and starts its shim; returns the shim's stdout, which closes
     /// once the container runs.
-    fn launch(&self, spec: &ContainerSpec) -> Result<(ContainerId, tokio::process::ChildStdout)> {
+    fn launch(
+        &self,
+        spec: &ContainerSpec,
+        holder: Option<i32>,
+    ) -> Result<(ContainerId, tokio::process::ChildStdout)> {
         let id = ContainerId {
             pod_uid: spec.pod_uid.clone(),
             name: spec.name.clone(),
@@ -343,7 +352,7 @@ impl ProcessRuntime {
             .map_err(|e| Error::io(format!("record the termination message of {id}"), e))?;
         let mut argv = spec.argv.clone();
         if let Some(rootfs) = &spec.rootfs {
-            argv = self.bundle(spec, rootfs, &dir, &mut mounts)?;
+            argv = self.bundle(spec, rootfs, &dir, &mut mounts, holder)?;
         }
         if !mounts.is_empty() {
             let setup = shim::MountSetup {
@@ -437,6 +446,7 @@ impl ProcessRuntime {
         rootfs: &super::oci::Rootfs,
         dir: &Path,
         mounts: &mut Vec<super::Mount>,
+        holder: Option<i32>,
     ) -> Result<Vec<String>> {
         use super::oci;
         let runc = self.inner.runc.get().ok_or_else(|| {
@@ -461,7 +471,8 @@ impl ProcessRuntime {
             (true, Ok(_)) => format!("{}-{}/runc", spec.name, spec.attempt),
             _ => format!("berth-{id}"),
         };
-        let config = oci::spec(spec, rootfs, &all, &cgroups_path).map_err(Error::Invalid)?;
+        let config =
+            oci::spec(spec, rootfs, &all, &cgroups_path, holder).map_err(Error::Invalid)?;
         config
             .save(bundle.join("config.json"))
             .map_err(|e| Error::Invalid(format!("write the container's config.json: {e}")))?;
@@ -497,6 +508,137 @@ impl ProcessRuntime {
     }
 }
 
+impl ProcessRuntime {
+    /// Launches an instance unless the runtime is closed.
+    fn launch_open(
+        &self,
+        spec: &ContainerSpec,
+        holder: Option<i32>,
+    ) -> Result<(ContainerId, tokio::process::ChildStdout)> {
+        let closed = self.inner.closed.lock().expect("closed lock");
+        if *closed {
+            return Err(Error::Invalid(
+                "the runtime is closed: berth is shutting down".to_string(),
+            ));
+        }
+        self.launch(spec, holder)
+    }
+
+    /// Waits for a shim to say its container runs (or to end).
+    async fn until_started(stdout: tokio::process::ChildStdout) {
+        let mut line = String::new();
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let _ = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;
+    }
+
+    /// The live holder of a pod sandbox's namespaces, if there is one.
+    fn holder(&self, dir: &Path) -> Option<i32> {
+        let shim: Started = shim::read_record(dir, SHIM_FILE)?;
+        if !alive(&shim) || dir.join(EXIT_FILE).exists() {
+            return None;
+        }
+        let pid: i32 = fs::read_to_string(dir.join(HOLDER_FILE))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    }
+
+    /// The pod's sandbox, started when it is not running: a `berth pause` under a shim
+    /// of its own that holds the namespaces the pod's containers share. Returns the pid
+    /// of the process holding them.
+    async fn sandbox(&self, spec: &ContainerSpec, sandbox: &super::oci::Sandbox) -> Result<i32> {
+        let id = ContainerId {
+            pod_uid: spec.pod_uid.clone(),
+            name: SANDBOX.to_string(),
+            attempt: 0,
+        };
+        let dir = self.dir(&id);
+        if let Some(pid) = self.holder(&dir) {
+            return Ok(pid);
+        }
+        if dir.exists() {
+            // A sandbox that ended: a new one.
+            self.end_sandbox(&spec.pod_uid);
+            fs::remove_dir_all(&dir)
+                .map_err(|e| Error::io(format!("remove {}", dir.display()), e))?;
+        }
+        let program = self.inner.shim.display().to_string();
+        let mut argv = vec![
+            program,
+            "pause".into(),
+            "--sandbox".into(),
+            spec.pod_name.clone(),
+            "--pid-file".into(),
+            dir.join(HOLDER_FILE).display().to_string(),
+        ];
+        for (on, flag) in [
+            (sandbox.host_network, "--host-uts"),
+            (sandbox.host_ipc, "--host-ipc"),
+            (sandbox.share_pids && !sandbox.host_pid, "--share-pids"),
+        ] {
+            if on {
+                argv.push(flag.into());
+            }
+        }
+        let pause = ContainerSpec {
+            name: SANDBOX.to_string(),
+            attempt: 0,
+            hash: String::new(),
+            image: "berth pause".into(),
+            argv,
+            env: Vec::new(),
+            working_dir: None,
+            mounts: Vec::new(),
+            resources: Default::default(),
+            stdio: Default::default(),
+            termination_message: Default::default(),
+            rootfs: None,
+            ..spec.clone()
+        };
+        let (_, stdout) = self.launch_open(&pause, None)?;
+        Self::until_started(stdout).await;
+        // The holder is named once its namespaces are made (at once; a bounded wait).
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(pid) = self.holder(&dir) {
+                return Ok(pid);
+            }
+            let ended = dir.join(EXIT_FILE).exists();
+            if ended || tokio::time::Instant::now() > deadline {
+                let why = shim::read_record::<Exit>(&dir, EXIT_FILE)
+                    .and_then(|e| e.error)
+                    .unwrap_or_else(|| "it did not start".to_string());
+                return Err(Error::Invalid(format!(
+                    "the pod's sandbox could not be made: {why}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Ends a pod's sandbox (its pause process and shim), if it runs.
+    fn end_sandbox(&self, pod_uid: &str) {
+        let id = ContainerId {
+            pod_uid: pod_uid.to_string(),
+            name: SANDBOX.to_string(),
+            attempt: 0,
+        };
+        if let Ok(true) = self.signal(&id, Signal::KILL) {
+            // Reaped by its shim at once; the shim then records the end.
+            let dir = self.dir(&id);
+            for _ in 0..200 {
+                let gone = shim::read_record::<Started>(&dir, SHIM_FILE).is_none_or(|s| !alive(&s));
+                if gone {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
 impl Runtime for ProcessRuntime {
     async fn start(&self, spec: &ContainerSpec) -> Result<ContainerId> {
         if spec.argv.is_empty() && spec.rootfs.is_none() {
@@ -505,18 +647,12 @@ impl Runtime for ProcessRuntime {
                 spec.name
             )));
         }
-        let (id, stdout) = {
-            let closed = self.inner.closed.lock().expect("closed lock");
-            if *closed {
-                return Err(Error::Invalid(
-                    "the runtime is closed: berth is shutting down".to_string(),
-                ));
-            }
-            self.launch(spec)?
+        let holder = match &spec.rootfs {
+            Some(rootfs) => Some(self.sandbox(spec, &rootfs.sandbox).await?),
+            None => None,
         };
-        let mut line = String::new();
-        let mut reader = tokio::io::BufReader::new(stdout);
-        let _ = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;
+        let (id, stdout) = self.launch_open(spec, holder)?;
+        Self::until_started(stdout).await;
         let _ = self.inner.events.send(Event::Started(id.clone()));
         Ok(id)
     }
@@ -595,6 +731,7 @@ impl Runtime for ProcessRuntime {
                 s.id
             )));
         }
+        self.end_sandbox(pod_uid);
         if let Ok(cgroups) = &self.inner.cgroups {
             if let Err(e) = cgroups.remove_pod(pod_uid) {
                 tracing::warn!(pod = %pod_uid, error = %e, "could not remove a pod's cgroups");

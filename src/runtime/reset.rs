@@ -175,8 +175,8 @@ fn instances(root: &Path) -> Vec<PathBuf> {
             .flatten()
             .filter_map(|e| e.ok())
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            // Dot names (the pod's volumes) are no containers.
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            // The pod's volumes are no container (its sandbox, `.sandbox`, is one).
+            .filter(|e| e.file_name() != ".volumes")
             .map(|e| e.path())
             .collect()
     };

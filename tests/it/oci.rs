@@ -116,8 +116,9 @@ fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
 }
 
 /// The applets the tests' images carry, as links to busybox.
-const APPLETS: [&str; 13] = [
-    "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep", "tr",
+const APPLETS: [&str; 14] = [
+    "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep",
+    "tr", "readlink",
 ];
 
 /// An image of busybox-static: a base layer with busybox, its applets, `/etc/passwd`
@@ -419,5 +420,133 @@ async fn the_security_context_holds_inside_the_container() {
     delete_pod(&s, "secured").await;
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
+    s.stop().await;
+}
+
+/// What a container says of its namespaces, as `key=value` words.
+fn words(said: &str) -> std::collections::HashMap<String, String> {
+    said.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A pod is a sandbox: its containers share the IPC and UTS namespaces its pause holds,
+/// and the PID namespace with shareProcessNamespace (the pause is their first process);
+/// hostNetwork, hostIPC and hostPID keep this machine's.
+#[tokio::test]
+async fn a_pods_containers_share_its_sandbox_and_the_host_only_when_asked() {
+    let Some(s) = server().await else { return };
+    import(
+        s.dir.path(),
+        "example.com/tools:3",
+        &busybox_image("example.com/tools:3", json!({"Env": ["PATH=/bin"]})),
+    );
+    let report = "echo ipc=$(readlink /proc/self/ns/ipc) pid=$(readlink /proc/self/ns/pid) \
+        uts=$(hostname) init=$(cat /proc/1/comm) end=1; exec sleep 3600";
+    let container = |name: &str| json!({"name": name, "image": "example.com/tools:3", "command": ["sh", "-c", report]});
+    let pod = |name: &str, extra: Value| {
+        let mut p = json!({
+            "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 2,
+                "containers": [container("a"), container("b")]},
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            p["spec"][k] = v.clone();
+        }
+        p
+    };
+    let host = |ns: &str| {
+        std::fs::read_link(format!("/proc/self/ns/{ns}"))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    for p in [
+        pod("sharing", json!({"shareProcessNamespace": true})),
+        pod("apart", json!({})),
+        pod(
+            "hosty",
+            json!({"hostNetwork": true, "hostIPC": true, "hostPID": true}),
+        ),
+    ] {
+        let (code, p) = s.post(PODS, p).await;
+        assert_eq!(code, 201, "{p}");
+    }
+    let a = words(&wait_logs(&s, "sharing", "a", "end=1").await);
+    let b = words(&wait_logs(&s, "sharing", "b", "end=1").await);
+    assert_eq!(
+        (a["ipc"].as_str(), a["uts"].as_str()),
+        (b["ipc"].as_str(), "sharing")
+    );
+    assert_ne!(a["ipc"], host("ipc"));
+    assert_eq!(a["pid"], b["pid"], "{a:?} {b:?}");
+    assert_ne!(a["pid"], host("pid"));
+    assert_eq!(
+        a["init"], "berth",
+        "the pod's pause is the first process: {a:?}"
+    );
+    // Without shareProcessNamespace: IPC shared, each container its own PID namespace.
+    let a = words(&wait_logs(&s, "apart", "a", "end=1").await);
+    let b = words(&wait_logs(&s, "apart", "b", "end=1").await);
+    assert_eq!(a["ipc"], b["ipc"]);
+    assert_ne!(a["pid"], b["pid"]);
+    assert_eq!((a["init"].as_str(), a["uts"].as_str()), ("sh", "apart"));
+    // This machine's namespaces and host name, when asked.
+    let h = words(&wait_logs(&s, "hosty", "a", "end=1").await);
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(h["uts"], hostname.trim());
+    assert_eq!(h["ipc"], host("ipc"));
+    assert_eq!(h["pid"], host("pid"));
+    for name in ["sharing", "apart", "hosty"] {
+        delete_pod(&s, name).await;
+    }
+    let left = mounts_below(s.dir.path());
+    assert!(left.is_empty(), "{left:?}");
+    s.stop().await;
+}
+
+/// Both runtimes on one node: the node's RuntimeClasses name both, and a pod of the
+/// `process` class runs its command on this machine, image or none.
+#[tokio::test]
+async fn a_pod_of_the_process_class_runs_its_command_on_this_machine() {
+    let Some(s) = server().await else { return };
+    eventually(30, "the node's RuntimeClasses", || async {
+        let (_, list) = s.get("/apis/node.k8s.io/v1/runtimeclasses").await;
+        let mut names: Vec<String> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["handler"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        match names == ["oci", "process"] {
+            true => Ok(()),
+            false => Err(list.to_string()),
+        }
+    })
+    .await;
+    let marker = s.dir.path().join("made-on-this-machine");
+    let pod = json!({
+        "metadata": {"name": "on-host"},
+        "spec": {
+            "runtimeClassName": "process",
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "example.com/absent:1",
+                "command": ["sh", "-c", format!("touch {}", marker.display())]}],
+        },
+    });
+    let (code, p) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{p}");
+    eventually(30, "the pod succeeds", || async {
+        let (_, p) = s.get(&format!("{PODS}/on-host")).await;
+        match p["status"]["phase"] == "Succeeded" {
+            true => Ok(()),
+            false => Err(p["status"].to_string()),
+        }
+    })
+    .await;
+    assert!(marker.exists());
+    delete_pod(&s, "on-host").await;
     s.stop().await;
 }
