@@ -678,6 +678,41 @@ impl Placement {
         }
     }
 
+    /// Whether an instance killed by SIGKILL was killed for memory: the OOM killer's
+    /// count says so, or — under v1, which counts kills only in the cgroup of the process
+    /// killed (runc's, below this one, gone with it) — its limit or its pod's was hit:
+    /// a limit failed a charge, or the usage's high-water mark reached it (kernels that
+    /// keep no failure count).
+    pub fn killed_for_memory(&self) -> bool {
+        let (dir, version) = &self.memory;
+        // Within this much of the limit, the limit was reached (charges come in pages
+        // and batches, reclaim keeps a little below it).
+        const SLACK: u64 = 1 << 20;
+        let hit = |d: &Path| {
+            let failed = ["memory.failcnt", "memory.memsw.failcnt"]
+                .iter()
+                .any(|f| read_u64(&d.join(f)).is_some_and(|n| n > 0));
+            let reached = [
+                ("memory.max_usage_in_bytes", "memory.limit_in_bytes"),
+                (
+                    "memory.memsw.max_usage_in_bytes",
+                    "memory.memsw.limit_in_bytes",
+                ),
+            ]
+            .iter()
+            .any(|(max, limit)| {
+                match (read_u64(&d.join(max)), read_u64(&d.join(limit))) {
+                    // An unlimited cgroup's limit is near 2^63.
+                    (Some(max), Some(limit)) if limit < 1 << 62 => max + SLACK >= limit,
+                    _ => false,
+                }
+            });
+            failed || reached
+        };
+        self.oom_killed()
+            || (*version == Version::V1 && (hit(dir) || dir.parent().is_some_and(hit)))
+    }
+
     /// Removes the instance's cgroups once nothing runs in them (best effort: what
     /// cannot go now goes with the pod).
     pub fn remove(&self) {

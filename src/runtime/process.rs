@@ -362,7 +362,8 @@ impl ProcessRuntime {
             shim::write_record(&dir, shim::MOUNTS_FILE, &setup)
                 .map_err(|e| Error::io(format!("record the mounts of {id}"), e))?;
         }
-        if let Ok(cgroups) = &self.inner.cgroups {
+        // The sandbox's pause is charged to no pod (it is berth, not the pod's code).
+        if let (Ok(cgroups), false) = (&self.inner.cgroups, spec.name == SANDBOX) {
             let placement = cgroups
                 .create(
                     &id.pod_uid,
@@ -463,12 +464,18 @@ impl ProcessRuntime {
         fs::create_dir_all(&bundle).map_err(io("create the container's bundle"))?;
         let mut all = oci::etc_files(dir, &spec.pod_name).map_err(io("write /etc files"))?;
         all.append(mounts);
-        // Under cgroup v1 runc makes the container's cgroup below its own (the
-        // container's, where the shim starts it); under v2 below its own's parent.
-        // (Unified mode: the cgroup v2 hierarchy is the root, which lists its controllers.)
-        let unified = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-        let cgroups_path = match (unified, &self.inner.cgroups) {
-            (true, Ok(_)) => format!("{}-{}/runc", spec.name, spec.attempt),
+        // runc puts the container in a cgroup of its own below the container's (which
+        // carries the limits and outlives runc's, so its counters tell an OOM kill);
+        // runc itself stays with the shim, uncharged. berth's cgroups have the same path
+        // in every hierarchy. Without them, runc's goes below runc's own.
+        let cgroups_path = match (&self.inner.cgroups, super::reset::id(&self.inner.root)) {
+            (Ok(_), Ok(node)) => format!(
+                "/{}/{node}/pod{}/{}-{}/runc",
+                super::cgroup::PARENT,
+                spec.pod_uid,
+                spec.name,
+                spec.attempt
+            ),
             _ => format!("berth-{id}"),
         };
         let config =

@@ -606,12 +606,15 @@ fn supervise(
             .stderr(Stdio::piped());
         None
     };
-    if let Some(Err(e)) = cgroups.as_ref().map(Placement::enter) {
+    // runc places a container of an image itself (below the container's cgroups), and
+    // stays out of them.
+    let enter = cgroups.as_ref().filter(|_| rootfs.is_none());
+    if let Some(Err(e)) = enter.map(Placement::enter) {
         leave_cgroups(cgroups.as_ref());
         return finish(&cannot_run(format!("enter the container's cgroups: {e}")));
     }
     let spawned = cmd.spawn();
-    leave_cgroups(cgroups.as_ref());
+    leave_cgroups(enter);
     // The command holds copies of the terminal side; the terminal must end with the
     // container, so they go now.
     drop(cmd);
@@ -700,7 +703,10 @@ fn supervise(
         error: None,
         reason: cgroups
             .as_ref()
-            .is_some_and(Placement::oom_killed)
+            .is_some_and(|c| {
+                c.oom_killed()
+                    || (exit_code == 128 + 9 && rootfs.is_some() && c.killed_for_memory())
+            })
             .then(|| "OOMKilled".to_string()),
     };
     finish(&exit)

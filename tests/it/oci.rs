@@ -116,9 +116,9 @@ fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
 }
 
 /// The applets the tests' images carry, as links to busybox.
-const APPLETS: [&str; 14] = [
+const APPLETS: [&str; 15] = [
     "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep",
-    "tr", "readlink",
+    "tr", "readlink", "head",
 ];
 
 /// An image of busybox-static: a base layer with busybox, its applets, `/etc/passwd`
@@ -548,5 +548,116 @@ async fn a_pod_of_the_process_class_runs_its_command_on_this_machine() {
     .await;
     assert!(marker.exists());
     delete_pod(&s, "on-host").await;
+    s.stop().await;
+}
+
+/// The node's behaviours, for containers of images: volumes (a ConfigMap read-only, a
+/// hostPath), restarts with CrashLoopBackOff and the previous instance's log, preStop on
+/// deletion, and a memory limit that ends in OOMKilled.
+#[tokio::test]
+async fn restarts_volumes_hooks_and_limits_hold_for_containers_of_images() {
+    let Some(s) = server().await else { return };
+    import(
+        s.dir.path(),
+        "example.com/tools:4",
+        &busybox_image("example.com/tools:4", json!({"Env": ["PATH=/bin"]})),
+    );
+    let (code, cm) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "settings"}, "data": {"mode": "fast"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{cm}");
+    let host = tempfile::tempdir().unwrap();
+    let pod = json!({
+        "metadata": {"name": "lives"},
+        "spec": {
+            "terminationGracePeriodSeconds": 5,
+            "volumes": [
+                {"name": "settings", "configMap": {"name": "settings"}},
+                {"name": "out", "hostPath": {"path": host.path()}},
+            ],
+            "containers": [
+                {"name": "crash", "image": "example.com/tools:4",
+                 "command": ["sh", "-c", "echo run; exit 3"]},
+                {"name": "reader", "image": "example.com/tools:4",
+                 "command": ["sh", "-c", "cat /etc/settings/mode; \
+                    if touch /etc/settings/y 2>/dev/null; then echo cm=rw; else echo cm=ro; fi; \
+                    echo ok; exec sleep 3600"],
+                 "volumeMounts": [
+                    {"name": "settings", "mountPath": "/etc/settings", "readOnly": true},
+                    {"name": "out", "mountPath": "/out"}],
+                 "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo pre > /out/pre"]}}}},
+            ],
+        },
+    });
+    let (code, p) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{p}");
+    let said = wait_logs(&s, "lives", "reader", "ok").await;
+    assert!(said.contains("fastcm=ro\nok"), "{said}");
+    eventually(60, "the crashing container backs off", || async {
+        let (_, p) = s.get(&format!("{PODS}/lives")).await;
+        let crash = p["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == "crash")
+            .cloned()
+            .unwrap_or_default();
+        let backing_off = crash["state"]["waiting"]["reason"] == "CrashLoopBackOff";
+        let exited = crash["lastState"]["terminated"]["exitCode"] == 3;
+        match backing_off && exited && crash["restartCount"].as_u64() >= Some(1) {
+            true => Ok(()),
+            false => Err(crash.to_string()),
+        }
+    })
+    .await;
+    let r = s
+        .req(
+            reqwest::Method::GET,
+            &format!("{PODS}/lives/log?container=crash&previous=true"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), "run\n");
+    delete_pod(&s, "lives").await;
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("pre")).unwrap(),
+        "pre\n",
+        "preStop ran inside the container before it was stopped"
+    );
+    // A memory limit, enforced through the container's cgroups.
+    let hog = json!({
+        "metadata": {"name": "hog"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "example.com/tools:4",
+                "command": ["sh", "-c", "head -c 200m /dev/zero | tail"],
+                "resources": {"limits": {"memory": "32Mi"}}}],
+        },
+    });
+    let (code, p) = s.post(PODS, hog).await;
+    assert_eq!(code, 201, "{p}");
+    eventually(60, "the hog is OOMKilled", || async {
+        let (_, p) = s.get(&format!("{PODS}/hog")).await;
+        let t = p["status"]["containerStatuses"][0]["state"]["terminated"].clone();
+        match p["status"]["phase"] == "Failed" {
+            true => Ok(()),
+            false => Err(t.to_string()),
+        }
+    })
+    .await;
+    let (_, p) = s.get(&format!("{PODS}/hog")).await;
+    let last = p["status"]["containerStatuses"][0]["state"]["terminated"].clone();
+    assert_eq!(
+        (last["reason"].as_str(), last["exitCode"].as_i64()),
+        (Some("OOMKilled"), Some(137)),
+        "{last}"
+    );
+    delete_pod(&s, "hog").await;
+    let left = mounts_below(s.dir.path());
+    assert!(left.is_empty(), "{left:?}");
     s.stop().await;
 }
