@@ -216,7 +216,7 @@ async fn combined_output(argv: &[String], ctx: &ExecContext) -> std::io::Result<
     let writer = writer.into_blocking_fd()?;
     let mut cmd = ctx
         .inside
-        .command(program, args, &ctx.env, ctx.working_dir.as_deref())?;
+        .command(program, args, &ctx.env, ctx.working_dir.as_deref(), false)?;
     cmd.stdin(std::process::Stdio::null())
         .stdout(writer.try_clone()?)
         .stderr(writer)

@@ -603,6 +603,7 @@ fn start(session: &Session, size: Option<(u16, u16)>) -> std::io::Result<Running
         args,
         &session.ctx.env,
         session.ctx.working_dir.as_deref(),
+        session.tty,
     )?;
     cmd.kill_on_drop(true);
     let (tx, output) = mpsc::channel(64);

@@ -359,7 +359,7 @@ pub async fn act(
             };
             let dir = container["workingDir"].as_str().map(std::path::Path::new);
             let mut cmd = inside
-                .command(program, args, env, dir)
+                .command(program, args, env, dir, false)
                 .map_err(|e| format!("enter the container: {e}"))?;
             let out = cmd
                 .kill_on_drop(true)

@@ -92,22 +92,26 @@ pub struct Inside {
 
 impl Inside {
     /// The command that runs `program` with `args` inside the container, in `env` and
-    /// `working_dir` (those of the container's own process through a prefix).
+    /// `working_dir` (those of the container's own process through a prefix); with
+    /// `tty`, on the terminal it is started on.
     pub fn command(
         &self,
         program: &str,
         args: &[String],
         env: &[(String, String)],
         working_dir: Option<&std::path::Path>,
+        tty: bool,
     ) -> std::io::Result<tokio::process::Command> {
         if let Some((runner, runner_args)) = self.prefix.split_first() {
             let mut cmd = tokio::process::Command::new(runner);
-            cmd.env_clear()
-                .env("PATH", DEFAULT_PATH)
-                .current_dir("/")
-                .args(runner_args)
-                .arg(program)
-                .args(args);
+            cmd.env_clear().env("PATH", DEFAULT_PATH).current_dir("/");
+            // The prefix ends with what it runs in (`exec ID`): flags go before that.
+            let (flags_before, target) = runner_args.split_at(runner_args.len().saturating_sub(1));
+            cmd.args(flags_before);
+            if tty {
+                cmd.arg("--tty");
+            }
+            cmd.args(target).arg(program).args(args);
             return Ok(cmd);
         }
         let mut cmd = command(program, env, working_dir);

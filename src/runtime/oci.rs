@@ -587,7 +587,9 @@ pub fn spec(
     // Kubernetes lets a process gain privileges (setuid binaries) unless told otherwise.
     process.set_no_new_privileges(Some(hardening.no_new_privileges && !hardening.privileged));
     process.set_rlimits(None);
-    process.set_terminal(Some(false));
+    // On a terminal, runc gives the container one of its own and joins it to the one
+    // the shim started runc on.
+    process.set_terminal(Some(c.stdio.tty));
     spec.set_process(Some(process));
     let mut root = spec.root().clone().unwrap_or_default();
     root.set_path(PathBuf::from("rootfs"));

@@ -256,6 +256,9 @@ async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
                  "command": ["sh", "-c", "echo user=$(id -u):$(id -g) groups=$(id -G) greeting=$GREETING; exec sleep 3600"],
                  "env": [{"name": "GREETING", "value": "from-pod"}],
                  "securityContext": {"runAsUser": 1000}},
+                // On a terminal of its own (`kubectl run -it`).
+                {"name": "term", "image": "example.com/tools:1", "tty": true, "stdin": true,
+                 "command": ["sh", "-c", "test -t 0 && test -t 1 && echo main-on-a-tty; exec sleep 3600"]},
             ],
         },
     });
@@ -275,6 +278,7 @@ async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{said}"));
     assert!(procs <= 4, "{said}");
+    wait_logs(&s, "from-image", "term", "main-on-a-tty").await;
     let said = wait_logs(&s, "from-image", "user", "user=").await;
     assert!(
         said.contains("user=1000:1000 groups=1000 5 10 greeting=from-pod"),
@@ -318,6 +322,29 @@ async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
         out,
         "from-image\nberth test image 1\npid1=sleep\n1000\n",
         "{}",
+        String::from_utf8_lossy(&status)
+    );
+    // On a terminal (`kubectl exec -t`).
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("command", "sh")
+        .append_pair("command", "-c")
+        .append_pair("command", "test -t 0 && test -t 1 && echo on-a-tty")
+        .append_pair("container", "main")
+        .append_pair("stdin", "true")
+        .append_pair("stdout", "true")
+        .append_pair("tty", "true")
+        .finish();
+    let mut c = crate::exec::Client::connect(
+        &s,
+        &format!("{PODS}/from-image/exec?{query}"),
+        "v4.channel.k8s.io",
+    )
+    .await;
+    let status = c.finish().await;
+    assert!(
+        c.out().contains("on-a-tty"),
+        "{} {}",
+        c.out(),
         String::from_utf8_lossy(&status)
     );
     delete_pod(&s, "from-image").await;
@@ -657,6 +684,74 @@ async fn restarts_volumes_hooks_and_limits_hold_for_containers_of_images() {
         "{last}"
     );
     delete_pod(&s, "hog").await;
+    let left = mounts_below(s.dir.path());
+    assert!(left.is_empty(), "{left:?}");
+    s.stop().await;
+}
+
+/// Processes whose command line is `argv` (space-separated): a container's process, in
+/// a PID namespace of its own, is no child of a shim's as the process runtime's are.
+fn running(argv: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).replace('\0', " ").trim_end() == argv)
+        .count()
+}
+
+/// A berth restarted while containers of images run adopts them: the same container,
+/// nothing started twice, and stopped when its pod is deleted.
+#[tokio::test]
+async fn a_restarted_berth_adopts_containers_of_images() {
+    let Some(s) = server().await else { return };
+    import(
+        s.dir.path(),
+        "example.com/tools:5",
+        &busybox_image("example.com/tools:5", json!({"Env": ["PATH=/bin"]})),
+    );
+    let pod = json!({
+        "metadata": {"name": "steady"},
+        "spec": {"terminationGracePeriodSeconds": 2,
+            "containers": [{"name": "main", "image": "example.com/tools:5",
+                "command": ["sleep", "7401"]}]},
+    });
+    let before = crate::node::run_pod(&s, pod).await;
+    let status = |p: &Value| p["status"]["containerStatuses"][0].clone();
+    let id = status(&before)["containerID"].clone();
+    let started = status(&before)["state"]["running"]["startedAt"].clone();
+    // (Running once runc runs: its container's process follows at once.)
+    eventually(10, "the container's process runs", || async {
+        match running("sleep 7401") {
+            1 => Ok(()),
+            n => Err(format!("{n}")),
+        }
+    })
+    .await;
+    let dir = s.stop().await;
+    // berth is down; the container is not.
+    assert_eq!(running("sleep 7401"), 1);
+    let s = TestServer::start_in(dir, |c| {
+        c.node = Some(node_settings(crate::node::NODE, |n| {
+            n.runtime = berth::app::DefaultRuntime::Oci;
+        }))
+    })
+    .await;
+    s.patch(
+        &format!("{PODS}/steady"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"after": "restart"}}}),
+    )
+    .await;
+    let after = crate::node::pod_until(&s, "steady", "the same container, adopted", |p| {
+        p["metadata"]["labels"]["after"] == "restart" && status(p)["containerID"] == id
+    })
+    .await;
+    assert_eq!(status(&after)["restartCount"], 0);
+    assert_eq!(status(&after)["state"]["running"]["startedAt"], started);
+    assert_eq!(running("sleep 7401"), 1, "nothing runs twice");
+    delete_pod(&s, "steady").await;
+    assert_eq!(running("sleep 7401"), 0);
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
     s.stop().await;
