@@ -58,6 +58,14 @@ pub struct Server {
     pub cold_start_ms: f64,
 }
 
+impl Server {
+    /// The server's data directory.
+    #[allow(dead_code)] // not every bench imports images
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -80,6 +88,15 @@ pub async fn start_with(extra: &[&str]) -> Server {
     .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
     .arg(dir.path())
     .args(extra)
+    // The benchmarks' pods run commands of this machine unless a bench asks otherwise.
+    .args(
+        (!extra
+            .iter()
+            .any(|a| *a == "--no-node" || *a == "--default-runtime"))
+        .then_some(["--default-runtime", "process"])
+        .into_iter()
+        .flatten(),
+    )
     .env("NO_COLOR", "1")
     .env("BERTH_LOG", "info")
     .stderr(Stdio::piped())

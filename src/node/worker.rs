@@ -1179,6 +1179,8 @@ impl<R: Runtime + Clone> Worker<R> {
             tracing::warn!(container = %s.id, "a container of a deleted pod is still running; trying again");
             return false;
         }
+        // Its containers stopped, the pod's sandbox goes too (as the kubelet stops it).
+        self.shared.runtime.stop_sandbox(&self.uid);
         if let (Some(pod), true) = (pod, in_api) {
             let st = self.final_status(pod);
             self.write_status(pod, st).await;

@@ -339,6 +339,10 @@ pub trait Runtime: Send + Sync + 'static {
     /// Why resource limits are not enforced, when they are not.
     fn limits_unenforced(&self) -> Option<String>;
 
+    /// Ends what holds a pod's shared namespaces (its sandbox), once its containers are
+    /// stopped; none is a no-op.
+    fn stop_sandbox(&self, _pod_uid: &str) {}
+
     /// The command line that runs a command inside an instance (empty: the instance's
     /// mount namespace is joined instead).
     fn exec_prefix(&self, _id: &ContainerId) -> Vec<String> {

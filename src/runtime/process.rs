@@ -784,6 +784,10 @@ impl Runtime for ProcessRuntime {
         self.inner.cgroups.as_ref().err().cloned()
     }
 
+    fn stop_sandbox(&self, pod_uid: &str) {
+        self.end_sandbox(pod_uid);
+    }
+
     fn exec_prefix(&self, id: &ContainerId) -> Vec<String> {
         let Some(runc) = self.inner.runc.get() else {
             return Vec::new();
