@@ -107,6 +107,7 @@ pub(super) struct Resolved {
 pub(super) fn resolve(
     data_dir: &std::path::Path,
     image: &str,
+    pull_policy: &str,
     security: &Security,
 ) -> Result<Resolved, super::status::Waiting> {
     use super::status::Waiting;
@@ -123,6 +124,14 @@ pub(super) fn resolve(
     })?;
     let store = Store::at(&image::store_dir(data_dir));
     let Some(img) = store.image(&name) else {
+        if pull_policy == "Never" {
+            return Err(waiting(
+                "ErrImageNeverPull",
+                format!(
+                    "Container image {image:?} is not present with pull policy of Never: import it with `berth image import`"
+                ),
+            ));
+        }
         return Err(waiting(
             "ErrImagePull",
             format!(

@@ -24,6 +24,9 @@ use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Resources, Run
 use crate::types::quantity::Quantity;
 
 /// Even a grace period of 0 gives a container this long between SIGTERM and SIGKILL.
+/// The image back-off (a container waits in `ImagePullBackOff` between lookups).
+const IMAGE_BACKOFF_FIRST: Duration = Duration::from_secs(10);
+const IMAGE_BACKOFF_MAX: Duration = Duration::from_secs(300);
 const MIN_GRACE: Duration = Duration::from_secs(2);
 /// How long a postStart hook may run before it counts as failed.
 const POST_START_LIMIT: Duration = Duration::from_secs(120);
@@ -56,6 +59,9 @@ struct Worker<R> {
     uid: String,
     /// Per (container, spec hash).
     backoff: HashMap<(String, String), Backoff>,
+    /// Image "pulls" (lookups in the node's store) that failed, by (container, image):
+    /// until the delay has passed, the container waits in `ImagePullBackOff`.
+    pull_backoff: HashMap<(String, String), Backoff>,
     /// Probe state per (container, probe kind), for the instance (attempt) it belongs to.
     probes: HashMap<(String, ProbeKind), (u32, Tracker)>,
     /// The environment each container was started with (exec probes run in it).
@@ -462,8 +468,29 @@ impl<R: Runtime + Clone> Worker<R> {
         if builtin.is_none() && handler == super::OCI_HANDLER {
             let data_dir = self.shared.config.data_dir.clone();
             let (wanted, security) = (image.to_string(), security(pod, c));
+            let policy = c["imagePullPolicy"].as_str().unwrap_or("").to_string();
+            let key = (name.to_string(), image.to_string());
+            let now = self.shared.runtime.now();
+            if let Some(b) = self.pull_backoff.get(&key) {
+                let since = Duration::try_from(now.duration_since(b.last)).unwrap_or_default();
+                // Within the back-off, a look at the store only: an image imported
+                // meanwhile is taken at once.
+                let stored = crate::image::reference::normalize(image)
+                    .ok()
+                    .is_some_and(|n| {
+                        crate::image::Store::at(&crate::image::store_dir(&data_dir))
+                            .image(&n)
+                            .is_some()
+                    });
+                if since < b.delay && !stored {
+                    return Err(Waiting {
+                        reason: "ImagePullBackOff".into(),
+                        message: format!("Back-off pulling image {image:?}"),
+                    });
+                }
+            }
             let resolved = tokio::task::spawn_blocking(move || {
-                super::images::resolve(&data_dir, &wanted, &security)
+                super::images::resolve(&data_dir, &wanted, &policy, &security)
             })
             .await
             .unwrap_or_else(|e| {
@@ -471,7 +498,26 @@ impl<R: Runtime + Clone> Worker<R> {
                     reason: "CreateContainerError".into(),
                     message: format!("resolving the image failed: {e}"),
                 })
-            })?;
+            });
+            let resolved = match resolved {
+                Ok(r) => {
+                    self.pull_backoff.remove(&key);
+                    r
+                }
+                Err(w) => {
+                    if w.reason == "ErrImagePull" {
+                        // As the kubelet's image back-off: 10 s, doubling up to 5 min.
+                        let delay = self
+                            .pull_backoff
+                            .get(&key)
+                            .map_or(IMAGE_BACKOFF_FIRST, |b| {
+                                (b.delay * 2).min(IMAGE_BACKOFF_MAX)
+                            });
+                        self.pull_backoff.insert(key, Backoff { delay, last: now });
+                    }
+                    return Err(w);
+                }
+            };
             argv = crate::runtime::oci::argv(&resolved.config, &command, &args);
             if argv.is_empty() {
                 return Err(Waiting {
@@ -1524,6 +1570,7 @@ pub(super) async fn run<R: Runtime + Clone>(
         told_rejected: false,
         sandbox_ok: false,
         handler: None,
+        pull_backoff: HashMap::new(),
     };
     let retry = shared_retry;
     let clock = worker.shared.clone();

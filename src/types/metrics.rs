@@ -14,6 +14,10 @@ use std::sync::RwLock;
 
 use jiff::Timestamp;
 
+/// The shortest window a container's first rate (since its start) is made over: over
+/// less, the few milliseconds of CPU a process takes to start make a rate of cores.
+const FIRST_WINDOW_MIN_MS: u64 = 100;
+
 /// One container instance's counters at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerSample {
@@ -168,13 +172,17 @@ impl Board {
                     cpu_ns: 0,
                     memory_bytes: 0,
                 });
-                let before = old.last.get(&key).copied().or(start);
+                let seen = old.last.get(&key).copied();
+                let before = seen.or(start);
                 match before.and_then(|before| now.since(&before)) {
-                    Some((window_ms, rate)) => {
+                    // A first window too short to tell a rate is not shown yet.
+                    Some((window_ms, rate))
+                        if seen.is_some() || window_ms >= FIRST_WINDOW_MIN_MS =>
+                    {
                         window = Some(window.map_or(window_ms, |w: u64| w.min(window_ms)));
                         rates.push((c.name.clone(), rate));
                     }
-                    None => complete = false,
+                    _ => complete = false,
                 }
                 last.insert(key, now);
             }
@@ -261,6 +269,21 @@ mod tests {
         assert_eq!(m[0].window_ms, 4_000);
         assert_eq!(m[0].containers[0].1.cpu_nanocores, 500_000_000);
         assert_eq!(m[0].containers[0].1.memory_bytes, 10);
+    }
+
+    #[test]
+    fn a_first_window_too_short_shows_no_rate_yet() {
+        let board = Board::default();
+        let mut first = pod("web", &[("app", 0, 3_000_000, 10)]);
+        first.containers[0].started_at = Some(at(0));
+        let just_after = at(0)
+            .checked_add(jiff::SignedDuration::from_micros(500))
+            .unwrap();
+        board.record("n1", just_after, Some(0), Some(100), vec![first]);
+        assert!(
+            board.pods(None).is_empty(),
+            "3 ms of CPU in 0.5 ms is no rate"
+        );
     }
 
     #[test]

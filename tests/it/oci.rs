@@ -5,7 +5,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -358,30 +357,65 @@ async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
     s.stop().await;
 }
 
-#[tokio::test]
-async fn a_pod_of_an_image_not_in_the_store_waits_and_says_how_to_import_it() {
-    let Some(s) = server().await else { return };
-    let pod = json!({
-        "metadata": {"name": "missing"},
-        "spec": {"containers": [{"name": "main", "image": "example.com/absent:1"}]},
-    });
-    let (code, p) = s.post(PODS, pod).await;
-    assert_eq!(code, 201, "{p}");
-    eventually(30, "the container waits in ErrImagePull", || async {
-        let (_, p) = s.get(&format!("{PODS}/missing")).await;
-        let waiting = &p["status"]["containerStatuses"][0]["state"]["waiting"];
-        match waiting["reason"] == "ErrImagePull"
-            && waiting["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("berth image import"))
-        {
-            true => Ok(()),
+/// The waiting reason of a pod's first container, once it is `reason`.
+async fn waits_in(s: &TestServer, pod: &str, reason: &str) -> Value {
+    eventually(60, &format!("{pod} waits in {reason}"), || async {
+        let (_, p) = s.get(&format!("{PODS}/{pod}")).await;
+        let waiting = p["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        match waiting["reason"] == reason {
+            true => Ok(waiting),
             false => Err(p["status"].to_string()),
         }
     })
+    .await
+}
+
+#[tokio::test]
+async fn a_pod_of_an_image_not_in_the_store_waits_and_says_how_to_import_it() {
+    let Some(s) = server().await else { return };
+    let pod = |name: &str, policy: &str| {
+        json!({
+            "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 2, "containers": [{"name": "main",
+                "image": "example.com/late:1", "imagePullPolicy": policy,
+                "command": ["sleep", "3600"]}]},
+        })
+    };
+    for (name, policy) in [("missing", "IfNotPresent"), ("never", "Never")] {
+        let (code, p) = s.post(PODS, pod(name, policy)).await;
+        assert_eq!(code, 201, "{p}");
+    }
+    let w = waits_in(&s, "missing", "ErrImagePull").await;
+    assert!(
+        w["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("berth image import")),
+        "{w}"
+    );
+    let w = waits_in(&s, "never", "ErrImageNeverPull").await;
+    assert!(
+        w["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not present with pull policy of Never")),
+        "{w}"
+    );
+    // Tried again, it backs off; imported meanwhile, it runs.
+    let w = waits_in(&s, "missing", "ImagePullBackOff").await;
+    assert_eq!(
+        w["message"],
+        "Back-off pulling image \"example.com/late:1\""
+    );
+    import(
+        s.dir.path(),
+        "example.com/late:1",
+        &busybox_image("example.com/late:1", json!({"Env": ["PATH=/bin"]})),
+    );
+    crate::node::pod_until(&s, "missing", "the pod runs once imported", |p| {
+        p["status"]["phase"] == "Running"
+    })
     .await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
     delete_pod(&s, "missing").await;
+    delete_pod(&s, "never").await;
     s.stop().await;
 }
 
