@@ -79,7 +79,7 @@ impl Client {
             .is_some_and(|p| p.contains("base64"))
     }
 
-    async fn send(&mut self, stream: u8, data: &[u8]) {
+    pub(crate) async fn send(&mut self, stream: u8, data: &[u8]) {
         let msg = if self.base64() {
             let mut text = char::from(b'0' + stream).to_string();
             base64::engine::general_purpose::STANDARD.encode_string(data, &mut text);
@@ -92,7 +92,7 @@ impl Client {
         self.ws.send(msg).await.unwrap();
     }
 
-    async fn resize(&mut self, width: u16, height: u16) {
+    pub(crate) async fn resize(&mut self, width: u16, height: u16) {
         let size = json!({"Width": width, "Height": height}).to_string();
         self.send(4, size.as_bytes()).await;
     }
@@ -115,7 +115,7 @@ impl Client {
     }
 
     /// Reads until stdout holds `needle`.
-    async fn until_out(&mut self, needle: &str) {
+    pub(crate) async fn until_out(&mut self, needle: &str) {
         while !String::from_utf8_lossy(&self.out).contains(needle) {
             match self.next().await {
                 Some((1, d)) => self.out.extend(d),

@@ -115,9 +115,9 @@ fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
 }
 
 /// The applets the tests' images carry, as links to busybox.
-const APPLETS: [&str; 15] = [
+const APPLETS: [&str; 17] = [
     "sh", "cat", "echo", "hostname", "id", "ls", "ps", "sleep", "test", "touch", "wc", "grep",
-    "tr", "readlink", "head",
+    "tr", "readlink", "head", "stty", "httpd",
 ];
 
 /// An image of busybox-static: a base layer with busybox, its applets, `/etc/passwd`
@@ -786,6 +786,132 @@ async fn a_restarted_berth_adopts_containers_of_images() {
     assert_eq!(running("sleep 7401"), 1, "nothing runs twice");
     delete_pod(&s, "steady").await;
     assert_eq!(running("sleep 7401"), 0);
+    let left = mounts_below(s.dir.path());
+    assert!(left.is_empty(), "{left:?}");
+    s.stop().await;
+}
+
+/// A free port on loopback (the containers keep the host's network until pods get their own).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// What the process runtime is tested for, for containers of images: probes of each kind
+/// reach into the container (an exec probe reads the image's files, httpGet and tcpSocket
+/// reach its server), a `subPath` mount of one key, `kubectl attach` to a shell on a
+/// terminal, and `kubectl logs -f` following a container as it writes.
+#[tokio::test]
+async fn containers_of_images_are_probed_attached_to_and_followed() {
+    let Some(s) = server().await else { return };
+    import(
+        s.dir.path(),
+        "example.com/tools:6",
+        &busybox_image("example.com/tools:6", json!({"Env": ["PATH=/bin"]})),
+    );
+    let (code, cm) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "site"},
+                "data": {"index.html": "hello from a key\n", "other": "not mounted"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{cm}");
+    let port = free_port();
+    let pod = json!({
+        "metadata": {"name": "served"},
+        "spec": {
+            "terminationGracePeriodSeconds": 2,
+            "volumes": [{"name": "site", "configMap": {"name": "site"}}],
+            "containers": [
+                {"name": "web", "image": "example.com/tools:6",
+                 "command": ["httpd", "-f", "-p", port.to_string(), "-h", "/www"],
+                 "volumeMounts": [{"name": "site", "mountPath": "/www/index.html",
+                    "subPath": "index.html"}],
+                 // Only the image has /etc/image-release; the host has no /www.
+                 "startupProbe": {"exec": {"command": ["sh", "-c",
+                    "test -f /etc/image-release && ls /www"]}, "periodSeconds": 1},
+                 "readinessProbe": {"httpGet": {"path": "/index.html", "port": port},
+                    "periodSeconds": 1},
+                 "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1}},
+                {"name": "shell", "image": "example.com/tools:6", "command": ["sh"],
+                 "stdin": true, "tty": true},
+                {"name": "ticker", "image": "example.com/tools:6",
+                 "command": ["sh", "-c",
+                    "i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.2; done"]},
+            ],
+        },
+    });
+    let (code, p) = s.post(PODS, pod).await;
+    assert_eq!(code, 201, "{p}");
+    let ready = crate::node::pod_until(&s, "served", "every container ready", |p| {
+        p["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|c| c.len() == 3 && c.iter().all(|c| c["ready"] == true))
+    })
+    .await;
+    let web = ready["status"]["containerStatuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "web")
+        .unwrap()
+        .clone();
+    assert_eq!(web["restartCount"], 0, "{web}");
+    assert_eq!(web["started"], true, "{web}");
+    // The key, and only it, is the file the server serves.
+    let page = crate::support::https_client(&s.ca_pem)
+        .get(format!("http://127.0.0.1:{port}/index.html"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(page, "hello from a key\n");
+    // Attach to the shell's terminal: it runs in the image, at the size asked for.
+    let mut c = crate::exec::Client::connect(
+        &s,
+        &format!("{PODS}/served/attach?container=shell&stdin=true&stdout=true&tty=true"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    c.resize(61, 19).await;
+    c.send(0, b"stty size; hostname; cat /etc/image-release\n")
+        .await;
+    c.until_out("berth test image 1").await;
+    let out = c.out();
+    assert!(out.contains("19 61") && out.contains("served"), "{out}");
+    drop(c);
+    // Follow the ticker: ticks written after the request arrive on it.
+    let mut r = s
+        .req(
+            reqwest::Method::GET,
+            &format!("{PODS}/served/log?container=ticker&follow=true"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let first = String::from_utf8(r.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    let last = |text: &str| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("tick-")?.parse::<u64>().ok())
+            .max()
+    };
+    let seen = last(&first).expect("ticks");
+    let mut text = first;
+    while last(&text) < Some(seen + 5) {
+        let chunk = crate::support::within(20, r.chunk()).await.unwrap();
+        text.push_str(&String::from_utf8_lossy(
+            &chunk.expect("the stream stays open"),
+        ));
+    }
+    drop(r);
+    delete_pod(&s, "served").await;
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
     s.stop().await;
