@@ -207,6 +207,11 @@ struct Used {
 #[derive(Debug, Clone)]
 pub struct Cgroups {
     used: Vec<Used>,
+    /// berth's parent in every other hierarchy. berth makes nothing there, but runc
+    /// does: it places a container of an image in its cgroup path in every hierarchy
+    /// (the pids, devices, freezer, ... ones and a hybrid's v2), and takes away only the
+    /// last level of it, so the levels above are berth's to remove with the container.
+    others: Vec<PathBuf>,
 }
 
 /// Where a container instance's cgroups are, as the shim reads it from its instance
@@ -222,6 +227,10 @@ pub struct Placement {
     pub home: Vec<PathBuf>,
     /// The directory that holds the memory controller's counters, and its version.
     pub memory: (PathBuf, Version),
+    /// The instance's path in the hierarchies berth does not use, where runc may have
+    /// made it (removed with the instance, with whatever runc left below it).
+    #[serde(default)]
+    pub others: Vec<PathBuf>,
 }
 
 fn io_context(what: impl std::fmt::Display, e: io::Error) -> io::Error {
@@ -301,7 +310,14 @@ impl Cgroups {
                 _ => entry.cpuacct = true,
             }
         }
-        let cgroups = Cgroups { used };
+        let mut others: Vec<PathBuf> = Vec::new();
+        for h in &layout.hierarchies {
+            let parent = h.mount.join(name);
+            if !mounts.contains(&h.mount) && !others.contains(&parent) {
+                others.push(parent);
+            }
+        }
+        let cgroups = Cgroups { used, others };
         for (u, h) in cgroups.used.iter().zip(&mounts) {
             // Each level from the hierarchy's root down to the parent hands the
             // controllers on (under v2); none of them holds a process.
@@ -385,10 +401,12 @@ impl Cgroups {
             }
             dirs.push(dir);
         }
+        let instance = Path::new(&format!("pod{pod_uid}")).join(format!("{container}-{attempt}"));
         Ok(Placement {
             dirs,
             home: self.used.iter().map(|u| u.own.clone()).collect(),
             memory: memory.ok_or_else(|| io::Error::other("no memory cgroup"))?,
+            others: self.others.iter().map(|p| p.join(&instance)).collect(),
         })
     }
 
@@ -457,6 +475,11 @@ impl Cgroups {
                 }
             }
             if let Err(e) = remove_dir(&pod) {
+                first_error.get_or_insert(e);
+            }
+        }
+        for parent in &self.others {
+            if let Err(e) = remove_tree(&parent.join(format!("pod{pod_uid}"))) {
                 first_error.get_or_insert(e);
             }
         }
@@ -587,6 +610,26 @@ impl Cgroups {
     /// stays: it may be another berth's on the same machine.
     pub fn sweep(&self, keep: &std::collections::HashSet<String>) -> usize {
         let mut removed = 0;
+        // What runc left in the other hierarchies: a pod's tree there goes when no
+        // process is in any part of it.
+        for parent in &self.others {
+            let Ok(entries) = fs::read_dir(parent) else {
+                continue;
+            };
+            for entry in entries.filter_map(|e| e.ok()) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(uid) = name.strip_prefix("pod") else {
+                    continue;
+                };
+                let tree = tree(&entry.path());
+                if !keep.contains(uid)
+                    && tree.iter().all(|d| procs(d).is_empty())
+                    && remove_tree(&entry.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
         for u in &self.used {
             let Ok(entries) = fs::read_dir(&u.parent) else {
                 continue;
@@ -606,6 +649,25 @@ impl Cgroups {
         }
         removed
     }
+}
+
+/// Every cgroup at and below `dir`, deepest first (none when it does not exist).
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .flat_map(|e| tree(&e.path()))
+        .collect();
+    out.push(dir.to_path_buf());
+    out
+}
+
+/// Removes the cgroup `dir` and every cgroup below it; gone already is done.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+    tree(dir).iter().try_for_each(|d| remove_dir(d))
 }
 
 fn remove_dir(dir: &Path) -> io::Result<()> {
@@ -719,6 +781,9 @@ impl Placement {
         for dir in &self.dirs {
             let _ = fs::remove_dir(dir);
         }
+        for dir in &self.others {
+            let _ = remove_tree(dir);
+        }
     }
 }
 
@@ -811,6 +876,42 @@ mod tests {
             cpu_limit_millis: Some(1500),
             cpu_request_millis: Some(1000),
         }
+    }
+
+    /// runc makes a container's path in every hierarchy and takes away only its last
+    /// level: the levels above go with the instance, the pod, or the sweep.
+    #[test]
+    fn what_runc_makes_in_the_other_hierarchies_goes_with_the_container_and_pod() {
+        let fake = Fake::new();
+        let cgroups = Cgroups::new(&fake.hybrid(), "berth/n1").unwrap();
+        // (No limits: a fake cgroup with files written in it is no empty directory.)
+        let none = Resources::default();
+        let runc_makes = |rel: &str| {
+            for h in ["pids", "systemd", "unified"] {
+                fake.mkdir(&format!("{h}/berth/n1/{rel}/runc"));
+            }
+        };
+        let placement = cgroups.create("u1", "main", 0, &none, &none).unwrap();
+        assert_eq!(placement.others.len(), 3, "{:?}", placement.others);
+        runc_makes("podu1/main-0");
+        placement.remove();
+        for h in ["pids", "systemd", "unified"] {
+            assert!(!fake.path(&format!("{h}/berth/n1/podu1/main-0")).exists());
+            assert!(fake.path(&format!("{h}/berth/n1/podu1")).exists());
+        }
+        cgroups.create("u1", "main", 1, &none, &none).unwrap();
+        runc_makes("podu1/main-1");
+        cgroups.remove_pod("u1").unwrap();
+        for h in ["pids", "systemd", "unified", "memory", "cpu"] {
+            assert!(!fake.path(&format!("{h}/berth/n1/podu1")).exists(), "{h}");
+        }
+        // Left by a berth that stopped: swept unless the pod is kept.
+        runc_makes("podu2/main-0");
+        runc_makes("podu3/main-0");
+        let keep = ["u3".to_string()].into_iter().collect();
+        assert_eq!(cgroups.sweep(&keep), 3);
+        assert!(!fake.path("pids/berth/n1/podu2").exists());
+        assert!(fake.path("pids/berth/n1/podu3/main-0/runc").exists());
     }
 
     #[test]

@@ -896,6 +896,7 @@ mod tests {
             dirs: vec![dir.clone()],
             home: vec![home],
             memory: (dir, super::super::cgroup::Version::V2),
+            others: Vec::new(),
         }
     }
 

@@ -222,6 +222,37 @@ fn mounts_below(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The cgroups of pod `uid` in any hierarchy of this machine (runc makes a container's
+/// path in every one, berth's memory and cpu ones and the others).
+fn cgroups_of_pod(uid: &Value) -> Vec<String> {
+    let name = format!("pod{}", uid.as_str().unwrap());
+    let mut found = Vec::new();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in mountinfo.lines() {
+        let Some((before, after)) = line.split_once(" - ") else {
+            continue;
+        };
+        if !after.starts_with("cgroup") {
+            continue;
+        }
+        let Some(mount) = before.split(' ').nth(4) else {
+            continue;
+        };
+        let mut stack = vec![Path::new(mount).join("berth")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    match e.file_name().to_str() == Some(name.as_str()) {
+                        true => found.push(e.path().display().to_string()),
+                        false => stack.push(e.path()),
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
 #[tokio::test]
 async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
     let Some(s) = server().await else { return };
@@ -347,6 +378,8 @@ async fn a_pod_of_an_image_runs_in_the_images_files_as_the_image_says() {
         String::from_utf8_lossy(&status)
     );
     delete_pod(&s, "from-image").await;
+    let left = cgroups_of_pod(&p["metadata"]["uid"]);
+    assert!(left.is_empty(), "{left:?}");
     // Nothing of the containers stays: no mount, no state of runc's.
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
@@ -912,6 +945,8 @@ async fn containers_of_images_are_probed_attached_to_and_followed() {
     }
     drop(r);
     delete_pod(&s, "served").await;
+    let left = cgroups_of_pod(&p["metadata"]["uid"]);
+    assert!(left.is_empty(), "{left:?}");
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
     s.stop().await;
