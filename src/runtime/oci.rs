@@ -644,14 +644,73 @@ pub fn spec(
     linux.set_namespaces(Some(namespaces));
     linux.set_cgroups_path(Some(PathBuf::from(cgroups_path)));
     if hardening.privileged {
-        // Nothing of /proc is hidden from a privileged container, and /sys is writable.
+        // Nothing of /proc is hidden from a privileged container, /sys is writable, and
+        // it has this machine's devices with access to every device (as containerd
+        // gives it).
         linux.set_masked_paths(None);
         linux.set_readonly_paths(None);
+        linux.set_devices(Some(host_devices(Path::new("/dev"))));
+        let mut resources = linux.resources().clone().unwrap_or_default();
+        let mut all = oci_spec::runtime::LinuxDeviceCgroup::default();
+        all.set_allow(true);
+        all.set_access(Some("rwm".to_string()));
+        resources.set_devices(Some(vec![all]));
+        linux.set_resources(Some(resources));
     } else if hardening.seccomp_runtime_default {
         linux.set_seccomp(Some(seccomp_profile(&caps)?));
     }
     spec.set_linux(Some(linux));
     Ok(spec)
+}
+
+/// The character and block devices below `dev` (this machine's `/dev`), as a privileged
+/// container gets them: the directories of other file systems (`pts`, `shm`, `mqueue`)
+/// and symbolic links are left out; runc makes the container's own `/dev/pts` and
+/// `/dev/shm`.
+pub fn host_devices(dev: &Path) -> Vec<oci_spec::runtime::LinuxDevice> {
+    use oci_spec::runtime::{LinuxDevice, LinuxDeviceType};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    const SKIP: [&str; 4] = ["pts", "shm", "mqueue", "fd"];
+    let mut out = Vec::new();
+    let mut stack = vec![dev.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(meta) = fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            let t = meta.file_type();
+            let typ = if t.is_char_device() {
+                LinuxDeviceType::C
+            } else if t.is_block_device() {
+                LinuxDeviceType::B
+            } else {
+                if t.is_dir() && !(dir == dev && SKIP.iter().any(|s| e.file_name() == *s)) {
+                    stack.push(e.path());
+                }
+                continue;
+            };
+            // The device's path in the container is its path below /dev.
+            let Ok(inside) = e
+                .path()
+                .strip_prefix(dev)
+                .map(|p| Path::new("/dev").join(p))
+            else {
+                continue;
+            };
+            let rdev = meta.rdev();
+            let mut d = LinuxDevice::default();
+            d.set_path(inside);
+            d.set_typ(typ);
+            d.set_major(rustix::fs::major(rdev) as i64);
+            d.set_minor(rustix::fs::minor(rdev) as i64);
+            d.set_file_mode(Some(meta.mode() & 0o7777));
+            d.set_uid(Some(meta.uid()));
+            d.set_gid(Some(meta.gid()));
+            out.push(d);
+        }
+    }
+    out.sort_by(|a, b| a.path().cmp(b.path()));
+    out
 }
 
 /// The files every container of an image finds in `/etc`, written into `dir`: `hosts`
@@ -830,6 +889,20 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.capabilities_within(&every).unwrap_err().contains("FLY"));
+    }
+
+    #[test]
+    fn a_privileged_container_gets_this_machines_devices() {
+        let devices = host_devices(Path::new("/dev"));
+        let null = devices
+            .iter()
+            .find(|d| d.path() == Path::new("/dev/null"))
+            .expect("/dev/null");
+        assert_eq!(
+            (null.typ(), null.major(), null.minor()),
+            (oci_spec::runtime::LinuxDeviceType::C, 1, 3)
+        );
+        assert!(!devices.iter().any(|d| d.path().starts_with("/dev/pts")));
     }
 
     #[test]

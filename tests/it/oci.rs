@@ -462,10 +462,27 @@ async fn the_security_context_holds_inside_the_container() {
         "example.com/tools:2",
         &busybox_image("example.com/tools:2", json!({"Env": ["PATH=/bin"]})),
     );
-    let report = "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d ' \\t' | tr '\\n' ' '; \
+    // A device of this machine's that runc gives no container of its own accord.
+    let defaults = [
+        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "console",
+    ];
+    let device = std::fs::read_dir("/dev")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            use std::os::unix::fs::FileTypeExt;
+            e.file_type().is_ok_and(|t| t.is_char_device())
+        })
+        .filter_map(|e| e.file_name().into_string().ok())
+        .find(|n| !defaults.contains(&n.as_str()) && !n.starts_with("tty"))
+        .expect("a character device");
+    let report = format!(
+        "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d ' \\t' | tr '\\n' ' '; \
+        if test -e /dev/{device}; then echo device=yes; else echo device=no; fi; \
         echo timer_list=$(cat /proc/timer_list | wc -c); \
         if touch /written 2>/dev/null; then echo root=rw; else echo root=ro; fi; \
-        echo done; exec sleep 3600";
+        echo done; exec sleep 3600"
+    );
     let container = |name: &str, sc: Value| {
         json!({"name": name, "image": "example.com/tools:2",
             "command": ["sh", "-c", report], "securityContext": sc})
@@ -494,7 +511,7 @@ async fn the_security_context_holds_inside_the_container() {
         said.contains("CapEff:00000000a80425fb NoNewPrivs:0 Seccomp:0"),
         "{said}"
     );
-    assert!(said.contains("timer_list=0\nroot=rw"), "{said}");
+    assert!(said.contains("device=no\ntimer_list=0\nroot=rw"), "{said}");
     let said = wait_logs(&s, "secured", "hardened", "done").await;
     assert!(
         said.contains("CapEff:0000000000000400 NoNewPrivs:1 Seccomp:2"),
@@ -511,6 +528,7 @@ async fn the_security_context_holds_inside_the_container() {
     assert!(said.contains(&format!("CapEff:{bounding} ")), "{said}");
     assert!(said.contains("NoNewPrivs:0 Seccomp:0"), "{said}");
     assert!(!said.contains("timer_list=0\n"), "{said}");
+    assert!(said.contains("device=yes"), "{said}");
     delete_pod(&s, "secured").await;
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
