@@ -730,6 +730,7 @@ impl<R: Runtime + Clone> Worker<R> {
         // A finished pod never runs again.
         if matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed") {
             self.stop_all(pod).await;
+            self.end_finished_sandbox();
             return None;
         }
         let deadline = self.deadline_left(pod);
@@ -1263,7 +1264,22 @@ impl<R: Runtime + Clone> Worker<R> {
     /// The agent is the source of truth: a status someone else changed in the API is
     /// written back at the next sync (which that change itself triggers). One the API
     /// already shows is not sent again.
+    /// A finished pod's sandbox goes as soon as nothing runs in it, as the kubelet stops
+    /// it, not when the pod is deleted.
+    fn end_finished_sandbox(&self) {
+        let running = self
+            .instances()
+            .into_iter()
+            .any(|s| matches!(s.state, State::Running | State::Created));
+        if !running {
+            self.shared.runtime.stop_sandbox(&self.uid);
+        }
+    }
+
     async fn write_status(&mut self, pod: &Value, mut st: Value) {
+        if matches!(st["phase"].as_str(), Some("Succeeded" | "Failed")) {
+            self.end_finished_sandbox();
+        }
         self.reported = Some(st.clone());
         if pod.get("status").is_some_and(|api| covers(api, &st)) {
             return;

@@ -768,6 +768,14 @@ async fn restarts_volumes_hooks_and_limits_hold_for_containers_of_images() {
         (Some("OOMKilled"), Some(137)),
         "{last}"
     );
+    // A finished pod's sandbox goes at once, not when the pod is deleted.
+    eventually(30, "the finished pod's sandbox stops", || async {
+        match crate::node::processes_with("--sandbox hog ") {
+            0 => Ok(()),
+            n => Err(format!("{n} running")),
+        }
+    })
+    .await;
     delete_pod(&s, "hog").await;
     let left = mounts_below(s.dir.path());
     assert!(left.is_empty(), "{left:?}");
