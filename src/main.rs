@@ -71,6 +71,11 @@ enum Command {
         /// machine; `auto` is `oci` where runc is installed and berth runs as root.
         #[arg(long, value_enum, default_value_t = berth::app::DefaultRuntime::Auto)]
         default_runtime: berth::app::DefaultRuntime,
+        /// The node's registries file (k3s's `registries.yaml` format): mirrors tried
+        /// before a registry, plain-HTTP and self-signed registries with their CA, and
+        /// credentials per registry.
+        #[arg(long)]
+        registries: Option<PathBuf>,
         /// How often the node measures the resource metrics of `kubectl top` and the
         /// autoscalers (`15s`, `1500ms`).
         #[arg(long, default_value = "15s", value_parser = parse_resolution)]
@@ -261,6 +266,18 @@ enum ImageCommand {
         /// The name of images the archive leaves unnamed or names by a tag only.
         #[arg(long)]
         name: Option<String>,
+        #[arg(long, env = "BERTH_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Pull an image from its registry (or a mirror the registries file names).
+    Pull {
+        reference: String,
+        /// A registries file as `serve --registries` takes (mirrors, TLS, credentials).
+        #[arg(long)]
+        registries: Option<PathBuf>,
+        /// USER:PASSWORD for the image's registry.
+        #[arg(long)]
+        creds: Option<String>,
         #[arg(long, env = "BERTH_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
@@ -461,6 +478,7 @@ fn main() -> anyhow::Result<()> {
             no_cgroups,
             stop_pods_on_exit,
             default_runtime,
+            registries,
             metric_resolution,
             hpa_sync_period,
             hpa_downscale_stabilization,
@@ -480,6 +498,10 @@ fn main() -> anyhow::Result<()> {
                 node.stop_pods_on_exit = stop_pods_on_exit;
                 node.runtime = default_runtime;
                 node.agent.metrics_every = metric_resolution;
+                if let Some(file) = registries {
+                    node.agent.registries =
+                        berth::image::pull::Registries::load(&file).map_err(anyhow::Error::msg)?;
+                }
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
@@ -576,6 +598,20 @@ fn main() -> anyhow::Result<()> {
                     name,
                     data_dir: d,
                 } => image::import(&data_dir(d), &files, name.as_deref()),
+                ImageCommand::Pull {
+                    reference,
+                    registries,
+                    creds,
+                    data_dir: d,
+                } => {
+                    let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
+                    rt.block_on(image::pull(
+                        &data_dir(d),
+                        &reference,
+                        registries.as_deref(),
+                        creds.as_deref(),
+                    ))
+                }
                 ImageCommand::Ls { data_dir: d } => image::list(&data_dir(d)),
                 ImageCommand::Inspect { name, data_dir: d } => image::inspect(&data_dir(d), &name),
                 ImageCommand::Rm { names, data_dir: d } => image::remove(&data_dir(d), &names),

@@ -118,7 +118,10 @@ fn is_index(m: &MediaType) -> bool {
 
 /// The manifests of `index` for this machine: each platform-less one, or the one
 /// matching this platform (an index of an image for several platforms).
-fn pick_for_platform(index: &ImageIndex, what: &str) -> Result<Vec<oci_spec::image::Descriptor>> {
+pub(super) fn pick_for_platform(
+    index: &ImageIndex,
+    what: &str,
+) -> Result<Vec<oci_spec::image::Descriptor>> {
     let (os, arch) = platform();
     let has_platforms = index.manifests().iter().any(|d| d.platform().is_some());
     if !has_platforms {
@@ -234,7 +237,7 @@ fn import_manifest(
 
 /// Applies the layers and records the image under each of `names` (under its config
 /// digest when it has none, as `docker load` keeps an untagged image).
-fn record(
+pub(super) fn record(
     store: &Store,
     manifest: &str,
     config: &str,

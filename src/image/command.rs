@@ -100,6 +100,70 @@ pub fn import(data_dir: &Path, files: &[std::path::PathBuf], name: Option<&str>)
     Ok(out)
 }
 
+/// `berth image pull REF`: pulls into the store, with a progress line on a terminal.
+pub async fn pull(
+    data_dir: &Path,
+    reference: &str,
+    registries: Option<&Path>,
+    creds: Option<&str>,
+) -> Result<String> {
+    use std::io::IsTerminal;
+    let store = open(data_dir)?;
+    let registries = match registries {
+        Some(f) => super::pull::Registries::load(f).map_err(Error::Invalid)?,
+        None => super::pull::Registries::default(),
+    };
+    let r = super::reference::parse(reference).map_err(Error::Invalid)?;
+    let credentials = match creds {
+        Some(c) => {
+            let (username, password) = c
+                .split_once(':')
+                .ok_or_else(|| Error::Invalid("--creds takes USER:PASSWORD".to_string()))?;
+            vec![super::pull::Credential {
+                matches: r.registry.clone(),
+                username: username.to_string(),
+                password: password.to_string(),
+            }]
+        }
+        None => Vec::new(),
+    };
+    let progress: Option<super::pull::Progress> = std::io::stderr().is_terminal().then(|| {
+        let shown = std::sync::Mutex::new(std::time::Instant::now());
+        let p: super::pull::Progress = std::sync::Arc::new(move |done: u64, total: u64| {
+            let mut last = shown.lock().expect("progress lock");
+            if last.elapsed() < std::time::Duration::from_millis(100) && done < total {
+                return;
+            }
+            *last = std::time::Instant::now();
+            let width = 30u64;
+            let filled = (done * width).checked_div(total).unwrap_or(width) as usize;
+            eprint!(
+                "\r[{}{}] {} / {}   ",
+                "=".repeat(filled),
+                " ".repeat(width as usize - filled.min(width as usize)),
+                human_size(done),
+                human_size(total)
+            );
+        });
+        p
+    });
+    let shown = progress.is_some();
+    let puller = super::pull::Puller::new(store, registries);
+    let pulled = puller.pull(reference, credentials, progress).await;
+    if shown {
+        eprintln!();
+    }
+    let pulled = pulled.map_err(|e| Error::Invalid(format!("pull {reference}: {e}")))?;
+    Ok(format!(
+        "pulled {} ({}, {}) in {:.1}s, {} fetched\n",
+        pulled.image.name,
+        short_id(&pulled.image.config),
+        human_size(pulled.image.size()),
+        pulled.took.as_secs_f64(),
+        human_size(pulled.fetched)
+    ))
+}
+
 fn short_id(digest: &str) -> &str {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
     &hex[..hex.len().min(12)]

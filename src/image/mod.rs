@@ -7,6 +7,7 @@ pub mod archive;
 pub mod command;
 pub mod incoming;
 pub mod layer;
+pub mod pull;
 pub mod reference;
 pub mod store;
 

@@ -135,7 +135,7 @@ pub(super) fn resolve(
         return Err(waiting(
             "ErrImagePull",
             format!(
-                "image {image:?} is not in this node's store and berth does not pull images yet: import it with `berth image import --data-dir DIR FILE` (an OCI or docker archive), or drop it into DIR/images"
+                "image {image:?} is not in this node's store: pull it, import it with `berth image import --data-dir DIR FILE` (an OCI or docker archive), or drop it into DIR/images"
             ),
         ));
     };

@@ -92,6 +92,8 @@ pub struct Config {
     /// the machine and the containers' cgroups; none measures nothing.
     pub metrics: Option<std::sync::Arc<crate::types::metrics::Board>>,
     pub metrics_every: Duration,
+    /// Where images are pulled from (`berth serve --registries`).
+    pub registries: crate::image::pull::Registries,
 }
 
 impl Config {
@@ -120,6 +122,7 @@ impl Config {
             metrics: None,
             // metrics-server's default resolution.
             metrics_every: Duration::from_secs(15),
+            registries: crate::image::pull::Registries::default(),
         }
     }
 }
@@ -134,6 +137,8 @@ pub(crate) struct Shared<R> {
     pub pods: Arc<Pods>,
     /// When the agent's loop last went round (for `/healthz`).
     pub last_loop: std::sync::Mutex<tokio::time::Instant>,
+    /// Pulls images into the node's store, one pull per image however many pods wait.
+    pub puller: Arc<crate::image::pull::Puller>,
 }
 
 /// Below this much available memory the node reports `MemoryPressure` (the kubelet's
@@ -536,6 +541,12 @@ pub fn start<R: Runtime + Clone>(
             client.clone(),
             "kubelet",
             Some(&config.node_name),
+        ),
+        puller: crate::image::pull::Puller::new(
+            crate::image::Store::open(&crate::image::store_dir(&config.data_dir)).unwrap_or_else(
+                |_| crate::image::Store::at(&crate::image::store_dir(&config.data_dir)),
+            ),
+            config.registries.clone(),
         ),
         config,
         pods: Arc::default(),

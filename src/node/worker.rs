@@ -489,6 +489,17 @@ impl<R: Runtime + Clone> Worker<R> {
                     });
                 }
             }
+            if let Err(w) = self.pull(pod, image, &policy).await {
+                // As the kubelet's image back-off: 10 s, doubling up to 5 min.
+                let delay = self
+                    .pull_backoff
+                    .get(&key)
+                    .map_or(IMAGE_BACKOFF_FIRST, |b| {
+                        (b.delay * 2).min(IMAGE_BACKOFF_MAX)
+                    });
+                self.pull_backoff.insert(key, Backoff { delay, last: now });
+                return Err(w);
+            }
             let resolved = tokio::task::spawn_blocking(move || {
                 super::images::resolve(&data_dir, &wanted, &policy, &security)
             })
@@ -1264,6 +1275,120 @@ impl<R: Runtime + Clone> Worker<R> {
     /// The agent is the source of truth: a status someone else changed in the API is
     /// written back at the next sync (which that change itself triggers). One the API
     /// already shows is not sent again.
+    /// Pulls `image` when its policy says so (`Always`; `IfNotPresent` and it is not in
+    /// the store), with the events the kubelet writes; the waiting reason when it fails.
+    async fn pull(&self, pod: &Value, image: &str, policy: &str) -> Result<(), Waiting> {
+        let Ok(name) = crate::image::reference::normalize(image) else {
+            // Said by the resolution, as InvalidImageName.
+            return Ok(());
+        };
+        let present = self.shared.puller.store().image(&name).is_some();
+        let pull = match policy {
+            "Never" => false,
+            "Always" => true,
+            _ => !present,
+        };
+        let recorder = &self.shared.recorder;
+        if !pull {
+            if present {
+                let message = format!("Container image {image:?} already present on machine");
+                recorder
+                    .event(pod, EventType::Normal, "Pulled", &message)
+                    .await;
+            }
+            return Ok(());
+        }
+        let message = format!("Pulling image {image:?}");
+        recorder
+            .event(pod, EventType::Normal, "Pulling", &message)
+            .await;
+        let credentials = self.pull_credentials(pod).await;
+        let began = std::time::Instant::now();
+        match self.shared.puller.pull(image, credentials, None).await {
+            Ok(p) => {
+                // As the kubelet: the pull's own time, then the time with the wait for
+                // a pull of the same image under way.
+                let message = format!(
+                    "Successfully pulled image {image:?} in {:.3}s ({:.3}s including waiting). Image size: {} bytes.",
+                    p.took.as_secs_f64(),
+                    began.elapsed().as_secs_f64(),
+                    p.image.size()
+                );
+                recorder
+                    .event(pod, EventType::Normal, "Pulled", &message)
+                    .await;
+                Ok(())
+            }
+            Err(e) => Err(Waiting {
+                reason: "ErrImagePull".into(),
+                message: format!("Failed to pull image {image:?}: {e}"),
+            }),
+        }
+    }
+
+    /// The registry credentials of the pod's `imagePullSecrets`, or of its service
+    /// account's when it names none (as the ServiceAccount admission gives them).
+    async fn pull_credentials(&self, pod: &Value) -> Vec<crate::image::pull::Credential> {
+        let ns = str_at(pod, "/metadata/namespace");
+        let names = |v: &Value| -> Vec<String> {
+            v["imagePullSecrets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["name"].as_str().map(str::to_string))
+                .collect()
+        };
+        let mut secrets = names(&pod["spec"]);
+        if secrets.is_empty() {
+            let account = pod["spec"]["serviceAccountName"]
+                .as_str()
+                .unwrap_or("default");
+            if let Ok(sa) = self
+                .shared
+                .client
+                .get(catalog::of(Kind::ServiceAccount), Some(ns), account)
+                .await
+            {
+                secrets = names(&sa);
+            }
+        }
+        let mut out = Vec::new();
+        for name in secrets {
+            let secret = match self
+                .shared
+                .client
+                .get(catalog::of(Kind::Secret), Some(ns), &name)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    // As the kubelet: the pull goes on without them.
+                    tracing::warn!(pod = %str_at(pod, "/metadata/name"), secret = %name, error = %e, "cannot read an image pull secret");
+                    continue;
+                }
+            };
+            use base64::Engine;
+            let data: std::collections::BTreeMap<String, Vec<u8>> = secret["data"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(v.as_str()?)
+                        .ok()?;
+                    Some((k.clone(), bytes))
+                })
+                .collect();
+            match crate::image::pull::credentials_of_secret(str_at(&secret, "/type"), &data) {
+                Ok(c) => out.extend(c),
+                Err(e) => {
+                    tracing::warn!(secret = %name, error = %e, "an image pull secret holds no credentials");
+                }
+            }
+        }
+        out
+    }
+
     /// A finished pod's sandbox goes as soon as nothing runs in it, as the kubelet stops
     /// it, not when the pod is deleted.
     fn end_finished_sandbox(&self) {

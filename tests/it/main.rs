@@ -33,6 +33,7 @@ mod node;
 mod oci;
 mod probes;
 mod protobuf;
+mod pull;
 mod recovery;
 mod replication;
 mod resources;

@@ -1,0 +1,350 @@
+//! Pulls end to end: Debian's `docker-registry` (the reference registry) started here on
+//! loopback, plain HTTP or with TLS (a CA made here) and basic auth; images built here
+//! from busybox-static pushed to it with `skopeo`; pods of those images pulled by the
+//! node and run by the `oci` runtime. Nothing leaves the machine. Without root,
+//! docker-registry or skopeo the tests say so and pass.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::node::{PODS, delete_pod, node_settings};
+use crate::oci::{busybox_image, free_port};
+use crate::support::{TestServer, eventually};
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn can_run() -> bool {
+    let ok = rustix::process::geteuid().is_root()
+        && have("docker-registry")
+        && have("skopeo")
+        && have("htpasswd");
+    if !ok {
+        eprintln!("skipped: pulls need root, docker-registry, skopeo and htpasswd");
+    }
+    ok
+}
+
+/// A docker-registry on a loopback port, stopped (by its PID) when dropped.
+struct Registry {
+    child: Child,
+    host: String,
+    dir: tempfile::TempDir,
+    /// The CA (PEM file) of a TLS registry.
+    ca: Option<PathBuf>,
+    creds: Option<(String, String)>,
+}
+
+impl Registry {
+    fn start(tls: bool, auth: bool) -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let host = format!("127.0.0.1:{port}");
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {host}\n",
+            dir.path().join("data").display()
+        );
+        let mut ca = None;
+        if tls {
+            let (ca_pem, ca_key) = berth::api::tls::ensure_ca(dir.path()).unwrap();
+            let (cert, key) =
+                berth::api::tls::serving_cert(&ca_key, &["127.0.0.1".to_string()]).unwrap();
+            std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
+            std::fs::write(dir.path().join("tls.key"), key).unwrap();
+            let ca_file = dir.path().join("certs/ca.crt");
+            std::fs::create_dir_all(ca_file.parent().unwrap()).unwrap();
+            std::fs::write(&ca_file, ca_pem).unwrap();
+            config.push_str(&format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                dir.path().join("tls.crt").display(),
+                dir.path().join("tls.key").display()
+            ));
+            ca = Some(ca_file);
+        }
+        let mut creds = None;
+        if auth {
+            let out = Command::new("htpasswd")
+                .args(["-Bbn", "puller", "s3cret"])
+                .output()
+                .unwrap();
+            std::fs::write(dir.path().join("htpasswd"), out.stdout).unwrap();
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: berth-test\n    path: {}\n",
+                dir.path().join("htpasswd").display()
+            ));
+            creds = Some(("puller".to_string(), "s3cret".to_string()));
+        }
+        std::fs::write(dir.path().join("config.yml"), config).unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("registry.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let r = Registry {
+            child,
+            host,
+            dir,
+            ca,
+            creds,
+        };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(&r.host).is_ok() {
+                return r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        panic!("the registry did not start: {}", r.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+
+    /// Pushes an archive of the tests' images as `repo:tag`.
+    fn push(&self, archive: &[u8], name_in_archive: &str, repo_tag: &str, extra: &[&str]) {
+        let file = self.dir.path().join("push.tar");
+        std::fs::write(&file, archive).unwrap();
+        let mut cmd = Command::new("skopeo");
+        cmd.args(["copy", "--quiet", "--insecure-policy"])
+            .args(extra);
+        match &self.ca {
+            Some(ca) => cmd.arg("--dest-cert-dir").arg(ca.parent().unwrap()),
+            None => cmd.arg("--dest-tls-verify=false"),
+        };
+        if let Some((u, p)) = &self.creds {
+            cmd.arg("--dest-creds").arg(format!("{u}:{p}"));
+        }
+        let out = cmd
+            .arg(format!("oci-archive:{}:{name_in_archive}", file.display()))
+            .arg(format!("docker://{}/{repo_tag}", self.host))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "skopeo copy: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// How many times a blob was fetched whole (GET answered 200).
+    fn blob_gets(&self, digest: &str) -> usize {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("\"GET /v2/") && l.contains(digest) && l.contains("\" 200 "))
+            .count()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn server_with(registries: &str) -> TestServer {
+    let r = berth::image::pull::Registries::parse(registries).unwrap();
+    TestServer::start_with(|c| {
+        c.node = Some(node_settings(crate::node::NODE, |n| {
+            n.runtime = berth::app::DefaultRuntime::Oci;
+            n.agent.registries = r;
+        }))
+    })
+    .await
+}
+
+fn events(list: &Value, reason: &str) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| e["message"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn layer_digests(archive_image: &[u8]) -> Vec<String> {
+    // The layers of the tests' image: every blob of the archive that is a tar.
+    let mut a = tar::Archive::new(archive_image);
+    let mut out = Vec::new();
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        let path = e.path().unwrap().display().to_string();
+        if let Some(hex) = path.strip_prefix("blobs/sha256/") {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut b).unwrap();
+            if b.len() > 512 && &b[257..262] == b"ustar" {
+                out.push(format!("sha256:{hex}"));
+            }
+        }
+    }
+    out
+}
+
+/// A registry on loopback speaking plain HTTP needs no configuration; twenty pods of one
+/// image share one pull; the events say what was pulled and how big it is.
+#[tokio::test]
+async fn pods_of_an_image_on_a_loopback_registry_share_one_pull() {
+    if !can_run() {
+        return;
+    }
+    let registry = Registry::start(false, false);
+    let archive = busybox_image("example.com/pulled:1", json!({"Env": ["PATH=/bin"]}));
+    registry.push(&archive, "example.com/pulled:1", "tools:1", &[]);
+    let s = server_with("{}").await;
+    let image = format!("{}/tools:1", registry.host);
+    let (code, d) = s
+        .post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            json!({
+                "metadata": {"name": "many"},
+                "spec": {"replicas": 20, "selector": {"matchLabels": {"app": "many"}},
+                    "template": {"metadata": {"labels": {"app": "many"}},
+                        "spec": {"terminationGracePeriodSeconds": 1,
+                            "containers": [{"name": "main", "image": image,
+                                "command": ["sleep", "3600"]}]}}},
+            }),
+        )
+        .await;
+    assert_eq!(code, 201, "{d}");
+    eventually(120, "the deployment is available", || async {
+        let (_, d) = s
+            .get("/apis/apps/v1/namespaces/default/deployments/many")
+            .await;
+        match d["status"]["availableReplicas"] == 20 {
+            true => Ok(()),
+            false => Err(d["status"].to_string()),
+        }
+    })
+    .await;
+    for l in layer_digests(&archive) {
+        assert_eq!(registry.blob_gets(&l), 1, "layer {l}: {}", registry.log());
+    }
+    let (_, list) = s.get("/api/v1/namespaces/default/events").await;
+    let pulled = events(&list, "Pulled");
+    assert!(
+        pulled.iter().any(
+            |m| m.starts_with(&format!("Successfully pulled image \"{image}\" in "))
+                && m.contains(" including waiting). Image size: ")
+        ),
+        "{pulled:?}"
+    );
+    assert!(!events(&list, "Pulling").is_empty());
+    let (code, _) = s
+        .delete("/apis/apps/v1/namespaces/default/deployments/many")
+        .await;
+    assert_eq!(code, 200);
+    eventually(60, "the pods are gone", || async {
+        let (_, l) = s.get(PODS).await;
+        match l["items"].as_array().map_or(0, Vec::len) {
+            0 => Ok(()),
+            n => Err(format!("{n} left")),
+        }
+    })
+    .await;
+    s.stop().await;
+}
+
+/// A registry with TLS of its own CA and basic auth: the registries file gives the CA,
+/// the pod's pull secret the credentials; without them the pod waits in ErrImagePull.
+/// `berth image pull` takes the same path.
+#[tokio::test]
+async fn a_private_registry_is_pulled_from_with_its_ca_and_a_pull_secret() {
+    if !can_run() {
+        return;
+    }
+    let registry = Registry::start(true, true);
+    let archive = busybox_image("example.com/private:1", json!({"Env": ["PATH=/bin"]}));
+    registry.push(
+        &archive,
+        "example.com/private:1",
+        "team/app:2",
+        &["--dest-compress-format", "zstd"],
+    );
+    let ca = registry.ca.clone().unwrap();
+    let file = format!(
+        "configs:\n  \"{}\":\n    tls:\n      ca_file: {}\n",
+        registry.host,
+        ca.display()
+    );
+    let s = server_with(&file).await;
+    let image = format!("{}/team/app:2", registry.host);
+    let pod = |name: &str, secret: bool| {
+        let mut spec = json!({"terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": image, "command": ["sleep", "3600"]}]});
+        if secret {
+            spec["imagePullSecrets"] = json!([{"name": "pull"}]);
+        }
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    let (code, p) = s.post(PODS, pod("anonymous", false)).await;
+    assert_eq!(code, 201, "{p}");
+    let w = crate::node::pod_until(&s, "anonymous", "ErrImagePull", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImagePull"
+    })
+    .await;
+    let message = w["status"]["containerStatuses"][0]["state"]["waiting"]["message"].to_string();
+    assert!(message.contains("Not authorized"), "{message}");
+    use base64::Engine;
+    let config =
+        json!({"auths": {registry.host.clone(): {"username": "puller", "password": "s3cret"}}});
+    let (code, sec) = s
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "pull"}, "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD
+                    .encode(config.to_string())}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{sec}");
+    let (code, p) = s.post(PODS, pod("private", true)).await;
+    assert_eq!(code, 201, "{p}");
+    crate::node::pod_until(&s, "private", "running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    delete_pod(&s, "private").await;
+    delete_pod(&s, "anonymous").await;
+    // The command line: with the file and the credentials, and without the CA.
+    let dir = tempfile::tempdir().unwrap();
+    let regfile = dir.path().join("registries.yaml");
+    std::fs::write(&regfile, &file).unwrap();
+    let pull = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["image", "pull", &image, "--data-dir"])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = pull(&["--creds", "puller:s3cret"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("certificate"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = pull(&[
+        "--creds",
+        "puller:s3cret",
+        "--registries",
+        regfile.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with(&format!("pulled {image} (")), "{said}");
+    s.stop().await;
+}
