@@ -12,18 +12,18 @@ use sha2::{Digest, Sha256};
 use crate::node::{PODS, delete_pod, node_settings};
 use crate::support::{TestServer, eventually};
 
-fn digest(b: &[u8]) -> String {
+pub(crate) fn digest(b: &[u8]) -> String {
     format!("sha256:{:x}", Sha256::digest(b))
 }
 
 /// One entry of an image layer.
-enum Entry<'a> {
+pub(crate) enum Entry<'a> {
     Dir(&'a str),
     File(&'a str, &'a [u8], u32),
     Link(&'a str, &'a str),
 }
 
-fn layer(entries: &[Entry]) -> Vec<u8> {
+pub(crate) fn layer(entries: &[Entry]) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
     for e in entries {
         let mut h = tar::Header::new_gnu();
@@ -53,7 +53,7 @@ fn layer(entries: &[Entry]) -> Vec<u8> {
     b.into_inner().unwrap()
 }
 
-fn arch() -> &'static str {
+pub(crate) fn arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
@@ -123,6 +123,17 @@ const APPLETS: [&str; 17] = [
 /// An image of busybox-static: a base layer with busybox, its applets, `/etc/passwd`
 /// and `/etc/group`; a second layer with `/etc/image-release`; the config `config`.
 pub(crate) fn busybox_image(name: &str, config: Value) -> Vec<u8> {
+    let top = vec![Entry::File(
+        "etc/image-release",
+        b"berth test image 1\n",
+        0o644,
+    )];
+    archive(name, &[busybox_base(), layer(&top)], config)
+}
+
+/// The base layer of the tests' images (uncompressed): busybox, its applets,
+/// `/etc/passwd` and `/etc/group`.
+pub(crate) fn busybox_base() -> Vec<u8> {
     let busybox = std::fs::read("/bin/busybox").expect("busybox-static is installed");
     let links: Vec<(String, String)> = APPLETS
         .iter()
@@ -147,12 +158,7 @@ pub(crate) fn busybox_image(name: &str, config: Value) -> Vec<u8> {
     for (path, target) in &links {
         base.push(Entry::Link(path, target));
     }
-    let top = vec![Entry::File(
-        "etc/image-release",
-        b"berth test image 1\n",
-        0o644,
-    )];
-    archive(name, &[layer(&base), layer(&top)], config)
+    layer(&base)
 }
 
 pub(crate) fn import(data: &Path, name: &str, archive: &[u8]) {
@@ -187,7 +193,7 @@ async fn server() -> Option<TestServer> {
     Some(s)
 }
 
-async fn logs(s: &TestServer, pod: &str, container: &str) -> String {
+pub(crate) async fn logs(s: &TestServer, pod: &str, container: &str) -> String {
     let r = s
         .req(
             reqwest::Method::GET,
@@ -199,7 +205,7 @@ async fn logs(s: &TestServer, pod: &str, container: &str) -> String {
     r.text().await.unwrap()
 }
 
-async fn wait_logs(s: &TestServer, pod: &str, container: &str, want: &str) -> String {
+pub(crate) async fn wait_logs(s: &TestServer, pod: &str, container: &str, want: &str) -> String {
     eventually(60, &format!("{pod}/{container} says {want:?}"), || async {
         let got = logs(s, pod, container).await;
         match got.contains(want) {

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::node::{PODS, delete_pod, node_settings};
-use crate::oci::{busybox_image, free_port};
+use crate::oci::{Entry, arch, busybox_base, busybox_image, digest, free_port, layer, wait_logs};
 use crate::support::{TestServer, eventually};
 
 fn have(program: &str) -> bool {
@@ -135,11 +135,16 @@ impl Registry {
         );
     }
 
-    /// How many times a blob was fetched whole (GET answered 200).
+    /// How many times a blob was fetched whole (GET answered 200), by its request log.
     fn blob_gets(&self, digest: &str) -> usize {
         self.log()
             .lines()
-            .filter(|l| l.contains("\"GET /v2/") && l.contains(digest) && l.contains("\" 200 "))
+            .filter(|l| {
+                l.contains("msg=\"response completed\"")
+                    && l.contains("http.request.method=GET")
+                    && l.contains(&format!("/blobs/{digest}"))
+                    && l.contains("http.response.status=200")
+            })
             .count()
     }
 }
@@ -172,22 +177,79 @@ fn events(list: &Value, reason: &str) -> Vec<String> {
         .collect()
 }
 
-fn layer_digests(archive_image: &[u8]) -> Vec<String> {
-    // The layers of the tests' image: every blob of the archive that is a tar.
-    let mut a = tar::Archive::new(archive_image);
-    let mut out = Vec::new();
-    for e in a.entries().unwrap() {
-        let mut e = e.unwrap();
-        let path = e.path().unwrap().display().to_string();
-        if let Some(hex) = path.strip_prefix("blobs/sha256/") {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut e, &mut b).unwrap();
-            if b.len() > 512 && &b[257..262] == b"ustar" {
-                out.push(format!("sha256:{hex}"));
-            }
+/// The layers of the image the node stored under `image`.
+fn stored_layers(s: &TestServer, image: &str) -> Vec<String> {
+    let name = berth::image::reference::normalize(image).unwrap();
+    berth::image::Store::at(&berth::image::store_dir(s.dir.path()))
+        .image(&name)
+        .map(|i| i.layers.into_iter().map(|l| l.digest).collect())
+        .unwrap_or_default()
+}
+
+/// An OCI archive whose `name` is an index of one image per `(architecture, layers)`
+/// (uncompressed tars, gzipped here), each with the config `{"Env": ["PATH=/bin"]}`.
+fn index_archive(name: &str, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let blob = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
+    let mut manifests = Vec::new();
+    for (arch, layers) in images {
+        let mut descs = Vec::new();
+        for tar in layers {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(tar).unwrap();
+            let bytes = gz.finish().unwrap();
+            descs.push(json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": digest(&bytes), "size": bytes.len()}));
+            files.push((blob(&digest(&bytes)), bytes));
         }
+        let diff_ids: Vec<String> = layers.iter().map(|t| digest(t)).collect();
+        let config = serde_json::to_vec(&json!({
+            "architecture": arch, "os": "linux", "config": {"Env": ["PATH=/bin"]},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        }))
+        .unwrap();
+        files.push((blob(&digest(&config)), config.clone()));
+        let manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": digest(&config), "size": config.len()},
+            "layers": descs,
+        }))
+        .unwrap();
+        files.push((blob(&digest(&manifest)), manifest.clone()));
+        manifests.push(json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest(&manifest), "size": manifest.len(),
+            "platform": {"architecture": arch, "os": "linux"}}));
     }
-    out
+    let inner = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": manifests,
+    }))
+    .unwrap();
+    files.push((blob(&digest(&inner)), inner.clone()));
+    let index = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": digest(&inner), "size": inner.len(),
+            "annotations": {"org.opencontainers.image.ref.name": name}}],
+    }))
+    .unwrap();
+    files.push(("index.json".into(), index));
+    files.push(("oci-layout".into(), br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec()));
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in &files {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(data.len() as u64);
+        b.append_data(&mut h, path, data.as_slice()).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+/// A one-file layer.
+fn file_layer(path: &str, content: &[u8]) -> Vec<u8> {
+    layer(&[Entry::Dir("etc/"), Entry::File(path, content, 0o644)])
 }
 
 /// A registry on loopback speaking plain HTTP needs no configuration; twenty pods of one
@@ -226,7 +288,9 @@ async fn pods_of_an_image_on_a_loopback_registry_share_one_pull() {
         }
     })
     .await;
-    for l in layer_digests(&archive) {
+    let layers = stored_layers(&s, &image);
+    assert_eq!(layers.len(), 2, "{layers:?}");
+    for l in layers {
         assert_eq!(registry.blob_gets(&l), 1, "layer {l}: {}", registry.log());
     }
     let (_, list) = s.get("/api/v1/namespaces/default/events").await;
@@ -346,5 +410,66 @@ async fn a_private_registry_is_pulled_from_with_its_ca_and_a_pull_secret() {
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.starts_with(&format!("pulled {image} (")), "{said}");
+    s.stop().await;
+}
+
+/// Mirrors are tried in order before the origin (a dead one, one that has the image, one
+/// that has not); an index is resolved to this machine's platform; whiteouts of a pulled
+/// layer hide the file below; `Always` takes what the tag names now.
+#[tokio::test]
+async fn mirrors_indexes_whiteouts_and_always() {
+    if !can_run() {
+        return;
+    }
+    let (origin, mirror) = (Registry::start(false, false), Registry::start(false, false));
+    let dead = format!("127.0.0.1:{}", free_port());
+    let platform_image = |marker: &[u8]| {
+        index_archive(
+            "multi",
+            &[
+                ("s390x", vec![busybox_base(), file_layer("etc/platform", b"foreign\n")]),
+                (
+                    arch(),
+                    vec![
+                        busybox_base(),
+                        file_layer("etc/image-release", b"release\n"),
+                        file_layer("etc/platform", marker),
+                        layer(&[Entry::Dir("etc/"), Entry::File("etc/.wh.image-release", b"", 0o644)]),
+                    ],
+                ),
+            ],
+        )
+    };
+    mirror.push(&platform_image(b"from-mirror\n"), "multi", "app:1", &["--all"]);
+    origin.push(&platform_image(b"from-origin\n"), "multi", "app:1", &["--all"]);
+    origin.push(&platform_image(b"only-origin\n"), "multi", "other:1", &["--all"]);
+    let file = format!(
+        "mirrors:\n  \"{}\":\n    endpoint: [\"http://{dead}\", \"http://{}\"]\n",
+        origin.host, mirror.host
+    );
+    let s = server_with(&file).await;
+    let script = "cat /etc/platform; if test -e /etc/image-release; then echo release=yes; else echo release=no; fi; echo done; exec sleep 3600";
+    let pod = |name: &str, image: String, policy: &str| {
+        json!({"metadata": {"name": name}, "spec": {"terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": image, "imagePullPolicy": policy,
+                "command": ["sh", "-c", script]}]}})
+    };
+    let runs = |name: &'static str, image: String, policy: &'static str, want: &'static str| {
+        let s = &s;
+        async move {
+            let (code, p) = s.post(PODS, pod(name, image, policy)).await;
+            assert_eq!(code, 201, "{p}");
+            let said = wait_logs(s, name, "main", "done").await;
+            assert_eq!(said, format!("{want}\nrelease=no\ndone\n"), "{name}");
+        }
+    };
+    runs("mirrored", format!("{}/app:1", origin.host), "IfNotPresent", "from-mirror").await;
+    runs("fallback", format!("{}/other:1", origin.host), "IfNotPresent", "only-origin").await;
+    // The tag moves on at the origin (and its mirror): Always pulls it again.
+    mirror.push(&platform_image(b"moved\n"), "multi", "app:1", &["--all"]);
+    runs("again", format!("{}/app:1", origin.host), "Always", "moved").await;
+    for p in ["mirrored", "fallback", "again"] {
+        delete_pod(&s, p).await;
+    }
     s.stop().await;
 }
