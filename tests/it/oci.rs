@@ -63,7 +63,7 @@ pub(crate) fn arch() -> &'static str {
 
 /// An OCI archive of the image `name` made of `layers` (uncompressed tars, lowest first)
 /// whose config's `config` is `config`.
-fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
+pub(crate) fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let blob = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
     let mut descs = Vec::new();

@@ -473,3 +473,193 @@ async fn mirrors_indexes_whiteouts_and_always() {
     }
     s.stop().await;
 }
+
+/// `len` bytes no compressor shrinks.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A TCP proxy on loopback in front of `backend` that cuts every connection once it has
+/// carried `cut_after` bytes back (a registry dying mid-pull), until told otherwise.
+struct Cutter {
+    port: u16,
+    cut_after: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Cutter {
+    async fn start(backend: String, cut_after: u64) -> Cutter {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(cut_after));
+        let limit = cut.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let (backend, limit) = (backend.clone(), limit.clone());
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let Ok(server) = tokio::net::TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let (mut sr, mut sw) = server.into_split();
+                    let (mut cr, mut cw) = client.split();
+                    let up = async {
+                        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                    };
+                    let down = async {
+                        let mut buf = vec![0u8; 16 << 10];
+                        let mut carried = 0u64;
+                        loop {
+                            let n = match sr.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            carried += n as u64;
+                            if carried > limit.load(std::sync::atomic::Ordering::SeqCst) {
+                                return;
+                            }
+                            if cw.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    tokio::select! { () = up => {}, () = down => {} }
+                });
+            }
+        });
+        Cutter {
+            port,
+            cut_after: cut,
+            task,
+        }
+    }
+}
+
+impl Drop for Cutter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What the store holds under `data`: its blobs, and anything left in its scratch space.
+fn store_state(data: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let names = |d: &str| -> Vec<String> {
+        std::fs::read_dir(berth::image::store_dir(data).join(d))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    (names("blobs/sha256"), names("tmp"))
+}
+
+/// A registry cut off mid-pull, a blob that is not its digest, and a disk that fills up
+/// mid-pull each fail the pull and leave nothing half-written in the store; the next pull
+/// starts over and succeeds.
+#[tokio::test]
+async fn a_pull_cut_off_corrupted_or_out_of_space_leaves_nothing_half_written() {
+    if !can_run() {
+        return;
+    }
+    let registry = Registry::start(false, false);
+    let big = layer(&[Entry::File("noise", &noise(24 << 20, 7), 0o644)]);
+    let top = crate::oci::archive("big", &[busybox_base(), big], json!({"Env": ["PATH=/bin"]}));
+    registry.push(&top, "big", "big:1", &[]);
+    let cutter = Cutter::start(registry.host.clone(), 1 << 20).await;
+    let image = format!("127.0.0.1:{}/big:1", cutter.port);
+    let dir = tempfile::tempdir().unwrap();
+    let pull = |data: &std::path::Path, image: &str| {
+        Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["image", "pull", image, "--data-dir"])
+            .arg(data)
+            .output()
+            .unwrap()
+    };
+    // Cut off after 1 MiB of any answer.
+    let out = tokio::task::spawn_blocking({
+        let (d, i) = (dir.path().to_path_buf(), image.clone());
+        move || pull(&d, &i)
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let (blobs, tmp) = store_state(dir.path());
+    assert!(tmp.is_empty(), "{tmp:?}");
+    let layers_kept = blobs.len();
+    // Whole again: the pull starts over and completes.
+    cutter.cut_after.store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    let out = tokio::task::spawn_blocking({
+        let (d, i) = (dir.path().to_path_buf(), image.clone());
+        move || pull(&d, &i)
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (blobs, tmp) = store_state(dir.path());
+    assert!(tmp.is_empty() && blobs.len() > layers_kept, "{blobs:?} {tmp:?}");
+
+    // A blob in the registry that is not what its digest says: refused, not stored.
+    let blobs_dir = registry.dir.path().join("data/docker/registry/v2/blobs/sha256");
+    let victim = std::fs::read_dir(&blobs_dir)
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|d| d.path().join("data"))
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .unwrap();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&victim, &bytes).unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let out = pull(fresh.path(), &format!("{}/big:1", registry.host));
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("digest"), "{said}");
+    let corrupted = victim.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+    let (blobs, tmp) = store_state(fresh.path());
+    assert!(!blobs.contains(&corrupted) && tmp.is_empty(), "{blobs:?} {tmp:?}");
+    bytes[mid] ^= 0xff;
+    std::fs::write(&victim, &bytes).unwrap();
+
+    // A data directory that fills up mid-pull (a small tmpfs), then grows.
+    let small = tempfile::tempdir().unwrap();
+    let mount = |opts: &str| {
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "berth-test", small.path().to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(mount("size=12m"));
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.path());
+    let out = pull(small.path(), &format!("{}/big:1", registry.host));
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("No space left"), "{said}");
+    let (_, tmp) = store_state(small.path());
+    assert!(tmp.is_empty(), "{tmp:?}");
+    assert!(Command::new("mount")
+        .args(["-o", "remount,size=256m", small.path().to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let out = pull(small.path(), &format!("{}/big:1", registry.host));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
