@@ -663,3 +663,139 @@ async fn a_pull_cut_off_corrupted_or_out_of_space_leaves_nothing_half_written() 
     let out = pull(small.path(), &format!("{}/big:1", registry.host));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A token service in front of a registry, as Docker Hub's: every request without the
+/// bearer token is answered 401 with a `Bearer` challenge naming the token endpoint,
+/// which hands the token out for the right basic credentials.
+struct TokenFront {
+    port: u16,
+    tokens_issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TokenFront {
+    async fn start(backend: String) -> TokenFront {
+        use axum::body::Body;
+        use axum::http::{Request, Response, StatusCode};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = issued.clone();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let handler = move |req: Request<Body>| {
+            let (backend, counter, http) = (backend.clone(), counter.clone(), http.clone());
+            async move {
+                let auth = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                if req.uri().path() == "/token" {
+                    use base64::Engine;
+                    let want = format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode("puller:s3cret")
+                    );
+                    let scoped = req.uri().query().unwrap_or("").contains("scope=repository");
+                    if auth != want || !scoped {
+                        return Response::builder()
+                            .status(StatusCode::UNAUTHORIZED)
+                            .body(Body::from("{\"details\":\"bad credentials\"}"))
+                            .unwrap();
+                    }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return Response::new(Body::from(
+                        json!({"token": "tok-1", "expires_in": 300}).to_string(),
+                    ));
+                }
+                if auth != "Bearer tok-1" {
+                    return Response::builder()
+                        .status(StatusCode::UNAUTHORIZED)
+                        .header(
+                            "www-authenticate",
+                            format!(
+                                "Bearer realm=\"http://127.0.0.1:{port}/token\",service=\"berth-test\""
+                            ),
+                        )
+                        .body(Body::from("{\"errors\":[{\"code\":\"UNAUTHORIZED\"}]}"))
+                        .unwrap();
+                }
+                let mut fwd = http.request(
+                    req.method().clone(),
+                    format!("http://{backend}{}", req.uri()),
+                );
+                for name in ["accept", "range"] {
+                    if let Some(v) = req.headers().get(name) {
+                        fwd = fwd.header(name, v.clone());
+                    }
+                }
+                let r = fwd.send().await.unwrap();
+                let mut out = Response::builder().status(r.status().as_u16());
+                for name in ["content-type", "docker-content-digest", "content-length"] {
+                    if let Some(v) = r.headers().get(name) {
+                        out = out.header(name, v.as_bytes());
+                    }
+                }
+                out.body(Body::from_stream(r.bytes_stream())).unwrap()
+            }
+        };
+        let app = axum::Router::new().fallback(handler);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        TokenFront {
+            port,
+            tokens_issued: issued,
+            task,
+        }
+    }
+}
+
+impl Drop for TokenFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The bearer token flow (Docker Hub's): the challenge, the token fetched with the pull
+/// secret's credentials, then the pull with the token; wrong credentials are refused.
+#[tokio::test]
+async fn a_registry_behind_a_token_service_is_pulled_from_with_a_bearer_token() {
+    if !can_run() {
+        return;
+    }
+    let registry = Registry::start(false, false);
+    registry.push(
+        &busybox_image("example.com/hub:1", json!({"Env": ["PATH=/bin"]})),
+        "example.com/hub:1",
+        "library/app:3",
+        &[],
+    );
+    let front = TokenFront::start(registry.host.clone()).await;
+    let image = format!("127.0.0.1:{}/library/app:3", front.port);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let pull = move |creds: &str| {
+        Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["image", "pull", &image, "--creds", creds, "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap()
+    };
+    let out = tokio::task::spawn_blocking({
+        let pull = pull.clone();
+        move || pull("puller:wrong")
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("bad credentials"), "{said}");
+    let out = tokio::task::spawn_blocking(move || pull("puller:s3cret"))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(front.tokens_issued.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}
