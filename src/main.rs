@@ -76,6 +76,13 @@ enum Command {
         /// credentials per registry.
         #[arg(long)]
         registries: Option<PathBuf>,
+        /// Unused images are removed when the image store's disk is this full (percent),
+        /// least recently used first, ...
+        #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(1..=100))]
+        image_gc_high_threshold: u8,
+        /// ... until it is this full (percent).
+        #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u8).range(0..=100))]
+        image_gc_low_threshold: u8,
         /// How often the node measures the resource metrics of `kubectl top` and the
         /// autoscalers (`15s`, `1500ms`).
         #[arg(long, default_value = "15s", value_parser = parse_resolution)]
@@ -479,6 +486,8 @@ fn main() -> anyhow::Result<()> {
             stop_pods_on_exit,
             default_runtime,
             registries,
+            image_gc_high_threshold,
+            image_gc_low_threshold,
             metric_resolution,
             hpa_sync_period,
             hpa_downscale_stabilization,
@@ -498,6 +507,15 @@ fn main() -> anyhow::Result<()> {
                 node.stop_pods_on_exit = stop_pods_on_exit;
                 node.runtime = default_runtime;
                 node.agent.metrics_every = metric_resolution;
+                if image_gc_low_threshold >= image_gc_high_threshold {
+                    anyhow::bail!(
+                        "--image-gc-low-threshold ({image_gc_low_threshold}) must be below --image-gc-high-threshold ({image_gc_high_threshold})"
+                    );
+                }
+                node.agent.image_gc = berth::node::GcThresholds {
+                    high: image_gc_high_threshold,
+                    low: image_gc_low_threshold,
+                };
                 if let Some(file) = registries {
                     node.agent.registries =
                         berth::image::pull::Registries::load(&file).map_err(anyhow::Error::msg)?;

@@ -379,6 +379,11 @@ impl Puller {
         &self.store
     }
 
+    /// Whether a pull is under way (its blobs may be in the store before its image is).
+    pub fn busy(&self) -> bool {
+        !self.inflight.lock().expect("inflight lock").is_empty()
+    }
+
     /// Pulls `image` (any reference; stored under its normalized name) with the first of
     /// `credentials` that is for its registry. Whoever asks for an image being pulled
     /// waits for that pull. `progress` is told of this caller's pull only.

@@ -172,3 +172,163 @@ pub(super) fn resolve(
         },
     })
 }
+
+/// When the image store's file system is this full (percent) or more, unused images are
+/// removed until it is at most `low` full: the kubelet's image garbage collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcThresholds {
+    pub high: u8,
+    pub low: u8,
+}
+
+impl Default for GcThresholds {
+    /// The kubelet's `--image-gc-high-threshold` and `--image-gc-low-threshold`.
+    fn default() -> Self {
+        GcThresholds { high: 85, low: 80 }
+    }
+}
+
+/// What one round of image garbage collection did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Collected {
+    pub removed: Vec<String>,
+    pub freed: u64,
+    /// The bytes it set out to free (none when the file system was below `high`).
+    pub wanted: u64,
+}
+
+/// Removes images that no pod of this node uses, the least recently used first, until
+/// `wanted` bytes are freed; `used_at` says when each image was last seen in use.
+/// An image stored less than `min_age` ago is not removed (the kubelet's
+/// `--minimum-image-ttl-duration`): its pod may not have started yet.
+pub(super) fn collect(
+    store: &Store,
+    in_use: &std::collections::HashSet<String>,
+    used_at: &std::collections::HashMap<String, std::time::SystemTime>,
+    min_age: std::time::Duration,
+    wanted: u64,
+) -> Collected {
+    let now = std::time::SystemTime::now();
+    let mut done = Collected {
+        wanted,
+        ..Collected::default()
+    };
+    let mut candidates: Vec<(std::time::SystemTime, String)> = store
+        .images()
+        .into_iter()
+        .filter(|i| !in_use.contains(&i.name))
+        .filter_map(|i| {
+            let stored = i
+                .stored_at
+                .parse::<jiff::Timestamp>()
+                .ok()
+                .map(std::time::SystemTime::from)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            if now.duration_since(stored).unwrap_or_default() < min_age {
+                return None;
+            }
+            let at = used_at.get(&i.name).copied().unwrap_or(stored);
+            Some((at, i.name))
+        })
+        .collect();
+    candidates.sort();
+    // The layers of images in use stay however the store's records change meanwhile.
+    let keep: Vec<String> = store
+        .images()
+        .into_iter()
+        .filter(|i| in_use.contains(&i.name))
+        .flat_map(|i| i.layers.into_iter().map(|l| l.diff_id))
+        .collect();
+    for (_, name) in candidates {
+        if done.freed >= wanted {
+            break;
+        }
+        match store.remove_image(&name).and_then(|_| store.prune(&keep)) {
+            Ok(p) => {
+                done.freed += p.bytes;
+                done.removed.push(name);
+            }
+            Err(e) => {
+                tracing::warn!(image = %name, error = %e, "image garbage collection could not remove an image")
+            }
+        }
+    }
+    done
+}
+
+/// How full the file system of `dir` is: (its size, the bytes in use), as `df` counts.
+pub(super) fn usage(dir: &std::path::Path) -> Option<(u64, u64)> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    let total = st.f_blocks * st.f_frsize;
+    let used = (st.f_blocks - st.f_bfree) * st.f_frsize;
+    Some((total, used))
+}
+
+/// The bytes to free for `thresholds`: none below `high`, else down to `low`.
+pub(super) fn to_free(total: u64, used: u64, t: GcThresholds) -> u64 {
+    if total == 0 || used * 100 < total * t.high as u64 {
+        return 0;
+    }
+    used.saturating_sub(total * t.low as u64 / 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_collection_starts_at_high_and_frees_down_to_low() {
+        let t = GcThresholds::default();
+        assert_eq!(to_free(1000, 849, t), 0);
+        assert_eq!(to_free(1000, 850, t), 50);
+        assert_eq!(to_free(1000, 990, t), 190);
+        assert_eq!(to_free(0, 0, t), 0);
+    }
+
+    #[test]
+    fn unused_images_go_least_recently_used_first_and_those_in_use_stay() {
+        use crate::image::archive::tests::{digest, layer_tar, oci_archive};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for (name, file) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            let tar = layer_tar(&[(file, name)]);
+            let diff_id = digest(&tar);
+            let archive = oci_archive(&format!("example.com/{name}:1"), &[(tar, diff_id)], false);
+            let path = dir.path().join(format!("{name}.tar"));
+            std::fs::write(&path, archive).unwrap();
+            crate::image::archive::import(&store, &path, None).unwrap();
+        }
+        let name = |n: &str| format!("example.com/{n}:1");
+        let in_use = std::collections::HashSet::from([name("a")]);
+        let now = std::time::SystemTime::now();
+        // b was used just now, c long ago: c goes first, and one is enough for 1 byte.
+        let used_at = std::collections::HashMap::from([
+            (name("b"), now),
+            (name("c"), now - std::time::Duration::from_secs(3600)),
+        ]);
+        // Stored just now: too young for a minute's minimum age.
+        let young = collect(
+            &store,
+            &in_use,
+            &used_at,
+            std::time::Duration::from_secs(60),
+            1,
+        );
+        assert!(young.removed.is_empty());
+        let done = collect(&store, &in_use, &used_at, std::time::Duration::ZERO, 1);
+        assert_eq!(done.removed, vec![name("c")]);
+        assert!(done.freed > 0);
+        let done = collect(
+            &store,
+            &in_use,
+            &used_at,
+            std::time::Duration::ZERO,
+            u64::MAX,
+        );
+        assert_eq!(done.removed, vec![name("b")]);
+        let left: Vec<String> = store.images().into_iter().map(|i| i.name).collect();
+        assert_eq!(left, vec![name("a")]);
+        let a = store.image(&name("a")).unwrap();
+        assert!(store.layer_path(&a.layers[0].diff_id).unwrap().exists());
+    }
+}

@@ -7,6 +7,7 @@
 mod admission;
 mod atomic_writer;
 mod images;
+pub use images::GcThresholds;
 pub mod manifests;
 mod pods;
 mod probe;
@@ -94,6 +95,11 @@ pub struct Config {
     pub metrics_every: Duration,
     /// Where images are pulled from (`berth serve --registries`).
     pub registries: crate::image::pull::Registries,
+    /// When unused images are removed, and how often that is looked at.
+    pub image_gc: images::GcThresholds,
+    pub image_gc_every: Duration,
+    /// Images stored more recently than this are not removed.
+    pub image_gc_min_age: Duration,
 }
 
 impl Config {
@@ -123,6 +129,10 @@ impl Config {
             // metrics-server's default resolution.
             metrics_every: Duration::from_secs(15),
             registries: crate::image::pull::Registries::default(),
+            image_gc: images::GcThresholds::default(),
+            // The kubelet's period.
+            image_gc_every: Duration::from_secs(300),
+            image_gc_min_age: Duration::from_secs(120),
         }
     }
 }
@@ -610,8 +620,15 @@ pub fn start<R: Runtime + Clone>(
     };
     if shared.config.import_images {
         let data_dir = shared.config.data_dir.clone();
+        let status_changed = status_changed.clone();
         sup.spawn("node-images", move |cancel| {
             images::watch(data_dir.clone(), status_changed.clone(), cancel)
+        });
+    }
+    {
+        let (shared, changed) = (shared.clone(), status_changed.clone());
+        sup.spawn("node-image-gc", move |cancel| {
+            collect_images(shared.clone(), changed.clone(), cancel)
         });
     }
     if let Some(board) = shared.config.metrics.clone() {
@@ -722,6 +739,92 @@ async fn measure<R: Runtime>(
         );
     }
     board.forget(&node);
+}
+
+/// The kubelet's image garbage collection: every `image_gc_every`, when the image
+/// store's file system is past the high threshold, the images no pod of this node uses go,
+/// the least recently used first, down to the low threshold; when not enough can go, a
+/// Warning event `ImageGCFailed` on the Node says so.
+async fn collect_images<R: Runtime>(
+    shared: Arc<Shared<R>>,
+    status_changed: Arc<tokio::sync::Notify>,
+    cancel: CancellationToken,
+) {
+    let mut used_at: std::collections::HashMap<String, std::time::SystemTime> =
+        std::collections::HashMap::new();
+    let mut tick = tokio::time::interval(shared.config.image_gc_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let in_use: std::collections::HashSet<String> = shared
+            .pods
+            .list()
+            .iter()
+            .flat_map(|p| {
+                ["initContainers", "containers", "ephemeralContainers"]
+                    .iter()
+                    .flat_map(|k| p["spec"][k].as_array().cloned().unwrap_or_default())
+                    .collect::<Vec<_>>()
+            })
+            .filter_map(|c| crate::image::reference::normalize(c["image"].as_str()?).ok())
+            .collect();
+        let now = std::time::SystemTime::now();
+        for name in &in_use {
+            used_at.insert(name.clone(), now);
+        }
+        // A pull's blobs are in the store before its image is: not now.
+        if shared.puller.busy() {
+            continue;
+        }
+        let dir = crate::image::store_dir(&shared.config.data_dir);
+        let Some((total, used)) = images::usage(&dir) else {
+            continue;
+        };
+        let wanted = images::to_free(total, used, shared.config.image_gc);
+        if wanted == 0 {
+            continue;
+        }
+        let (gc_shared, used_now) = (shared.clone(), used_at.clone());
+        let done = tokio::task::spawn_blocking(move || {
+            let min_age = gc_shared.config.image_gc_min_age;
+            images::collect(
+                gc_shared.puller.store(),
+                &in_use,
+                &used_now,
+                min_age,
+                wanted,
+            )
+        })
+        .await;
+        let Ok(done) = done else { continue };
+        for name in &done.removed {
+            used_at.remove(name);
+            tracing::info!(image = %name, "image garbage collection removed an unused image");
+        }
+        if !done.removed.is_empty() {
+            status_changed.notify_one();
+        }
+        if done.freed < wanted {
+            let node = json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": shared.config.node_name, "uid": shared.config.node_name}});
+            let message = format!(
+                "Failed to garbage collect required amount of images. Attempted to free {wanted} bytes, but only found {} bytes eligible to free.",
+                done.freed
+            );
+            shared
+                .recorder
+                .event(
+                    &node,
+                    crate::client::recorder::EventType::Warning,
+                    "ImageGCFailed",
+                    &message,
+                )
+                .await;
+        }
+    }
 }
 
 /// A pod as the API watch delivers it.

@@ -984,3 +984,69 @@ async fn containers_of_images_are_probed_attached_to_and_followed() {
     assert!(left.is_empty(), "{left:?}");
     s.stop().await;
 }
+
+/// Image garbage collection past its high threshold (here: 1 %, so any disk is past it):
+/// the images no pod uses go, the one a pod runs stays, and since the disk cannot get
+/// down to the low threshold (0 %) the Node gets an `ImageGCFailed` event.
+#[tokio::test]
+async fn image_garbage_collection_removes_unused_images_and_says_when_it_falls_short() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: the oci runtime needs root");
+        return;
+    }
+    let s = TestServer::start_with(|c| {
+        c.node = Some(node_settings(crate::node::NODE, |n| {
+            n.runtime = berth::app::DefaultRuntime::Oci;
+            n.agent.image_gc = berth::node::GcThresholds { high: 1, low: 0 };
+            n.agent.image_gc_every = std::time::Duration::from_millis(300);
+            // Long enough for the pod below to be on the node before its image may go.
+            n.agent.image_gc_min_age = std::time::Duration::from_secs(5);
+        }))
+    })
+    .await;
+    for name in ["example.com/used:1", "example.com/unused:1"] {
+        import(
+            s.dir.path(),
+            name,
+            &busybox_image(name, json!({"Env": ["PATH=/bin"]})),
+        );
+    }
+    let pod = json!({"metadata": {"name": "user"}, "spec": {"terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": "example.com/used:1", "command": ["sleep", "3600"]}]}});
+    crate::node::run_pod(&s, pod).await;
+    let store = berth::image::Store::at(&berth::image::store_dir(s.dir.path()));
+    eventually(30, "the unused image is removed", || async {
+        let names: Vec<String> = store.images().into_iter().map(|i| i.name).collect();
+        match names == ["example.com/used:1"] {
+            true => Ok(()),
+            false => Err(format!("{names:?}")),
+        }
+    })
+    .await;
+    eventually(30, "the node is told it fell short", || async {
+        let (_, list) = s
+            .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DNode")
+            .await;
+        let found = list["items"].as_array().into_iter().flatten().any(|e| {
+            e["reason"] == "ImageGCFailed"
+                && e["type"] == "Warning"
+                && e["message"].as_str().is_some_and(|m| {
+                    m.starts_with(
+                        "Failed to garbage collect required amount of images. Attempted to free ",
+                    )
+                })
+        });
+        match found {
+            true => Ok(()),
+            false => Err(list["items"].to_string()),
+        }
+    })
+    .await;
+    // What the running container needs is all still there.
+    let used = store.image("example.com/used:1").unwrap();
+    for l in &used.layers {
+        assert!(store.layer_path(&l.diff_id).unwrap().exists());
+    }
+    delete_pod(&s, "user").await;
+    s.stop().await;
+}

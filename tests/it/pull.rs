@@ -199,8 +199,10 @@ fn index_archive(name: &str, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<u8> {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
             gz.write_all(tar).unwrap();
             let bytes = gz.finish().unwrap();
-            descs.push(json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                "digest": digest(&bytes), "size": bytes.len()}));
+            descs.push(
+                json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": digest(&bytes), "size": bytes.len()}),
+            );
             files.push((blob(&digest(&bytes)), bytes));
         }
         let diff_ids: Vec<String> = layers.iter().map(|t| digest(t)).collect();
@@ -218,9 +220,11 @@ fn index_archive(name: &str, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<u8> {
         }))
         .unwrap();
         files.push((blob(&digest(&manifest)), manifest.clone()));
-        manifests.push(json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+        manifests.push(
+            json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
             "digest": digest(&manifest), "size": manifest.len(),
-            "platform": {"architecture": arch, "os": "linux"}}));
+            "platform": {"architecture": arch, "os": "linux"}}),
+        );
     }
     let inner = serde_json::to_vec(&json!({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
@@ -236,7 +240,10 @@ fn index_archive(name: &str, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<u8> {
     }))
     .unwrap();
     files.push(("index.json".into(), index));
-    files.push(("oci-layout".into(), br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec()));
+    files.push((
+        "oci-layout".into(),
+        br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(),
+    ));
     let mut b = tar::Builder::new(Vec::new());
     for (path, data) in &files {
         let mut h = tar::Header::new_gnu();
@@ -427,22 +434,43 @@ async fn mirrors_indexes_whiteouts_and_always() {
         index_archive(
             "multi",
             &[
-                ("s390x", vec![busybox_base(), file_layer("etc/platform", b"foreign\n")]),
+                (
+                    "s390x",
+                    vec![busybox_base(), file_layer("etc/platform", b"foreign\n")],
+                ),
                 (
                     arch(),
                     vec![
                         busybox_base(),
                         file_layer("etc/image-release", b"release\n"),
                         file_layer("etc/platform", marker),
-                        layer(&[Entry::Dir("etc/"), Entry::File("etc/.wh.image-release", b"", 0o644)]),
+                        layer(&[
+                            Entry::Dir("etc/"),
+                            Entry::File("etc/.wh.image-release", b"", 0o644),
+                        ]),
                     ],
                 ),
             ],
         )
     };
-    mirror.push(&platform_image(b"from-mirror\n"), "multi", "app:1", &["--all"]);
-    origin.push(&platform_image(b"from-origin\n"), "multi", "app:1", &["--all"]);
-    origin.push(&platform_image(b"only-origin\n"), "multi", "other:1", &["--all"]);
+    mirror.push(
+        &platform_image(b"from-mirror\n"),
+        "multi",
+        "app:1",
+        &["--all"],
+    );
+    origin.push(
+        &platform_image(b"from-origin\n"),
+        "multi",
+        "app:1",
+        &["--all"],
+    );
+    origin.push(
+        &platform_image(b"only-origin\n"),
+        "multi",
+        "other:1",
+        &["--all"],
+    );
     let file = format!(
         "mirrors:\n  \"{}\":\n    endpoint: [\"http://{dead}\", \"http://{}\"]\n",
         origin.host, mirror.host
@@ -463,8 +491,20 @@ async fn mirrors_indexes_whiteouts_and_always() {
             assert_eq!(said, format!("{want}\nrelease=no\ndone\n"), "{name}");
         }
     };
-    runs("mirrored", format!("{}/app:1", origin.host), "IfNotPresent", "from-mirror").await;
-    runs("fallback", format!("{}/other:1", origin.host), "IfNotPresent", "only-origin").await;
+    runs(
+        "mirrored",
+        format!("{}/app:1", origin.host),
+        "IfNotPresent",
+        "from-mirror",
+    )
+    .await;
+    runs(
+        "fallback",
+        format!("{}/other:1", origin.host),
+        "IfNotPresent",
+        "only-origin",
+    )
+    .await;
     // The tag moves on at the origin (and its mirror): Always pulls it again.
     mirror.push(&platform_image(b"moved\n"), "multi", "app:1", &["--all"]);
     runs("again", format!("{}/app:1", origin.host), "Always", "moved").await;
@@ -592,24 +632,40 @@ async fn a_pull_cut_off_corrupted_or_out_of_space_leaves_nothing_half_written() 
     })
     .await
     .unwrap();
-    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let (blobs, tmp) = store_state(dir.path());
     assert!(tmp.is_empty(), "{tmp:?}");
     let layers_kept = blobs.len();
     // Whole again: the pull starts over and completes.
-    cutter.cut_after.store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    cutter
+        .cut_after
+        .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
     let out = tokio::task::spawn_blocking({
         let (d, i) = (dir.path().to_path_buf(), image.clone());
         move || pull(&d, &i)
     })
     .await
     .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (blobs, tmp) = store_state(dir.path());
-    assert!(tmp.is_empty() && blobs.len() > layers_kept, "{blobs:?} {tmp:?}");
+    assert!(
+        tmp.is_empty() && blobs.len() > layers_kept,
+        "{blobs:?} {tmp:?}"
+    );
 
     // A blob in the registry that is not what its digest says: refused, not stored.
-    let blobs_dir = registry.dir.path().join("data/docker/registry/v2/blobs/sha256");
+    let blobs_dir = registry
+        .dir
+        .path()
+        .join("data/docker/registry/v2/blobs/sha256");
     let victim = std::fs::read_dir(&blobs_dir)
         .unwrap()
         .flatten()
@@ -626,9 +682,18 @@ async fn a_pull_cut_off_corrupted_or_out_of_space_leaves_nothing_half_written() 
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("digest"), "{said}");
-    let corrupted = victim.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+    let corrupted = victim
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let (blobs, tmp) = store_state(fresh.path());
-    assert!(!blobs.contains(&corrupted) && tmp.is_empty(), "{blobs:?} {tmp:?}");
+    assert!(
+        !blobs.contains(&corrupted) && tmp.is_empty(),
+        "{blobs:?} {tmp:?}"
+    );
     bytes[mid] ^= 0xff;
     std::fs::write(&victim, &bytes).unwrap();
 
@@ -636,7 +701,14 @@ async fn a_pull_cut_off_corrupted_or_out_of_space_leaves_nothing_half_written() 
     let small = tempfile::tempdir().unwrap();
     let mount = |opts: &str| {
         Command::new("mount")
-            .args(["-t", "tmpfs", "-o", opts, "berth-test", small.path().to_str().unwrap()])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                opts,
+                "berth-test",
+                small.path().to_str().unwrap(),
+            ])
             .status()
             .unwrap()
             .success()
@@ -655,13 +727,19 @@ async fn a_pull_cut_off_corrupted_or_out_of_space_leaves_nothing_half_written() 
     assert!(said.contains("No space left"), "{said}");
     let (_, tmp) = store_state(small.path());
     assert!(tmp.is_empty(), "{tmp:?}");
-    assert!(Command::new("mount")
-        .args(["-o", "remount,size=256m", small.path().to_str().unwrap()])
-        .status()
-        .unwrap()
-        .success());
+    assert!(
+        Command::new("mount")
+            .args(["-o", "remount,size=256m", small.path().to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+    );
     let out = pull(small.path(), &format!("{}/big:1", registry.host));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A token service in front of a registry, as Docker Hub's: every request without the
@@ -796,6 +874,15 @@ async fn a_registry_behind_a_token_service_is_pulled_from_with_a_bearer_token() 
     let out = tokio::task::spawn_blocking(move || pull("puller:s3cret"))
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(front.tokens_issued.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        front
+            .tokens_issued
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    );
 }
