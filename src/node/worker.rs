@@ -708,7 +708,17 @@ impl<R: Runtime + Clone> Worker<R> {
                 // As the kubelet: the reason is in the status, the error in an event too
                 // (volumes not set up yet say so themselves, as FailedMount).
                 if self.volumes.is_ok() {
-                    let message = format!("Error: {}", w.message);
+                    // A failed pull: its error, then its reason, as two events.
+                    let message = match w.reason.as_str() {
+                        "ErrImagePull" => {
+                            self.shared
+                                .recorder
+                                .event(pod, EventType::Warning, "Failed", &w.message)
+                                .await;
+                            format!("Error: {}", w.reason)
+                        }
+                        _ => format!("Error: {}", w.message),
+                    };
                     self.shared
                         .recorder
                         .event(pod, EventType::Warning, "Failed", &message)

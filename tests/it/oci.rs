@@ -432,6 +432,21 @@ async fn a_pod_of_an_image_that_cannot_be_had_waits_and_is_taken_once_imported()
             && m.contains("; http://127.0.0.1:9: ")),
         "{w}"
     );
+    // As the kubelet's events: the pull, its error, then the reason.
+    eventually(30, "the pull's events", || async {
+        let events = s.events_of("missing").await;
+        let has = |reason: &str, m: &dyn Fn(&str) -> bool| {
+            events.iter().any(|(r, msg)| r == reason && m(msg))
+        };
+        let all = has("Pulling", &|_| true)
+            && has("Failed", &|m| m.starts_with("Failed to pull image "))
+            && has("Failed", &|m| m == "Error: ErrImagePull");
+        match all {
+            true => Ok(()),
+            false => Err(format!("{events:?}")),
+        }
+    })
+    .await;
     let w = waits_in(&s, "never", "ErrImageNeverPull").await;
     assert!(
         w["message"]
