@@ -186,6 +186,14 @@ fn stored_layers(s: &TestServer, image: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The image the node stored under `image`.
+fn stored_image(s: &TestServer, image: &str) -> berth::image::Image {
+    let name = berth::image::reference::normalize(image).unwrap();
+    berth::image::Store::at(&berth::image::store_dir(s.dir.path()))
+        .image(&name)
+        .unwrap()
+}
+
 /// An OCI archive whose `name` is an index of one image per `(architecture, layers)`
 /// (uncompressed tars, gzipped here), each with the config `{"Env": ["PATH=/bin"]}`.
 fn index_archive(name: &str, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<u8> {
@@ -268,7 +276,13 @@ async fn pods_of_an_image_on_a_loopback_registry_share_one_pull() {
     }
     let registry = Registry::start(false, false);
     let archive = busybox_image("example.com/pulled:1", json!({"Env": ["PATH=/bin"]}));
-    registry.push(&archive, "example.com/pulled:1", "tools:1", &[]);
+    // As Docker schema 2 (the layers gzip, as the archive has them).
+    registry.push(
+        &archive,
+        "example.com/pulled:1",
+        "tools:1",
+        &["--format", "v2s2"],
+    );
     let s = server_with("{}").await;
     let image = format!("{}/tools:1", registry.host);
     let (code, d) = s
@@ -297,6 +311,20 @@ async fn pods_of_an_image_on_a_loopback_registry_share_one_pull() {
     .await;
     let layers = stored_layers(&s, &image);
     assert_eq!(layers.len(), 2, "{layers:?}");
+    let stored = stored_image(&s, &image);
+    let manifest = berth::image::Store::at(&berth::image::store_dir(s.dir.path()))
+        .read_blob(&stored.manifest)
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&manifest)
+            .contains("application/vnd.docker.distribution.manifest.v2+json"),
+        "{}",
+        String::from_utf8_lossy(&manifest)
+    );
+    assert!(
+        stored.layers.iter().all(|l| l.media_type.ends_with("gzip")),
+        "{stored:?}"
+    );
     for l in layers {
         assert_eq!(registry.blob_gets(&l), 1, "layer {l}: {}", registry.log());
     }
@@ -383,6 +411,33 @@ async fn a_private_registry_is_pulled_from_with_its_ca_and_a_pull_secret() {
         p["status"]["phase"] == "Running"
     })
     .await;
+    let stored = stored_image(&s, &image);
+    assert!(
+        stored.layers.iter().all(|l| l.media_type.ends_with("zstd")),
+        "{stored:?}"
+    );
+    // A pod naming no pull secret gets its service account's (the image forgotten first,
+    // so that it is pulled again).
+    let (code, sa) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "builder"}, "imagePullSecrets": [{"name": "pull"}]}),
+        )
+        .await;
+    assert_eq!(code, 201, "{sa}");
+    let name = berth::image::reference::normalize(&image).unwrap();
+    berth::image::Store::at(&berth::image::store_dir(s.dir.path()))
+        .remove_image(&name)
+        .unwrap();
+    let mut by_account = pod("by-account", false);
+    by_account["spec"]["serviceAccountName"] = json!("builder");
+    let (code, p) = s.post(PODS, by_account).await;
+    assert_eq!(code, 201, "{p}");
+    crate::node::pod_until(&s, "by-account", "running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    delete_pod(&s, "by-account").await;
     delete_pod(&s, "private").await;
     delete_pod(&s, "anonymous").await;
     // The command line: with the file and the credentials, and without the CA.
@@ -404,12 +459,10 @@ async fn a_private_registry_is_pulled_from_with_its_ca_and_a_pull_secret() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = pull(&[
-        "--creds",
-        "puller:s3cret",
-        "--registries",
-        regfile.to_str().unwrap(),
-    ]);
+    // The credentials from the registries file this time.
+    let with_auth = format!("{file}    auth: {{username: puller, password: s3cret}}\n");
+    std::fs::write(&regfile, with_auth).unwrap();
+    let out = pull(&["--registries", regfile.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",
