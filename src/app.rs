@@ -111,6 +111,57 @@ pub enum Error {
     },
     #[error("data directory {dir} is in use by berth (pid {pid}); stop it first")]
     Serving { dir: String, pid: String },
+    /// A data directory or secret file that others could read, write or plant.
+    #[error("{0}")]
+    Insecure(String),
+}
+
+/// Makes sure the data directory is berth's alone: made with mode 0700 when missing; an
+/// existing one that another user owns, or that other users may read, write or enter, is
+/// refused (its store holds every Secret, its files the admin's token and the CA's key).
+pub fn secure_data_dir(data_dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let shown = data_dir.display();
+    if !data_dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .map_err(|source| Error::Io {
+                context: format!("create {shown}"),
+                source,
+            })?;
+    }
+    let meta = std::fs::metadata(data_dir).map_err(|source| Error::Io {
+        context: format!("read {shown}"),
+        source,
+    })?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(Error::Insecure(format!(
+            "data directory {shown} is owned by uid {}, not by this user (uid {me}): another user could read or plant its secrets; choose another --data-dir, or `chown` it to this user",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(Error::Insecure(format!(
+            "data directory {shown} has mode {mode:04o}: other users could read its store (every Secret) or plant files in it; run `chmod 700 {shown}`, or choose another --data-dir"
+        )));
+    }
+    Ok(())
+}
+
+/// A secret file of the data directory (a token, a key), or none when it is missing:
+/// read only when this user owns it with mode 0600 ([`crate::types::private`]).
+fn read_private(path: &Path) -> Result<Option<String>, Error> {
+    crate::types::private::read(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::PermissionDenied => Error::Insecure(source.to_string()),
+        _ => Error::Io {
+            context: format!("read {}", path.display()),
+            source,
+        },
+    })
 }
 
 /// The lock a berth serving a data directory holds on it (`DATA/serve.lock`, with its
@@ -123,7 +174,7 @@ pub struct DataDirLock {
 pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock, Error> {
     use std::io::Write;
     let io = |context: String| move |source| Error::Io { context, source };
-    std::fs::create_dir_all(data_dir).map_err(io(format!("create {}", data_dir.display())))?;
+    secure_data_dir(data_dir)?;
     let path = data_dir.join("serve.lock");
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -305,7 +356,7 @@ fn host_name() -> Option<String> {
 /// The admin token of `data_dir`, made at first start (random, mode 0600).
 fn admin_token(data_dir: &Path) -> Result<String, Error> {
     let path = data_dir.join("admin.token");
-    if let Ok(t) = std::fs::read_to_string(&path) {
+    if let Some(t) = read_private(&path)? {
         let t = t.trim().to_string();
         if !t.is_empty() {
             return Ok(t);
@@ -367,7 +418,10 @@ impl Cluster {
                     })
                 };
                 let chain = read(cert)?;
-                let config = tls::server_config(&chain, &read(key)?)?;
+                let key = read_private(key)?.ok_or_else(|| {
+                    Error::Insecure(format!("--tls-key {} does not exist", key.display()))
+                })?;
+                let config = tls::server_config(&chain, &key)?;
                 // Clients trust the given chain's own root; the kubeconfig carries it.
                 (config, chain)
             }
@@ -733,10 +787,11 @@ pub async fn serve(
     let cluster = Cluster::open(&config, address).await?;
     tracing::info!(url = %cluster.url, "serving the Kubernetes API");
     tracing::info!(kubeconfig = %cluster.kubeconfig.display(), "kubeconfig written (export KUBECONFIG=... to use it)");
+    // The token itself never goes to the log: it is in the kubeconfig and admin.token.
     tracing::info!(
-        "console: {}/console/#token={}",
+        "console: {}/console/ (sign in with the token in {})",
         cluster.url,
-        cluster.admin_token
+        config.data_dir().join("admin.token").display()
     );
     tracing::info!(
         elapsed_ms = started.elapsed().as_secs_f64() * 1e3,

@@ -80,7 +80,14 @@ pub async fn start() -> Server {
 
 /// [`start`] with more `serve` arguments.
 pub async fn start_with(extra: &[&str]) -> Server {
-    let dir = tempfile::tempdir().unwrap();
+    // berth serves only a data directory that is its user's alone.
+    let dir = {
+        use std::os::unix::fs::PermissionsExt;
+        tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
+    };
     let started = Instant::now();
     let mut child = Command::new(
         std::env::var_os("BERTH_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into()),

@@ -75,8 +75,9 @@ pub fn ensure_ca(data_dir: &Path) -> Result<(String, KeyPair), Error> {
     if cert_path.exists() && key_path.exists() {
         let cert = std::fs::read_to_string(&cert_path)
             .map_err(io(format!("read {}", cert_path.display())))?;
-        let key_pem = std::fs::read_to_string(&key_path)
-            .map_err(io(format!("read {}", key_path.display())))?;
+        let key_pem = crate::types::private::read(&key_path)
+            .map_err(io(format!("read {}", key_path.display())))?
+            .unwrap_or_default();
         let key = KeyPair::from_pem(&key_pem).map_err(cert_err("read the CA key"))?;
         return Ok((cert, key));
     }

@@ -12,7 +12,20 @@ pub fn normalize(name: &str) -> Result<String> {
     reference::normalize(name).map_err(Error::Invalid)
 }
 
+/// The store of `data_dir`; a data directory made here is berth's alone (mode 0700), as
+/// `berth serve` requires of it.
 fn open(data_dir: &Path) -> Result<Store> {
+    use std::os::unix::fs::DirBuilderExt;
+    if !data_dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .map_err(|source| Error::Io {
+                context: format!("create {}", data_dir.display()),
+                source,
+            })?;
+    }
     Store::open(&store_dir(data_dir))
 }
 

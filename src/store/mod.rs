@@ -557,12 +557,14 @@ fn create_private_dir(dir: &Path) -> Result<()> {
         context: format!("create data directory {}", dir.display()),
         source,
     };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
-    }
+    // Every directory made on the way is its owner's alone: the data directory above the
+    // store is often one of them.
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io)?;
     Ok(())
 }
 

@@ -110,6 +110,9 @@ pub fn restore(file: &Path, data_dir: &Path) -> Result<Info> {
             ),
         ));
     }
+    // The data directory the snapshot makes is its owner's alone, as `berth serve`
+    // requires.
+    super::create_private_dir(data_dir)?;
     let staging = data_dir.join("store.restoring");
     if staging.exists() {
         fs::remove_dir_all(&staging).map_err(|e| snap_err(file, e))?;

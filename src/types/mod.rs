@@ -12,6 +12,7 @@ pub mod labels;
 pub mod metrics;
 pub mod names;
 pub mod openshift;
+pub mod private;
 pub mod quantity;
 pub mod taints;
 

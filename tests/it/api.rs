@@ -2126,6 +2126,9 @@ async fn a_given_certificate_is_served_instead_of_the_generated_one() {
     let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     std::fs::write(&cert_path, cert.pem()).unwrap();
     std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    // A key berth reads is its user's alone.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
     let s = TestServer::start_with(|c| {
         c.run_controllers = false;
         c.tls_files = Some((cert_path, key_path));

@@ -32,11 +32,15 @@ fn serve_once(dir: &Path) {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let ready = lines
+    let before: Vec<String> = lines
         .by_ref()
         .map(|l| l.unwrap())
-        .find(|l| l.contains(" ready"));
-    assert!(ready.is_some(), "berth serve never became ready");
+        .take_while(|l| !l.contains(" ready"))
+        .collect();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "berth serve never became ready: {before:?}"
+    );
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -46,7 +50,7 @@ fn serve_once(dir: &Path) {
     let status = child.wait().unwrap();
     assert!(
         status.success(),
-        "berth serve exited with {status}: {rest:?}"
+        "berth serve exited with {status}: {before:?} {rest:?}"
     );
     assert!(rest.iter().any(|l| l.contains("shutting down")), "{rest:?}");
 }
@@ -152,7 +156,7 @@ fn migrate_status_snapshot_save_and_restore_work_from_the_command_line() {
 
 #[test]
 fn a_data_directory_in_use_is_refused_with_a_clear_message() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::private_dir();
     let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
@@ -161,19 +165,19 @@ fn a_data_directory_in_use_is_refused_with_a_clear_message() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    assert!(
-        lines
-            .by_ref()
-            .map(|l| l.unwrap())
-            .any(|l| l.contains(" ready"))
-    );
+    let before: Vec<String> = lines
+        .by_ref()
+        .map(|l| l.unwrap())
+        .take_while(|l| !l.contains(" ready"))
+        .collect();
+    assert!(child.try_wait().unwrap().is_none(), "{before:?}");
     let o = berth(&[
         "migrate",
         "status",
         "--data-dir",
         dir.path().to_str().unwrap(),
     ]);
-    assert!(!o.status.success());
+    assert!(!o.status.success(), "{before:?}");
     assert!(
         text(&o).contains("in use by another berth process"),
         "{}",
@@ -181,4 +185,123 @@ fn a_data_directory_in_use_is_refused_with_a_clear_message() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The data directory is berth's alone: a new one is made 0700 with its secrets 0600 and
+/// the admin token never in the log; one that others may read, one another user owns and
+/// a token planted with a loose mode are each refused with what to do.
+#[test]
+fn the_data_directory_and_its_secrets_are_berths_alone() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = crate::support::private_dir();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "serve",
+            "--no-node",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .env("BERTH_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let log: Vec<String> = lines
+        .by_ref()
+        .map(|l| l.unwrap())
+        .take_while(|l| !l.contains(" ready"))
+        .collect();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    for secret in ["admin.token", "pki/ca.key", "kubeconfig"] {
+        assert_eq!(mode(&data.join(secret)), 0o600, "{secret}");
+    }
+    let token = std::fs::read_to_string(data.join("admin.token")).unwrap();
+    let log = log.join("\n");
+    assert!(!log.contains(token.trim()), "{log}");
+    assert!(log.contains("admin.token"), "{log}");
+
+    let serve = |data: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args([
+                "serve",
+                "--no-node",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{}", text(&o));
+        text(&o)
+    };
+    // A token someone else could have read or written.
+    std::fs::set_permissions(
+        data.join("admin.token"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let said = serve(&data);
+    assert!(
+        said.contains("admin.token must be a plain file") && said.contains("mode 0644"),
+        "{said}"
+    );
+    std::fs::set_permissions(
+        data.join("admin.token"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    // A serving key others may read.
+    let key = dir.path().join("tls.key");
+    std::fs::write(&key, "not even a key").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "serve",
+            "--no-node",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+        ])
+        .arg(data.join("ca.crt"))
+        .arg("--tls-key")
+        .arg(&key)
+        .arg("--data-dir")
+        .arg(&data)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("tls.key must be a plain file"),
+        "{}",
+        text(&o)
+    );
+    // A directory others may enter.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let said = serve(&data);
+    assert!(
+        said.contains("has mode 0755") && said.contains("chmod 700"),
+        "{said}"
+    );
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A directory another user owns.
+    if rustix::process::geteuid().is_root() {
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&other, Some(65534), Some(65534)).unwrap();
+        let said = serve(&other);
+        assert!(said.contains("is owned by uid 65534"), "{said}");
+    }
 }

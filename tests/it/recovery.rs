@@ -164,7 +164,7 @@ fn pids_of(cmdline: &[&str]) -> Vec<i32> {
 
 #[tokio::test]
 async fn a_berth_killed_with_sigkill_adopts_the_same_processes_when_it_comes_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::private_dir();
     let data = dir.path().join("data");
     let mut first = Served::start(&data);
     let pod = json!({
@@ -267,7 +267,7 @@ fn rolled_out(d: &Value) -> bool {
 /// restart, with exactly the pods of the new template running and none of the old.
 #[tokio::test]
 async fn a_rollout_interrupted_by_sigkill_completes_after_the_restart() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::private_dir();
     let data = dir.path().join("data");
     let mut first = Served::start(&data);
     let deployment = |arg: &str| {
@@ -387,7 +387,7 @@ async fn a_stateful_set_update_interrupted_by_sigkill_completes_after_the_restar
         let path = format!("{STSS}/db");
         served.call(reqwest::Method::GET, &path, None).await.1
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::private_dir();
     let data = dir.path().join("data");
     let mut first = Served::start(&data);
     let set = |arg: &str| {
@@ -504,7 +504,7 @@ const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 /// again).
 #[tokio::test]
 async fn a_job_interrupted_by_sigkill_counts_every_completion_once() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::private_dir();
     let data = dir.path().join("data");
     let mut first = Served::start(&data);
     let job = json!({

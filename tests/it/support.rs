@@ -47,9 +47,19 @@ where
 /// pods leaves nothing running.
 pub struct DataDir(tempfile::TempDir);
 
+/// A temporary directory only this user may enter (mode 0700), as `berth serve` requires
+/// of its data directory.
+pub fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap()
+}
+
 impl DataDir {
     pub fn new() -> Self {
-        DataDir(tempfile::tempdir().unwrap())
+        DataDir(private_dir())
     }
 
     pub fn path(&self) -> &std::path::Path {
