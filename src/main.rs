@@ -40,11 +40,19 @@ enum Command {
         #[arg(long, default_value_t = 16)]
         store_cache_mib: u64,
         /// Keep at least this many of the latest events for watches to resume from ...
-        #[arg(long, default_value_t = 100_000)]
+        #[arg(long, default_value_t = 10_000)]
         store_retain_events: u64,
-        /// ... or every event of this many last seconds, whichever keeps more.
-        #[arg(long, default_value_t = 3600)]
+        /// ... or every event of this many last seconds (kube-apiserver compacts every
+        /// 5 minutes), whichever keeps more ...
+        #[arg(long, default_value_t = 300)]
         store_retain_seconds: u64,
+        /// ... but never more than this many MiB of them on disk (0: no bound).
+        #[arg(long, default_value_t = 64)]
+        store_retain_mib: u64,
+        /// The most recent events kept in memory for watches, in MiB (a watch further
+        /// behind reads the disk).
+        #[arg(long, default_value_t = 32)]
+        store_watch_cache_mib: u64,
         /// Serve the control plane only: run no pods on this machine.
         #[arg(long)]
         no_node: bool,
@@ -478,6 +486,8 @@ fn main() -> anyhow::Result<()> {
             store_cache_mib,
             store_retain_events,
             store_retain_seconds,
+            store_retain_mib,
+            store_watch_cache_mib,
             no_node,
             node_name,
             max_pods,
@@ -496,6 +506,8 @@ fn main() -> anyhow::Result<()> {
             config.store.cache_bytes = store_cache_mib << 20;
             config.store.retain_events = store_retain_events;
             config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
+            config.store.retain_bytes = store_retain_mib << 20;
+            config.store.history_bytes = store_watch_cache_mib << 20;
             config.tls_files = tls_cert.zip(tls_key);
             config.controllers.hpa_sync = hpa_sync_period;
             config.controllers.hpa_downscale_window = hpa_downscale_stabilization;

@@ -79,6 +79,10 @@ pub trait Backend: Send + Sync + 'static {
     fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
     /// The commit time of the event at `revision`, if it is still in the log.
     fn event_time(&self, revision: u64) -> Result<Option<u64>>;
+    /// The revision at and below which events must go for those above it to take at
+    /// most `budget` bytes (0 when all of them fit), and the bytes of those above it.
+    /// Reads from the newest down, no further than the budget.
+    fn event_bytes_floor(&self, budget: u64) -> Result<(u64, u64)>;
     /// Durably records the compaction floor.
     fn set_compacted(&self, floor: u64) -> Result<()>;
     /// Drops up to `limit` events at or below `floor`; returns how many were dropped.

@@ -1,5 +1,8 @@
 //! Compaction of the event log: explicit ([`compact_to`]) and by the retention policy
-//! (keep the last `retain_events` events or the last `retain_for`, whichever keeps more).
+//! (keep the last `retain_events` events or the last `retain_for`, whichever keeps more,
+//! but never more than `retain_bytes` of them). The log's bytes are measured (from the
+//! newest down, no further than the bound) only when what was written since the last
+//! measurement may have taken it past the bound.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -34,8 +37,45 @@ pub(super) async fn compact_to(shared: &Arc<Shared>, revision: u64) -> Result<u6
     Ok(floor)
 }
 
+/// What compaction knows of the log's bytes: measured at some point, plus what the hub
+/// has published since.
+#[derive(Debug, Clone, Copy)]
+struct LogBytes {
+    /// The log's bytes when last measured (`None`: never yet).
+    measured: Option<u64>,
+    /// The hub's published bytes then.
+    appended_then: u64,
+}
+
+/// The floor the byte bound asks for, measuring the log when it may be past it.
+fn bytes_floor(shared: &Shared, config: &Config, log: &mut LogBytes) -> Result<u64> {
+    if config.retain_bytes == 0 {
+        return Ok(0);
+    }
+    let appended = shared.hub.appended();
+    if let Some(m) = log.measured {
+        if m + appended.saturating_sub(log.appended_then) <= config.retain_bytes {
+            return Ok(0);
+        }
+    }
+    let (floor, retained) = shared.backend.event_bytes_floor(config.retain_bytes)?;
+    *log = LogBytes {
+        measured: Some(retained),
+        appended_then: appended,
+    };
+    shared.metrics.log_bytes.set(retained as i64);
+    Ok(floor)
+}
+
 /// The floor that the retention policy allows now.
-fn policy_floor(shared: &Shared, config: &Config) -> Result<u64> {
+fn policy_floor(shared: &Shared, config: &Config, log: &mut LogBytes) -> Result<u64> {
+    let by_bytes = bytes_floor(shared, config, log)?;
+    Ok(count_and_age_floor(shared, config)?.max(by_bytes))
+}
+
+/// The floor of the count and age rules: the last `retain_events` or the last
+/// `retain_for`, whichever keeps more.
+fn count_and_age_floor(shared: &Shared, config: &Config) -> Result<u64> {
     let revision = shared.cache.revision();
     let by_count = revision.saturating_sub(config.retain_events);
     let low = shared.compacted();
@@ -62,6 +102,10 @@ fn policy_floor(shared: &Shared, config: &Config) -> Result<u64> {
 pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot::Receiver<()>) {
     let mut tick = tokio::time::interval(config.compact_every);
     tick.tick().await;
+    let mut log = LogBytes {
+        measured: None,
+        appended_then: 0,
+    };
     loop {
         tokio::select! {
             _ = &mut stop => return,
@@ -72,7 +116,15 @@ pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot:
         };
         let floor = {
             let (s, c) = (shared.clone(), config.clone());
-            match tokio::task::spawn_blocking(move || policy_floor(&s, &c)).await {
+            let measured = tokio::task::spawn_blocking(move || {
+                let floor = policy_floor(&s, &c, &mut log);
+                (floor, log)
+            })
+            .await;
+            match measured.map(|(floor, measured)| {
+                log = measured;
+                floor
+            }) {
                 Ok(Ok(floor)) => floor,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "compaction: read event log");
@@ -91,5 +143,9 @@ pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot:
 
 #[cfg(test)]
 pub(super) fn floor_for_test(shared: &Shared, config: &Config) -> u64 {
-    policy_floor(shared, config).unwrap()
+    let mut log = LogBytes {
+        measured: None,
+        appended_then: 0,
+    };
+    policy_floor(shared, config, &mut log).unwrap()
 }

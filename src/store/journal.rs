@@ -402,6 +402,10 @@ impl Backend for Journaled {
         self.inner.event_time(revision)
     }
 
+    fn event_bytes_floor(&self, budget: u64) -> Result<(u64, u64)> {
+        self.inner.event_bytes_floor(budget)
+    }
+
     fn set_compacted(&self, floor: u64) -> Result<()> {
         self.inner.set_compacted(floor)
     }

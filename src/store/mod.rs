@@ -80,13 +80,18 @@ pub struct Config {
     pub cache_bytes: u64,
     /// Keep at least this many of the latest events ...
     pub retain_events: u64,
-    /// ... or all events of this last stretch of time, whichever keeps more.
+    /// ... or all events of this last stretch of time, whichever keeps more ...
     pub retain_for: Duration,
+    /// ... but never more than this many bytes of them (0: no bound), so that a client
+    /// rewriting a large object cannot grow the log without end.
+    pub retain_bytes: u64,
     /// How often the retention above is enforced.
     pub compact_every: Duration,
     /// Recent events kept in memory: live watches read them from there, and resumed ones
     /// without reading the disk. A watch that falls further behind reads the disk.
     pub history: usize,
+    /// ... and at most this many bytes of them (objects and their previous states).
+    pub history_bytes: u64,
     /// Most writes committed by one flush.
     pub max_batch: usize,
     /// Bytes of journal after which the backend is flushed and the journal started anew.
@@ -98,10 +103,13 @@ impl Config {
         Self {
             data_dir: data_dir.into(),
             cache_bytes: 16 << 20,
-            retain_events: 100_000,
-            retain_for: Duration::from_secs(3600),
+            // kube-apiserver compacts etcd's history every 5 minutes.
+            retain_events: 10_000,
+            retain_for: Duration::from_secs(300),
+            retain_bytes: 64 << 20,
             compact_every: Duration::from_secs(60),
             history: 8192,
+            history_bytes: 32 << 20,
             max_batch: 1024,
             journal_bytes: 4 << 20,
         }
@@ -156,6 +164,10 @@ pub struct Metrics {
     pub batch_size: prometheus_client::metrics::histogram::Histogram,
     /// Open watches.
     pub watchers: prometheus_client::metrics::gauge::Gauge,
+    /// Bytes of the recent events held in memory for watches.
+    pub history_bytes: prometheus_client::metrics::gauge::Gauge,
+    /// Bytes of the event log on disk, as last measured by compaction.
+    pub log_bytes: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl Metrics {
@@ -165,6 +177,8 @@ impl Metrics {
             commit_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             watchers: Default::default(),
+            history_bytes: Default::default(),
+            log_bytes: Default::default(),
         }
     }
 
@@ -184,6 +198,16 @@ impl Metrics {
             "berth_store_watchers",
             "Open watches on the store",
             self.watchers.clone(),
+        );
+        registry.register(
+            "berth_store_watch_history_bytes",
+            "Bytes of recent events held in memory for watches",
+            self.history_bytes.clone(),
+        );
+        registry.register(
+            "berth_store_event_log_bytes",
+            "Bytes of retained history on disk, as compaction last measured it",
+            self.log_bytes.clone(),
         );
     }
 }
@@ -246,12 +270,18 @@ impl Store {
             schema = meta.schema,
             "store opened"
         );
+        let metrics = Metrics::new();
         let shared = Arc::new(Shared {
             backend,
             cache: Cache::new(objects, meta.revision),
-            hub: Arc::new(Hub::new(meta.revision, config.history)),
+            hub: Arc::new(Hub::new(
+                meta.revision,
+                config.history,
+                config.history_bytes,
+                metrics.history_bytes.clone(),
+            )),
             compacted: AtomicU64::new(meta.compacted),
-            metrics: Metrics::new(),
+            metrics,
         });
         let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 4);
         let write_path = Arc::new(committer::WritePath::new(shared.clone(), meta.revision));

@@ -363,6 +363,21 @@ impl Backend for SledBackend {
         Ok((revision < segment_start(&k)? + u64::from(count)).then_some(time))
     }
 
+    fn event_bytes_floor(&self, budget: u64) -> Result<(u64, u64)> {
+        let mut bytes = 0u64;
+        for kv in self.db.range(event_key(0)..=event_key(u64::MAX)).rev() {
+            let (k, v) = kv.map_err(backend_err("read event log"))?;
+            let size = (k.len() + v.len()) as u64;
+            if bytes + size > budget {
+                // This segment, and all below it, go.
+                let (_, count) = segment_header(&v)?;
+                return Ok((segment_start(&k)? + u64::from(count).max(1) - 1, bytes));
+            }
+            bytes += size;
+        }
+        Ok((0, bytes))
+    }
+
     fn set_compacted(&self, floor: u64) -> Result<()> {
         self.db
             .insert(COMPACTED, &floor.to_be_bytes()[..])

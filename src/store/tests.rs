@@ -1294,3 +1294,73 @@ mod model {
         }
     }
 }
+
+/// An object of about `kib` KiB.
+fn big(name: &str, n: u64, kib: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "data": {"n": n.to_string(), "blob": "x".repeat(kib << 10)},
+    }))
+    .unwrap()
+}
+
+/// A client rewriting a large object cannot grow the retained history past its byte
+/// bound, whatever the count and age rules would keep.
+#[tokio::test]
+async fn retention_is_bounded_by_bytes_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path()).await;
+    s.create("/big/a", big("a", 0, 100)).await.unwrap();
+    for i in 1..40 {
+        s.update("/big/a", big("a", i, 100), Preconditions::default())
+            .await
+            .unwrap();
+    }
+    let mut c = config(dir.path());
+    c.retain_events = 100_000;
+    c.retain_for = Duration::from_secs(3600);
+    c.retain_bytes = 0;
+    assert_eq!(compact::floor_for_test(&s.shared, &c), 0, "no byte bound");
+    c.retain_bytes = 1 << 20;
+    let floor = compact::floor_for_test(&s.shared, &c);
+    assert!(
+        floor > 0 && floor < s.revision(),
+        "{floor} of {}",
+        s.revision()
+    );
+    s.compact(floor).await.unwrap();
+    let (_, kept) = s.shared.backend.event_bytes_floor(u64::MAX).unwrap();
+    assert!(kept <= 1 << 20, "{kept}");
+    // Each event holds the object and its previous state: about 200 KiB, so 4 or 5 of
+    // them fit, and the newest are the ones kept.
+    assert!(kept >= 600 << 10, "{kept}");
+    s.close().await.unwrap();
+}
+
+/// The recent events held in memory for watches are bounded by bytes as well as count;
+/// a watcher behind them reads the rest from the log.
+#[tokio::test]
+async fn the_watch_cache_is_bounded_by_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.history_bytes = 1 << 20;
+    let s = Store::open(c).await.unwrap();
+    let mut slow = s.watch(WatchOptions::default()).unwrap();
+    let start = s.revision();
+    s.create("/big/a", big("a", 0, 100)).await.unwrap();
+    for i in 1..30 {
+        s.update("/big/a", big("a", i, 100), Preconditions::default())
+            .await
+            .unwrap();
+    }
+    let held = s.shared.metrics.history_bytes.get();
+    assert!(held > 0 && held <= 1 << 20, "{held}");
+    for i in 0..30u64 {
+        let WatchEvent::Event(e) = next(&mut slow).await else {
+            panic!("event {i}")
+        };
+        assert_eq!(e.revision, start + 1 + i);
+    }
+    s.close().await.unwrap();
+}

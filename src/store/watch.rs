@@ -36,14 +36,27 @@ pub(super) struct Hub {
     last: AtomicU64,
     /// Set (under the lock) once the store has closed.
     closed: AtomicBool,
+    /// Bytes of every event published since the store opened (compaction's hint of how
+    /// much the log grew).
+    appended: AtomicU64,
 }
 
 struct HubState {
     /// The most recent events, oldest first, contiguous in revision.
     history: VecDeque<Arc<Event>>,
     history_cap: usize,
+    /// Their bytes, and the most they may take (the newest event stays whatever it takes).
+    history_bytes: u64,
+    history_bytes_cap: u64,
+    /// `history_bytes`, for `/metrics`.
+    history_gauge: prometheus_client::metrics::gauge::Gauge,
     /// Live watchers by the key prefix they watch.
     waiting: HashMap<Arc<str>, Waiting>,
+}
+
+/// The bytes an event holds: its key, the object and the object before it.
+pub(super) fn event_bytes(e: &Event) -> u64 {
+    (e.key.len() + e.object.len() + e.prev.as_ref().map_or(0, |p| p.value.len())) as u64
 }
 
 /// Wake lists at least this long are handed to the waker thread (see [`Hub::wake`]).
@@ -151,17 +164,31 @@ struct Joined {
 }
 
 impl Hub {
-    pub(super) fn new(revision: u64, history_cap: usize) -> Self {
+    pub(super) fn new(
+        revision: u64,
+        history_cap: usize,
+        history_bytes_cap: u64,
+        history_gauge: prometheus_client::metrics::gauge::Gauge,
+    ) -> Self {
         Self {
             state: Mutex::new(HubState {
                 history: VecDeque::with_capacity(history_cap.min(4096)),
                 history_cap,
+                history_bytes: 0,
+                history_bytes_cap,
+                history_gauge,
                 waiting: HashMap::new(),
             }),
             waking: std::sync::OnceLock::new(),
             last: AtomicU64::new(revision),
             closed: AtomicBool::new(false),
+            appended: AtomicU64::new(0),
         }
+    }
+
+    /// Bytes of every event published since the store opened.
+    pub(super) fn appended(&self) -> u64 {
+        self.appended.load(Ordering::Relaxed)
     }
 
     /// Wakes the watchers a publish is for. A long list, published from a thread of the
@@ -191,16 +218,24 @@ impl Hub {
         let Some(newest) = events.last() else {
             return;
         };
+        let appended: u64 = events.iter().map(|e| event_bytes(e)).sum();
+        self.appended.fetch_add(appended, Ordering::Relaxed);
         let mut wake = Vec::new();
         {
             let mut s = self.state.lock().expect("hub lock");
             if s.history_cap > 0 {
                 for e in events {
-                    if s.history.len() == s.history_cap {
-                        s.history.pop_front();
-                    }
+                    s.history_bytes += event_bytes(e);
                     s.history.push_back(e.clone());
+                    while s.history.len() > s.history_cap
+                        || (s.history_bytes > s.history_bytes_cap && s.history.len() > 1)
+                    {
+                        let gone = s.history.pop_front().expect("not empty");
+                        s.history_bytes -= event_bytes(&gone);
+                    }
                 }
+                let held = s.history_bytes as i64;
+                s.history_gauge.set(held);
             }
             for (prefix, w) in s.waiting.iter_mut() {
                 let mut hit = false;
