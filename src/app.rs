@@ -605,8 +605,40 @@ impl Cluster {
                 Err(e) => tracing::warn!(error = %e, "could not stop every pod of this node"),
             }
         }
-        self.registry.store().close().await?;
-        Ok(())
+        close_store(self.registry.store().clone()).await
+    }
+}
+
+/// How long closing the store may take at shutdown.
+const STORE_CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Closes the store, but never waits longer than [`STORE_CLOSE_DEADLINE`]: a backend whose
+/// disk is full or failing can block in its final flush for ever. Nothing acknowledged is
+/// lost by leaving then: every acknowledged write is in the store's journal, which the
+/// next start replays.
+async fn close_store(store: crate::store::Store) -> Result<(), Error> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::runtime::Handle::current();
+    // A thread of its own: a flush blocked in the backend holds it, not the runtime.
+    let spawned = std::thread::Builder::new()
+        .name("berth-store-close".into())
+        .spawn(move || {
+            let _ = tx.send(handle.block_on(store.close()));
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not close the store; its journal keeps every acknowledged write");
+        return Ok(());
+    }
+    match tokio::time::timeout(STORE_CLOSE_DEADLINE, rx).await {
+        Ok(Ok(closed)) => Ok(closed?),
+        Ok(Err(_)) => Ok(()),
+        Err(_) => {
+            tracing::error!(
+                deadline_s = STORE_CLOSE_DEADLINE.as_secs(),
+                "the store did not close in time (is its disk full or failing?); leaving anyway: every acknowledged write is in its journal, replayed at the next start"
+            );
+            Ok(())
+        }
     }
 }
 

@@ -535,7 +535,12 @@ fn main() -> anyhow::Result<()> {
                 config.node = Some(node);
             }
             let rt = tokio::runtime::Runtime::new().context("start the async runtime")?;
-            rt.block_on(async { berth::app::serve(config, listen, shutdown_signal()).await })?;
+            let served =
+                rt.block_on(async { berth::app::serve(config, listen, shutdown_signal()).await });
+            // A task or thread still blocked (a backend stuck in a flush) does not hold
+            // the process: what was acknowledged is durable already.
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            served?;
         }
         Command::Node {
             command: NodeCommand::Reset { data_dir: dir },

@@ -5,6 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use serde_json::json;
+
 fn berth(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(args)
@@ -304,4 +306,161 @@ fn the_data_directory_and_its_secrets_are_berths_alone() {
         let said = serve(&other);
         assert!(said.contains("is owned by uid 65534"), "{said}");
     }
+}
+
+/// A `berth serve` whose stderr is read on a thread of its own, stopped by its PID.
+struct Serving {
+    child: std::process::Child,
+    url: String,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Serving {
+    fn start(data: &Path) -> Serving {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args([
+                "serve",
+                "--no-node",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data)
+            .env("BERTH_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut url = None;
+        while let Ok(l) = lines.recv_timeout(std::time::Duration::from_secs(60)) {
+            if let Some(u) = l.split("url=").nth(1) {
+                url = Some(u.trim().to_string());
+            }
+            if l.contains(" ready") {
+                break;
+            }
+        }
+        Serving {
+            child,
+            url: url.expect("berth serve told its URL"),
+            lines,
+        }
+    }
+
+    /// SIGTERM, then its exit within `secs` (None: it did not exit).
+    fn stop_within(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < deadline {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return Some(st);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A disk that fills up under the store: writes fail, and SIGTERM still ends berth in
+/// bounded time (its final flush can block for ever there); every write it acknowledged
+/// is there at the next start, once space is free.
+#[tokio::test]
+async fn a_full_disk_does_not_hold_shutdown_and_loses_nothing_acknowledged() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = crate::support::private_dir();
+    let fs = dir.path().join("fs");
+    std::fs::create_dir(&fs).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=40m,mode=0700", "berth-test"])
+        .arg(&fs)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(fs.clone());
+    let data = fs.join("data");
+    let mut s = Serving::start(&data);
+    let token = std::fs::read_to_string(data.join("admin.token")).unwrap();
+    let ca = std::fs::read_to_string(data.join("ca.crt")).unwrap();
+    let client = crate::support::https_client(&ca);
+    let create = |name: String| {
+        let (client, url, token) = (client.clone(), s.url.clone(), token.trim().to_string());
+        async move {
+            let body = json!({"metadata": {"name": name}, "data": {"b": "x".repeat(200 << 10)}});
+            client
+                .post(format!("{url}/api/v1/namespaces/default/configmaps"))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }
+    };
+    let mut acknowledged = Vec::new();
+    for i in 0..3 {
+        assert_eq!(create(format!("before-{i}")).await, 201);
+        acknowledged.push(format!("before-{i}"));
+    }
+    // Fill what is left of the disk.
+    let filler = fs.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 40 << 20]);
+    let mut refused = false;
+    for i in 0..60 {
+        match create(format!("during-{i}")).await {
+            201 => acknowledged.push(format!("during-{i}")),
+            _ => {
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "writes went on with the disk full");
+    let exited = s.stop_within(60);
+    let said: Vec<String> = s.lines.try_iter().collect();
+    assert!(
+        exited.is_some(),
+        "berth did not exit within 60 s of SIGTERM: {said:?}"
+    );
+    std::fs::remove_file(&filler).unwrap();
+    let s = Serving::start(&data);
+    for name in &acknowledged {
+        let code = client
+            .get(format!(
+                "{}/api/v1/namespaces/default/configmaps/{name}",
+                s.url
+            ))
+            .bearer_auth(token.trim())
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        assert_eq!(code, 200, "{name} was acknowledged");
+    }
+    drop(s);
 }
