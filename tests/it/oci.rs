@@ -64,7 +64,19 @@ pub(crate) fn arch() -> &'static str {
 /// An OCI archive of the image `name` made of `layers` (uncompressed tars, lowest first)
 /// whose config's `config` is `config`.
 pub(crate) fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> {
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut files = Vec::new();
+    let manifest = image_blobs(&mut files, arch(), layers, config);
+    layout_archive(files, name, manifest)
+}
+
+/// Puts one image's blobs (gzipped `layers`, its config with `config`, its manifest) into
+/// `files`; returns the manifest's descriptor, with its platform.
+pub(crate) fn image_blobs(
+    files: &mut Vec<(String, Vec<u8>)>,
+    arch: &str,
+    layers: &[Vec<u8>],
+    config: Value,
+) -> Value {
     let blob = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
     let mut descs = Vec::new();
     for tar in layers {
@@ -79,7 +91,7 @@ pub(crate) fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> 
     }
     let diff_ids: Vec<String> = layers.iter().map(|t| digest(t)).collect();
     let config = serde_json::to_vec(&json!({
-        "architecture": arch(), "os": "linux", "config": config,
+        "architecture": arch, "os": "linux", "config": config,
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }))
     .unwrap();
@@ -92,11 +104,22 @@ pub(crate) fn archive(name: &str, layers: &[Vec<u8>], config: Value) -> Vec<u8> 
     }))
     .unwrap();
     files.push((blob(&digest(&manifest)), manifest.clone()));
+    json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": digest(&manifest), "size": manifest.len(),
+        "platform": {"architecture": arch, "os": "linux"}})
+}
+
+/// The OCI layout of `files` as a tar, its index naming `top` (a manifest's or a nested
+/// index's descriptor) `name`.
+pub(crate) fn layout_archive(
+    mut files: Vec<(String, Vec<u8>)>,
+    name: &str,
+    mut top: Value,
+) -> Vec<u8> {
+    top["annotations"] = json!({"org.opencontainers.image.ref.name": name});
     let index = serde_json::to_vec(&json!({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-                       "digest": digest(&manifest), "size": manifest.len(),
-                       "annotations": {"org.opencontainers.image.ref.name": name}}],
+        "manifests": [top],
     }))
     .unwrap();
     files.push(("index.json".into(), index));

@@ -10,7 +10,10 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::node::{PODS, delete_pod, node_settings};
-use crate::oci::{Entry, arch, busybox_base, busybox_image, digest, free_port, layer, wait_logs};
+use crate::oci::{
+    Entry, arch, busybox_base, busybox_image, digest, free_port, image_blobs, layer,
+    layout_archive, wait_logs,
+};
 use crate::support::{TestServer, eventually};
 
 fn have(program: &str) -> bool {
@@ -197,69 +200,26 @@ fn stored_image(s: &TestServer, image: &str) -> berth::image::Image {
 /// An OCI archive whose `name` is an index of one image per `(architecture, layers)`
 /// (uncompressed tars, gzipped here), each with the config `{"Env": ["PATH=/bin"]}`.
 fn index_archive(name: &str, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<u8> {
-    use std::io::Write;
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    let blob = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
-    let mut manifests = Vec::new();
-    for (arch, layers) in images {
-        let mut descs = Vec::new();
-        for tar in layers {
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            gz.write_all(tar).unwrap();
-            let bytes = gz.finish().unwrap();
-            descs.push(
-                json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                "digest": digest(&bytes), "size": bytes.len()}),
-            );
-            files.push((blob(&digest(&bytes)), bytes));
-        }
-        let diff_ids: Vec<String> = layers.iter().map(|t| digest(t)).collect();
-        let config = serde_json::to_vec(&json!({
-            "architecture": arch, "os": "linux", "config": {"Env": ["PATH=/bin"]},
-            "rootfs": {"type": "layers", "diff_ids": diff_ids},
-        }))
-        .unwrap();
-        files.push((blob(&digest(&config)), config.clone()));
-        let manifest = serde_json::to_vec(&json!({
-            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": digest(&config), "size": config.len()},
-            "layers": descs,
-        }))
-        .unwrap();
-        files.push((blob(&digest(&manifest)), manifest.clone()));
-        manifests.push(
-            json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest(&manifest), "size": manifest.len(),
-            "platform": {"architecture": arch, "os": "linux"}}),
-        );
-    }
+    let mut files = Vec::new();
+    let manifests: Vec<Value> = images
+        .iter()
+        .map(|(arch, layers)| image_blobs(&mut files, arch, layers, json!({"Env": ["PATH=/bin"]})))
+        .collect();
     let inner = serde_json::to_vec(&json!({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
         "manifests": manifests,
     }))
     .unwrap();
-    files.push((blob(&digest(&inner)), inner.clone()));
-    let index = serde_json::to_vec(&json!({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json",
-            "digest": digest(&inner), "size": inner.len(),
-            "annotations": {"org.opencontainers.image.ref.name": name}}],
-    }))
-    .unwrap();
-    files.push(("index.json".into(), index));
     files.push((
-        "oci-layout".into(),
-        br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(),
+        format!(
+            "blobs/sha256/{}",
+            digest(&inner).trim_start_matches("sha256:")
+        ),
+        inner.clone(),
     ));
-    let mut b = tar::Builder::new(Vec::new());
-    for (path, data) in &files {
-        let mut h = tar::Header::new_gnu();
-        h.set_mode(0o644);
-        h.set_size(data.len() as u64);
-        b.append_data(&mut h, path, data.as_slice()).unwrap();
-    }
-    b.into_inner().unwrap()
+    let top = json!({"mediaType": "application/vnd.oci.image.index.v1+json",
+        "digest": digest(&inner), "size": inner.len()});
+    layout_archive(files, name, top)
 }
 
 /// A one-file layer.
