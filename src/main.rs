@@ -34,11 +34,10 @@ enum Command {
         /// The private key (PEM) of --tls-cert.
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
-        /// Page cache of the object store's database, in MiB. API reads come from the
-        /// store's own in-memory copy of every object; this cache only serves writes,
-        /// watches resumed from disk and start-up.
-        #[arg(long, default_value_t = 16)]
-        store_cache_mib: u64,
+        /// Bytes the store may take on disk before it refuses writes other than deletions
+        /// (507, until compaction brings it under), as etcd's flag; 0: no quota.
+        #[arg(long, default_value_t = 2 << 30)]
+        quota_backend_bytes: u64,
         /// Keep at least this many of the latest events for watches to resume from ...
         #[arg(long, default_value_t = 10_000)]
         store_retain_events: u64,
@@ -483,7 +482,7 @@ fn main() -> anyhow::Result<()> {
             listen,
             tls_cert,
             tls_key,
-            store_cache_mib,
+            quota_backend_bytes,
             store_retain_events,
             store_retain_seconds,
             store_retain_mib,
@@ -503,7 +502,7 @@ fn main() -> anyhow::Result<()> {
             hpa_downscale_stabilization,
         } => {
             let mut config = berth::app::Config::new(data_dir(dir));
-            config.store.cache_bytes = store_cache_mib << 20;
+            config.store.quota_bytes = quota_backend_bytes;
             config.store.retain_events = store_retain_events;
             config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
             config.store.retain_bytes = store_retain_mib << 20;

@@ -133,6 +133,13 @@ impl Error {
                 }
                 // Not an internal failure: the message is the answer, and has no reason.
                 R::Unsupported(_) => (StatusCode::INTERNAL_SERVER_ERROR, "", json!(null)),
+                // The disk or the quota is full: the client's request was fine, and the same
+                // write succeeds once space is freed.
+                R::Store(e) if e.is_out_of_space() => (
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "InsufficientStorage",
+                    json!(null),
+                ),
                 R::Internal(_) | R::Store(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "InternalError",
@@ -174,7 +181,14 @@ impl Error {
         let (code, reason, details) = self.parts();
         let shown = code == StatusCode::GATEWAY_TIMEOUT
             || matches!(self, Error::Registry(registry::Error::Unsupported(_)));
-        let message = if code.is_server_error() && !shown {
+        let out_of_space = match self {
+            Error::Registry(registry::Error::Store(e)) => e.out_of_space_message(),
+            _ => None,
+        };
+        let message = if let Some(m) = out_of_space {
+            tracing::warn!(error = %chain(self), "write refused for want of space");
+            m
+        } else if code.is_server_error() && !shown {
             tracing::error!(error = %chain(self), "internal error answering a request");
             "Internal error occurred: see the berth server log for details".to_string()
         } else {
@@ -386,6 +400,30 @@ mod tests {
         let (code, s) = e.status();
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!s["message"].as_str().unwrap().contains("space"));
+    }
+
+    #[test]
+    fn a_full_disk_or_quota_is_507_and_says_what_to_do() {
+        let full = Error::from(registry::Error::from(crate::store::Error::NoSpace {
+            context: "write store log /data/store/log-1".into(),
+            source: std::io::Error::from_raw_os_error(28),
+        }));
+        let (code, s) = full.status();
+        assert_eq!(code, StatusCode::INSUFFICIENT_STORAGE);
+        let m = s["message"].as_str().unwrap();
+        assert!(m.contains("disk") && m.contains("resume"), "{m}");
+        assert!(!m.contains("/data"), "no server paths: {m}");
+        let quota = Error::from(registry::Error::from(crate::store::Error::Quota {
+            used: 300,
+            quota: 200,
+        }));
+        let (code, s) = quota.status();
+        assert_eq!(code, StatusCode::INSUFFICIENT_STORAGE);
+        let m = s["message"].as_str().unwrap();
+        assert!(
+            m.contains("--quota-backend-bytes") && m.contains("delete"),
+            "{m}"
+        );
     }
 
     #[test]

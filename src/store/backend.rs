@@ -94,4 +94,8 @@ pub trait Backend: Send + Sync + 'static {
     -> Result<()>;
     /// Makes everything written so far durable.
     fn flush(&self) -> Result<()>;
+    /// Bytes the store takes on disk.
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
 }

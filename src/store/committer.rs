@@ -109,13 +109,13 @@ pub(super) struct WritePath {
 }
 
 impl WritePath {
-    pub(super) fn new(shared: Arc<Shared>, revision: u64) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, revision: u64, quota: u64) -> Self {
         Self {
             committer: Mutex::new(Committer {
                 shared,
                 revision,
                 last_time: 0,
-                failed: None,
+                quota,
                 closed: false,
             }),
             submitted: AtomicU64::new(0),
@@ -181,8 +181,8 @@ struct Committer {
     shared: Arc<Shared>,
     revision: u64,
     last_time: u64,
-    /// Set after a commit failed: what is on disk is no longer known, so no more writes.
-    failed: Option<String>,
+    /// Bytes on disk past which only deletions are taken (0: no quota).
+    quota: u64,
     /// A close was committed: no more writes.
     closed: bool,
 }
@@ -196,6 +196,15 @@ impl Committer {
         let mut replies = Vec::with_capacity(batch.len());
         let time_ms = now_ms().max(self.last_time);
         let mut revision = self.revision;
+        let used = self.shared.backend.disk_bytes();
+        self.shared.metrics.disk_bytes.set(used as i64);
+        let over_quota = (self.quota > 0 && used >= self.quota).then_some(Error::Quota {
+            used,
+            quota: self.quota,
+        });
+        if over_quota.is_some() {
+            self.shared.compact_now.notify_one();
+        }
         for request in batch.drain(..) {
             let (op, reply) = match request {
                 Request::Close { reply } => {
@@ -205,9 +214,11 @@ impl Committer {
                 }
                 Request::Write { op, reply } => (op, reply),
             };
-            if let Some(why) = &self.failed {
-                let _ = reply.send(Err(Error::Failed(why.clone())));
-                continue;
+            if let Some(over) = &over_quota {
+                if !matches!(op, Op::Delete { .. }) {
+                    let _ = reply.send(Err(over.duplicate()));
+                    continue;
+                }
             }
             let key = op.key().clone();
             let current = match overlay.get(&key) {
@@ -237,11 +248,11 @@ impl Committer {
                 schema: None,
             });
             if let Err(e) = result {
-                tracing::error!(error = %e, "store commit failed; refusing further writes");
-                let why = e.to_string();
-                self.failed = Some(why.clone());
+                // Nothing of the batch is in the log (the backend clears a failed write), so
+                // its revisions are free again and later writes may go ahead.
+                tracing::error!(error = %e, "store commit failed");
                 for (reply, _) in replies {
-                    let _ = reply.send(Err(Error::Failed(why.clone())));
+                    let _ = reply.send(Err(e.duplicate()));
                 }
                 return close;
             }

@@ -33,6 +33,10 @@ pub(super) async fn compact_to(shared: &Arc<Shared>, revision: u64) -> Result<u6
         context: "compact".into(),
         message: e.to_string(),
     })??;
+    shared
+        .metrics
+        .disk_bytes
+        .set(shared.backend.disk_bytes() as i64);
     tracing::debug!(floor, "event log compacted");
     Ok(floor)
 }
@@ -106,10 +110,15 @@ pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot:
         measured: None,
         appended_then: 0,
     };
+    // Held apart from `shared`, so that waiting keeps no store open.
+    let Some(now) = shared.upgrade().map(|s| s.compact_now.clone()) else {
+        return;
+    };
     loop {
         tokio::select! {
             _ = &mut stop => return,
             _ = tick.tick() => {}
+            _ = now.notified() => {}
         }
         let Some(shared) = shared.upgrade() else {
             return;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::backend::{Backend, CommitBatch, Event, EventKind, Record};
-use super::{Error, Result, now_ms, sled_backend, stamp};
+use super::{Error, Result, now_ms, stamp};
 
 /// One embedded migration.
 pub struct Migration {
@@ -97,7 +97,7 @@ pub fn status(data_dir: &Path) -> Result<Status> {
     let dir = super::store_dir(data_dir);
     // A directory without a store is at version 0; do not create one just to look.
     let current = if dir.exists() {
-        sled_backend::SledBackend::open(&dir, 8 << 20)?
+        super::open_backend(&dir, super::Config::new(data_dir).log_file_bytes)?
             .meta()?
             .schema
     } else {

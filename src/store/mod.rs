@@ -1,5 +1,5 @@
 //! The object store: untyped keys and JSON objects with one global revision, durable
-//! group commit (through a write-ahead journal), an in-memory cache for reads,
+//! group commit (to the log engine, [`log`]), an in-memory cache for reads,
 //! watches from any retained revision, compaction, migrations and snapshots.
 //!
 //! Contract (see ARCHITECTURE.md): every committed write gets the next revision, which is
@@ -13,7 +13,9 @@ mod cache;
 mod committer;
 mod compact;
 mod journal;
+mod log;
 pub mod migrate;
+mod segment;
 mod sled_backend;
 pub mod snapshot;
 mod stamp;
@@ -46,8 +48,17 @@ pub enum Error {
     InvalidValue { key: String, source: InvalidValue },
     #[error("the store is closed")]
     Closed,
-    #[error("the store stopped taking writes after a failed commit ({0}); restart berth")]
-    Failed(String),
+    #[error(
+        "{context}: the disk is full ({source}); free space on it or move the data directory elsewhere: writes resume by themselves once there is room"
+    )]
+    NoSpace {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the store takes {used} bytes on disk, past its quota of {quota} (--quota-backend-bytes): delete objects (deletes still work) or start berth with a larger quota; writes resume by themselves once compaction brings it under"
+    )]
+    Quota { used: u64, quota: u64 },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -71,13 +82,73 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// An I/O error in `context`: [`Error::NoSpace`] when the disk or a quota is full.
+    pub(crate) fn from_io(context: impl Into<String>, source: std::io::Error) -> Self {
+        let context = context.into();
+        if Self::is_no_space(&source) {
+            Error::NoSpace { context, source }
+        } else {
+            Error::Io { context, source }
+        }
+    }
+
+    pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
+        e.kind() == std::io::ErrorKind::StorageFull
+            || e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
+            || e.raw_os_error() == Some(rustix::io::Errno::DQUOT.raw_os_error())
+    }
+
+    /// The same error again, for each of the writes of a batch that failed.
+    pub(crate) fn duplicate(&self) -> Self {
+        let io = |e: &std::io::Error| match e.raw_os_error() {
+            Some(n) => std::io::Error::from_raw_os_error(n),
+            None => std::io::Error::new(e.kind(), e.to_string()),
+        };
+        match self {
+            Error::NoSpace { context, source } => Error::NoSpace {
+                context: context.clone(),
+                source: io(source),
+            },
+            Error::Io { context, source } => Error::Io {
+                context: context.clone(),
+                source: io(source),
+            },
+            Error::Quota { used, quota } => Error::Quota {
+                used: *used,
+                quota: *quota,
+            },
+            Error::Closed => Error::Closed,
+            other => Error::Backend {
+                context: "commit".into(),
+                message: other.to_string(),
+            },
+        }
+    }
+
+    /// What a client is told when a write is refused for want of space; `None` for
+    /// other errors. Says what to do, and names no path of the server.
+    pub fn out_of_space_message(&self) -> Option<String> {
+        match self {
+            Error::NoSpace { .. } => Some(
+                "the disk of berth's data directory is full: free space on it; writes resume by themselves once there is room (reads, watches and deletions keep working)".into(),
+            ),
+            Error::Quota { .. } => Some(self.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The store cannot take writes for want of space (and will once there is room).
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(self, Error::NoSpace { .. } | Error::Quota { .. })
+    }
+}
+
 /// Tuning of a store; [`Config::new`] gives the defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The data directory: the database lives in `store/`, backups in `backups/`.
     pub data_dir: PathBuf,
-    /// Size of the backend's page cache in bytes.
-    pub cache_bytes: u64,
     /// Keep at least this many of the latest events ...
     pub retain_events: u64,
     /// ... or all events of this last stretch of time, whichever keeps more ...
@@ -94,15 +165,17 @@ pub struct Config {
     pub history_bytes: u64,
     /// Most writes committed by one flush.
     pub max_batch: usize,
-    /// Bytes of journal after which the backend is flushed and the journal started anew.
-    pub journal_bytes: u64,
+    /// Space reserved for each file of the log.
+    pub log_file_bytes: u64,
+    /// Bytes on disk past which writes other than deletions are refused (0: no quota),
+    /// as etcd's `--quota-backend-bytes`.
+    pub quota_bytes: u64,
 }
 
 impl Config {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
-            cache_bytes: 16 << 20,
             // kube-apiserver compacts etcd's history every 5 minutes.
             retain_events: 10_000,
             retain_for: Duration::from_secs(300),
@@ -111,13 +184,21 @@ impl Config {
             history: 8192,
             history_bytes: 32 << 20,
             max_batch: 1024,
-            journal_bytes: 4 << 20,
+            log_file_bytes: 4 << 20,
+            // etcd's default.
+            quota_bytes: 2 << 30,
         }
     }
 
     pub(crate) fn store_dir(&self) -> PathBuf {
         store_dir(&self.data_dir)
     }
+}
+
+/// Opens the store in `dir`, converting one that an earlier berth kept in sled.
+fn open_backend(dir: &Path, log_file_bytes: u64) -> Result<log::LogBackend> {
+    sled_backend::convert(dir, log_file_bytes)?;
+    log::LogBackend::open(dir, log_file_bytes)
 }
 
 pub(crate) fn store_dir(data_dir: &Path) -> PathBuf {
@@ -168,6 +249,8 @@ pub struct Metrics {
     pub history_bytes: prometheus_client::metrics::gauge::Gauge,
     /// Bytes of the event log on disk, as last measured by compaction.
     pub log_bytes: prometheus_client::metrics::gauge::Gauge,
+    /// Bytes the store takes on disk, as the quota counts them.
+    pub disk_bytes: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl Metrics {
@@ -179,6 +262,7 @@ impl Metrics {
             watchers: Default::default(),
             history_bytes: Default::default(),
             log_bytes: Default::default(),
+            disk_bytes: Default::default(),
         }
     }
 
@@ -209,6 +293,11 @@ impl Metrics {
             "Bytes of retained history on disk, as compaction last measured it",
             self.log_bytes.clone(),
         );
+        registry.register(
+            "berth_store_disk_bytes",
+            "Bytes the store takes on disk (its base, its log and the file made ready next), as --quota-backend-bytes counts them",
+            self.disk_bytes.clone(),
+        );
     }
 }
 
@@ -219,6 +308,9 @@ struct Shared {
     hub: Arc<Hub>,
     compacted: AtomicU64,
     metrics: Metrics,
+    /// Asks the compactor to run now rather than at its next tick: a write was refused
+    /// for the quota, and compaction is what frees space.
+    compact_now: Arc<tokio::sync::Notify>,
 }
 
 impl Shared {
@@ -249,9 +341,7 @@ impl Store {
         let (backend, meta, objects) = tokio::task::spawn_blocking(move || {
             create_private_dir(&cfg.data_dir)?;
             let dir = cfg.store_dir();
-            let sled = Arc::new(sled_backend::SledBackend::open(&dir, cfg.cache_bytes)?);
-            let backend: Arc<dyn Backend> =
-                Arc::new(journal::Journaled::open(sled, &dir, cfg.journal_bytes)?);
+            let backend: Arc<dyn Backend> = Arc::new(open_backend(&dir, cfg.log_file_bytes)?);
             migrate::apply_pending(backend.as_ref(), &cfg.data_dir)?;
             let meta = backend.meta()?;
             // Finish a compaction that a crash interrupted.
@@ -282,9 +372,14 @@ impl Store {
             )),
             compacted: AtomicU64::new(meta.compacted),
             metrics,
+            compact_now: Arc::new(tokio::sync::Notify::new()),
         });
         let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 4);
-        let write_path = Arc::new(committer::WritePath::new(shared.clone(), meta.revision));
+        let write_path = Arc::new(committer::WritePath::new(
+            shared.clone(),
+            meta.revision,
+            config.quota_bytes,
+        ));
         let committer = committer::spawn(write_path.clone(), rx, config.max_batch.max(1))?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let compactor = tokio::spawn(compact::run(Arc::downgrade(&shared), config, stop_rx));

@@ -1,18 +1,9 @@
-//! The sled backend: the only file in berth that names sled.
+//! The sled engine of berth's earlier releases: the only file in berth that names sled.
+//! A store it kept is converted to the log engine ([`super::log`]) when berth opens it
+//! ([`convert`]); tests use it to make such stores.
 //!
-//! One tree holds everything, so that a group commit can be a single atomic `apply_batch`
-//! (or, behind the journal, a run of writes that ends with the revision):
-//!
-//! | key                     | value                                         |
-//! |-------------------------|-----------------------------------------------|
-//! | `m/schema`              | schema version, u32 big-endian                |
-//! | `m/rev`                 | revision of the last commit, u64 big-endian   |
-//! | `m/compacted`           | compaction floor, u64 big-endian              |
-//! | `o/<key>`               | revision (u64 BE) then the object's JSON      |
-//! | `e/<revision u64 BE>`   | a segment: the events of one commit, from this revision on (see [`encode_segment`]) |
-//!
-//! Keeping a whole commit's events in one entry makes the log cost one insert per group
-//! commit instead of one per write.
+//! One tree holds everything in the layout of [`super::segment`], so that a group
+//! commit is a single atomic `apply_batch`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,13 +11,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::backend::{Backend, CommitBatch, Event, EventKind, Meta, RawEntry, Record};
+use super::segment::{
+    COMPACTED, OBJECT, REVISION, SCHEMA, corrupt, decode_segment, encode_segment, event_key,
+    object_key, segment_header, segment_start,
+};
 use super::{Error, Result};
-
-const SCHEMA: &[u8] = b"m/schema";
-const REVISION: &[u8] = b"m/rev";
-const COMPACTED: &[u8] = b"m/compacted";
-const OBJECT: &[u8] = b"o/";
-const EVENT: &[u8] = b"e/";
 
 pub struct SledBackend {
     db: sled::Db,
@@ -46,13 +35,6 @@ fn backend_err(context: impl Into<String>) -> impl FnOnce(sled::Error) -> Error 
 fn is_lock_error(e: &sled::Error) -> bool {
     matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
         || e.to_string().contains("lock")
-}
-
-fn corrupt(what: &str) -> Error {
-    Error::Backend {
-        context: "read store".into(),
-        message: format!("corrupt {what} record"),
-    }
 }
 
 impl SledBackend {
@@ -97,23 +79,6 @@ impl SledBackend {
             )),
         }
     }
-
-    /// Writes a commit's changes one by one, its revision last, with `segment` (its events
-    /// as [`encode_segment`] gives them) as the log entry. A crash may keep part of the
-    /// commit but never its revision without all of it, so this is only for a writer that
-    /// keeps the commit durably elsewhere and writes it again after a crash: the journal.
-    /// It spares sled's atomic batch, which sends two buffer writes to sled's I/O threads
-    /// every time.
-    pub(super) fn write_in_order(&self, batch: &CommitBatch<'_>, segment: &[u8]) -> Result<()> {
-        for (key, value) in changes(batch, Some(segment)) {
-            match value {
-                Some(v) => self.db.insert(key, v),
-                None => self.db.remove(key),
-            }
-            .map_err(backend_err("write commit"))?;
-        }
-        Ok(())
-    }
 }
 
 /// The entries a commit writes (`None`: removes), in order, the revision last.
@@ -150,130 +115,60 @@ fn changes<'a>(
     )))
 }
 
-fn object_key(key: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(OBJECT.len() + key.len());
-    k.extend_from_slice(OBJECT);
-    k.extend_from_slice(key.as_bytes());
-    k
+/// Whether `dir` holds a store that sled kept.
+pub(super) fn is_sled_store(dir: &Path) -> bool {
+    dir.join("conf").is_file() && dir.join("db").is_file()
 }
 
-fn event_key(revision: u64) -> [u8; 10] {
-    let mut k = [0u8; 10];
-    k[..2].copy_from_slice(EVENT);
-    k[2..].copy_from_slice(&revision.to_be_bytes());
-    k
+/// `dir` with `suffix` added to its name.
+fn sibling(dir: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = dir.as_os_str().to_os_string();
+    name.push(suffix);
+    name.into()
 }
 
-/// `time u64 | count u32`, then each event as
-/// `kind u8 | key_len u32 | key | object_len u32 | object | prev_rev u64 [| prev_len u32 | prev]`
-/// (`prev_rev` 0 when there is no previous object). The events of a segment have
-/// consecutive revisions starting at the segment's key, and share one commit time.
-pub(super) fn encode_segment(events: &[Arc<Event>]) -> Vec<u8> {
-    let size: usize = events
-        .iter()
-        .map(|e| 29 + e.key.len() + e.object.len() + e.prev.as_ref().map_or(0, |p| p.value.len()))
-        .sum();
-    let mut out = Vec::with_capacity(12 + size);
-    out.extend_from_slice(&events.first().map_or(0, |e| e.time_ms).to_be_bytes());
-    out.extend_from_slice(&(events.len() as u32).to_be_bytes());
-    for e in events {
-        out.push(match e.kind {
-            EventKind::Created => 0,
-            EventKind::Updated => 1,
-            EventKind::Deleted => 2,
-        });
-        out.extend_from_slice(&(e.key.len() as u32).to_be_bytes());
-        out.extend_from_slice(e.key.as_bytes());
-        out.extend_from_slice(&(e.object.len() as u32).to_be_bytes());
-        out.extend_from_slice(&e.object);
-        match &e.prev {
-            None => out.extend_from_slice(&0u64.to_be_bytes()),
-            Some(p) => {
-                out.extend_from_slice(&p.revision.to_be_bytes());
-                out.extend_from_slice(&(p.value.len() as u32).to_be_bytes());
-                out.extend_from_slice(&p.value);
-            }
+/// Converts the sled store in `dir`, with what its journal holds, to the log engine, in
+/// place; finishes or undoes a conversion that a crash interrupted. The new store is
+/// built beside the old one and swapped in by two renames; the old one goes last.
+pub(super) fn convert(dir: &Path, file_bytes: u64) -> Result<()> {
+    let staging = sibling(dir, ".converting");
+    let old = sibling(dir, ".sled");
+    let io = |context: String| move |source| Error::Io { context, source };
+    if !dir.exists() && old.exists() {
+        // Between the two renames: the staged store is whole.
+        let from = if staging.exists() { &staging } else { &old };
+        std::fs::rename(from, dir).map_err(io(format!("rename {}", from.display())))?;
+    }
+    if is_sled_store(dir) {
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging)
+                .map_err(io(format!("remove {}", staging.display())))?;
         }
-    }
-    out
-}
-
-/// The commit time and number of events of a segment.
-fn segment_header(b: &[u8]) -> Result<(u64, u32)> {
-    let mut r = Reader(b);
-    Ok((r.u64()?, r.u32()?))
-}
-
-pub(super) fn decode_segment(first: u64, b: &[u8]) -> Result<Vec<Event>> {
-    let mut r = Reader(b);
-    let time_ms = r.u64()?;
-    let count = r.u32()?;
-    let mut out = Vec::with_capacity(count.min(4096) as usize);
-    for i in 0..u64::from(count) {
-        let kind = match r.take(1)?[0] {
-            0 => EventKind::Created,
-            1 => EventKind::Updated,
-            2 => EventKind::Deleted,
-            _ => return Err(corrupt("event")),
-        };
-        let key_len = r.u32()? as usize;
-        let key = std::str::from_utf8(r.take(key_len)?).map_err(|_| corrupt("event"))?;
-        let obj_len = r.u32()? as usize;
-        let object = Bytes::copy_from_slice(r.take(obj_len)?);
-        let prev_rev = r.u64()?;
-        let prev = if prev_rev == 0 {
-            None
-        } else {
-            let len = r.u32()? as usize;
-            Some(Record {
-                revision: prev_rev,
-                value: Bytes::copy_from_slice(r.take(len)?),
-            })
-        };
-        out.push(Event {
-            revision: first + i,
-            key: Arc::from(key),
-            kind,
-            object,
-            prev,
-            time_ms,
-        });
-    }
-    if !r.0.is_empty() {
-        return Err(corrupt("event"));
-    }
-    Ok(out)
-}
-
-fn segment_start(k: &[u8]) -> Result<u64> {
-    Ok(u64::from_be_bytes(
-        k.get(2..10)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| corrupt("event"))?,
-    ))
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.0.len() < n {
-            return Err(corrupt("event"));
+        let sled = SledBackend::open(dir, 16 << 20)?;
+        super::journal::recover(&sled, dir)?;
+        let meta = sled.meta()?;
+        {
+            let log = super::log::LogBackend::open(&staging, file_bytes)?;
+            log.load_raw(&mut sled.raw_entries())?;
         }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
+        drop(sled);
+        std::fs::rename(dir, &old).map_err(io(format!("rename {}", dir.display())))?;
+        std::fs::rename(&staging, dir).map_err(io(format!("rename {}", staging.display())))?;
+        if let Some(parent) = dir.parent() {
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(io(format!("sync {}", parent.display())))?;
+        }
+        tracing::info!(
+            dir = %dir.display(),
+            revision = meta.revision,
+            "converted the store from sled to the log engine"
+        );
     }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(io(format!("remove {}", old.display())))?;
     }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
+    Ok(())
 }
 
 impl Backend for SledBackend {
@@ -444,55 +339,6 @@ impl Backend for SledBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn events() -> Vec<Arc<Event>> {
-        [
-            None,
-            Some(Record {
-                revision: 3,
-                value: Bytes::from_static(b"{\"a\":1}"),
-            }),
-        ]
-        .into_iter()
-        .enumerate()
-        .map(|(i, prev)| {
-            Arc::new(Event {
-                revision: 9 + i as u64,
-                key: Arc::from(format!("/registry/pods/default/{i}")),
-                kind: if prev.is_some() {
-                    EventKind::Updated
-                } else {
-                    EventKind::Created
-                },
-                object: Bytes::from_static(b"{\"b\":2}"),
-                prev,
-                time_ms: 1234,
-            })
-        })
-        .collect()
-    }
-
-    #[test]
-    fn segments_round_trip_through_their_encoding() {
-        let want = events();
-        let got = decode_segment(9, &encode_segment(&want)).unwrap();
-        assert_eq!(got, want.iter().map(|e| (**e).clone()).collect::<Vec<_>>());
-        assert_eq!(segment_header(&encode_segment(&want)).unwrap(), (1234, 2));
-    }
-
-    #[test]
-    fn damaged_segments_are_errors_not_panics() {
-        let bytes = encode_segment(&events());
-        for n in 0..bytes.len() {
-            assert!(
-                decode_segment(9, &bytes[..n]).is_err(),
-                "prefix of {n} bytes"
-            );
-        }
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert!(decode_segment(9, &longer).is_err());
-    }
 
     #[test]
     fn reads_and_compaction_respect_segment_boundaries() {

@@ -12,7 +12,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::backend::{Backend, Meta, RawEntry};
-use super::{Error, Result, sled_backend, store_dir};
+use super::{Error, Result, store_dir};
 
 const MAGIC: &[u8; 8] = b"BERTHSN1";
 const END: u32 = u32::MAX;
@@ -35,9 +35,7 @@ fn snap_err(path: &Path, message: impl std::fmt::Display) -> Error {
 /// Saves the store of `data_dir` (which no running berth may hold) to `file`.
 pub fn save(data_dir: &Path, file: &Path) -> Result<Info> {
     let dir = store_dir(data_dir);
-    let backend = sled_backend::SledBackend::open(&dir, 16 << 20)?;
-    // What a crash left in the journal belongs in the snapshot.
-    super::journal::recover(&backend, &dir)?;
+    let backend = super::open_backend(&dir, super::Config::new(data_dir).log_file_bytes)?;
     let meta = backend.meta()?;
     let entries = write(&backend, file)?;
     Ok(info(entries, meta))
@@ -118,7 +116,8 @@ pub fn restore(file: &Path, data_dir: &Path) -> Result<Info> {
         fs::remove_dir_all(&staging).map_err(|e| snap_err(file, e))?;
     }
     let result = (|| {
-        let backend = sled_backend::SledBackend::open(&staging, 16 << 20)?;
+        let backend =
+            super::log::LogBackend::open(&staging, super::Config::new(data_dir).log_file_bytes)?;
         let mut reader = Entries::open(file)?;
         backend.load_raw(&mut reader)?;
         let entries = reader.finish()?;

@@ -317,6 +317,10 @@ struct Serving {
 
 impl Serving {
     fn start(data: &Path) -> Serving {
+        Self::start_with(data, &[])
+    }
+
+    fn start_with(data: &Path, extra: &[&str]) -> Serving {
         let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
             .args([
                 "serve",
@@ -326,6 +330,7 @@ impl Serving {
                 "--data-dir",
             ])
             .arg(data)
+            .args(extra)
             .env("BERTH_LOG", "info")
             .env("NO_COLOR", "1")
             .stderr(Stdio::piped())
@@ -380,6 +385,120 @@ impl Drop for Serving {
 /// A disk that fills up under the store: writes fail, and SIGTERM still ends berth in
 /// bounded time (its final flush can block for ever there); every write it acknowledged
 /// is there at the next start, once space is free.
+/// Creates ConfigMap `name` with `bytes` of data; its answer's code and body.
+async fn create_configmap(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    name: &str,
+    bytes: usize,
+) -> (u16, serde_json::Value) {
+    let body = json!({"metadata": {"name": name}, "data": {"b": "x".repeat(bytes)}});
+    match client
+        .post(format!("{url}/api/v1/namespaces/default/configmaps"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+    {
+        Ok(r) => (
+            r.status().as_u16(),
+            r.json().await.unwrap_or(serde_json::Value::Null),
+        ),
+        Err(_) => (0, serde_json::Value::Null),
+    }
+}
+
+#[tokio::test]
+async fn past_the_quota_writes_get_507_deletes_work_and_writes_resume_after_compaction() {
+    let dir = crate::support::private_dir();
+    let data = dir.path().join("data");
+    let s = Serving::start_with(
+        &data,
+        &[
+            "--quota-backend-bytes",
+            &(24u64 << 20).to_string(),
+            "--store-retain-events",
+            "10",
+            "--store-retain-seconds",
+            "0",
+        ],
+    );
+    let token = std::fs::read_to_string(data.join("admin.token")).unwrap();
+    let token = token.trim();
+    let ca = std::fs::read_to_string(data.join("ca.crt")).unwrap();
+    let client = crate::support::https_client(&ca);
+    let mut made = Vec::new();
+    let mut refused = None;
+    for i in 0..200 {
+        let name = format!("cm-{i}");
+        match create_configmap(&client, &s.url, token, &name, 200 << 10).await {
+            (201, _) => made.push(name),
+            other => {
+                refused = Some(other);
+                break;
+            }
+        }
+    }
+    let (code, status) = refused.expect("writes went on past the quota");
+    assert_eq!(code, 507, "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("--quota-backend-bytes") && message.contains("delete"),
+        "{status}"
+    );
+    assert!(made.len() >= 20, "the quota leaves room: {}", made.len());
+    // Reads and lists go on; deletions are taken.
+    let list = client
+        .get(format!("{}/api/v1/namespaces/default/configmaps", s.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status().as_u16(), 200);
+    for name in &made {
+        let r = client
+            .delete(format!(
+                "{}/api/v1/namespaces/default/configmaps/{name}",
+                s.url
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "delete {name}");
+    }
+    // A refused write has compaction run at once; once it brings the store under the
+    // quota, writes go through again without a restart.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match create_configmap(&client, &s.url, token, "after", 1 << 10).await {
+            (201, _) => break,
+            (507, _) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            other => panic!("writes did not resume: {other:?}"),
+        }
+    }
+    let metrics = client
+        .get(format!("{}/metrics", s.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let disk: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("berth_store_disk_bytes "))
+        .expect("berth_store_disk_bytes")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(disk < 24 << 20, "under the quota again: {disk}");
+}
+
 #[tokio::test]
 async fn a_full_disk_does_not_hold_shutdown_and_loses_nothing_acknowledged() {
     if !rustix::process::geteuid().is_root() {
@@ -409,37 +528,51 @@ async fn a_full_disk_does_not_hold_shutdown_and_loses_nothing_acknowledged() {
     let client = crate::support::https_client(&ca);
     let create = |name: String| {
         let (client, url, token) = (client.clone(), s.url.clone(), token.trim().to_string());
-        async move {
-            let body = json!({"metadata": {"name": name}, "data": {"b": "x".repeat(200 << 10)}});
-            client
-                .post(format!("{url}/api/v1/namespaces/default/configmaps"))
-                .bearer_auth(token)
-                .json(&body)
-                .send()
-                .await
-                .map(|r| r.status().as_u16())
-                .unwrap_or(0)
-        }
+        async move { create_configmap(&client, &url, &token, &name, 200 << 10).await }
     };
     let mut acknowledged = Vec::new();
     for i in 0..3 {
-        assert_eq!(create(format!("before-{i}")).await, 201);
+        assert_eq!(create(format!("before-{i}")).await.0, 201);
         acknowledged.push(format!("before-{i}"));
     }
     // Fill what is left of the disk.
     let filler = fs.join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 40 << 20]);
-    let mut refused = false;
-    for i in 0..60 {
+    let mut refused = None;
+    for i in 0..100 {
         match create(format!("during-{i}")).await {
-            201 => acknowledged.push(format!("during-{i}")),
-            _ => {
-                refused = true;
+            (201, _) => acknowledged.push(format!("during-{i}")),
+            other => {
+                refused = Some(other);
                 break;
             }
         }
     }
-    assert!(refused, "writes went on with the disk full");
+    let (code, status) = refused.expect("writes went on with the disk full");
+    assert_eq!(code, 507, "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("disk") && message.contains("resume"),
+        "{status}"
+    );
+    // Reads go on.
+    let read = client
+        .get(format!(
+            "{}/api/v1/namespaces/default/configmaps/before-0",
+            s.url
+        ))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status().as_u16(), 200);
+    // Once there is room again, writes resume without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    let (code, status) = create("after-room".into()).await;
+    assert_eq!(code, 201, "{status}");
+    acknowledged.push("after-room".into());
+    // And a full disk at shutdown does not hold it up.
+    let _ = std::fs::write(&filler, vec![0u8; 40 << 20]);
     let exited = s.stop_within(60);
     let said: Vec<String> = s.lines.try_iter().collect();
     assert!(

@@ -20,9 +20,14 @@ fn crash_child_writer() {
     let dir = std::env::var(CHILD_ENV).expect("run by acknowledged_writes_survive_sigkill");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        // A small journal, so that the kill also lands amid checkpoints.
+        // Small log files, so that the kill also lands amid moves to the next one.
         let mut config = Config::new(&dir);
-        config.journal_bytes = 64 << 10;
+        config.log_file_bytes = 64 << 10;
+        // Compaction all the time, so that the kill also lands amid the rewrites of the
+        // base and the removal of log files that compaction brings.
+        config.retain_events = 200;
+        config.retain_for = std::time::Duration::ZERO;
+        config.compact_every = std::time::Duration::from_millis(20);
         let store = Store::open(config).await.unwrap();
         let mut tasks = Vec::new();
         for w in 0..16u64 {

@@ -154,7 +154,6 @@ impl TestServer {
         tune: impl FnOnce(&mut berth::app::Config),
     ) -> Self {
         let mut config = berth::app::Config::new(dir.path());
-        config.store.cache_bytes = 8 << 20;
         tune(&mut config);
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
