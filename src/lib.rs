@@ -43,19 +43,4 @@ pub mod store;
 pub mod supervisor;
 pub mod types;
 
-/// Hands the memory that a burst of work (compiling a schema) freed back to the system:
-/// glibc keeps freed memory for later use, and idle memory is a feature.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        #[allow(unsafe_code)]
-        unsafe extern "C" {
-            fn malloc_trim(pad: usize) -> i32;
-        }
-        #[allow(unsafe_code)]
-        // SAFETY: malloc_trim only releases free memory of glibc's allocator.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-}
+pub use store::release_freed_memory;

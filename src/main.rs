@@ -52,6 +52,15 @@ enum Command {
         /// behind reads the disk).
         #[arg(long, default_value_t = 32)]
         store_watch_cache_mib: u64,
+        /// ... and none older than this many seconds (kube-apiserver keeps 75 s of its
+        /// watch cache fresh), so that the memory of a burst of writes goes back.
+        #[arg(long, default_value_t = 75)]
+        store_watch_cache_seconds: u64,
+        /// How often the retention above is enforced, in seconds (kube-apiserver's
+        /// --etcd-compaction-interval; compaction also runs as soon as the history grows
+        /// by a quarter of --store-retain-mib, or a write finds the quota full).
+        #[arg(long, default_value_t = 60)]
+        store_compaction_interval: u64,
         /// Serve the control plane only: run no pods on this machine.
         #[arg(long)]
         no_node: bool,
@@ -487,6 +496,8 @@ fn main() -> anyhow::Result<()> {
             store_retain_seconds,
             store_retain_mib,
             store_watch_cache_mib,
+            store_watch_cache_seconds,
+            store_compaction_interval,
             no_node,
             node_name,
             max_pods,
@@ -507,6 +518,9 @@ fn main() -> anyhow::Result<()> {
             config.store.retain_for = std::time::Duration::from_secs(store_retain_seconds);
             config.store.retain_bytes = store_retain_mib << 20;
             config.store.history_bytes = store_watch_cache_mib << 20;
+            config.store.history_for = std::time::Duration::from_secs(store_watch_cache_seconds);
+            config.store.compact_every =
+                std::time::Duration::from_secs(store_compaction_interval.max(1));
             config.tls_files = tls_cert.zip(tls_key);
             config.controllers.hpa_sync = hpa_sync_period;
             config.controllers.hpa_downscale_window = hpa_downscale_stabilization;

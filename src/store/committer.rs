@@ -109,13 +109,16 @@ pub(super) struct WritePath {
 }
 
 impl WritePath {
-    pub(super) fn new(shared: Arc<Shared>, revision: u64, quota: u64) -> Self {
+    /// `wake_bytes`: bytes of new history after which compaction is woken (0: never).
+    pub(super) fn new(shared: Arc<Shared>, revision: u64, quota: u64, wake_bytes: u64) -> Self {
         Self {
             committer: Mutex::new(Committer {
                 shared,
                 revision,
                 last_time: 0,
                 quota,
+                wake_bytes,
+                since_wake: 0,
                 closed: false,
             }),
             submitted: AtomicU64::new(0),
@@ -183,6 +186,11 @@ struct Committer {
     last_time: u64,
     /// Bytes on disk past which only deletions are taken (0: no quota).
     quota: u64,
+    /// Bytes of history after which compaction is woken rather than left to its tick, so
+    /// that large writes never take the log far past its bound (0: never).
+    wake_bytes: u64,
+    /// Bytes of history written since compaction was last woken.
+    since_wake: u64,
     /// A close was committed: no more writes.
     closed: bool,
 }
@@ -263,6 +271,16 @@ impl Committer {
             self.last_time = time_ms;
             self.shared.cache.apply(&events, revision);
             self.shared.hub.publish(&events);
+            if self.wake_bytes > 0 {
+                self.since_wake += events
+                    .iter()
+                    .map(|e| (e.object.len() + e.prev.as_ref().map_or(0, |p| p.value.len())) as u64)
+                    .sum::<u64>();
+                if self.since_wake >= self.wake_bytes {
+                    self.since_wake = 0;
+                    self.shared.compact_now.notify_one();
+                }
+            }
         }
         for (reply, outcome) in replies {
             let _ = reply.send(Ok(outcome));

@@ -123,6 +123,12 @@ pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot:
         let Some(shared) = shared.upgrade() else {
             return;
         };
+        let expired = shared
+            .hub
+            .expire(now_ms().saturating_sub(config.history_for.as_millis() as u64));
+        if expired > 0 {
+            tokio::task::spawn_blocking(super::release_freed_memory);
+        }
         let floor = {
             let (s, c) = (shared.clone(), config.clone());
             let measured = tokio::task::spawn_blocking(move || {
@@ -143,8 +149,10 @@ pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot:
             }
         };
         if floor > shared.compacted() {
-            if let Err(e) = compact_to(&shared, floor).await {
-                tracing::warn!(error = %e, "compaction failed; will retry");
+            match compact_to(&shared, floor).await {
+                // What the dropped history and a rewritten base held goes back.
+                Ok(_) => drop(tokio::task::spawn_blocking(super::release_freed_memory)),
+                Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
             }
         }
     }

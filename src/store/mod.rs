@@ -161,8 +161,11 @@ pub struct Config {
     /// Recent events kept in memory: live watches read them from there, and resumed ones
     /// without reading the disk. A watch that falls further behind reads the disk.
     pub history: usize,
-    /// ... and at most this many bytes of them (objects and their previous states).
+    /// ... and at most this many bytes of them (objects and their previous states) ...
     pub history_bytes: u64,
+    /// ... and none older than this (kube-apiserver's watch cache keeps 75 s of events
+    /// fresh), so that the memory of a burst of writes goes back.
+    pub history_for: Duration,
     /// Most writes committed by one flush.
     pub max_batch: usize,
     /// Space reserved for each file of the log.
@@ -183,6 +186,7 @@ impl Config {
             compact_every: Duration::from_secs(60),
             history: 8192,
             history_bytes: 32 << 20,
+            history_for: Duration::from_secs(75),
             max_batch: 1024,
             log_file_bytes: 4 << 20,
             // etcd's default.
@@ -192,6 +196,23 @@ impl Config {
 
     pub(crate) fn store_dir(&self) -> PathBuf {
         store_dir(&self.data_dir)
+    }
+}
+
+/// Hands the memory that a burst of work (compiling a schema, a compaction) freed back to the system:
+/// glibc keeps freed memory for later use, and idle memory is a feature.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        #[allow(unsafe_code)]
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: malloc_trim only releases free memory of glibc's allocator.
+        unsafe {
+            malloc_trim(0);
+        }
     }
 }
 
@@ -379,6 +400,7 @@ impl Store {
             shared.clone(),
             meta.revision,
             config.quota_bytes,
+            config.retain_bytes / 4,
         ));
         let committer = committer::spawn(write_path.clone(), rx, config.max_batch.max(1))?;
         let (stop_tx, stop_rx) = oneshot::channel();

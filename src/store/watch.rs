@@ -213,6 +213,30 @@ impl Hub {
         wake.into_iter().for_each(std::task::Waker::wake);
     }
 
+    /// Drops from memory the events committed before `cutoff_ms` (they stay in the
+    /// on-disk log, where a watch that needs them reads them), so that memory goes back
+    /// after a burst of writes.
+    /// Returns the bytes dropped.
+    pub(super) fn expire(&self, cutoff_ms: u64) -> u64 {
+        let mut s = self.state.lock().expect("hub lock");
+        let held = s.history_bytes;
+        let before = s.history.len();
+        while s.history.front().is_some_and(|e| e.time_ms < cutoff_ms) {
+            let gone = s.history.pop_front().expect("not empty");
+            s.history_bytes -= event_bytes(&gone);
+        }
+        if s.history.len() != before {
+            if s.history.is_empty() {
+                s.history = VecDeque::new();
+            } else {
+                s.history.shrink_to_fit();
+            }
+            let now = s.history_bytes as i64;
+            s.history_gauge.set(now);
+        }
+        held - s.history_bytes
+    }
+
     /// Records committed events (in revision order) and wakes the watchers they are for.
     pub(super) fn publish(&self, events: &[Arc<Event>]) {
         let Some(newest) = events.last() else {

@@ -409,6 +409,227 @@ async fn create_configmap(
     }
 }
 
+/// Resident memory of `pid`, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap()
+        / 1024.0
+}
+
+/// Bytes allocated on disk under `path`.
+fn disk_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    if meta.is_dir() {
+        std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| disk_bytes(&e.unwrap().path()))
+            .sum()
+    } else {
+        meta.blocks() * 512
+    }
+}
+
+/// Polls `check` every 200 ms for up to a minute; its last value.
+async fn eventually<T>(mut check: impl FnMut() -> (bool, T)) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (done, value) = check();
+        if done || std::time::Instant::now() > deadline {
+            return value;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The server settings of the pressure tests: small bounds, compaction every second and
+/// a watch cache kept fresh for two, so that what they bound shows within the test.
+const SMALL_BOUNDS: &[&str] = &[
+    "--store-retain-mib",
+    "8",
+    "--store-retain-events",
+    "10",
+    "--store-retain-seconds",
+    "0",
+    "--store-watch-cache-mib",
+    "4",
+    "--store-watch-cache-seconds",
+    "2",
+    "--store-compaction-interval",
+    "1",
+];
+
+/// The first measurement: one large ConfigMap rewritten again and again once grew
+/// berth by hundreds of MB of memory and a GB of disk, never given back.
+#[tokio::test]
+async fn rewriting_a_large_object_leaves_memory_and_disk_bounded_by_the_live_data() {
+    let dir = crate::support::private_dir();
+    let data = dir.path().join("data");
+    let s = Serving::start_with(&data, SMALL_BOUNDS);
+    let pid = s.child.id();
+    let token = std::fs::read_to_string(data.join("admin.token")).unwrap();
+    let token = token.trim();
+    let ca = std::fs::read_to_string(data.join("ca.crt")).unwrap();
+    let client = crate::support::https_client(&ca);
+    let url = format!("{}/api/v1/namespaces/default/configmaps", s.url);
+    let body = |i: u32| json!({"metadata": {"name": "big"}, "data": {"d": format!("{i}{}", "y".repeat(400_000))}});
+    let r = client
+        .post(&url)
+        .bearer_auth(token)
+        .json(&body(0))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let baseline = rss_mib(pid);
+    // 150 rewrites: 60 MB of objects, 120 MB of history with the previous states.
+    for i in 1..=150 {
+        let r = client
+            .put(format!("{url}/big"))
+            .bearer_auth(token)
+            .json(&body(i))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "rewrite {i}");
+    }
+    // The live data is one object of 400 KB. The disk holds it, at most 8 MiB of history,
+    // and log files of 4 MiB: the one being written, the next one, and up to two that
+    // wait for a new base.
+    let store = data.join("store");
+    let bound = (400 << 10) + (8 << 20) + 4 * (4 << 20) + (4 << 20);
+    let disk = eventually(|| {
+        let d = disk_bytes(&store);
+        (d <= bound, d)
+    })
+    .await;
+    assert!(
+        disk <= bound,
+        "the store takes {disk} bytes on disk, over {bound}"
+    );
+    // Memory: what the burst held (4 MiB of watch cache, request buffers) goes back.
+    let rss = eventually(|| {
+        let r = rss_mib(pid);
+        (r <= baseline + 24.0, r)
+    })
+    .await;
+    assert!(
+        rss <= baseline + 24.0,
+        "RSS {rss:.1} MiB after the burst, {baseline:.1} MiB before it"
+    );
+    eprintln!("RSS {baseline:.1} -> {rss:.1} MiB, store {disk} bytes");
+    // And the object is whole.
+    let got: serde_json::Value = client
+        .get(format!("{url}/big"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(got["data"]["d"].as_str().unwrap().starts_with("150y"));
+}
+
+/// The second measurement, scaled down: many clients creating while others
+/// watch, then every object deleted; memory and disk go back to what the live data needs.
+#[tokio::test]
+async fn after_a_burst_of_creates_and_deletes_memory_and_disk_go_back() {
+    let dir = crate::support::private_dir();
+    let data = dir.path().join("data");
+    let s = Serving::start_with(&data, SMALL_BOUNDS);
+    let pid = s.child.id();
+    let token = std::fs::read_to_string(data.join("admin.token")).unwrap();
+    let token = token.trim().to_string();
+    let ca = std::fs::read_to_string(data.join("ca.crt")).unwrap();
+    let client = crate::support::https_client(&ca);
+    let url = format!("{}/api/v1/namespaces/default/configmaps", s.url);
+    let warm = client.get(&url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(warm.status().as_u16(), 200);
+    let baseline = rss_mib(pid);
+    let mut watchers = Vec::new();
+    for _ in 0..4 {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        watchers.push(tokio::spawn(async move {
+            let mut r = client
+                .get(format!("{url}?watch=true"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap();
+            let mut seen = 0usize;
+            while let Ok(Some(chunk)) = r.chunk().await {
+                seen += chunk.iter().filter(|b| **b == b'\n').count();
+            }
+            seen
+        }));
+    }
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (client, url, token) = (client.clone(), url.clone(), token.clone());
+            tokio::spawn(async move {
+                for i in 0..250 {
+                    let name = format!("w{w}-{i}");
+                    let body = json!({"metadata": {"name": name}, "data": {"d": "z".repeat(2048)}});
+                    let r = client
+                        .post(&url)
+                        .bearer_auth(&token)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(r.status().as_u16(), 201);
+                }
+                for i in 0..250 {
+                    let r = client
+                        .delete(format!("{url}/w{w}-{i}"))
+                        .bearer_auth(&token)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(r.status().as_u16(), 200);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let store = data.join("store");
+    // Nothing is live but the cluster's own objects: 8 MiB of history at most, and log
+    // files of 4 MiB (written, next, two waiting for a new base).
+    let bound = (1 << 20) + (8 << 20) + 4 * (4 << 20) + (4 << 20);
+    let disk = eventually(|| {
+        let d = disk_bytes(&store);
+        (d <= bound, d)
+    })
+    .await;
+    assert!(
+        disk <= bound,
+        "the store takes {disk} bytes on disk, over {bound}"
+    );
+    let rss = eventually(|| {
+        let r = rss_mib(pid);
+        (r <= baseline + 24.0, r)
+    })
+    .await;
+    assert!(
+        rss <= baseline + 24.0,
+        "RSS {rss:.1} MiB after every object was deleted, {baseline:.1} MiB before"
+    );
+    eprintln!("RSS {baseline:.1} -> {rss:.1} MiB, store {disk} bytes");
+    drop(s);
+    for w in watchers {
+        // 2,000 creates and 2,000 deletions each.
+        assert!(w.await.unwrap() >= 4000);
+    }
+}
+
 #[tokio::test]
 async fn past_the_quota_writes_get_507_deletes_work_and_writes_resume_after_compaction() {
     let dir = crate::support::private_dir();
