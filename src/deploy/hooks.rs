@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::anyhow;
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
@@ -23,7 +22,7 @@ pub(super) async fn run(
     hook: &LifecycleHook,
     rc: &Value,
     label: &str,
-) -> anyhow::Result<()> {
+) -> super::Result<()> {
     let ns = &d.ns;
     let rc_name = name_of(rc);
     let dc = d.config_ref();
@@ -38,10 +37,10 @@ pub(super) async fn run(
                 .await;
             exec_new_pod(d, hook, exec, rc, label).await
         }
-        None if !hook.tag_images.is_empty() => Err(anyhow!(
+        None if !hook.tag_images.is_empty() => Err(super::fail!(
             "tagImages hooks are not supported: this cluster has no image streams"
         )),
-        None => Err(anyhow!("the hook has no action")),
+        None => Err(super::fail!("the hook has no action")),
     };
     match outcome {
         Ok(()) => {
@@ -66,7 +65,7 @@ pub(super) async fn run(
             d.recorder
                 .event(&dc, EventType::Warning, "Failed", &message)
                 .await;
-            Err(anyhow!(
+            Err(super::fail!(
                 "the {label} hook failed: {e:#}, aborting rollout of {ns}/{rc_name}"
             ))
         }
@@ -101,7 +100,7 @@ pub(crate) fn hook_pod(
     label: &str,
     strategy: &os::DeploymentStrategy,
     deadline_seconds: i64,
-) -> anyhow::Result<Value> {
+) -> super::Result<Value> {
     let rc_name = name_of(rc);
     let template = &rc["spec"]["template"];
     let base = template["spec"]["containers"]
@@ -111,7 +110,7 @@ pub(crate) fn hook_pod(
                 .find(|c| c["name"] == exec.container_name.as_str())
         })
         .ok_or_else(|| {
-            anyhow!(
+            super::fail!(
                 "no container named '{}' found in rc template",
                 exec.container_name
             )
@@ -254,7 +253,7 @@ async fn exec_new_pod(
     exec: &ExecNewPodHook,
     rc: &Value,
     label: &str,
-) -> anyhow::Result<()> {
+) -> super::Result<()> {
     let ns = d.ns.clone();
     let strategy = &d.config.spec.strategy;
     let limit = strategy
@@ -270,7 +269,7 @@ async fn exec_new_pod(
         }
         Err(e) if e.is_already_exists() => false,
         Err(e) => {
-            return Err(anyhow!(
+            return Err(super::fail!(
                 "couldn't create lifecycle pod for {ns}/{}: {e}",
                 name_of(rc)
             ));
@@ -292,19 +291,19 @@ async fn exec_new_pod(
                     p
                 }
                 None if !listed => {
-                    return Err(anyhow!("pods \"{name}\" not found"));
+                    return Err(super::fail!("pods \"{name}\" not found"));
                 }
                 None => {
                     let msg = format!("{label}: pod/{name}[{ns}] unexpectedly deleted");
                     say(format_args!("--> {msg}"));
-                    return Err(anyhow!(msg));
+                    return Err(super::Error::Failed(msg));
                 }
             },
             WatchEvent::Applied(p) => p,
             WatchEvent::Deleted(_) => {
                 let msg = format!("{label}: pod/{name}[{ns}] unexpectedly deleted");
                 say(format_args!("--> {msg}"));
-                return Err(anyhow!(msg));
+                return Err(super::Error::Failed(msg));
             }
         };
         // A pod being deleted is as good as gone (its container is being stopped).
@@ -314,7 +313,7 @@ async fn exec_new_pod(
             drain(logs.take()).await;
             let msg = format!("{label}: pod/{name}[{ns}] unexpectedly deleted");
             say(format_args!("--> {msg}"));
-            return Err(anyhow!(msg));
+            return Err(super::Error::Failed(msg));
         }
         let restart_count = pod
             .pointer("/status/containerStatuses/0/restartCount")
@@ -369,7 +368,7 @@ async fn exec_new_pod(
             .filter(|m| !m.is_empty())
             .map(str::to_string)
             .unwrap_or_else(|| failure_of(&last));
-        return Err(anyhow!(message));
+        return Err(super::Error::Failed(message));
     }
     say(format_args!("--> {label}: Success"));
     Ok(())

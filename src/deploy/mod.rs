@@ -15,7 +15,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::client::recorder::Recorder;
@@ -70,17 +69,62 @@ pub struct Options {
     pub until: Option<Until>,
 }
 
-/// The deployer stopped where `--until` asked; the text is printed after `--> `.
-#[derive(Debug)]
-pub struct Halt(pub String);
+/// Why the deployer stopped before a rollout's end.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Where `--until` asked; the text is printed after `--> `.
+    #[error("{0}")]
+    Halt(String),
+    /// The rollout failed: what went wrong, with its causes (`scale web-2: …`).
+    #[error("{0}")]
+    Failed(String),
+}
 
-impl std::fmt::Display for Halt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<crate::client::Error> for Error {
+    fn from(e: crate::client::Error) -> Self {
+        Error::Failed(chain(&e))
     }
 }
 
-impl std::error::Error for Halt {}
+/// An error with every source below it, joined by `: `.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// [`Error::Failed`] with a formatted message.
+macro_rules! fail {
+    ($($arg:tt)*) => {
+        $crate::deploy::Error::Failed(format!($($arg)*))
+    };
+}
+pub(crate) use fail;
+
+/// Returns [`fail!`] from the function.
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err($crate::deploy::fail!($($arg)*))
+    };
+}
+
+/// Context for a failure, as a prefix of its message.
+trait Context<T> {
+    fn with_context<C: std::fmt::Display>(self, what: impl FnOnce() -> C) -> Result<T>;
+}
+
+impl<T, E: std::error::Error> Context<T> for std::result::Result<T, E> {
+    fn with_context<C: std::fmt::Display>(self, what: impl FnOnce() -> C) -> Result<T> {
+        self.map_err(|e| Error::Failed(format!("{}: {}", what(), chain(&e))))
+    }
+}
 
 /// Prints one line of the deployment log on stdout.
 pub(crate) fn say(line: impl std::fmt::Display) {
@@ -96,16 +140,14 @@ pub async fn main(opts: Options) -> i32 {
             say("--> Success");
             0
         }
-        Err(e) => match e.downcast_ref::<Halt>() {
-            Some(halt) => {
-                say(format_args!("--> {halt}"));
-                0
-            }
-            None => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        },
+        Err(Error::Halt(halt)) => {
+            say(format_args!("--> {halt}"));
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
     }
 }
 
@@ -195,9 +237,9 @@ pub(crate) struct Deployer {
 
 impl Deployer {
     /// Stops with `message` when `--until` names `cond`.
-    fn halt_at(&self, cond: Until, message: impl Into<String>) -> anyhow::Result<()> {
+    fn halt_at(&self, cond: Until, message: impl Into<String>) -> Result<()> {
         if self.until == Some(cond) {
-            return Err(Halt(message.into()).into());
+            return Err(Error::Halt(message.into()));
         }
         Ok(())
     }
@@ -246,14 +288,14 @@ impl Deployer {
         uid: &str,
         timeout: Duration,
         check: impl Fn(&Value) -> bool,
-    ) -> anyhow::Result<Option<Value>> {
+    ) -> Result<Option<Value>> {
         let got = self
             .watch_until(rcs(), by_name(name), timeout, |objs| match objs.get(name) {
-                Some(rc) if uid_of(rc) != uid => Some(Err(anyhow!(
+                Some(rc) if uid_of(rc) != uid => Some(Err(fail!(
                     "replication controller {}/{name} was replaced",
                     self.ns
                 ))),
-                None => Some(Err(anyhow!(
+                None => Some(Err(fail!(
                     "replication controller {}/{name} was deleted",
                     self.ns
                 ))),
@@ -266,7 +308,7 @@ impl Deployer {
 
     /// Scales `rc` to `n` (through its scale subresource) and waits until its status
     /// reports `n` replicas; returns the fresh RC.
-    async fn scale_and_wait(&self, rc: &Value, n: i64, timeout: Duration) -> anyhow::Result<Value> {
+    async fn scale_and_wait(&self, rc: &Value, n: i64, timeout: Duration) -> Result<Value> {
         let name = name_of(rc).to_string();
         let cur = self.client.get(rcs(), Some(&self.ns), &name).await?;
         if spec_replicas(&cur) == n && status_replicas(&cur) == n && observed(&cur) {
@@ -297,7 +339,7 @@ impl Deployer {
         })
         .await?
         .ok_or_else(|| {
-            anyhow!(
+            fail!(
                 "timed out waiting for \"{name}\" to be synced: replicas {n} not reached in {}s",
                 timeout.as_secs()
             )
@@ -305,7 +347,7 @@ impl Deployer {
     }
 
     /// Waits until every replica of `rc` is available (Ready for `minReadySeconds`).
-    async fn accept(&self, rc: &Value, timeout: Duration) -> anyhow::Result<Value> {
+    async fn accept(&self, rc: &Value, timeout: Duration) -> Result<Value> {
         let name = name_of(rc);
         let available = |rc: &Value| {
             observed(rc)
@@ -318,7 +360,7 @@ impl Deployer {
         self.watch_rc(name, uid_of(rc), timeout, available)
             .await?
             .ok_or_else(|| {
-                anyhow!(
+                fail!(
                     "pods for rc '{}/{name}' took longer than {:.0} seconds to become available",
                     self.ns,
                     timeout.as_secs_f64()
@@ -327,7 +369,7 @@ impl Deployer {
     }
 
     /// Waits until no pod selected by `rc`'s selector is still running.
-    async fn wait_pods_gone(&self, rc: &Value, timeout: Duration) -> anyhow::Result<()> {
+    async fn wait_pods_gone(&self, rc: &Value, timeout: Duration) -> Result<()> {
         let selector = selector_of(rc);
         if selector.is_empty() {
             return Ok(());
@@ -339,7 +381,7 @@ impl Deployer {
         })
         .await
         .ok_or_else(|| {
-            anyhow!(
+            fail!(
                 "pods of {} were not terminated in {}s",
                 name_of(rc),
                 timeout.as_secs()
@@ -363,7 +405,7 @@ impl Deployer {
 }
 
 /// The deployer run: §13 steps 1–7.
-async fn run(opts: Options) -> anyhow::Result<()> {
+async fn run(opts: Options) -> Result<()> {
     if opts.deployment.is_empty() {
         bail!("--deployment or OPENSHIFT_DEPLOYMENT_NAME is required");
     }
@@ -379,9 +421,9 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     let to = client
         .get(rcs(), Some(&ns), &to_name)
         .await
-        .map_err(|e| anyhow!("couldn't get deployment {to_name}: {e}"))?;
+        .map_err(|e| fail!("couldn't get deployment {to_name}: {e}"))?;
     let config = os::decode_deployment_config(&to)
-        .map_err(|e| anyhow!("couldn't decode deployment config from deployment {to_name}: {e}"))?;
+        .map_err(|e| fail!("couldn't decode deployment config from deployment {to_name}: {e}"))?;
     let strategy = config.spec.strategy.type_.clone();
     if strategy != "Recreate" && strategy != "Rolling" {
         bail!("unsupported strategy type: {strategy}");
@@ -390,7 +432,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         Some(v) => v
             .trim()
             .parse()
-            .map_err(|e| anyhow!("unable to parse annotation for {to_name}: {e}"))?,
+            .map_err(|e| fail!("unable to parse annotation for {to_name}: {e}"))?,
         None => bail!("deployment {to_name} has already run to completion"),
     };
     let dc_name = config
@@ -480,12 +522,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     } else {
         rolling::run(&d, from.as_ref(), &to, desired).await
     };
-    if outcome
-        .as_ref()
-        .err()
-        .and_then(|e| e.downcast_ref::<Halt>())
-        .is_none()
-    {
+    if !matches!(outcome, Err(Error::Halt(_))) {
         let mut involved = vec![to_name.as_str()];
         if !from_name.is_empty() {
             involved.push(&from_name);
@@ -537,7 +574,7 @@ fn secs(n: i64) -> Duration {
 }
 
 /// Merge-patches `rc`'s annotations.
-async fn annotate(d: &Deployer, rc: &str, annotations: Value) -> anyhow::Result<Value> {
+async fn annotate(d: &Deployer, rc: &str, annotations: Value) -> Result<Value> {
     let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
     d.client
         .patch(rcs(), Some(&d.ns), rc, &patch)

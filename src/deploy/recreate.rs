@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use anyhow::anyhow;
 use serde_json::Value;
 
 use super::{Deployer, Until, hooks, name_of, say, spec_replicas};
@@ -19,12 +18,12 @@ pub(super) async fn run(
     pre: &Option<LifecycleHook>,
     mid: &Option<LifecycleHook>,
     post: &Option<LifecycleHook>,
-) -> anyhow::Result<()> {
+) -> super::Result<()> {
     let to_name = name_of(to);
     if let Some(hook) = pre {
         hooks::run(d, hook, to, "pre")
             .await
-            .map_err(|e| anyhow!("pre hook failed: {e:#}"))?;
+            .map_err(|e| super::fail!("pre hook failed: {e:#}"))?;
     }
     d.halt_at(Until::Pre, "pre hook succeeded")?;
 
@@ -34,7 +33,7 @@ pub(super) async fn run(
         let scaled = d
             .scale_and_wait(from, 0, timeout)
             .await
-            .map_err(|e| anyhow!("couldn't scale {from_name} to 0: {e:#}"))?;
+            .map_err(|e| super::fail!("couldn't scale {from_name} to 0: {e:#}"))?;
         if let Err(e) = d.wait_pods_gone(&scaled, timeout).await {
             say(format_args!(
                 "--> Failed to wait for old pods to be terminated: {e:#}"
@@ -47,7 +46,7 @@ pub(super) async fn run(
     if let Some(hook) = mid {
         hooks::run(d, hook, to, "mid")
             .await
-            .map_err(|e| anyhow!("mid hook failed: {e:#}"))?;
+            .map_err(|e| super::fail!("mid hook failed: {e:#}"))?;
     }
     d.halt_at(Until::Mid, "mid hook succeeded")?;
 
@@ -62,14 +61,14 @@ pub(super) async fn run(
             current = d
                 .scale_and_wait(&current, 1, timeout)
                 .await
-                .map_err(|e| anyhow!("couldn't scale {to_name} to 1: {e:#}"))?;
+                .map_err(|e| super::fail!("couldn't scale {to_name} to 1: {e:#}"))?;
             current = d
                 .accept(&current, timeout)
                 .await
-                .map_err(|e| anyhow!("update acceptor rejected {to_name}: {e:#}"))?;
+                .map_err(|e| super::fail!("update acceptor rejected {to_name}: {e:#}"))?;
             accepted = desired == 1;
             if let Some(n) = until.filter(|n| (1..100).contains(n)) {
-                return Err(super::Halt(format!("Reached {n}%")).into());
+                return Err(super::Error::Halt(format!("Reached {n}%")));
             }
         }
         if spec_replicas(&current) != desired {
@@ -77,26 +76,26 @@ pub(super) async fn run(
             current = d
                 .scale_and_wait(&current, desired, timeout)
                 .await
-                .map_err(|e| anyhow!("couldn't scale {to_name} to {desired}: {e:#}"))?;
+                .map_err(|e| super::fail!("couldn't scale {to_name} to {desired}: {e:#}"))?;
         }
         if !accepted {
             d.accept(&current, timeout)
                 .await
-                .map_err(|e| anyhow!("update acceptor rejected {to_name}: {e:#}"))?;
+                .map_err(|e| super::fail!("update acceptor rejected {to_name}: {e:#}"))?;
         }
     }
     match until {
         Some(n) if from.is_none() && (1..=100).contains(&n) => {
-            return Err(super::Halt(format!("Reached {n}%")).into());
+            return Err(super::Error::Halt(format!("Reached {n}%")));
         }
-        Some(100) => return Err(super::Halt("Reached 100%".into()).into()),
+        Some(100) => return Err(super::Error::Halt("Reached 100%".into())),
         _ => {}
     }
 
     if let Some(hook) = post {
         hooks::run(d, hook, to, "post")
             .await
-            .map_err(|e| anyhow!("post hook failed: {e:#}"))?;
+            .map_err(|e| super::fail!("post hook failed: {e:#}"))?;
     }
     Ok(())
 }

@@ -3,12 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{anyhow, bail};
 use serde_json::{Value, json};
 
 use super::{
-    Deployer, Halt, Until, annotate, by_labels, hooks, name_of, observed, pods, recreate, say,
-    secs, selector_of, spec_replicas, status_replicas, uid_of,
+    Deployer, Until, annotate, by_labels, hooks, name_of, observed, pods, recreate, say, secs,
+    selector_of, spec_replicas, status_replicas, uid_of,
 };
 use crate::types::openshift::{self as os, RollingParams};
 
@@ -119,7 +118,7 @@ pub(super) async fn run(
     from: Option<&Value>,
     to: &Value,
     desired: i64,
-) -> anyhow::Result<()> {
+) -> super::Result<()> {
     let p = d
         .config
         .spec
@@ -135,7 +134,7 @@ pub(super) async fn run(
     if let Some(hook) = &p.pre {
         hooks::run(d, hook, to, "pre")
             .await
-            .map_err(|e| anyhow!("pre hook failed: {e:#}"))?;
+            .map_err(|e| super::fail!("pre hook failed: {e:#}"))?;
     }
     d.halt_at(Until::Pre, "pre hook succeeded")?;
     d.halt_at(Until::Percent(0), "Reached 0% (before rollout)")?;
@@ -154,23 +153,23 @@ pub(super) async fn run(
     if let Some(hook) = &p.post {
         hooks::run(d, hook, to, "post")
             .await
-            .map_err(|e| anyhow!("post hook failed: {e:#}"))?;
+            .map_err(|e| super::fail!("post hook failed: {e:#}"))?;
     }
     Ok(())
 }
 
 /// The rolling update from `from` to `to`.
-async fn update(d: &Deployer, p: &RollingParams, from: &Value, to: &Value) -> anyhow::Result<()> {
+async fn update(d: &Deployer, p: &RollingParams, from: &Value, to: &Value) -> super::Result<()> {
     let to_name = name_of(to).to_string();
     let from_name = name_of(from).to_string();
     let timeout = secs(p.timeout_seconds.unwrap_or(os::DEFAULT_TIMEOUT_SECONDS));
     let interval = secs(p.interval_seconds.unwrap_or(1));
     let period = secs(p.update_period_seconds.unwrap_or(1));
     let desired: i64 = os::annotation(to, os::DESIRED_REPLICAS_ANNOTATION)
-        .ok_or_else(|| anyhow!("unable to parse annotation for {to_name}: missing"))?
+        .ok_or_else(|| super::fail!("unable to parse annotation for {to_name}: missing"))?
         .trim()
         .parse()
-        .map_err(|e| anyhow!("unable to parse annotation for {to_name}: {e}"))?;
+        .map_err(|e| super::fail!("unable to parse annotation for {to_name}: {e}"))?;
     if os::annotation(from, os::ORIGINAL_REPLICAS_ANNOTATION).is_none() {
         annotate(
             d,
@@ -181,7 +180,7 @@ async fn update(d: &Deployer, p: &RollingParams, from: &Value, to: &Value) -> an
     }
     let mut new = spec_replicas(to);
     let mut old = spec_replicas(from);
-    let f = fenceposts(p, desired, old).map_err(|e| anyhow!(e))?;
+    let f = fenceposts(p, desired, old).map_err(super::Error::Failed)?;
     say(format_args!(
         "--> Scaling up {to_name} from {new} to {desired}, scaling down {from_name} from {old} \
          to 0 (keep {} pods available, don't exceed {} pods)",
@@ -190,12 +189,14 @@ async fn update(d: &Deployer, p: &RollingParams, from: &Value, to: &Value) -> an
     ));
     let start = new;
     let until = d.until.and_then(Until::percent).filter(|n| *n >= 1);
-    let check_progress = |new: i64| -> anyhow::Result<()> {
+    let check_progress = |new: i64| -> super::Result<()> {
         let pct = progress(start, new, desired);
         if let Some(n) = until
             && pct >= i64::from(n)
         {
-            return Err(Halt(format!("Reached {n}% (currently {pct}%)")).into());
+            return Err(super::Error::Halt(format!(
+                "Reached {n}% (currently {pct}%)"
+            )));
         }
         Ok(())
     };
@@ -255,7 +256,9 @@ async fn update(d: &Deployer, p: &RollingParams, from: &Value, to: &Value) -> an
         if (new, old) != before {
             deadline = tokio::time::Instant::now() + timeout;
         } else if tokio::time::Instant::now() > deadline {
-            bail!("timed out waiting for any update progress to be made");
+            return Err(super::fail!(
+                "timed out waiting for any update progress to be made"
+            ));
         }
     }
 
@@ -270,7 +273,7 @@ async fn update(d: &Deployer, p: &RollingParams, from: &Value, to: &Value) -> an
         observed(rc) && status_replicas(rc) == spec_replicas(rc)
     })
     .await?
-    .ok_or_else(|| anyhow!("timed out waiting for {to_name} to settle"))?;
+    .ok_or_else(|| super::fail!("timed out waiting for {to_name} to settle"))?;
     Ok(())
 }
 

@@ -37,7 +37,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -109,6 +109,7 @@ fn create_log(dir: &Path, generation: u64, bytes: u64) -> Result<File> {
         .read(true)
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(&path)
         .map_err(io(context.clone()))?;
     let made = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, bytes)
@@ -277,6 +278,7 @@ fn write_base(dir: &Path, base: &Base) -> Result<u64> {
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o600)
             .open(&tmp)?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
         let mut crc = crc32fast::Hasher::new();
@@ -394,6 +396,7 @@ impl LogBackend {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(dir.join("lock"))
             .map_err(io(format!("open {}", dir.join("lock").display())))?;
         if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {

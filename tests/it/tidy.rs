@@ -13,7 +13,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn sources() -> Vec<(String, String)> {
+/// Every source file of `src/` as written: `(path from the package root, text)`.
+fn raw_sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -31,9 +32,119 @@ fn sources() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every source file of `src/` without its `#[cfg(test)]` items: the code the rules hold
+/// for, read to its end.
+fn sources() -> Vec<(String, String)> {
+    raw_sources()
+        .into_iter()
+        .map(|(path, text)| {
+            let code = without_test_items(&text);
+            (path, code)
+        })
+        .collect()
+}
+
+/// The byte after the end of the item that starts at `from`: its matching `}` or, for an
+/// item without a body, its `;`. Skips strings, chars and comments.
+fn item_end(text: &str, from: usize) -> usize {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = from;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'r' if matches!(b.get(i + 1), Some(b'#') | Some(b'"'))
+                && !b[i.saturating_sub(1)].is_ascii_alphanumeric() =>
+            {
+                // A raw string: r"…", r#"…"#, …
+                let mut j = i + 1;
+                let mut hashes = 0;
+                while b.get(j) == Some(&b'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if b.get(j) == Some(&b'"') {
+                    let close: Vec<u8> = std::iter::once(b'"')
+                        .chain(std::iter::repeat_n(b'#', hashes))
+                        .collect();
+                    j += 1;
+                    while j < b.len() && !b[j..].starts_with(&close) {
+                        j += 1;
+                    }
+                    i = j + close.len() - 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            // A char literal ('{', '\'', '\\'), not a lifetime ('a).
+            b'\'' if b.get(i + 2) == Some(&b'\'') => i += 2,
+            b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                i += 2;
+                while i < b.len() && b[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            b';' if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+/// `text` without the items marked `#[cfg(test)]` (test modules, helpers, imports).
+fn without_test_items(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    while let Some(at) = text[rest..].find("#[cfg(test)]") {
+        let start = rest + at;
+        out.push_str(&text[rest..start]);
+        rest = item_end(text, start + "#[cfg(test)]".len());
+    }
+    out.push_str(&text[rest..]);
+    out
+}
+
+#[test]
+fn test_items_are_cut_out_to_their_end_and_no_further() {
+    let text = "fn a() {}\n#[cfg(test)]\nuse crate::x;\nfn b() { let s = \"}\"; let c = '{'; }\n\
+                #[cfg(test)]\nmod tests {\n fn t() { let r = r#\"{\"#; }\n}\nfn c() {}\n";
+    let code = without_test_items(text);
+    assert!(code.contains("fn a()") && code.contains("fn b()") && code.contains("fn c()"));
+    assert!(
+        !code.contains("crate::x") && !code.contains("fn t()"),
+        "{code}"
+    );
+}
+
 #[test]
 fn every_source_file_opens_with_a_module_doc() {
-    for (path, text) in sources() {
+    for (path, text) in raw_sources() {
         assert!(
             text.starts_with("//!"),
             "{path} must open with a `//!` line saying what it owns"
@@ -134,36 +245,98 @@ fn layer_table() -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The crate modules a source file names outside its tests.
-fn uses(text: &str) -> Vec<String> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+/// The first segment of each path of a `use` group `{a::{b, c}, d as e, f}` that starts
+/// at `group` (just after its `{`): here `a`, `d`, `f`.
+fn group_heads(group: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut item = String::new();
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut item));
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 0 || item.is_empty() {
+            item.push(c);
+        }
+    }
+    out.push(item);
+    out.iter()
+        .map(|i| {
+            i.trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|m| !m.is_empty() && m != "self")
+        .collect()
+}
+
+/// The crate modules a source file's code (tests cut out) names.
+fn uses(code: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, _) in code.match_indices("crate::") {
         let rest = &code[i + "crate::".len()..];
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if rest.starts_with('{') {
-            // `use crate::{a, b::c}`: every module named in the braces.
-            let inner = &rest[1..rest.find('}').unwrap_or(rest.len())];
-            for part in inner.split(',') {
-                let m: String = part
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !m.is_empty() {
-                    out.push(m);
-                }
+        if let Some(group) = rest.strip_prefix('{') {
+            out.extend(group_heads(group));
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.push(name);
             }
-        } else if !name.is_empty() {
-            out.push(name);
         }
     }
     out.sort();
     out.dedup();
     out
+}
+
+#[test]
+fn nested_use_groups_are_followed() {
+    assert_eq!(
+        uses(
+            "use crate::{api::{a, b::{c}}, store as s, types::{self}};\nfn f() { crate::node::x(); }"
+        ),
+        ["api", "node", "store", "types"]
+    );
+}
+
+#[test]
+fn anyhow_is_only_for_main() {
+    for (path, code) in sources() {
+        if path != "src/main.rs" {
+            assert!(
+                !code.contains("anyhow"),
+                "{path} uses anyhow: a layer has its own error enum (thiserror); anyhow is only for main.rs"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_unsafe_block_says_why_it_is_sound() {
+    for (path, code) in sources() {
+        let lines: Vec<&str> = code.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            if line.contains("unsafe {") {
+                let before = &lines[n.saturating_sub(4)..n];
+                assert!(
+                    before.iter().any(|l| l.contains("// SAFETY:")),
+                    "{path}:{}: an unsafe block without a `// SAFETY:` comment just above it",
+                    n + 1
+                );
+            }
+        }
+    }
 }
 
 #[test]
