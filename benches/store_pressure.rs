@@ -236,15 +236,17 @@ async fn berth(objects: u64, rate: u64, seconds: u64) -> Value {
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
+    // Settled: the same size three seconds running (compaction ticks every second).
     let mut compacted = disk_bytes(&store);
-    for _ in 0..30 {
+    let mut same = 0;
+    for _ in 0..60 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = disk_bytes(&store);
-        if now >= compacted && now < (steady["disk_bytes"].as_u64().unwrap_or(0)) {
-            compacted = now;
+        same = if now == compacted { same + 1 } else { 0 };
+        compacted = now;
+        if same == 3 {
             break;
         }
-        compacted = now;
     }
     let rss_compacted = rss_mib(again.id());
     let _ = again.kill();
