@@ -118,7 +118,7 @@ impl WritePath {
                 last_time: 0,
                 quota,
                 wake_bytes,
-                since_wake: 0,
+                woken_at: 0,
                 closed: false,
             }),
             submitted: AtomicU64::new(0),
@@ -189,8 +189,8 @@ struct Committer {
     /// Bytes of history after which compaction is woken rather than left to its tick, so
     /// that large writes never take the log far past its bound (0: never).
     wake_bytes: u64,
-    /// Bytes of history written since compaction was last woken.
-    since_wake: u64,
+    /// The hub's published bytes when compaction was last woken.
+    woken_at: u64,
     /// A close was committed: no more writes.
     closed: bool,
 }
@@ -271,15 +271,11 @@ impl Committer {
             self.last_time = time_ms;
             self.shared.cache.apply(&events, revision);
             self.shared.hub.publish(&events);
-            if self.wake_bytes > 0 {
-                self.since_wake += events
-                    .iter()
-                    .map(|e| (e.object.len() + e.prev.as_ref().map_or(0, |p| p.value.len())) as u64)
-                    .sum::<u64>();
-                if self.since_wake >= self.wake_bytes {
-                    self.since_wake = 0;
-                    self.shared.compact_now.notify_one();
-                }
+            // The hub has just counted the bytes it published.
+            let appended = self.shared.hub.appended();
+            if self.wake_bytes > 0 && appended - self.woken_at >= self.wake_bytes {
+                self.woken_at = appended;
+                self.shared.compact_now.notify_one();
             }
         }
         for (reply, outcome) in replies {

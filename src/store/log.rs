@@ -686,9 +686,10 @@ impl LogBackend {
     }
 
     fn commit_batch(&self, batch: &CommitBatch<'_>, sync: bool) -> Result<()> {
-        let mut w = self.writer.lock().expect("writer lock");
+        // Encoded before the lock: a commit holds it only to write.
         let segment = encode_segment(batch.events);
         let schema = batch.schema.unwrap_or(0);
+        let mut w = self.writer.lock().expect("writer lock");
         let offset = self.append(
             &mut w,
             &[

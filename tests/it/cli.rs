@@ -447,6 +447,30 @@ async fn eventually<T>(mut check: impl FnMut() -> (bool, T)) -> T {
     }
 }
 
+/// Waits for the store's bytes on disk to come within `disk_bound` and the RSS of `pid`
+/// within 24 MiB of `baseline`, and asserts both did; `after` says after what.
+async fn settles_within(store: &Path, disk_bound: u64, pid: u32, baseline: f64, after: &str) {
+    let disk = eventually(|| {
+        let d = disk_bytes(store);
+        (d <= disk_bound, d)
+    })
+    .await;
+    assert!(
+        disk <= disk_bound,
+        "the store takes {disk} bytes on disk, over {disk_bound}"
+    );
+    let rss = eventually(|| {
+        let r = rss_mib(pid);
+        (r <= baseline + 24.0, r)
+    })
+    .await;
+    assert!(
+        rss <= baseline + 24.0,
+        "RSS {rss:.1} MiB after {after}, {baseline:.1} MiB before"
+    );
+    eprintln!("RSS {baseline:.1} -> {rss:.1} MiB, store {disk} bytes");
+}
+
 /// The server settings of the pressure tests: small bounds, compaction every second and
 /// a watch cache kept fresh for two, so that what they bound shows within the test.
 const SMALL_BOUNDS: &[&str] = &[
@@ -503,26 +527,8 @@ async fn rewriting_a_large_object_leaves_memory_and_disk_bounded_by_the_live_dat
     // wait for a new base.
     let store = data.join("store");
     let bound = (400 << 10) + (8 << 20) + 4 * (4 << 20) + (4 << 20);
-    let disk = eventually(|| {
-        let d = disk_bytes(&store);
-        (d <= bound, d)
-    })
-    .await;
-    assert!(
-        disk <= bound,
-        "the store takes {disk} bytes on disk, over {bound}"
-    );
     // Memory: what the burst held (4 MiB of watch cache, request buffers) goes back.
-    let rss = eventually(|| {
-        let r = rss_mib(pid);
-        (r <= baseline + 24.0, r)
-    })
-    .await;
-    assert!(
-        rss <= baseline + 24.0,
-        "RSS {rss:.1} MiB after the burst, {baseline:.1} MiB before it"
-    );
-    eprintln!("RSS {baseline:.1} -> {rss:.1} MiB, store {disk} bytes");
+    settles_within(&store, bound, pid, baseline, "the burst").await;
     // And the object is whole.
     let got: serde_json::Value = client
         .get(format!("{url}/big"))
@@ -604,25 +610,7 @@ async fn after_a_burst_of_creates_and_deletes_memory_and_disk_go_back() {
     // Nothing is live but the cluster's own objects: 8 MiB of history at most, and log
     // files of 4 MiB (written, next, two waiting for a new base).
     let bound = (1 << 20) + (8 << 20) + 4 * (4 << 20) + (4 << 20);
-    let disk = eventually(|| {
-        let d = disk_bytes(&store);
-        (d <= bound, d)
-    })
-    .await;
-    assert!(
-        disk <= bound,
-        "the store takes {disk} bytes on disk, over {bound}"
-    );
-    let rss = eventually(|| {
-        let r = rss_mib(pid);
-        (r <= baseline + 24.0, r)
-    })
-    .await;
-    assert!(
-        rss <= baseline + 24.0,
-        "RSS {rss:.1} MiB after every object was deleted, {baseline:.1} MiB before"
-    );
-    eprintln!("RSS {baseline:.1} -> {rss:.1} MiB, store {disk} bytes");
+    settles_within(&store, bound, pid, baseline, "every object was deleted").await;
     drop(s);
     for w in watchers {
         // 2,000 creates and 2,000 deletions each.
