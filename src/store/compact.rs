@@ -129,7 +129,17 @@ pub(super) async fn run(shared: Weak<Shared>, config: Config, mut stop: oneshot:
         if expired > 0 {
             tokio::task::spawn_blocking(super::release_freed_memory);
         }
-        let floor = {
+        // Past the quota, history goes first (as an etcd operator compacts to free space):
+        // otherwise deleting objects would free nothing until their events age out.
+        let used = shared.backend.disk_bytes();
+        let floor = if config.quota_bytes > 0 && used >= config.quota_bytes {
+            tracing::warn!(
+                used,
+                quota = config.quota_bytes,
+                "the store is past its quota: compacting all of its history"
+            );
+            shared.cache.revision()
+        } else {
             let (s, c) = (shared.clone(), config.clone());
             let measured = tokio::task::spawn_blocking(move || {
                 let floor = policy_floor(&s, &c, &mut log);
