@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::registry::catalog::{Kind, Resource, Served};
+use crate::registry::catalog::{Resource, Served};
 use crate::registry::schema;
 
 /// The patch media types every kind accepts, as advertised on PATCH operations.
@@ -71,7 +71,7 @@ impl Cache {
         let before = built.as_ref().map(|(_, d)| d.clone());
         let mut gvs: Vec<(&str, &str, bool)> = Vec::new();
         for r in served.iter() {
-            let custom = r.kind == Kind::Custom;
+            let custom = !r.schema.is_builtin();
             match gvs
                 .iter_mut()
                 .find(|(g, v, _)| *g == r.group && *v == r.version)
@@ -107,7 +107,7 @@ impl Cache {
         }
         let custom: Vec<String> = served
             .iter()
-            .filter(|r| r.kind == Kind::Custom)
+            .filter(|r| !r.schema.is_builtin())
             .map(|r| schema::schema_name(r))
             .collect();
         let doc = doc_of(&swagger(&docs, &custom));

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::{Error, Result};
 use super::protobuf;
-use crate::registry::catalog::Served;
+use crate::registry::catalog::{Served, Serves, Subresource};
+use crate::registry::strategy::Acted;
 use crate::registry::table::{self, IncludeObject};
 use crate::registry::{
     self, BodyNotes, DeleteOptions, FieldValidation, ListOptions, Part, Patch, Resource,
@@ -105,16 +106,9 @@ fn parse_target(served: &Served, group: &str, version: &str, rest: &str) -> Resu
         None => {}
         Some("status") if res.status => {}
         Some("scale") if res.scale => {}
-        Some("binding") if res.kind == registry::Kind::Pod => {}
-        Some("finalize") if res.kind == registry::Kind::Namespace => {}
-        Some("log")
-            if matches!(
-                res.kind,
-                registry::Kind::Pod | registry::Kind::DeploymentConfig
-            ) => {}
-        Some("instantiate" | "rollback") if res.kind == registry::Kind::DeploymentConfig => {}
-        // What the kind's strategy carries out itself (a pod's eviction).
-        Some(s) if res.strategy.actions().contains(&s) => {}
+        // What the kind's descriptor routes here (the rest, such as a pod's exec, has
+        // routes of its own).
+        Some(s) if subresource(res, s).is_some_and(|d| d.serves != Serves::Elsewhere) => {}
         Some(_) => return Err(Error::NoRoute),
     }
     Ok(Target {
@@ -123,6 +117,11 @@ fn parse_target(served: &Served, group: &str, version: &str, rest: &str) -> Resu
         name,
         sub,
     })
+}
+
+/// The descriptor of subresource `name` of `res`, beyond status and scale.
+fn subresource<'r>(res: &'r Resource, name: &str) -> Option<&'r Subresource> {
+    res.subresources.iter().find(|s| s.name == name)
 }
 
 pub type Query = HashMap<String, String>;
@@ -510,7 +509,7 @@ fn authorize(user: &registry::User, t: &Target, method: &Method, q: &Query) -> R
         return Ok(());
     };
     let in_own = t.res.namespaced && t.namespace.as_deref() == Some(own);
-    let own_namespace_object = t.res.kind == registry::Kind::Namespace
+    let own_namespace_object = catalog::holds_namespaces(&t.res)
         && t.name.as_deref() == Some(own)
         && t.sub.is_none()
         && method == Method::GET;
@@ -592,9 +591,7 @@ fn allowed(t: &Target) -> &'static str {
         (false, _) => "GET, POST, DELETE",
         (true, None) => "GET, PUT, PATCH, DELETE",
         (true, Some("status" | "scale")) => "GET, PUT, PATCH",
-        (true, Some("finalize")) => "PUT",
-        (true, Some("log")) => "GET",
-        (true, Some(_)) => "POST",
+        (true, Some(sub)) => subresource(&t.res, sub).map_or("POST", Subresource::method),
     }
 }
 
@@ -631,22 +628,22 @@ pub async fn handle(
     let reg = &state.registry;
     let ns = t.namespace.as_deref();
     let res = &*t.res;
-    if let (
-        registry::Kind::DeploymentConfig,
-        Some("scale"),
-        Some(name),
-        &(Method::PUT | Method::PATCH),
-    ) = (res.kind, t.sub.as_deref(), t.name.as_deref(), &method)
+    if let (Some("scale"), Some(name), &(Method::PUT | Method::PATCH)) =
+        (t.sub.as_deref(), t.name.as_deref(), &method)
     {
-        // OpenShift names the Scale of a missing DC by its extensions kind.
-        if reg.get(res, ns, name).is_err() {
-            return Err(Error::Registry(registry::Error::NotFound {
-                group: "extensions".into(),
-                resource: "scale.extensions".into(),
-                name: name.to_string(),
-            }));
+        // A kind may name the Scale of a missing object otherwise.
+        if let Some(missing) = res.strategy.missing_scale(name) {
+            if reg.get(res, ns, name).is_err() {
+                return Err(Error::Registry(missing));
+            }
         }
     }
+    // What the descriptor says of the subresource asked for, when not status or scale.
+    let serves = t
+        .sub
+        .as_deref()
+        .and_then(|s| subresource(res, s))
+        .map(|s| (s.serves, s.method()));
     let not_allowed = || Err(Error::MethodNotAllowed(method.to_string(), allowed(&t)));
     // A verb the kind does not serve (a kind made when read takes no writes).
     let verb = match (&method, t.name.is_some()) {
@@ -666,12 +663,7 @@ pub async fn handle(
     match (&method, t.name.as_deref()) {
         // A namespaced kind is created and deleted in a namespace only; namespaces are
         // never deleted by the collection.
-        (&Method::POST | &Method::DELETE, None)
-            if (res.namespaced && ns.is_none())
-                || (method == Method::DELETE && res.kind == registry::Kind::Namespace) =>
-        {
-            not_allowed()
-        }
+        (&Method::POST | &Method::DELETE, None) if res.namespaced && ns.is_none() => not_allowed(),
         (&Method::GET, None) if flag(&query, "watch") => {
             let view = match table_request(&headers, &query)? {
                 Some(include) => View::Table(include),
@@ -717,89 +709,31 @@ pub async fn handle(
                 .await?;
             Ok(json_ok(StatusCode::OK, list_body(res, &list)))
         }
-        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("binding") => {
-            let body = json_body(&headers, &body)?;
-            let node = body
-                .pointer("/target/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let ns = ns.unwrap_or_default();
-            if write_options(&query)?.dry_run {
-                reg.get(res, Some(ns), name)?;
-            } else {
-                reg.bind(ns, name, node).await?;
-            }
-            let status = json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {},
-                "status": "Success", "code": 201,
-            });
-            Ok(json_ok(
-                StatusCode::CREATED,
-                Bytes::from(format!("{status}\n")),
-            ))
-        }
-        (&Method::PUT, Some(name)) if t.sub.as_deref() == Some("finalize") => {
-            let body = json_body(&headers, &body)?;
-            let out = reg.finalize_namespace(name, &body).await?;
-            Ok(written(StatusCode::OK, out))
-        }
-        (&Method::GET, Some(name))
-            if t.sub.as_deref() == Some("log") && res.kind == registry::Kind::DeploymentConfig =>
-        {
-            super::dclog::serve(&state, ns.unwrap_or_default(), name, &query).await
-        }
-        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("instantiate") => {
-            let body = json_body(&headers, &body)?;
-            match reg.instantiate(ns.unwrap_or_default(), name, &body).await? {
-                registry::deploymentconfig::Instantiated::Deployed(dc) => {
-                    Ok(json_ok(StatusCode::CREATED, dc))
-                }
-                registry::deploymentconfig::Instantiated::NothingToDo(message) => {
-                    // 204 carries no body; clients must not rely on one (§6.1).
-                    tracing::debug!(%message, "instantiate: nothing to deploy");
-                    Ok(StatusCode::NO_CONTENT.into_response())
-                }
-            }
-        }
-        (&Method::POST, Some(name)) if t.sub.as_deref() == Some("rollback") => {
-            let body = json_body(&headers, &body)?;
-            let dc = reg.rollback(ns.unwrap_or_default(), name, &body)?;
-            Ok(json_ok(
-                StatusCode::CREATED,
-                Bytes::from(serde_json::to_vec(&dc).expect("JSON serializes")),
-            ))
-        }
-        (&Method::GET, Some(name)) if t.sub.as_deref() == Some("log") => {
-            let pod: Value = serde_json::from_slice(&reg.get(res, ns, name)?)
-                .map_err(|e| Error::BadRequest(e.to_string()))?;
-            super::logs::serve(state.node.as_deref(), &pod, &query)
-        }
-        (&Method::POST, Some(name))
-            if t.sub
-                .as_deref()
-                .is_some_and(|s| res.strategy.actions().contains(&s)) =>
-        {
+        (_, Some(name)) if serves.is_some_and(|(_, m)| m == method.as_str()) => {
             let sub = t.sub.as_deref().unwrap_or_default();
-            let body = json_body(&headers, &body)?;
-            let out = reg
-                .act(res, ns, name, sub, &body, &write_options(&query)?)
-                .await?;
-            Ok(json_ok(
-                StatusCode::CREATED,
-                Bytes::from(serde_json::to_vec(&out).expect("JSON serializes")),
-            ))
+            match serves.map(|(serves, _)| serves) {
+                Some(Serves::PodLog) => {
+                    let pod: Value = serde_json::from_slice(&reg.get(res, ns, name)?)
+                        .map_err(|e| Error::BadRequest(e.to_string()))?;
+                    super::logs::serve(state.node.as_deref(), &pod, &query)
+                }
+                Some(Serves::DeploymentLog) => {
+                    super::dclog::serve(&state, ns.unwrap_or_default(), name, &query).await
+                }
+                _ => {
+                    let body = json_body(&headers, &body)?;
+                    let acted = reg
+                        .act(res, ns, name, sub, &body, &write_options(&query)?)
+                        .await?;
+                    Ok(match acted {
+                        Acted::Created(body) => json_ok(StatusCode::CREATED, body),
+                        Acted::Written(w) => written(StatusCode::OK, w),
+                        Acted::NoContent => StatusCode::NO_CONTENT.into_response(),
+                    })
+                }
+            }
         }
-        (_, Some(_))
-            if matches!(
-                t.sub.as_deref(),
-                Some("binding" | "finalize" | "log" | "instantiate" | "rollback")
-            ) || t
-                .sub
-                .as_deref()
-                .is_some_and(|s| res.strategy.actions().contains(&s)) =>
-        {
-            not_allowed()
-        }
+        (_, Some(_)) if serves.is_some() => not_allowed(),
         (&Method::GET, Some(name)) => {
             let obj = reg.get(res, ns, name)?;
             match (t.sub.as_deref(), table_request(&headers, &query)?) {
@@ -1240,6 +1174,55 @@ fn clone_expired(e: &registry::Error) -> registry::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subresources_are_routed_as_their_descriptors_say() {
+        let catalog = catalog::Catalog::default();
+        let served = catalog.served();
+        let mut routed = Vec::new();
+        for res in served.iter() {
+            for sub in &res.subresources {
+                let rest = match res.namespaced {
+                    true => format!("namespaces/ns/{}/x/{}", res.plural, sub.name),
+                    false => format!("{}/x/{}", res.plural, sub.name),
+                };
+                let found = parse_target(&served, &res.group, &res.version, &rest);
+                match sub.serves {
+                    Serves::Elsewhere => assert!(
+                        matches!(found, Err(Error::NoRoute)),
+                        "{}/{} has a route of its own",
+                        res.plural,
+                        sub.name
+                    ),
+                    _ => {
+                        let t = found.unwrap();
+                        assert_eq!(t.sub.as_deref(), Some(sub.name));
+                        routed.push(format!("{}/{} {}", res.plural, sub.name, allowed(&t)));
+                    }
+                }
+            }
+            // One the descriptor does not list is no route.
+            let rest = match res.namespaced {
+                true => format!("namespaces/ns/{}/x/nonesuch", res.plural),
+                false => format!("{}/x/nonesuch", res.plural),
+            };
+            let found = parse_target(&served, &res.group, &res.version, &rest);
+            assert!(matches!(found, Err(Error::NoRoute)), "{}", res.plural);
+        }
+        routed.sort();
+        assert_eq!(
+            routed,
+            [
+                "deploymentconfigs/instantiate POST",
+                "deploymentconfigs/log GET",
+                "deploymentconfigs/rollback POST",
+                "namespaces/finalize PUT",
+                "pods/binding POST",
+                "pods/eviction POST",
+                "pods/log GET",
+            ]
+        );
+    }
 
     #[test]
     fn boolean_parameters_are_true_unless_absent_zero_or_false() {

@@ -377,34 +377,32 @@ impl Http {
         .await
     }
 
-    pub(super) async fn bind(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
-        let res = crate::registry::catalog::of(crate::registry::Kind::Pod);
-        let body = json!({
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": pod, "namespace": ns},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
-        self.send(
-            self.request(
-                Method::POST,
-                &Self::object_path(res, Some(ns), pod, Some("binding")),
-            )
-            .json(&body),
-        )
-        .await
-        .map(|_| ())
-    }
-
-    pub(super) async fn finalize_namespace(&self, name: &str, ns: &Value) -> Result<Value> {
-        let res = crate::registry::catalog::of(crate::registry::Kind::Namespace);
-        self.send(
-            self.request(
-                Method::PUT,
-                &Self::object_path(res, None, name, Some("finalize")),
-            )
-            .json(ns),
-        )
-        .await
+    pub(super) async fn act(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        sub: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let method = match res.subresources.iter().find(|s| s.name == sub) {
+            Some(s) if s.method() == "PUT" => Method::PUT,
+            _ => Method::POST,
+        };
+        let req = self
+            .request(method, &Self::object_path(res, ns, name, Some(sub)))
+            .json(body);
+        let resp = self.connect_and_send(req).await?;
+        let code = resp.status();
+        let body = resp.bytes().await.map_err(transport)?;
+        if !code.is_success() {
+            return Err(status_error(code, &body));
+        }
+        if body.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::Transport(format!("the server's answer is not JSON: {e}")))
     }
 
     /// Sets `spec.replicas` through the `scale` subresource.

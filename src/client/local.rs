@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::{DeleteParams, Error, Event, Items, ListParams, ObjectList, Result, WatchParams};
+use crate::registry::strategy::Acted;
 use crate::registry::{
     self, DeleteOptions, ListOptions, Part, Patch, Registry, Resource, WatchEvent, WatchOptions,
     WriteOptions,
@@ -168,13 +169,20 @@ impl Local {
         parse(&self.registry.delete(res, ns, name, &opts).await?)
     }
 
-    pub(super) async fn bind(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
-        self.registry.bind(ns, pod, node).await?;
-        Ok(())
-    }
-
-    pub(super) async fn finalize_namespace(&self, name: &str, ns: &Value) -> Result<Value> {
-        parse(&self.registry.finalize_namespace(name, ns).await?.object)
+    pub(super) async fn act(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        sub: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let opts = crate::registry::WriteOptions::default();
+        match self.registry.act(res, ns, name, sub, body, &opts).await? {
+            Acted::Created(body) => parse(&body),
+            Acted::Written(w) => parse(&w.object),
+            Acted::NoContent => Ok(Value::Null),
+        }
     }
 
     pub(super) fn served_changes(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -481,21 +481,42 @@ impl Client {
         }
     }
 
+    /// Sends `body` to an action subresource of object `name` (one its descriptor lists
+    /// as [`Serves::Action`]: a pod's `binding`, a namespace's `finalize`): what it
+    /// answers, `Null` when nothing.
+    ///
+    /// [`Serves::Action`]: crate::registry::catalog::Serves::Action
+    pub async fn act(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+        sub: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        match &self.transport {
+            Transport::Local(l) => l.act(res, ns, name, sub, body).await,
+            Transport::Http(h) => h.act(res, ns, name, sub, body).await,
+        }
+    }
+
     /// Binds a pod to a node (`pods/binding`).
     pub async fn bind(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
-        match &self.transport {
-            Transport::Local(l) => l.bind(ns, pod, node).await,
-            Transport::Http(h) => h.bind(ns, pod, node).await,
-        }
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
+        self.act(pods, Some(ns), pod, "binding", &body).await?;
+        Ok(())
     }
 
     /// Replaces a namespace's finalizers (`namespaces/finalize`).
     pub async fn finalize_namespace(&self, ns: &Value) -> Result<Value> {
         let (_, name) = names(ns)?;
-        match &self.transport {
-            Transport::Local(l) => l.finalize_namespace(name, ns).await,
-            Transport::Http(h) => h.finalize_namespace(name, ns).await,
-        }
+        let namespaces = crate::registry::catalog::of(crate::registry::Kind::Namespace);
+        self.act(namespaces, None, name, "finalize", ns).await
     }
 
     pub async fn watch(

@@ -68,7 +68,8 @@ pub enum Kind {
     Custom,
 }
 
-/// A subresource beyond `status` and `scale`, as discovery lists it.
+/// A subresource beyond `status` and `scale`, as discovery lists it and the API routes
+/// it.
 #[derive(Debug, Clone)]
 pub struct Subresource {
     pub name: &'static str,
@@ -78,6 +79,36 @@ pub struct Subresource {
     /// The group and version of that kind, when not the resource's own (a pod's
     /// `eviction` takes a policy/v1 Eviction).
     pub api: Option<(&'static str, &'static str)>,
+    /// Who answers a request for it.
+    pub serves: Serves,
+}
+
+/// Who answers a request for a subresource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// The kind's strategy carries it out ([`Strategy::act`]): a POST when its verb is
+    /// `create`, a PUT when it is `update` (a pod's `binding` and `eviction`, a
+    /// namespace's `finalize`, a DeploymentConfig's `instantiate` and `rollback`).
+    Action,
+    /// The log of a pod's containers, read from the node that runs it.
+    PodLog,
+    /// The log of a DeploymentConfig's latest deployment: its deployer pod's, then its
+    /// pods'.
+    DeploymentLog,
+    /// Not on this path: routed on its own (a pod's `exec` and `attach` upgrade to a
+    /// stream) or listed for discovery only (a node's `proxy`).
+    Elsewhere,
+}
+
+impl Subresource {
+    /// The method a request for it takes: PUT for an `update`, GET for a `get`, else POST.
+    pub fn method(&self) -> &'static str {
+        match self.verbs.first() {
+            Some(&"update") => "PUT",
+            Some(&"get") => "GET",
+            _ => "POST",
+        }
+    }
 }
 
 /// One served resource: a kind's descriptor, shared as an `Arc` (the built-in kinds'
@@ -248,7 +279,13 @@ const fn sub(
         verbs,
         kind,
         api: None,
+        serves: Serves::Action,
     }
+}
+
+/// A subresource that the strategy does not carry out.
+const fn served_by(sub: Subresource, serves: Serves) -> Subresource {
+    Subresource { serves, ..sub }
 }
 
 /// A subresource whose body is a kind of another group and version.
@@ -295,11 +332,17 @@ fn builtin() -> Vec<Resource> {
             verbs: VERBS,
             subresources: vec![
                 // What the node agent and the scheduler serve of a pod.
-                sub("attach", &["create", "get"], "PodAttachOptions"),
+                served_by(
+                    sub("attach", &["create", "get"], "PodAttachOptions"),
+                    Serves::Elsewhere,
+                ),
                 sub("binding", &["create"], "Binding"),
                 sub_in("policy", "v1", "eviction", &["create"], "Eviction"),
-                sub("exec", &["create", "get"], "PodExecOptions"),
-                sub("log", &["get"], "Pod"),
+                served_by(
+                    sub("exec", &["create", "get"], "PodExecOptions"),
+                    Serves::Elsewhere,
+                ),
+                served_by(sub("log", &["get"], "Pod"), Serves::PodLog),
             ],
             selectable: names(&[
                 "spec.nodeName",
@@ -543,10 +586,13 @@ fn builtin() -> Vec<Resource> {
             generation: true,
             scale: false,
             verbs: VERBS,
-            subresources: vec![sub(
-                "proxy",
-                &["create", "delete", "get", "patch", "update"],
-                "NodeProxyOptions",
+            subresources: vec![served_by(
+                sub(
+                    "proxy",
+                    &["create", "delete", "get", "patch", "update"],
+                    "NodeProxyOptions",
+                ),
+                Serves::Elsewhere,
             )],
             selectable: names(&["spec.unschedulable"]),
             strategy: Arc::new(strategy::Node),
@@ -824,7 +870,7 @@ fn builtin() -> Vec<Resource> {
             verbs: VERBS,
             subresources: vec![
                 sub("instantiate", &["create"], "DeploymentRequest"),
-                sub("log", &["get"], "DeploymentLog"),
+                served_by(sub("log", &["get"], "DeploymentLog"), Serves::DeploymentLog),
                 sub("rollback", &["create"], "DeploymentConfigRollback"),
             ],
             selectable: names(&[]),
@@ -967,6 +1013,11 @@ pub fn of(kind: Kind) -> &'static Arc<Resource> {
         .iter()
         .find(|r| r.kind == kind)
         .expect("every kind is in the catalog")
+}
+
+/// Whether `res` is the resource whose objects are the namespaces.
+pub fn holds_namespaces(res: &Resource) -> bool {
+    res.kind == Kind::Namespace
 }
 
 /// What one registry serves at one moment: built-in kinds first, then those that

@@ -3,6 +3,7 @@
 //! resourceVersion preconditions, generation, the spec/status split, finalizers and
 //! deletion, selectors and paging, patches and watches. It knows kinds, not HTTP.
 
+mod actions;
 mod apply;
 pub mod apps;
 pub mod autoscaling;
@@ -1088,8 +1089,10 @@ impl Registry {
             .await
     }
 
-    /// Carries out a POST to an action subresource of an object (one its kind's strategy
-    /// lists in `actions`, such as `pods/eviction`).
+    /// Carries out a request for an action subresource of an object (one its kind's
+    /// descriptor lists as [`Serves::Action`], such as `pods/eviction`), by its strategy.
+    ///
+    /// [`Serves::Action`]: catalog::Serves::Action
     pub async fn act(
         &self,
         res: &Resource,
@@ -1098,91 +1101,19 @@ impl Registry {
         sub: &str,
         body: &Value,
         opts: &WriteOptions,
-    ) -> Result<Value> {
+    ) -> Result<strategy::Acted> {
+        let served = res
+            .subresources
+            .iter()
+            .any(|s| s.name == sub && s.serves == catalog::Serves::Action);
+        if !served {
+            return Err(Error::MethodNotAllowed(format!(
+                "{} do not serve the subresource {sub:?}",
+                res.qualified_plural()
+            )));
+        }
         let ns = Self::scope(res, namespace)?;
         res.strategy.act(self, sub, ns, name, body, opts).await
-    }
-
-    /// Binds pod `name` to `node` (the `pods/binding` subresource): sets `spec.nodeName`
-    /// and the `PodScheduled` condition in one write.
-    pub async fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<Written> {
-        let res = catalog::of(Kind::Pod);
-        if node.is_empty() {
-            return Err(Self::invalid(
-                res,
-                name,
-                vec![Cause::required("target.name")],
-            ));
-        }
-        let key = res.key(Some(namespace), name);
-        let opts = WriteOptions::default();
-        let change = |old: &Value| {
-            let mut pod = old.clone();
-            if meta(old).is_some_and(|m| m.contains_key("deletionTimestamp")) {
-                return Err(Error::Conflict {
-                    group: res.group.clone(),
-                    resource: res.qualified_plural(),
-                    name: name.to_string(),
-                    message: "the pod is being deleted".into(),
-                });
-            }
-            match old.pointer("/spec/nodeName").and_then(Value::as_str) {
-                Some(n) if !n.is_empty() => {
-                    return Err(Error::Conflict {
-                        group: res.group.clone(),
-                        resource: res.qualified_plural(),
-                        name: name.to_string(),
-                        message: format!("pod {name} is already assigned to node {n:?}"),
-                    });
-                }
-                _ => {}
-            }
-            pod["spec"]["nodeName"] = json!(node);
-            crate::types::set_condition(
-                &mut pod,
-                json!({"type": "PodScheduled", "status": "True"}),
-            );
-            Ok(pod)
-        };
-        self.update_with(res, &key, name, None, &opts, change, Part::All)
-            .await
-    }
-
-    /// Replaces the finalizers of a namespace (the `namespaces/finalize` subresource);
-    /// a namespace being deleted goes once none are left.
-    pub async fn finalize_namespace(&self, name: &str, body: &Value) -> Result<Written> {
-        let res = catalog::of(Kind::Namespace);
-        let finalizers = body
-            .pointer("/spec/finalizers")
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        if !finalizers.is_array() {
-            return Err(Self::invalid(
-                res,
-                name,
-                vec![Cause::invalid(
-                    "spec.finalizers",
-                    &finalizers,
-                    "must be a list",
-                )],
-            ));
-        }
-        let key = res.key(None, name);
-        let change = |old: &Value| {
-            let mut ns = old.clone();
-            ns["spec"]["finalizers"] = finalizers.clone();
-            Ok(ns)
-        };
-        self.update_with(
-            res,
-            &key,
-            name,
-            None,
-            &WriteOptions::default(),
-            change,
-            Part::All,
-        )
-        .await
     }
 
     /// Applies a patch to an object or its status.

@@ -372,9 +372,6 @@ async fn check_and_decrement(reg: &Registry, pod: &str, pdb: &Value, dry_run: bo
     Ok(())
 }
 
-/// The subresources a pod's strategy carries out itself.
-pub const POD_ACTIONS: &[&str] = &["eviction"];
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::catalog::{self, Kind};
 use super::{Cause, DeleteOptions, Error, Part, Propagation, Registry};
 use crate::types::names;
 
@@ -150,14 +151,10 @@ pub trait Strategy: Send + Sync {
     /// Runs when a registry opens on its store.
     fn on_open(&self, _reg: &Registry) {}
 
-    /// The subresources beyond status and scale that this kind carries out itself when
-    /// one is POSTed to (a pod's `eviction`); the catalog lists them for discovery.
-    fn actions(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    /// Carries out a POST to subresource `sub` (one of [`Strategy::actions`]) of object
-    /// `name` with `body`: the Status or object to answer with.
+    /// Carries out a request for subresource `sub` of object `name` with `body`: one
+    /// the kind's descriptor lists as [`Serves::Action`] (a pod's `eviction`).
+    ///
+    /// [`Serves::Action`]: super::catalog::Serves::Action
     fn act<'a>(
         &'a self,
         _reg: &'a Registry,
@@ -166,11 +163,29 @@ pub trait Strategy: Send + Sync {
         _name: &'a str,
         _body: &'a Value,
         _opts: &'a super::WriteOptions,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
+    ) -> BoxFuture<'a, Result<Acted, Error>> {
         Box::pin(std::future::ready(Err(Error::MethodNotAllowed(format!(
             "the server does not serve the subresource {sub:?} of this kind"
         )))))
     }
+
+    /// The error for a write of the `scale` of a missing object, when the kind names it
+    /// otherwise than NotFound of its own resource (OpenShift names a missing
+    /// DeploymentConfig's Scale by its extensions kind).
+    fn missing_scale(&self, _name: &str) -> Option<Error> {
+        None
+    }
+}
+
+/// What a subresource action answers.
+#[derive(Debug)]
+pub enum Acted {
+    /// 201 Created, with this body.
+    Created(bytes::Bytes),
+    /// 200 OK: the object as written (with its warnings).
+    Written(super::Written),
+    /// 204 No Content: nothing was to be done.
+    NoContent,
 }
 
 /// What the `scale` subresource shows of an object.
@@ -259,9 +274,6 @@ impl Strategy for Pod {
         keep_metadata(old, new, &["ownerReferences"]);
     }
 
-    fn actions(&self) -> &'static [&'static str] {
-        super::policy::POD_ACTIONS
-    }
     fn act<'a>(
         &'a self,
         reg: &'a Registry,
@@ -270,11 +282,18 @@ impl Strategy for Pod {
         name: &'a str,
         body: &'a Value,
         opts: &'a super::WriteOptions,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
+    ) -> BoxFuture<'a, Result<Acted, Error>> {
+        let ns = ns.unwrap_or_default();
         Box::pin(async move {
             match sub {
                 "eviction" => {
-                    super::policy::evict(reg, ns.unwrap_or_default(), name, body, opts).await
+                    let out = super::policy::evict(reg, ns, name, body, opts).await?;
+                    Ok(Acted::Created(
+                        serde_json::to_vec(&out).expect("JSON serializes").into(),
+                    ))
+                }
+                "binding" => {
+                    super::actions::bind(reg, catalog::of(Kind::Pod), ns, name, body, opts).await
                 }
                 _ => Err(Error::MethodNotAllowed(format!(
                     "pods do not serve the subresource {sub:?}"
@@ -409,6 +428,26 @@ impl Strategy for Namespace {
         if let Some(o) = obj.as_object_mut() {
             o.insert("status".into(), json!({"phase": "Terminating"}));
         }
+    }
+    fn act<'a>(
+        &'a self,
+        reg: &'a Registry,
+        sub: &'a str,
+        _ns: Option<&'a str>,
+        name: &'a str,
+        body: &'a Value,
+        _opts: &'a super::WriteOptions,
+    ) -> BoxFuture<'a, Result<Acted, Error>> {
+        Box::pin(async move {
+            match sub {
+                "finalize" => {
+                    super::actions::finalize(reg, catalog::of(Kind::Namespace), name, body).await
+                }
+                _ => Err(Error::MethodNotAllowed(format!(
+                    "namespaces do not serve the subresource {sub:?}"
+                ))),
+            }
+        })
     }
     fn check_delete(&self, name: &str) -> Result<(), Error> {
         if IMMORTAL_NAMESPACES.contains(&name) {

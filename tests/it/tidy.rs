@@ -323,6 +323,38 @@ fn anyhow_is_only_for_main() {
 }
 
 #[test]
+fn the_api_routes_by_descriptor_not_by_kind() {
+    // A resource's kind (`res.kind`, `Kind::…` in a comparison or a match) is the
+    // registry's business: the API edge reads the descriptor (its subresources, verbs
+    // and strategy). Naming a kind to look up its descriptor (`catalog::of`) is fine.
+    // The protobuf codec and HTTP/2 framing have kinds of their own (a field's wire
+    // type, a frame's type).
+    for (path, code) in sources() {
+        if !path.starts_with("src/api/") || path.contains("protobuf") || path.contains("http2") {
+            continue;
+        }
+        for (n, line) in code.lines().enumerate() {
+            let names_kind = line
+                .match_indices("Kind::")
+                .any(|(i, _)| !line[..i].ends_with("Error"));
+            let reads_kind = line.match_indices(".kind").any(|(i, _)| {
+                let after = line[i + ".kind".len()..].chars().next();
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '(')
+            });
+            let branch = (names_kind || reads_kind)
+                && ["==", "!=", "=>", "matches!", "if let", "match ", " | "]
+                    .iter()
+                    .any(|b| line.contains(b));
+            assert!(
+                !branch,
+                "{path}:{}: a branch on a resource's kind in the API: route by the descriptor instead\n{line}",
+                n + 1
+            );
+        }
+    }
+}
+
+#[test]
 fn every_unsafe_block_says_why_it_is_sound() {
     for (path, code) in sources() {
         let lines: Vec<&str> = code.lines().collect();

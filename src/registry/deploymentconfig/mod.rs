@@ -7,10 +7,11 @@ pub mod rules;
 pub mod schema;
 mod subresources;
 
-pub use subresources::{Instantiated, RollbackRequest};
+pub use subresources::RollbackRequest;
 
 use serde_json::Value;
 
+use super::strategy::{Acted, BoxFuture};
 use super::{Cause, Part};
 
 /// The strategy of DeploymentConfigs: their defaults and rules, a status the server
@@ -48,6 +49,34 @@ impl super::strategy::Strategy for DeploymentConfig {
     fn generation_changes(&self, old: &Value, new: &Value, part: Part) -> bool {
         super::spec_changed(old, new)
             || (part != Part::Status && rules::latest_version_changed(old, new))
+    }
+    fn act<'a>(
+        &'a self,
+        reg: &'a super::Registry,
+        sub: &'a str,
+        ns: Option<&'a str>,
+        name: &'a str,
+        body: &'a Value,
+        _opts: &'a super::WriteOptions,
+    ) -> BoxFuture<'a, Result<Acted, super::Error>> {
+        let ns = ns.unwrap_or_default();
+        Box::pin(async move {
+            match sub {
+                "instantiate" => subresources::instantiate(reg, ns, name, body).await,
+                "rollback" => subresources::rollback(reg, ns, name, body),
+                _ => Err(super::Error::MethodNotAllowed(format!(
+                    "deploymentconfigs do not serve the subresource {sub:?}"
+                ))),
+            }
+        })
+    }
+    fn missing_scale(&self, name: &str) -> Option<super::Error> {
+        // OpenShift names the Scale of a missing DC by its extensions kind.
+        Some(super::Error::NotFound {
+            group: "extensions".into(),
+            resource: "scale.extensions".into(),
+            name: name.to_string(),
+        })
     }
 }
 

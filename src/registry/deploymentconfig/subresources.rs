@@ -5,17 +5,9 @@ use serde_json::{Value, json};
 
 use super::{GROUP, decode_config, deployment_name};
 use crate::registry::catalog::{self, Kind};
+use crate::registry::strategy::Acted;
 use crate::registry::{Cause, Error, Part, Registry, Result, WriteOptions, parse};
 use crate::types::names;
-
-/// What `instantiate` did.
-#[derive(Debug)]
-pub enum Instantiated {
-    /// A new latestVersion was stored: the DC as stored.
-    Deployed(bytes::Bytes),
-    /// Nothing could trigger a deployment; nothing was written.
-    NothingToDo(String),
-}
 
 /// A parsed DeploymentConfigRollback.
 #[derive(Debug, Default)]
@@ -179,141 +171,141 @@ fn message_of(cause: &Value) -> &'static str {
 
 const INSTANTIATE_RETRIES: usize = 5;
 
-impl Registry {
-    /// `POST deploymentconfigs/{name}/instantiate` (§6.1).
-    pub async fn instantiate(
-        &self,
-        namespace: &str,
-        name: &str,
-        request: &Value,
-    ) -> Result<Instantiated> {
-        let kind = "DeploymentRequest";
-        let name = body_name(kind, request, name, false)?;
-        let force = request.get("force").and_then(Value::as_bool) == Some(true);
-        let res = catalog::of(Kind::DeploymentConfig);
-        let rcs = catalog::of(Kind::ReplicationController);
-        for _ in 0..INSTANTIATE_RETRIES {
-            let stored = self.get(res, Some(namespace), &name)?;
-            let dc = parse(&stored)?;
-            if dc.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) {
-                return Err(invalid(
-                    kind,
-                    &name,
-                    vec![Cause::invalid(
-                        "spec.paused",
-                        &json!(true),
-                        &format!(
-                            "deployment config {name:?} is paused - unpause to request a new deployment"
-                        ),
-                    )],
-                ));
-            }
-            // Image streams are not served, so `latest` has no image triggers to refresh.
-            let latest = latest_version(&dc);
-            let decoded = if latest == 0 {
-                dc.clone()
-            } else {
-                let rc =
-                    parse(&self.get(rcs, Some(namespace), &deployment_name(&name, latest))?)?;
-                decode_config(&rc).map_err(|e| {
-                    Error::Internal(format!("deployment config {namespace}/{name}: {e}"))
-                })?
-            };
-            let causes = causes(&dc, &decoded, force)?;
-            let Some(first) = causes.first() else {
-                return Ok(Instantiated::NothingToDo(format!(
-                    "deployment config {name:?} cannot be instantiated"
-                )));
-            };
-            let mut new = dc.clone();
-            new["status"]["details"] = json!({"message": message_of(first), "causes": causes});
-            new["status"]["latestVersion"] = json!(latest + 1);
-            let rv = dc
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .and_then(|rv| rv.parse().ok());
-            let key = res.key(Some(namespace), &name);
-            let out = self
-                .update_with(
-                    res,
-                    &key,
-                    &name,
-                    rv,
-                    &WriteOptions::default(),
-                    |_| Ok(new.clone()),
-                    Part::All,
-                )
-                .await;
-            match out {
-                Ok(w) => return Ok(Instantiated::Deployed(w.object)),
-                Err(Error::Conflict { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Self::conflict(res, &name))
-    }
-
-    /// `POST deploymentconfigs/{name}/rollback` (§6.2): the rolled-back DC, not stored.
-    pub fn rollback(&self, namespace: &str, name: &str, body: &Value) -> Result<Value> {
-        let kind = "DeploymentConfigRollback";
-        let req = parse_rollback(body);
-        let name = body_name(kind, body, name, true)?;
-        if req.revision < 0 {
+/// `POST deploymentconfigs/{name}/instantiate` (§6.1).
+pub(super) async fn instantiate(
+    reg: &Registry,
+    namespace: &str,
+    name: &str,
+    request: &Value,
+) -> Result<Acted> {
+    let kind = "DeploymentRequest";
+    let name = body_name(kind, request, name, false)?;
+    let force = request.get("force").and_then(Value::as_bool) == Some(true);
+    let res = catalog::of(Kind::DeploymentConfig);
+    let rcs = catalog::of(Kind::ReplicationController);
+    for _ in 0..INSTANTIATE_RETRIES {
+        let stored = reg.get(res, Some(namespace), &name)?;
+        let dc = parse(&stored)?;
+        if dc.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) {
             return Err(invalid(
                 kind,
                 &name,
                 vec![Cause::invalid(
-                    "spec.revision",
-                    &json!(req.revision),
-                    "must be non-negative",
+                    "spec.paused",
+                    &json!(true),
+                    &format!(
+                        "deployment config {name:?} is paused - unpause to request a new deployment"
+                    ),
                 )],
             ));
         }
-        let fail = |detail: String| {
-            invalid(
-                kind,
-                &name,
-                vec![Cause::invalid("name", &json!(name), &detail)],
-            )
-        };
-        let res = catalog::of(Kind::DeploymentConfig);
-        let dc = self
-            .get(res, Some(namespace), &name)
-            .and_then(|b| parse(&b))
-            .map_err(|e| fail(format!("cannot get deployment config {name:?}: {e}")))?;
+        // Image streams are not served, so `latest` has no image triggers to refresh.
         let latest = latest_version(&dc);
-        match latest {
-            0 => return Err(fail("cannot rollback an undeployed config".into())),
-            1 => {
-                return Err(fail(format!(
-                    "no previous deployment exists for \"{namespace}/{name}\""
-                )));
-            }
-            l if l == req.revision => {
-                return Err(fail(format!("version {l} is already the latest")));
-            }
-            _ => {}
-        }
-        let target = match (&req.from, req.revision) {
-            (Some(rc), _) => rc.clone(),
-            (None, r) if r > 0 => deployment_name(&name, r),
-            (None, _) => deployment_name(&name, latest - 1),
+        let decoded = if latest == 0 {
+            dc.clone()
+        } else {
+            let rc = parse(&reg.get(rcs, Some(namespace), &deployment_name(&name, latest))?)?;
+            decode_config(&rc).map_err(|e| {
+                Error::Internal(format!("deployment config {namespace}/{name}: {e}"))
+            })?
         };
-        let rc = self
-            .get(
-                catalog::of(Kind::ReplicationController),
-                Some(namespace),
-                &target,
+        let causes = causes(&dc, &decoded, force)?;
+        let Some(first) = causes.first() else {
+            // 204 carries no body; clients must not rely on one (§6.1).
+            tracing::debug!(%namespace, %name, "instantiate: nothing to deploy");
+            return Ok(Acted::NoContent);
+        };
+        let mut new = dc.clone();
+        new["status"]["details"] = json!({"message": message_of(first), "causes": causes});
+        new["status"]["latestVersion"] = json!(latest + 1);
+        let rv = dc
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|rv| rv.parse().ok());
+        let key = res.key(Some(namespace), &name);
+        let out = reg
+            .update_with(
+                res,
+                &key,
+                &name,
+                rv,
+                &WriteOptions::default(),
+                |_| Ok(new.clone()),
+                Part::All,
             )
-            .and_then(|b| parse(&b))
-            .map_err(|e| fail(e.to_string()))?;
-        let from = decode_config(&rc).map_err(|e| {
-            fail(format!(
-                "couldn't decode deployment config from deployment: {e}"
-            ))
-        })?;
-        Ok(rolled_back(&dc, &from, &req))
+            .await;
+        match out {
+            Ok(w) => return Ok(Acted::Created(w.object)),
+            Err(Error::Conflict { .. }) => continue,
+            Err(e) => return Err(e),
+        }
     }
+    Err(Registry::conflict(res, &name))
+}
+
+/// `POST deploymentconfigs/{name}/rollback` (§6.2): the rolled-back DC, not stored.
+pub(super) fn rollback(reg: &Registry, namespace: &str, name: &str, body: &Value) -> Result<Acted> {
+    let kind = "DeploymentConfigRollback";
+    let req = parse_rollback(body);
+    let name = body_name(kind, body, name, true)?;
+    if req.revision < 0 {
+        return Err(invalid(
+            kind,
+            &name,
+            vec![Cause::invalid(
+                "spec.revision",
+                &json!(req.revision),
+                "must be non-negative",
+            )],
+        ));
+    }
+    let fail = |detail: String| {
+        invalid(
+            kind,
+            &name,
+            vec![Cause::invalid("name", &json!(name), &detail)],
+        )
+    };
+    let res = catalog::of(Kind::DeploymentConfig);
+    let dc = reg
+        .get(res, Some(namespace), &name)
+        .and_then(|b| parse(&b))
+        .map_err(|e| fail(format!("cannot get deployment config {name:?}: {e}")))?;
+    let latest = latest_version(&dc);
+    match latest {
+        0 => return Err(fail("cannot rollback an undeployed config".into())),
+        1 => {
+            return Err(fail(format!(
+                "no previous deployment exists for \"{namespace}/{name}\""
+            )));
+        }
+        l if l == req.revision => {
+            return Err(fail(format!("version {l} is already the latest")));
+        }
+        _ => {}
+    }
+    let target = match (&req.from, req.revision) {
+        (Some(rc), _) => rc.clone(),
+        (None, r) if r > 0 => deployment_name(&name, r),
+        (None, _) => deployment_name(&name, latest - 1),
+    };
+    let rc = reg
+        .get(
+            catalog::of(Kind::ReplicationController),
+            Some(namespace),
+            &target,
+        )
+        .and_then(|b| parse(&b))
+        .map_err(|e| fail(e.to_string()))?;
+    let from = decode_config(&rc).map_err(|e| {
+        fail(format!(
+            "couldn't decode deployment config from deployment: {e}"
+        ))
+    })?;
+    let dc = rolled_back(&dc, &from, &req);
+    Ok(Acted::Created(
+        serde_json::to_vec(&dc).expect("JSON serializes").into(),
+    ))
 }
 
 fn parse_rollback(body: &Value) -> RollbackRequest {
