@@ -140,6 +140,12 @@ impl Informer {
         }
     }
 
+    /// Whether `other` is this very informer (a clone of it), not just one of the same
+    /// resource.
+    pub fn same(&self, other: &Informer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn resource(&self) -> &Arc<Resource> {
         &self.inner.res
     }

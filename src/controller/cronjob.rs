@@ -19,10 +19,10 @@ use jiff::tz::TimeZone;
 use serde_json::{Value, json};
 
 use super::claim::{OwnerKind, controller_ref, is_deleting, str_at};
-use super::{Action, Context, Queue, Result, Supervisor};
-use crate::client::informer::{Change, Informer};
+use super::{Action, Context, Result, Supervisor, runtime};
+use crate::client::informer::Informer;
 use crate::client::recorder::{EventType, Recorder};
-use crate::client::{Client, DeleteParams, Kind, Propagation, catalog, key_of};
+use crate::client::{Client, DeleteParams, Kind, Propagation, catalog};
 use crate::types::clock::Clock;
 use crate::types::cron;
 
@@ -526,44 +526,21 @@ fn job_from_template(cj: &Value, name: &str, scheduled: Timestamp, tz: &TimeZone
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let cron_jobs = ctx.informers.get(catalog::of(Kind::CronJob));
     let jobs = ctx.informers.get(catalog::of(Kind::Job));
-    let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        cron_jobs.on_change(move |change| queue.add(key_of(change.object())));
-    }
-    {
-        let queue = queue.clone();
-        jobs.on_change(move |change| {
-            if let Change::Updated { old, .. } = change {
-                if let Some(owner) = CRON_JOBS.key_of_controller(old) {
-                    queue.add(owner);
-                }
-            }
-            if let Some(owner) = CRON_JOBS.key_of_controller(change.object()) {
-                queue.add(owner);
-            }
-        });
-    }
-    let controller = Controller {
+    let controller = Arc::new(Controller {
         client: ctx.client.clone(),
-        cron_jobs,
-        jobs,
+        cron_jobs: cron_jobs.clone(),
+        jobs: jobs.clone(),
         recorder: ctx.recorder("cronjob-controller"),
         clock: ctx.clock.clone(),
-    };
-    sup.spawn("cronjob-controller", move |cancel| {
-        let (c, queue) = (controller.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&c.cron_jobs, &c.jobs], &cancel).await {
-                return;
-            }
-            super::run("cronjob-controller", queue, WORKERS, cancel, move |key| {
-                let c = c.clone();
-                async move { c.reconcile(key).await }
-            })
-            .await;
-        }
     });
+    runtime::Controller::new("cronjob-controller")
+        .reconciles(&cron_jobs)
+        .owns(&jobs, CRON_JOBS)
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let c = controller.clone();
+            async move { c.reconcile(key).await }
+        });
 }
 
 #[cfg(test)]

@@ -16,12 +16,13 @@
 //! Rollbacks are client-side, as in kubectl: the template of an old set is written back,
 //! and that set becomes the new one with the next revision.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::claim::{Claim, OwnerKind, controller_ref, is_deleting, str_at};
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
@@ -1114,65 +1115,46 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let deployments = ctx.informers.get(catalog::of(Kind::Deployment));
     let rss = ctx.informers.get(catalog::of(Kind::ReplicaSet));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
-    let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        deployments.on_change(move |change| queue.add(key_of(change.object())));
-    }
-    {
-        let queue = queue.clone();
+    // An orphan goes to every Deployment of its namespace whose selector matches it.
+    let matching = {
         let deployments = deployments.clone();
-        // An orphan goes to every Deployment of its namespace whose selector matches it.
-        let matching = move |queue: &Queue, rs: &Value| {
+        move |rs: &Value| {
             let labels = labels::map_at(rs, "/metadata/labels");
-            for d in deployments.list_namespace(str_at(rs, "/metadata/namespace")) {
-                let sel = d
-                    .pointer("/spec/selector")
-                    .and_then(|s| labels::Selector::from_label_selector(s).ok())
-                    .unwrap_or_default();
-                if !sel.is_empty() && sel.matches(&labels) {
-                    queue.add(key_of(&d));
-                }
-            }
-        };
-        rss.on_change(move |change| match change {
-            Change::Added(rs) | Change::Deleted(rs) => match DEPLOYMENTS.key_of_controller(rs) {
-                Some(owner) => queue.add(owner),
-                None if matches!(change, Change::Added(_)) => matching(&queue, rs),
-                None => {}
-            },
-            Change::Updated { old, new } => {
-                let (was, now) = (
-                    DEPLOYMENTS.key_of_controller(old),
-                    DEPLOYMENTS.key_of_controller(new),
-                );
-                if let Some(w) = was.as_ref().filter(|w| Some(*w) != now.as_ref()) {
-                    queue.add(w.clone());
-                }
-                match now {
-                    Some(owner) => queue.add(owner),
-                    None => {
-                        if was.is_some()
-                            || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
-                        {
-                            matching(&queue, new);
-                        }
-                    }
-                }
-            }
-        });
-    }
-    {
-        // A Recreate rollout waits for the old pods to be gone.
-        let queue = queue.clone();
+            deployments
+                .list_namespace(str_at(rs, "/metadata/namespace"))
+                .iter()
+                .filter(|d| {
+                    let sel = d
+                        .pointer("/spec/selector")
+                        .and_then(|s| labels::Selector::from_label_selector(s).ok())
+                        .unwrap_or_default();
+                    !sel.is_empty() && sel.matches(&labels)
+                })
+                .map(|d| key_of(d))
+                .collect()
+        }
+    };
+    // A Recreate rollout waits for the old pods to be gone.
+    let recreating = {
         let (deployments, rss) = (deployments.clone(), rss.clone());
-        let recreating = move |pod: &Value| -> Option<String> {
+        move |pod: &Value| -> Option<String> {
             let rs = rss.get(&REPLICA_SETS.key_of_controller(pod)?)?;
             let key = DEPLOYMENTS.key_of_controller(&rs)?;
             let d = deployments.get(&key)?;
             (d.pointer("/spec/strategy/type") == Some(&json!("Recreate"))).then_some(key)
-        };
-        pods.on_change(move |change| {
+        }
+    };
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        deployments: deployments.clone(),
+        rss: rss.clone(),
+        pods: pods.clone(),
+        recorder: ctx.recorder("deployment-controller"),
+    });
+    runtime::Controller::new("deployment-controller")
+        .reconciles(&deployments)
+        .owns_or_adopts(&rss, DEPLOYMENTS, matching)
+        .watches(&pods, move |change, queue| {
             let finished = match change {
                 Change::Deleted(_) => true,
                 Change::Updated { old, new } => {
@@ -1180,44 +1162,15 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
                 Change::Added(_) => false,
             };
-            if finished {
-                if let Some(key) = recreating(change.object()) {
-                    queue.add(key);
-                }
+            if let Some(key) = finished.then(|| recreating(change.object())).flatten() {
+                queue.add(key);
             }
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let controller = controller.clone();
+            async move { controller.reconcile(key).await }
         });
-    }
-    let controller = Controller {
-        client: ctx.client.clone(),
-        deployments,
-        rss,
-        pods,
-        recorder: ctx.recorder("deployment-controller"),
-    };
-    sup.spawn("deployment-controller", move |cancel| {
-        let (controller, queue) = (controller.clone(), queue.clone());
-        async move {
-            if !super::synced(
-                &[&controller.deployments, &controller.rss, &controller.pods],
-                &cancel,
-            )
-            .await
-            {
-                return;
-            }
-            super::run(
-                "deployment-controller",
-                queue,
-                WORKERS,
-                cancel,
-                move |key| {
-                    let controller = controller.clone();
-                    async move { controller.reconcile(key).await }
-                },
-            )
-            .await;
-        }
-    });
 }
 
 #[cfg(test)]

@@ -2,11 +2,12 @@
 //! seen, so the store does not grow without bound. Each event is scheduled on the work
 //! queue for its own expiry time; nothing scans on a timer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, key_of, split_key};
 use crate::client::{Kind, catalog};
@@ -81,30 +82,24 @@ impl Expiry {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     // Only what expiry reads: every event of the last hour is in this cache.
     let events = ctx.informers.with_fields(catalog::of(Kind::Event), TIMES);
-    let queue = Queue::new();
     let ttl = ctx.config.event_ttl;
-    {
-        let queue = queue.clone();
-        events.on_change(move |change| {
+    let expiry = Arc::new(Expiry {
+        client: ctx.client.clone(),
+        events: events.clone(),
+        ttl,
+    });
+    runtime::Controller::new("event-expiry")
+        .watches(&events, move |change, queue| {
             if let Change::Deleted(_) = change {
                 return;
             }
             let ev = change.object();
             queue.add_after(key_of(ev), remaining(ev, ttl, jiff::Timestamp::now()));
-        });
-    }
-    let expiry = Expiry {
-        client: ctx.client.clone(),
-        events,
-        ttl,
-    };
-    sup.spawn("event-expiry", move |cancel| {
-        let expiry = expiry.clone();
-        super::run("event-expiry", queue.clone(), 1, cancel, move |key| {
+        })
+        .run(sup, move |key| {
             let expiry = expiry.clone();
             async move { expiry.reconcile(key).await }
-        })
-    });
+        });
 }
 
 #[cfg(test)]

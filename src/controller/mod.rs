@@ -30,21 +30,17 @@ pub mod podautoscaler;
 pub mod queue;
 pub mod replication;
 pub mod rootca;
+pub mod runtime;
 pub mod scheduler;
 pub mod serviceaccount;
 pub mod statefulset;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
-
 use crate::client::informer::Informers;
 use crate::client::recorder::Recorder;
-use crate::client::{self, Client, Kind, catalog};
+use crate::client::{Client, Kind, catalog};
 use crate::supervisor::Supervisor;
 
 pub use queue::Queue;
@@ -153,187 +149,4 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
 }
 
-/// What a reconcile asks for next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Nothing until the key is added again.
-    Done,
-    /// Look again after this long (a timeout that no watch can announce).
-    RequeueAfter(Duration),
-}
-
-/// Why a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Client(#[from] client::Error),
-    #[error("{0}")]
-    Other(String),
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Waits until every informer has its first list (a controller acting on a half-filled
-/// cache would create what exists or miss what it must wait for). False if cancelled.
-pub async fn synced(informers: &[&client::informer::Informer], cancel: &CancellationToken) -> bool {
-    let all = async {
-        for informer in informers {
-            informer.synced().await;
-        }
-    };
-    tokio::select! {
-        () = all => true,
-        () = cancel.cancelled() => false,
-    }
-}
-
-/// Runs `reconcile` on keys from `queue` with `workers` workers until `cancel`.
-pub async fn run<F, Fut>(
-    name: &'static str,
-    queue: Queue,
-    workers: usize,
-    cancel: CancellationToken,
-    reconcile: F,
-) where
-    F: Fn(String) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action>> + Send + 'static,
-{
-    let reconcile = Arc::new(reconcile);
-    let mut set = JoinSet::new();
-    for _ in 0..workers.max(1) {
-        let queue = queue.clone();
-        let reconcile = reconcile.clone();
-        set.spawn(async move {
-            while let Some(key) = queue.next().await {
-                // A panicking reconcile must not take its worker (and the key, marked in
-                // progress) with it: it counts as a failure and is retried.
-                let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|panic| {
-                        let what = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "a panic".into());
-                        Err(Error::Other(format!("reconcile panicked: {what}")))
-                    });
-                match outcome {
-                    Ok(Action::Done) => queue.forget(&key),
-                    Ok(Action::RequeueAfter(d)) => {
-                        queue.forget(&key);
-                        queue.add_after(key.clone(), d);
-                    }
-                    Err(Error::Client(e)) if e.is_conflict() => {
-                        // Somebody wrote first: look again soon, once the caches have
-                        // caught up (the first retry waits 5 ms, repeats back off).
-                        tracing::debug!(controller = name, %key, "conflict; requeued");
-                        queue.retry(&key);
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            controller = name,
-                            %key,
-                            error = %e,
-                            failures = queue.failures(&key) + 1,
-                            "reconcile failed; retrying with backoff"
-                        );
-                        queue.retry(&key);
-                    }
-                }
-                queue.done(&key);
-                // An in-process reconcile may finish without ever waiting; let the
-                // informers (and everything else on this thread) run between keys.
-                tokio::task::yield_now().await;
-            }
-        });
-    }
-    cancel.cancelled().await;
-    queue.shut_down();
-    while set.join_next().await.is_some() {}
-}
-
-/// Starts an informer's writer under the supervisor.
-pub fn run_informer(sup: &mut Supervisor, client: &Client, informer: client::informer::Informer) {
-    let client = client.clone();
-    let name = informer.resource().plural.clone();
-    sup.spawn(name, move |cancel| {
-        informer.clone().run(client.clone(), cancel)
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[tokio::test(start_paused = true)]
-    async fn a_panicking_task_is_restarted() {
-        let mut sup = Supervisor::new();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let r = runs.clone();
-        sup.spawn("flaky", move |cancel| {
-            let r = r.clone();
-            async move {
-                if r.fetch_add(1, Ordering::SeqCst) < 2 {
-                    panic!("broken on purpose");
-                }
-                cancel.cancelled().await;
-            }
-        });
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        assert_eq!(runs.load(Ordering::SeqCst), 3);
-        sup.shutdown(Duration::from_secs(1)).await;
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_panicking_reconcile_is_retried_by_the_same_worker() {
-        let queue = Queue::new();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let c = calls.clone();
-        let cancel = CancellationToken::new();
-        let runner = tokio::spawn(run("test", queue.clone(), 1, cancel.clone(), move |_key| {
-            let c = c.clone();
-            async move {
-                if c.fetch_add(1, Ordering::SeqCst) == 0 {
-                    panic!("broken on purpose");
-                }
-                Ok(Action::Done)
-            }
-        }));
-        queue.add("k");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
-        queue.add("other");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 3, "the worker lives on");
-        cancel.cancel();
-        runner.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn workers_retry_failures_and_requeue_after() {
-        let queue = Queue::new();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let c = calls.clone();
-        let cancel = CancellationToken::new();
-        let runner = tokio::spawn(run("test", queue.clone(), 2, cancel.clone(), move |key| {
-            let c = c.clone();
-            async move {
-                let n = c.fetch_add(1, Ordering::SeqCst);
-                match (key.as_str(), n) {
-                    ("k", 0) => Err(Error::Other("first try fails".into())),
-                    ("k", 1) => Ok(Action::RequeueAfter(Duration::from_secs(10))),
-                    _ => Ok(Action::Done),
-                }
-            }
-        }));
-        queue.add("k");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 2, "retried after the failure");
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 3, "requeued after 10 s");
-        cancel.cancel();
-        runner.await.unwrap();
-    }
-}
+pub use runtime::{Action, Controller, Error, OnConflict, Result, run, run_informer, synced};

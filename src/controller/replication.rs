@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, key_of};
@@ -393,25 +393,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
 fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
     let rcs = ctx.informers.get(catalog::of(owner.kind));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
-    let queue = Queue::new();
     let expectations = Expectations::default();
-    {
-        let queue = queue.clone();
-        let expectations = expectations.clone();
-        rcs.on_change(move |change| {
-            let key = key_of(change.object());
-            if let Change::Deleted(_) = change {
-                expectations.forget(&key);
-            }
-            queue.add(key);
-        });
-    }
-    {
-        let queue = queue.clone();
-        let expectations = expectations.clone();
+    // Orphans go to every RC of their namespace whose selector matches them.
+    let enqueue_matching = {
         let rcs = rcs.clone();
-        // Orphans go to every RC of their namespace whose selector matches them.
-        let enqueue_matching = move |queue: &Queue, pod: &Value| {
+        move |queue: &Queue, pod: &Value| {
             let labels = labels_of(pod, "/metadata/labels");
             for rc in rcs.list_namespace(str_at(pod, "/metadata/namespace")) {
                 let sel = selector_of(owner, &rc);
@@ -419,14 +405,34 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
                     queue.add(key_of(&rc));
                 }
             }
-        };
-        pods.on_change(move |change| match change {
+        }
+    };
+    let manager = Arc::new(Manager {
+        owner,
+        client: ctx.client.clone(),
+        rcs: rcs.clone(),
+        pods: pods.clone(),
+        expectations: expectations.clone(),
+        recorder: ctx.recorder(owner.component),
+    });
+    let forget = expectations.clone();
+    // The pods' changes also settle what the manager expects to see (so it creates and
+    // deletes no more than once per count it is short or over).
+    runtime::Controller::new(owner.name)
+        .watches(&rcs, move |change, queue| {
+            let key = key_of(change.object());
+            if let Change::Deleted(_) = change {
+                forget.forget(&key);
+            }
+            queue.add(key);
+        })
+        .watches(&pods, move |change, queue| match change {
             Change::Added(pod) => match owner.controls().key_of_controller(pod) {
                 Some(owner) => {
                     expectations.observed(&owner, 1, 0);
                     queue.add(owner);
                 }
-                None => enqueue_matching(&queue, pod),
+                None => enqueue_matching(queue, pod),
             },
             Change::Updated { old, new } => {
                 let (was, now) = (
@@ -450,7 +456,7 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
                         if old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
                             || was.is_some()
                         {
-                            enqueue_matching(&queue, new);
+                            enqueue_matching(queue, new);
                         }
                     }
                 }
@@ -463,30 +469,12 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
                     queue.add(owner);
                 }
             }
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let manager = manager.clone();
+            async move { manager.reconcile(key).await }
         });
-    }
-    let manager = Manager {
-        owner,
-        client: ctx.client.clone(),
-        rcs,
-        pods,
-        expectations,
-        recorder: ctx.recorder(owner.component),
-    };
-    sup.spawn(owner.name, move |cancel| {
-        let (manager, queue) = (manager.clone(), queue.clone());
-        async move {
-            // With an empty pod cache every RC would look short of pods.
-            if !super::synced(&[&manager.rcs, &manager.pods], &cancel).await {
-                return;
-            }
-            super::run(owner.name, queue, WORKERS, cancel, move |key| {
-                let manager = manager.clone();
-                async move { manager.reconcile(key).await }
-            })
-            .await;
-        }
-    });
 }
 
 #[cfg(test)]

@@ -1,0 +1,448 @@
+//! The controller runtime: the [`Controller`] builder every controller is wired with (what
+//! it watches and how a change maps to the keys it reconciles, the wait for full caches,
+//! the workers and what they do with a reconcile's outcome), in the spirit of
+//! kube-runtime's `Controller::new(..).owns(..).watches(..).run(..)`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::Queue;
+use super::claim::OwnerKind;
+use crate::client::informer::{Change, Informer};
+use crate::client::{self, Client};
+use crate::supervisor::Supervisor;
+use serde_json::Value;
+
+/// What a reconcile asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the key is added again.
+    Done,
+    /// Look again after this long (a timeout that no watch can announce).
+    RequeueAfter(Duration),
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Client(#[from] client::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the workers do with a key whose reconcile lost a race (a write answered 409
+/// Conflict: somebody wrote first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Look again soon, once the caches have caught up: the first retry waits 5 ms,
+    /// repeats back off. Not worth a warning.
+    RetrySoon,
+    /// As any other failure: retried with the key's backoff, and logged.
+    Backoff,
+}
+
+/// A future that resolves once something a controller needs before its first reconcile
+/// is ready (beyond its informers' first lists).
+pub type Ready = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One controller's wiring. Built by saying what it reconciles, owns and watches, then
+/// [`Controller::run`] under the supervisor.
+#[must_use = "a controller does nothing until it runs"]
+pub struct Controller {
+    name: &'static str,
+    queue: Queue,
+    /// Informers whose first list must be in before the first reconcile: a controller
+    /// acting on a half-filled cache would create what exists or miss what it must wait
+    /// for.
+    informers: Vec<Informer>,
+    ready: Vec<Arc<dyn Fn() -> Ready + Send + Sync>>,
+    workers: usize,
+    on_conflict: OnConflict,
+}
+
+impl Controller {
+    /// A controller named `name` (its tasks' and log lines' name), with a queue of its
+    /// own and one worker.
+    pub fn new(name: &'static str) -> Self {
+        Controller {
+            name,
+            queue: Queue::new(),
+            informers: Vec::new(),
+            ready: Vec::new(),
+            workers: 1,
+            on_conflict: OnConflict::RetrySoon,
+        }
+    }
+
+    /// Feeds the controller from `queue` instead of a queue of its own (one its
+    /// reconciler also adds to).
+    pub fn with_queue(mut self, queue: Queue) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Its queue, for a reconciler that queues keys itself.
+    pub fn queue(&self) -> Queue {
+        self.queue.clone()
+    }
+
+    /// Reconciles the objects of `primary`: each change of one queues its key.
+    pub fn reconciles(self, primary: &Informer) -> Self {
+        self.watches(primary, |change, queue| {
+            queue.add(client::key_of(change.object()))
+        })
+    }
+
+    /// `children` are controlled by objects of `owner` (their controller
+    /// ownerReference): a child's change queues the key of its controller, and of the
+    /// one it had before when that changed.
+    pub fn owns(self, children: &Informer, owner: OwnerKind) -> Self {
+        self.watches(children, move |change, queue| {
+            to_owners(change, queue, owner, None::<fn(&Value) -> Vec<String>>)
+        })
+    }
+
+    /// [`Controller::owns`], and an orphan child (no controller) that is added, or
+    /// updated in its labels or just released, queues the owners `matching` names: those
+    /// whose selector may adopt it.
+    pub fn owns_or_adopts(
+        self,
+        children: &Informer,
+        owner: OwnerKind,
+        matching: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.watches(children, move |change, queue| {
+            to_owners(change, queue, owner, Some(&matching))
+        })
+    }
+
+    /// Each change of `informer` goes to `map`, which queues the keys it concerns.
+    /// `map` runs on the informer's writer: it must be quick.
+    pub fn watches(
+        self,
+        informer: &Informer,
+        map: impl Fn(Change<'_>, &Queue) + Send + Sync + 'static,
+    ) -> Self {
+        let queue = self.queue.clone();
+        informer.on_change(move |change| map(change, &queue));
+        self.waits_for(informer)
+    }
+
+    /// Waits for `informer`'s first list before the first reconcile, without mapping its
+    /// changes to keys (the reconciler reads it).
+    pub fn waits_for(mut self, informer: &Informer) -> Self {
+        let known = self.informers.iter().any(|i| i.same(informer));
+        if !known {
+            self.informers.push(informer.clone());
+        }
+        self
+    }
+
+    /// Waits for what `ready` makes resolve before the first reconcile (each start of
+    /// the controller makes a new one).
+    pub fn waits_until(mut self, ready: impl Fn() -> Ready + Send + Sync + 'static) -> Self {
+        self.ready.push(Arc::new(ready));
+        self
+    }
+
+    /// Runs this many workers (one by default).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// What a conflict does ([`OnConflict::RetrySoon`] by default).
+    pub fn on_conflict(mut self, policy: OnConflict) -> Self {
+        self.on_conflict = policy;
+        self
+    }
+
+    /// Runs the controller under `sup`: once every informer has its first list, its
+    /// workers call `reconcile` with the keys from its queue until shutdown. A panic
+    /// in a reconcile counts as a failure; a panic elsewhere restarts the controller.
+    pub fn run<F, Fut>(self, sup: &mut Supervisor, reconcile: F)
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action>> + Send + 'static,
+    {
+        let reconcile = Arc::new(reconcile);
+        let Controller {
+            name,
+            queue,
+            informers,
+            ready,
+            workers,
+            on_conflict,
+        } = self;
+        sup.spawn(name, move |cancel| {
+            let (queue, informers, ready, reconcile) = (
+                queue.clone(),
+                informers.clone(),
+                ready.clone(),
+                reconcile.clone(),
+            );
+            async move {
+                let all: Vec<&Informer> = informers.iter().collect();
+                if !synced(&all, &cancel).await {
+                    return;
+                }
+                for ready in &ready {
+                    tokio::select! {
+                        () = ready() => {}
+                        () = cancel.cancelled() => return,
+                    }
+                }
+                let work = Work {
+                    name,
+                    queue,
+                    workers,
+                    on_conflict,
+                };
+                work.run(cancel, move |key| reconcile(key)).await;
+            }
+        });
+    }
+}
+
+/// Queues the owner of a changed child (and its former one), or the owners that may adopt
+/// it when it is an orphan.
+fn to_owners(
+    change: Change<'_>,
+    queue: &Queue,
+    owner: OwnerKind,
+    matching: Option<impl Fn(&Value) -> Vec<String>>,
+) {
+    let now = owner.key_of_controller(change.object());
+    let mut adoptable = matches!(change, Change::Added(_));
+    if let Change::Updated { old, new } = change {
+        let was = owner.key_of_controller(old);
+        adoptable =
+            was.is_some() || old.pointer("/metadata/labels") != new.pointer("/metadata/labels");
+        if let Some(was) = was.filter(|w| now.as_ref() != Some(w)) {
+            queue.add(was);
+        }
+    }
+    match (now, matching) {
+        (Some(key), _) => queue.add(key),
+        (None, Some(matching)) if adoptable => {
+            for key in matching(change.object()) {
+                queue.add(key);
+            }
+        }
+        (None, _) => {}
+    }
+}
+
+/// Runs `reconcile` on keys from `queue` with `workers` workers until `cancel`: the
+/// workers of a controller not yet wired with [`Controller`].
+pub async fn run<F, Fut>(
+    name: &'static str,
+    queue: Queue,
+    workers: usize,
+    cancel: CancellationToken,
+    reconcile: F,
+) where
+    F: Fn(String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action>> + Send + 'static,
+{
+    let work = Work {
+        name,
+        queue,
+        workers,
+        on_conflict: OnConflict::RetrySoon,
+    };
+    work.run(cancel, reconcile).await
+}
+
+/// Waits until every informer has its first list. False if cancelled.
+pub async fn synced(informers: &[&Informer], cancel: &CancellationToken) -> bool {
+    let all = async {
+        for informer in informers {
+            informer.synced().await;
+        }
+    };
+    tokio::select! {
+        () = all => true,
+        () = cancel.cancelled() => false,
+    }
+}
+
+/// The workers of one controller.
+pub(super) struct Work {
+    pub name: &'static str,
+    pub queue: Queue,
+    pub workers: usize,
+    pub on_conflict: OnConflict,
+}
+
+impl Work {
+    /// Runs `reconcile` on keys from the queue until `cancel`.
+    pub(super) async fn run<F, Fut>(self, cancel: CancellationToken, reconcile: F)
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action>> + Send + 'static,
+    {
+        let Work {
+            name,
+            queue,
+            workers,
+            on_conflict,
+        } = self;
+        let reconcile = Arc::new(reconcile);
+        let mut set = JoinSet::new();
+        for _ in 0..workers.max(1) {
+            let queue = queue.clone();
+            let reconcile = reconcile.clone();
+            set.spawn(async move {
+                while let Some(key) = queue.next().await {
+                    // A panicking reconcile must not take its worker (and the key,
+                    // marked in progress) with it: it counts as a failure and is retried.
+                    let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|panic| {
+                            let what = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "a panic".into());
+                            Err(Error::Other(format!("reconcile panicked: {what}")))
+                        });
+                    match outcome {
+                        Ok(Action::Done) => queue.forget(&key),
+                        Ok(Action::RequeueAfter(d)) => {
+                            queue.forget(&key);
+                            queue.add_after(key.clone(), d);
+                        }
+                        Err(Error::Client(e))
+                            if e.is_conflict() && on_conflict == OnConflict::RetrySoon =>
+                        {
+                            tracing::debug!(controller = name, %key, "conflict; requeued");
+                            queue.retry(&key);
+                        }
+                        Err(e) => {
+                            tracing::warn!(
+                                controller = name,
+                                %key,
+                                error = %e,
+                                failures = queue.failures(&key) + 1,
+                                "reconcile failed; retrying with backoff"
+                            );
+                            queue.retry(&key);
+                        }
+                    }
+                    queue.done(&key);
+                    // An in-process reconcile may finish without ever waiting; let the
+                    // informers (and everything else on this thread) run between keys.
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+        cancel.cancelled().await;
+        queue.shut_down();
+        while set.join_next().await.is_some() {}
+    }
+}
+
+/// Starts an informer's writer under the supervisor.
+pub fn run_informer(sup: &mut Supervisor, client: &Client, informer: Informer) {
+    let client = client.clone();
+    let name = informer.resource().plural.clone();
+    sup.spawn(name, move |cancel| {
+        informer.clone().run(client.clone(), cancel)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn work(queue: &Queue, workers: usize) -> Work {
+        Work {
+            name: "test",
+            queue: queue.clone(),
+            workers,
+            on_conflict: OnConflict::RetrySoon,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_task_is_restarted() {
+        let mut sup = Supervisor::new();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        sup.spawn("flaky", move |cancel| {
+            let r = r.clone();
+            async move {
+                if r.fetch_add(1, Ordering::SeqCst) < 2 {
+                    panic!("broken on purpose");
+                }
+                cancel.cancelled().await;
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        sup.shutdown(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_is_retried_by_the_same_worker() {
+        let queue = Queue::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let cancel = CancellationToken::new();
+        let runner = tokio::spawn(work(&queue, 1).run(cancel.clone(), move |_key| {
+            let c = c.clone();
+            async move {
+                if c.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("broken on purpose");
+                }
+                Ok(Action::Done)
+            }
+        }));
+        queue.add("k");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        queue.add("other");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "the worker lives on");
+        cancel.cancel();
+        runner.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn workers_retry_failures_and_requeue_after() {
+        let queue = Queue::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let cancel = CancellationToken::new();
+        let runner = tokio::spawn(work(&queue, 2).run(cancel.clone(), move |key| {
+            let c = c.clone();
+            async move {
+                let n = c.fetch_add(1, Ordering::SeqCst);
+                match (key.as_str(), n) {
+                    ("k", 0) => Err(Error::Other("first try fails".into())),
+                    ("k", 1) => Ok(Action::RequeueAfter(Duration::from_secs(10))),
+                    _ => Ok(Action::Done),
+                }
+            }
+        }));
+        queue.add("k");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "retried after the failure");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "requeued after 10 s");
+        cancel.cancel();
+        runner.await.unwrap();
+    }
+}
