@@ -586,16 +586,16 @@ pub fn start<R: Runtime + Clone>(
             ..ListParams::default()
         },
     );
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ApiChange>();
-    let rx = Arc::new(tokio::sync::Mutex::new(rx));
-    pods.on_change(move |change| {
-        let deleted = matches!(change, Change::Deleted(_));
-        // Bounded by the number of pods on the node: one entry per change, drained at once.
-        let _ = tx.send(ApiChange {
-            pod: Arc::new(change.object().clone()),
-            deleted,
+    let changes = Arc::new(ApiChanges::default());
+    {
+        let changes = changes.clone();
+        pods.on_change(move |change| {
+            changes.push(ApiChange {
+                pod: Arc::new(change.object().clone()),
+                deleted: matches!(change, Change::Deleted(_)),
+            })
         });
-    });
+    }
     {
         let client = client.clone();
         let pods = pods.clone();
@@ -641,15 +641,18 @@ pub fn start<R: Runtime + Clone>(
         shared: shared.clone(),
     };
     sup.spawn("node-agent", move |cancel| {
-        let (shared, rx, pods, scan_rx) =
-            (shared.clone(), rx.clone(), pods.clone(), scan_rx.clone());
+        let (shared, changes, pods, scan_rx) = (
+            shared.clone(),
+            changes.clone(),
+            pods.clone(),
+            scan_rx.clone(),
+        );
         async move {
-            let mut rx = rx.lock().await;
             let mut scans = match &scan_rx {
                 Some(s) => Some(s.lock().await),
                 None => None,
             };
-            run(shared, &mut rx, scans.as_deref_mut(), pods, cancel).await;
+            run(shared, &changes, scans.as_deref_mut(), pods, cancel).await;
         }
     });
     handle
@@ -831,6 +834,55 @@ async fn collect_images<R: Runtime>(
 struct ApiChange {
     pod: Arc<Value>,
     deleted: bool,
+}
+
+/// Pod changes from the API waiting for the agent: the latest of each pod, in the order
+/// the pods first changed (a pod deleted before another of its name was made is still
+/// handled first). Bounded by the pods of this node, however slow the agent is.
+#[derive(Default)]
+struct ApiChanges {
+    pending: std::sync::Mutex<PendingChanges>,
+    added: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct PendingChanges {
+    /// Pod uids, each once, in the order of their first pending change.
+    order: std::collections::VecDeque<String>,
+    latest: HashMap<String, ApiChange>,
+}
+
+impl ApiChanges {
+    fn push(&self, change: ApiChange) {
+        let uid = change.pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        {
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if p.latest.insert(uid.clone(), change).is_none() {
+                p.order.push_back(uid);
+            }
+        }
+        self.added.notify_one();
+    }
+
+    fn pop(&self) -> Option<ApiChange> {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let uid = p.order.pop_front()?;
+        p.latest.remove(&uid)
+    }
+
+    /// The next change, once there is one.
+    async fn next(&self) -> ApiChange {
+        loop {
+            if let Some(change) = self.pop() {
+                return change;
+            }
+            // A push between the pop and here leaves a permit: this returns at once.
+            self.added.notified().await;
+        }
+    }
 }
 
 /// Whether a pod has ended (it holds nothing of the node any more).
@@ -1076,7 +1128,7 @@ impl<R: Runtime + Clone> Agent<R> {
 /// owns any more.
 async fn run<R: Runtime + Clone>(
     shared: Arc<Shared<R>>,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<ApiChange>,
+    changes: &ApiChanges,
     mut scans: Option<&mut tokio::sync::mpsc::Receiver<Scan>>,
     pods: Informer,
     cancel: CancellationToken,
@@ -1129,10 +1181,7 @@ async fn run<R: Runtime + Clone>(
         *shared.last_loop.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
         tokio::select! {
             () = cancel.cancelled() => break,
-            change = rx.recv() => {
-                let Some(change) = change else { break };
-                agent.api_change(change).await;
-            }
+            change = changes.next() => agent.api_change(change).await,
             Some(scan) = async {
                 match scans.as_mut() {
                     Some(s) => s.recv().await,
@@ -1226,5 +1275,42 @@ mod pressure_tests {
         assert!(
             here.memory_bytes.is_some() && here.disk_share.is_some() && here.pid_share.is_some()
         );
+    }
+}
+
+#[cfg(test)]
+mod api_changes_tests {
+    use super::*;
+
+    fn change(uid: &str, rv: &str, deleted: bool) -> ApiChange {
+        ApiChange {
+            pod: Arc::new(json!({"metadata": {"uid": uid, "resourceVersion": rv}})),
+            deleted,
+        }
+    }
+
+    fn rv(c: &ApiChange) -> (&str, &str, bool) {
+        (
+            c.pod["metadata"]["uid"].as_str().unwrap(),
+            c.pod["metadata"]["resourceVersion"].as_str().unwrap(),
+            c.deleted,
+        )
+    }
+
+    #[tokio::test]
+    async fn pending_changes_keep_the_latest_of_each_pod_in_first_arrival_order() {
+        let changes = ApiChanges::default();
+        for (uid, v, deleted) in [("a", "1", false), ("b", "2", false), ("a", "3", true)] {
+            changes.push(change(uid, v, deleted));
+        }
+        // However many changes a pod had, one entry waits for it.
+        assert_eq!(changes.pending.lock().unwrap().latest.len(), 2);
+        assert_eq!(rv(&changes.next().await), ("a", "3", true));
+        assert_eq!(rv(&changes.next().await), ("b", "2", false));
+        assert!(changes.pop().is_none());
+        // A change pushed while the agent waits wakes it.
+        let waiter = async { rv(&changes.next().await).1.to_string() };
+        let (got, ()) = tokio::join!(waiter, async { changes.push(change("c", "4", false)) });
+        assert_eq!(got, "4");
     }
 }

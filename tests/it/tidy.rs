@@ -355,6 +355,44 @@ fn the_api_routes_by_descriptor_not_by_kind() {
 }
 
 #[test]
+fn no_queue_is_unbounded() {
+    // ARCHITECTURE.md, rule 4: a slow consumer must not make memory grow without end.
+    for (path, code) in sources() {
+        if path.ends_with("/tests.rs") {
+            continue;
+        }
+        for (n, line) in code.lines().enumerate() {
+            assert!(
+                !line.contains("unbounded_channel") && !line.contains("UnboundedReceiver"),
+                "{path}:{}: an unbounded queue: bound it, or coalesce what waits by key\n{line}",
+                n + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn the_integration_tests_are_one_binary() {
+    // style.md, 14: one integration-test binary, `tests/it/`, for faster builds.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert_eq!(
+        manifest.matches("[[test]]").count(),
+        1,
+        "one [[test]] target"
+    );
+    assert!(manifest.contains("path = \"tests/it/main.rs\""));
+    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        assert!(
+            path.extension().is_none_or(|e| e != "rs"),
+            "{}: a test binary of its own; put it in tests/it/",
+            path.display()
+        );
+    }
+}
+
+#[test]
 fn every_unsafe_block_says_why_it_is_sound() {
     for (path, code) in sources() {
         let lines: Vec<&str> = code.lines().collect();
