@@ -4,6 +4,7 @@
 //! order. A rejected pod never starts; it ends `Failed` with the reason and message here.
 //! Pure functions; the scheduler's fit rules are reused for what they share.
 
+use crate::types::json::str_at;
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -36,10 +37,6 @@ impl Rejection {
             "message": format!("Pod was rejected: {}", self.message),
         })
     }
-}
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The host ports a pod takes: (protocol, host IP, port).

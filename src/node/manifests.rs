@@ -3,6 +3,7 @@
 //! API would check them, and delivered as complete sets whenever the path changes
 //! (inotify) and at least every scan interval.
 
+use crate::types::json::str_at;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -39,10 +40,6 @@ pub fn full_name(pod: &Value) -> String {
         str_at(pod, "/metadata/name"),
         str_at(pod, "/metadata/namespace")
     )
-}
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
 }
 
 fn annotation<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {

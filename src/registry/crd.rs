@@ -7,6 +7,7 @@
 //! and differ between versions only in their `apiVersion`). Deleting a definition marks it
 //! `Terminating`; the cleanup controller deletes its objects and then its finalizer.
 
+use crate::types::json::str_at;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -22,10 +23,6 @@ pub use crate::types::CRD_CLEANUP_FINALIZER as CLEANUP_FINALIZER;
 
 /// The strategy of CustomResourceDefinitions.
 pub struct Definitions;
-
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
 
 fn versions(crd: &Value) -> &[Value] {
     crd.pointer("/spec/versions")

@@ -5,6 +5,7 @@
 //! optimistic write of the budget's status, retried on a conflict; the pod is then marked
 //! with the `DisruptionTarget` condition and deleted.
 
+use crate::types::json::int_at;
 use serde_json::{Value, json};
 
 use super::catalog::{self, Kind};
@@ -137,10 +138,6 @@ fn budget_forbidden(pdb: &str, why: &str) -> Error {
     Error::Forbidden(format!(
         "poddisruptionbudgets.policy {pdb:?} is forbidden: {why}"
     ))
-}
-
-fn int_at(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// The Status an accepted eviction answers with.

@@ -8,6 +8,7 @@ pub mod cron;
 pub mod disruption;
 pub mod fields;
 pub mod fit;
+pub mod json;
 pub mod labels;
 pub mod metrics;
 pub mod names;
