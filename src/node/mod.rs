@@ -6,6 +6,8 @@
 
 mod admission;
 mod atomic_writer;
+mod downward;
+mod env;
 mod images;
 pub use images::GcThresholds;
 pub mod manifests;

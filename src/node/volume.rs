@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::Config;
 use super::atomic_writer::{self, File, Payload};
+use super::{downward, env};
 use crate::client::Client;
 use crate::client::{Kind, catalog};
 use crate::runtime::Mount;
@@ -369,10 +370,10 @@ fn downward(pod: &Value, d: &Value, mode: u32, node_ip: &str) -> Result<Payload,
                     lines.sort();
                     lines.join("\n")
                 }
-                _ => super::worker::field_value(pod, field, node_ip),
+                _ => downward::field_value(pod, field, node_ip),
             }
         } else if let Some(r) = item.get("resourceFieldRef") {
-            resource_value(pod, r)?
+            downward::resource_value(pod, r)?
         } else {
             return Err(format!("downwardAPI item {path:?} names no field"));
         };
@@ -385,76 +386,6 @@ fn downward(pod: &Value, d: &Value, mode: u32, node_ip: &str) -> Result<Payload,
         );
     }
     Ok(out)
-}
-
-/// A container's resource for the downward API, in units of `divisor` (rounded up); an
-/// unset limit is the node's capacity, an unset request 0.
-pub(super) fn resource_value(pod: &Value, r: &Value) -> Result<String, String> {
-    let container = str_at(r, "/containerName");
-    let resource = str_at(r, "/resource");
-    let c = ["containers", "initContainers"]
-        .iter()
-        .flat_map(|l| pod["spec"][*l].as_array().into_iter().flatten())
-        .find(|c| c["name"] == container)
-        .ok_or_else(|| format!("resourceFieldRef names no container {container:?}"))?;
-    let (kind, what) = resource
-        .split_once('.')
-        .ok_or_else(|| format!("unsupported resource {resource:?}"))?;
-    let set = c
-        .pointer(&format!("/resources/{kind}/{what}"))
-        .and_then(|q| match q {
-            Value::String(s) => quantity(s),
-            Value::Number(n) => n.as_f64(),
-            _ => None,
-        });
-    let value = match (set, kind, what) {
-        (Some(v), _, _) => v,
-        (None, "limits", "cpu") => {
-            std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
-        }
-        (None, "limits", "memory") => super::machine_memory_bytes() as f64,
-        _ => 0.0,
-    };
-    let divisor = match &r["divisor"] {
-        Value::String(s) => quantity(s).ok_or_else(|| format!("bad divisor {s:?}"))?,
-        Value::Number(n) => n.as_f64().unwrap_or(1.0),
-        _ => 1.0,
-    };
-    if divisor <= 0.0 {
-        return Err("the divisor must be positive".into());
-    }
-    Ok(format!("{}", (value / divisor).ceil() as i64))
-}
-
-/// A Kubernetes quantity (`100m`, `1.5`, `64Mi`, `1G`, `1e3`) as a number.
-fn quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let scale = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * scale)
 }
 
 /// Checks a hostPath against its `type`, creating it for the `…OrCreate` types.
@@ -543,7 +474,7 @@ pub fn mounts(
         let target = Path::new("/").join(str_at(m, "/mountPath"));
         let sub = match (m["subPath"].as_str(), m["subPathExpr"].as_str()) {
             (Some(s), _) if !s.is_empty() => s.to_string(),
-            (_, Some(e)) if !e.is_empty() => super::worker::expand(e, env),
+            (_, Some(e)) if !e.is_empty() => env::expand(e, env),
             _ => String::new(),
         };
         let source = if sub.is_empty() {
@@ -689,16 +620,6 @@ mod tests {
         assert_eq!(text("req"), "0");
         let bad = json!({"items": [{"path": "x", "resourceFieldRef": {"containerName": "nope", "resource": "limits.cpu"}}]});
         assert!(downward(&pod, &bad, 0o644, "").is_err());
-    }
-
-    #[test]
-    fn quantities() {
-        assert_eq!(quantity("100m"), Some(0.1));
-        assert_eq!(quantity("2"), Some(2.0));
-        assert_eq!(quantity("1Gi"), Some(1073741824.0));
-        assert_eq!(quantity("1e3"), Some(1000.0));
-        assert_eq!(quantity("1k"), Some(1000.0));
-        assert_eq!(quantity("x"), None);
     }
 
     #[test]
