@@ -41,7 +41,7 @@ use self::indexes::{match_success_policy, parse_indexes};
 use self::status::{Cond, ensure_condition, uncounted};
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, Kind, catalog, key_of};
@@ -565,15 +565,16 @@ impl Controller {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let jobs = ctx.informers.get(catalog::of(Kind::Job));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
-    let queue = Queue::new();
-    let ttl_queue = Queue::new();
-    let orphans = Queue::new();
+    let ttl = runtime::Controller::new("ttl-after-finished-controller").waits_for(&jobs);
+    let orphans = runtime::Controller::new("job-orphans")
+        .waits_for(&jobs)
+        .waits_for(&pods);
+    let (ttl_queue, orphan_queue) = (ttl.queue(), orphans.queue());
     let expectations = Expectations::default();
     let removing: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
-    {
-        let (queue, ttl_queue, expectations) =
-            (queue.clone(), ttl_queue.clone(), expectations.clone());
-        jobs.on_change(move |change| {
+    let jobs_changed = {
+        let expectations = expectations.clone();
+        move |change: Change<'_>, queue: &Queue| {
             let key = key_of(change.object());
             if let Change::Deleted(_) = change {
                 expectations.forget(&key);
@@ -586,17 +587,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 ttl_queue.add(key.clone());
             }
             queue.add(key);
-        });
-    }
-    {
-        let (queue, orphans, expectations, removing) = (
-            queue.clone(),
-            orphans.clone(),
-            expectations.clone(),
-            removing.clone(),
-        );
+        }
+    };
+    let matching = {
         let jobs = jobs.clone();
-        let matching = move |queue: &Queue, pod: &Value| {
+        move |queue: &Queue, pod: &Value| {
             let l = labels::map_at(pod, "/metadata/labels");
             for j in jobs.list_namespace(str_at(pod, "/metadata/namespace")) {
                 let sel = j
@@ -607,13 +602,19 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     queue.add(key_of(&j));
                 }
             }
-        };
-        let observed_removal = move |owner: &str, pod: &Value| {
+        }
+    };
+    let observed_removal = {
+        let removing = removing.clone();
+        move |owner: &str, pod: &Value| {
             if let Some(set) = removing.lock().expect("lock").get_mut(owner) {
                 set.remove(uid(pod));
             }
-        };
-        pods.on_change(move |change| {
+        }
+    };
+    let pods_changed = {
+        let expectations = expectations.clone();
+        move |change: Change<'_>, queue: &Queue| {
             let pod = change.object();
             let owner = JOBS.key_of_controller(pod);
             match change {
@@ -622,7 +623,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                         expectations.observed(o, 1, 0);
                         queue.add(o.clone());
                     }
-                    None => matching(&queue, p),
+                    None => matching(queue, p),
                 },
                 Change::Updated { old, new } => {
                     let was = JOBS.key_of_controller(old);
@@ -640,7 +641,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     } else if was.is_some()
                         || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
                     {
-                        matching(&queue, new);
+                        matching(queue, new);
                     }
                 }
                 Change::Deleted(p) => {
@@ -654,11 +655,15 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
             }
             if has_finalizer(pod) && !matches!(change, Change::Deleted(_)) {
-                orphans.add(key_of(pod));
+                orphan_queue.add(key_of(pod));
             }
-        });
-    }
-    let controller = Controller {
+        }
+    };
+    let jobs_controller = runtime::Controller::new("job-controller")
+        .watches(&jobs, jobs_changed)
+        .watches(&pods, pods_changed)
+        .workers(WORKERS);
+    let c = Arc::new(Controller {
         client: ctx.client.clone(),
         jobs,
         pods,
@@ -667,56 +672,20 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         backoff: Arc::default(),
         recorder: ctx.recorder("job-controller"),
         clock: ctx.clock.clone(),
-        queue: queue.clone(),
-    };
-    let c = controller.clone();
-    sup.spawn("job-controller", move |cancel| {
-        let (c, queue) = (c.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&c.jobs, &c.pods], &cancel).await {
-                return;
-            }
-            let c2 = c.clone();
-            super::run("job-controller", queue, WORKERS, cancel, move |key| {
-                let c = c2.clone();
-                async move { c.reconcile(key).await }
-            })
-            .await;
-        }
+        queue: jobs_controller.queue(),
     });
-    let c = controller.clone();
-    sup.spawn("job-orphans", move |cancel| {
-        let (c, orphans) = (c.clone(), orphans.clone());
-        async move {
-            if !super::synced(&[&c.jobs, &c.pods], &cancel).await {
-                return;
-            }
-            let c2 = c.clone();
-            super::run("job-orphans", orphans, 1, cancel, move |key| {
-                let c = c2.clone();
-                async move { c.release_orphan(key).await }
-            })
-            .await;
-        }
+    let c2 = c.clone();
+    jobs_controller.run(sup, move |key| {
+        let c = c2.clone();
+        async move { c.reconcile(key).await }
     });
-    sup.spawn("ttl-after-finished-controller", move |cancel| {
-        let (c, ttl_queue) = (controller.clone(), ttl_queue.clone());
-        async move {
-            if !super::synced(&[&c.jobs], &cancel).await {
-                return;
-            }
-            let c2 = c.clone();
-            super::run(
-                "ttl-after-finished-controller",
-                ttl_queue,
-                1,
-                cancel,
-                move |key| {
-                    let c = c2.clone();
-                    async move { c.expire(key).await }
-                },
-            )
-            .await;
-        }
+    let c2 = c.clone();
+    orphans.run(sup, move |key| {
+        let c = c2.clone();
+        async move { c.release_orphan(key).await }
+    });
+    ttl.run(sup, move |key| {
+        let c = c.clone();
+        async move { c.expire(key).await }
     });
 }

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 
 use self::behavior::{History, Rules};
 use super::claim::str_at;
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, Kind, Resource, catalog, key_of};
@@ -347,10 +347,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .informers
         .get(catalog::of(Kind::HorizontalPodAutoscaler));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
-    let queue = Queue::new();
-    hpas.on_change({
-        let queue = queue.clone();
-        move |change| match change {
+    let c = Arc::new(Controller {
+        client: ctx.client.clone(),
+        hpas: hpas.clone(),
+        pods: pods.clone(),
+        recorder: ctx.recorder("horizontal-pod-autoscaler"),
+        clock: ctx.clock.clone(),
+        timing,
+        history: Arc::default(),
+    });
+    runtime::Controller::new("horizontal-pod-autoscaler")
+        .watches(&hpas, |change, queue| match change {
             Change::Added(o) | Change::Deleted(o) => queue.add(key_of(o)),
             // Its own status writes come back as updates; only a new spec is news.
             Change::Updated { old, new } => {
@@ -358,34 +365,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     queue.add(key_of(new));
                 }
             }
-        }
-    });
-    let controller = Controller {
-        client: ctx.client.clone(),
-        hpas,
-        pods,
-        recorder: ctx.recorder("horizontal-pod-autoscaler"),
-        clock: ctx.clock.clone(),
-        timing,
-        history: Arc::default(),
-    };
-    sup.spawn("horizontal-pod-autoscaler", move |cancel| {
-        let (c, queue) = (controller.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&c.hpas, &c.pods], &cancel).await {
-                return;
-            }
-            super::run(
-                "horizontal-pod-autoscaler",
-                queue,
-                WORKERS,
-                cancel,
-                move |key| {
-                    let c = c.clone();
-                    async move { c.reconcile(key).await }
-                },
-            )
-            .await;
-        }
-    });
+        })
+        .waits_for(&pods)
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let c = c.clone();
+            async move { c.reconcile(key).await }
+        });
 }
