@@ -3,9 +3,11 @@
 //! named `https` onto the port the API serves on, and is made again when deleted and set
 //! right when its ports are changed.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::Client;
 use crate::client::informer::Informer;
 use crate::client::{Kind, catalog};
@@ -94,34 +96,28 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         return;
     };
     let services = ctx.informers.get(catalog::of(Kind::Service));
+    let controller = Arc::new(ApiService {
+        client: ctx.client.clone(),
+        services: services.clone(),
+        port,
+    });
     let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        services.on_change(move |change| {
+    let first = queue.clone();
+    runtime::Controller::new("kubernetes-service")
+        .with_queue(queue)
+        .watches(&services, |change, queue| {
             let m = &change.object()["metadata"];
             if m["namespace"] == NAMESPACE && m["name"] == NAME {
                 queue.add(NAME.to_string());
             }
+        })
+        // Looked at once the cache is filled, whether or not it holds the Service.
+        .waits_until(move || {
+            let queue = first.clone();
+            Box::pin(async move { queue.add(NAME.to_string()) })
+        })
+        .run(sup, move |_key| {
+            let controller = controller.clone();
+            async move { controller.reconcile().await }
         });
-    }
-    let controller = ApiService {
-        client: ctx.client.clone(),
-        services,
-        port,
-    };
-    sup.spawn("kubernetes-service", move |cancel| {
-        let (controller, queue) = (controller.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&controller.services], &cancel).await {
-                return;
-            }
-            // Looked at once the cache is filled, whether or not it holds the Service.
-            queue.add(NAME.to_string());
-            super::run("kubernetes-service", queue, 1, cancel, move |_key| {
-                let controller = controller.clone();
-                async move { controller.reconcile().await }
-            })
-            .await;
-        }
-    });
 }

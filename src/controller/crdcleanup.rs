@@ -4,10 +4,12 @@
 //! own are waited for: the informer of the kind ([`super::custom`]) tells of each
 //! deletion, which brings the definition back to the queue.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::custom::KindChange;
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams};
 use crate::client::{Kind, catalog};
@@ -116,17 +118,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .informers
         .get(catalog::of(Kind::CustomResourceDefinition));
     let queue = Queue::new();
-    {
+    // A followed kind's first list, and each deletion of one of its objects, bring its
+    // definition back.
+    ctx.custom.on_change({
         let queue = queue.clone();
-        definitions.on_change(move |change| {
-            if !matches!(change, Change::Deleted(_)) {
-                queue.add(str_at(change.object(), "/metadata/name").to_string());
-            }
-        });
-    }
-    {
-        let queue = queue.clone();
-        ctx.custom.on_change(move |change| {
+        move |change| {
             let KindChange::Followed { res, informer, .. } = change else {
                 return;
             };
@@ -141,23 +137,21 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
             let queue = queue.clone();
             change.when_listed(move || queue.add(definition));
-        });
-    }
-    let cleanup = Cleanup {
-        client: ctx.client.clone(),
-        definitions,
-    };
-    sup.spawn("crd-cleanup", move |cancel| {
-        let (cleanup, queue) = (cleanup.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&cleanup.definitions], &cancel).await {
-                return;
-            }
-            super::run("crd-cleanup", queue, 1, cancel, move |key| {
-                let cleanup = cleanup.clone();
-                async move { cleanup.reconcile(key).await }
-            })
-            .await;
         }
     });
+    let cleanup = Arc::new(Cleanup {
+        client: ctx.client.clone(),
+        definitions: definitions.clone(),
+    });
+    runtime::Controller::new("crd-cleanup")
+        .with_queue(queue)
+        .watches(&definitions, |change, queue| {
+            if !matches!(change, Change::Deleted(_)) {
+                queue.add(str_at(change.object(), "/metadata/name").to_string());
+            }
+        })
+        .run(sup, move |key| {
+            let cleanup = cleanup.clone();
+            async move { cleanup.reconcile(key).await }
+        });
 }

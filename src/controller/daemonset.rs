@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
 use super::history::History;
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
@@ -846,39 +846,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let nodes = ctx.informers.get(catalog::of(Kind::Node));
     let revisions = ctx.informers.get(catalog::of(Kind::ControllerRevision));
-    let queue = Queue::new();
     let expectations = Expectations::default();
-    daemon_sets.on_change({
-        let queue = queue.clone();
-        let expectations = expectations.clone();
-        move |change| {
-            let key = key_of(change.object());
-            if let Change::Deleted(_) = change {
-                expectations.forget(&key);
-            }
-            queue.add(key);
-        }
-    });
-    // Every DaemonSet looks again when a node comes, goes or changes what decides it.
-    nodes.on_change({
-        let queue = queue.clone();
+    let matching = {
         let daemon_sets = daemon_sets.clone();
-        move |change| {
-            let matters = match change {
-                Change::Added(_) | Change::Deleted(_) => true,
-                Change::Updated { old, new } => node_matters(old, new),
-            };
-            if matters {
-                for ds in daemon_sets.list() {
-                    queue.add(key_of(&ds));
-                }
-            }
-        }
-    });
-    {
-        let queue = queue.clone();
-        let daemon_sets = daemon_sets.clone();
-        let matching = move |queue: &Queue, pod: &Value| {
+        move |queue: &Queue, pod: &Value| {
             let labels = labels::map_at(pod, "/metadata/labels");
             for ds in daemon_sets.list_namespace(str_at(pod, "/metadata/namespace")) {
                 let sel = ds
@@ -889,15 +860,47 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     queue.add(key_of(&ds));
                 }
             }
-        };
-        let expectations = expectations.clone();
-        pods.on_change(move |change| match change {
+        }
+    };
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        daemon_sets: daemon_sets.clone(),
+        pods: pods.clone(),
+        nodes: nodes.clone(),
+        revisions: revisions.clone(),
+        expectations: expectations.clone(),
+        backoff: Arc::default(),
+        recorder: ctx.recorder("daemonset-controller"),
+    });
+    let (forget, all) = (expectations.clone(), daemon_sets.clone());
+    runtime::Controller::new("daemonset")
+        .watches(&daemon_sets, move |change, queue| {
+            let key = key_of(change.object());
+            if let Change::Deleted(_) = change {
+                forget.forget(&key);
+            }
+            queue.add(key);
+        })
+        // Every DaemonSet looks again when a node comes, goes or changes what decides it.
+        .watches(&nodes, move |change, queue| {
+            let matters = match change {
+                Change::Added(_) | Change::Deleted(_) => true,
+                Change::Updated { old, new } => node_matters(old, new),
+            };
+            if matters {
+                for ds in all.list() {
+                    queue.add(key_of(&ds));
+                }
+            }
+        })
+        // The pods' changes also settle what the controller expects to see.
+        .watches(&pods, move |change, queue| match change {
             Change::Added(pod) => match DAEMON_SETS.key_of_controller(pod) {
                 Some(owner) => {
                     expectations.observed(&owner, 1, 0);
                     queue.add(owner);
                 }
-                None => matching(&queue, pod),
+                None => matching(queue, pod),
             },
             Change::Updated { old, new } => {
                 let (was, now) = (
@@ -918,7 +921,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                         if was.is_some()
                             || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
                         {
-                            matching(&queue, new);
+                            matching(queue, new);
                         }
                     }
                 }
@@ -931,11 +934,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     queue.add(owner);
                 }
             }
-        });
-    }
-    revisions.on_change({
-        let queue = queue.clone();
-        move |change| {
+        })
+        .watches(&revisions, |change, queue| {
             let old = match change {
                 // A revision made with its controller is only observed (`addHistory`):
                 // the set uses it at its next sync, whoever made it.
@@ -947,32 +947,12 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             for owner in old.into_iter().chain(now) {
                 queue.add(owner);
             }
-        }
-    });
-    let controller = Controller {
-        client: ctx.client.clone(),
-        daemon_sets,
-        pods,
-        nodes,
-        revisions,
-        expectations,
-        backoff: Arc::default(),
-        recorder: ctx.recorder("daemonset-controller"),
-    };
-    sup.spawn("daemonset", move |cancel| {
-        let (c, queue) = (controller.clone(), queue.clone());
-        async move {
-            let caches = [&c.daemon_sets, &c.pods, &c.nodes, &c.revisions];
-            if !super::synced(&caches, &cancel).await {
-                return;
-            }
-            super::run("daemonset", queue, WORKERS, cancel, move |key| {
-                let c = c.clone();
-                async move { c.reconcile(key).await }
-            })
-            .await;
-        }
-    });
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let c = controller.clone();
+            async move { c.reconcile(key).await }
+        });
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::deploymentconfig::{decode_dc, is_cancelled, phase_of};
-use super::{Action, Context, Error, Queue, Result, Supervisor};
+use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, key_of};
@@ -610,9 +610,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        rcs.on_change(move |change| {
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        rcs: rcs.clone(),
+        pods: pods.clone(),
+        queue: queue.clone(),
+        recorder: ctx.recorder("deployer-controller"),
+    });
+    runtime::Controller::new("deployer-controller")
+        .with_queue(queue)
+        // The deployments: RCs made for a DeploymentConfig.
+        .watches(&rcs, |change, queue| {
             let rc = match change {
                 Change::Added(rc) | Change::Updated { new: rc, .. } => rc,
                 Change::Deleted(_) => return,
@@ -623,11 +631,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             {
                 queue.add(key_of(rc));
             }
-        });
-    }
-    {
-        let queue = queue.clone();
-        pods.on_change(move |change| {
+        })
+        // A pod's change (not a repeat in the same resourceVersion) goes to the
+        // deployment it is for.
+        .watches(&pods, |change, queue| {
             let pod = match change {
                 Change::Updated { old, new } => {
                     if old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"] {
@@ -640,28 +647,12 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             if let Some(rc) = pod["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION].as_str() {
                 queue.add(format!("{}/{rc}", str_at(pod, "/metadata/namespace")));
             }
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let controller = controller.clone();
+            async move { controller.handle(key).await }
         });
-    }
-    let controller = Arc::new(Controller {
-        client: ctx.client.clone(),
-        rcs,
-        pods,
-        queue: queue.clone(),
-        recorder: ctx.recorder("deployer-controller"),
-    });
-    sup.spawn("deployer-controller", move |cancel| {
-        let (controller, queue) = (controller.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&controller.rcs, &controller.pods], &cancel).await {
-                return;
-            }
-            super::run("deployer-controller", queue, WORKERS, cancel, move |key| {
-                let controller = controller.clone();
-                async move { controller.handle(key).await }
-            })
-            .await;
-        }
-    });
 }
 
 #[cfg(test)]

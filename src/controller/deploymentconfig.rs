@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::{Action, Context, Error, Queue, Result, Supervisor};
+use super::{Action, Context, Error, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
-use crate::client::{Client, DeleteParams, Patch, Propagation, key_of};
+use crate::client::{Client, DeleteParams, Patch, Propagation};
 use crate::client::{Kind, Resource, catalog};
 use crate::types::openshift as os;
 
@@ -940,15 +940,19 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     };
     let dcs = ctx.informers.get(res);
     let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
-    let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        dcs.on_change(move |change| queue.add(key_of(change.object())));
-    }
-    {
-        let queue = queue.clone();
-        let dcs = dcs.clone();
-        rcs.on_change(move |change| {
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        dcs: dcs.clone(),
+        rcs: rcs.clone(),
+        recorder: ctx.recorder("deploymentconfig-controller"),
+        res,
+    });
+    let known = dcs.clone();
+    runtime::Controller::new("deploymentconfig-controller")
+        .reconciles(&dcs)
+        // An RC's change (not a repeat in the same resourceVersion) goes to the
+        // DeploymentConfig it was made for, if there is one.
+        .watches(&rcs, move |change, queue| {
             let rc = match change {
                 Change::Updated { old, new } => {
                     if old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"] {
@@ -963,37 +967,15 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 return;
             };
             let key = format!("{}/{dc}", str_at(rc, "/metadata/namespace"));
-            if dcs.get(&key).is_some() {
+            if known.get(&key).is_some() {
                 queue.add(key);
             }
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let controller = controller.clone();
+            async move { controller.handle(key).await }
         });
-    }
-    let controller = Arc::new(Controller {
-        client: ctx.client.clone(),
-        dcs,
-        rcs,
-        recorder: ctx.recorder("deploymentconfig-controller"),
-        res,
-    });
-    sup.spawn("deploymentconfig-controller", move |cancel| {
-        let (controller, queue) = (controller.clone(), queue.clone());
-        async move {
-            if !super::synced(&[&controller.dcs, &controller.rcs], &cancel).await {
-                return;
-            }
-            super::run(
-                "deploymentconfig-controller",
-                queue,
-                WORKERS,
-                cancel,
-                move |key| {
-                    let controller = controller.clone();
-                    async move { controller.handle(key).await }
-                },
-            )
-            .await;
-        }
-    });
 }
 
 #[cfg(test)]

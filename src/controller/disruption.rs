@@ -14,12 +14,13 @@
 //! such expiry, the only timer. Budgets and pods queue through watches.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::claim::{controller_ref, is_deleting, str_at};
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, Kind, catalog, key_of};
@@ -367,52 +368,42 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let rss = ctx.informers.get(catalog::of(Kind::ReplicaSet));
     let deployments = ctx.informers.get(catalog::of(Kind::Deployment));
     let rcs = ctx.informers.get(catalog::of(Kind::ReplicationController));
-    let queue = Queue::new();
-    pdbs.on_change({
-        let queue = queue.clone();
-        move |change| queue.add(key_of(change.object()))
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        pdbs: pdbs.clone(),
+        pods: pods.clone(),
+        rss: rss.clone(),
+        deployments: deployments.clone(),
+        rcs: rcs.clone(),
+        recorder: ctx.recorder("controllermanager"),
     });
-    pods.on_change({
-        let queue = queue.clone();
-        let pdbs = pdbs.clone();
-        move |change| {
+    let budgets = pdbs.clone();
+    runtime::Controller::new("disruption")
+        .reconciles(&pdbs)
+        // A pod's change goes to the budgets that select it (or did).
+        .watches(&pods, move |change, queue| {
             let mut keys: BTreeMap<String, ()> = BTreeMap::new();
             if let Change::Updated { old, .. } = change {
-                keys.extend(budgets_of(&pdbs, old).into_iter().map(|k| (k, ())));
+                keys.extend(budgets_of(&budgets, old).into_iter().map(|k| (k, ())));
             }
             keys.extend(
-                budgets_of(&pdbs, change.object())
+                budgets_of(&budgets, change.object())
                     .into_iter()
                     .map(|k| (k, ())),
             );
             for key in keys.into_keys() {
                 queue.add(key);
             }
-        }
-    });
-    let controller = Controller {
-        client: ctx.client.clone(),
-        pdbs,
-        pods,
-        rss,
-        deployments,
-        rcs,
-        recorder: ctx.recorder("controllermanager"),
-    };
-    sup.spawn("disruption", move |cancel| {
-        let (c, queue) = (controller.clone(), queue.clone());
-        async move {
-            let caches = [&c.pdbs, &c.pods, &c.rss, &c.deployments, &c.rcs];
-            if !super::synced(&caches, &cancel).await {
-                return;
-            }
-            super::run("disruption", queue, WORKERS, cancel, move |key| {
-                let c = c.clone();
-                async move { c.reconcile(key).await }
-            })
-            .await;
-        }
-    });
+        })
+        // The pods' controllers, read for their scale.
+        .waits_for(&rss)
+        .waits_for(&deployments)
+        .waits_for(&rcs)
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let c = controller.clone();
+            async move { c.reconcile(key).await }
+        });
 }
 
 #[cfg(test)]

@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Value, json};
 
 use super::custom::{CustomKinds, KindChange};
-use super::{Action, Context, Error, Queue, Result, Supervisor};
-use crate::client::informer::{Change, Informer};
+use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
+use crate::client::informer::Change;
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, Client, DeleteParams, ListParams, Patch, Propagation, key_of};
 use crate::client::{Kind, Resource, catalog};
@@ -60,16 +60,17 @@ struct Collector {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let queue = Queue::new();
     let graph = Arc::new(Mutex::new(Graph::default()));
-    let mut informers: Vec<Informer> = Vec::new();
+    let mut controller = runtime::Controller::new(NAME).with_queue(queue.clone());
     for res in collected_kinds() {
-        let informer = ctx.informers.metadata(res);
-        feed(&informer, res, &graph, &queue);
-        informers.push(informer);
+        controller = controller.watches(&ctx.informers.metadata(res), feeding(res, &graph));
     }
     {
         let (graph, queue) = (graph.clone(), queue.clone());
         ctx.custom.on_change(move |change| match change {
-            KindChange::Followed { res, informer, .. } => feed(informer, res, &graph, &queue),
+            KindChange::Followed { res, informer, .. } => {
+                let (queue, feed) = (queue.clone(), feeding(res, &graph));
+                informer.on_change(move |change| feed(change, &queue));
+            }
             KindChange::Dropped { informer, .. } => {
                 let wake: Vec<String> = {
                     let mut g = graph.lock().expect("graph lock");
@@ -84,45 +85,39 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let collector = Arc::new(Collector {
         client: ctx.client.clone(),
         graph,
-        queue: queue.clone(),
+        queue,
         recorder: ctx.recorder(NAME),
         custom: ctx.custom.clone(),
     });
-    sup.spawn(NAME, move |cancel| {
-        let (collector, queue, informers) = (collector.clone(), queue.clone(), informers.clone());
-        async move {
-            // Orphaning and foreground decisions need every dependent in the graph, the
-            // custom kinds served at start among them.
-            let all: Vec<&Informer> = informers.iter().collect();
-            let synced = async {
-                super::synced(&all, &cancel).await && {
-                    tokio::select! {
-                        () = collector.custom.synced() => true,
-                        () = cancel.cancelled() => false,
-                    }
-                }
-            };
-            if !synced.await {
-                return;
-            }
-            tracing::info!(
-                objects = collector.graph().len(),
-                "garbage collector synced"
-            );
-            super::run(NAME, queue, WORKERS, cancel, move |uid| {
-                let collector = collector.clone();
-                async move { collector.reconcile(&uid).await }
+    let ready = collector.clone();
+    controller
+        // Orphaning and foreground decisions need every dependent in the graph, the custom
+        // kinds served at start among them.
+        .waits_until(move || {
+            let collector = ready.clone();
+            Box::pin(async move {
+                collector.custom.synced().await;
+                tracing::info!(
+                    objects = collector.graph().len(),
+                    "garbage collector synced"
+                );
             })
-            .await;
-        }
-    });
+        })
+        .workers(WORKERS)
+        .run(sup, move |uid| {
+            let collector = collector.clone();
+            async move { collector.reconcile(&uid).await }
+        });
 }
 
-/// Feeds the changes `informer` applies (to objects of `res`) into the graph, and the uids
-/// they wake into the queue.
-fn feed(informer: &Informer, res: &Arc<Resource>, graph: &Arc<Mutex<Graph>>, queue: &Queue) {
-    let (res, graph, queue) = (res.clone(), graph.clone(), queue.clone());
-    informer.on_change(move |change| {
+/// What feeds the changes an informer of `res` applies into the graph, and the uids they
+/// wake into the queue.
+fn feeding(
+    res: &Arc<Resource>,
+    graph: &Arc<Mutex<Graph>>,
+) -> impl Fn(Change<'_>, &Queue) + Send + Sync + 'static {
+    let (res, graph) = (res.clone(), graph.clone());
+    move |change, queue| {
         let wake = {
             let mut g = graph.lock().expect("graph lock");
             match change {
@@ -140,7 +135,7 @@ fn feed(informer: &Informer, res: &Arc<Resource>, graph: &Arc<Mutex<Graph>>, que
         for uid in wake {
             queue.add(uid);
         }
-    });
+    }
 }
 
 /// What an ownerReference points at, as far as its dependent is concerned.

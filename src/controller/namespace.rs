@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::custom::KindChange;
-use super::{Action, Context, Error, Queue, Result, Supervisor};
+use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams, Propagation};
 use crate::client::{Kind, Resource, catalog};
@@ -59,21 +59,22 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let queue = Queue::new();
     let namespaces = ctx.informers.get(catalog::of(Kind::Namespace));
-    let q = queue.clone();
-    namespaces.on_change(move |change| match change {
-        Change::Added(ns) | Change::Updated { new: ns, .. } if deleting(ns) => {
-            q.add(name_of(ns));
-        }
-        _ => {}
-    });
-    let mut informers: Vec<Informer> = vec![namespaces.clone()];
+    let mut controller = runtime::Controller::new(NAME)
+        .with_queue(queue.clone())
+        .watches(&namespaces, |change, queue| match change {
+            Change::Added(ns) | Change::Updated { new: ns, .. } if deleting(ns) => {
+                queue.add(name_of(ns));
+            }
+            _ => {}
+        });
+    // A deletion is only seen as an event by an informer that has listed; until then a
+    // pass could wait for an event that never comes: every kind's informer is waited for.
     for res in contents() {
         let informer = ctx.informers.metadata(res);
-        follow_deletions(&informer, &queue, &namespaces);
-        informers.push(informer);
+        controller = controller.watches(&informer, deletions_in(&namespaces));
     }
     {
-        let (q, namespaces) = (queue.clone(), namespaces.clone());
+        let namespaces = namespaces.clone();
         ctx.custom.on_change(move |change| {
             let KindChange::Followed { res, informer, .. } = change else {
                 return;
@@ -81,8 +82,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             if !res.namespaced {
                 return;
             }
-            follow_deletions(informer, &q, &namespaces);
-            let (q, namespaces) = (q.clone(), namespaces.clone());
+            let (q, deleted) = (queue.clone(), deletions_in(&namespaces));
+            informer.on_change(move |change| deleted(change, &q));
+            let (q, namespaces) = (queue.clone(), namespaces.clone());
             change.when_listed(move || {
                 for ns in namespaces.list().iter().filter(|n| deleting(n)) {
                     q.add(name_of(ns));
@@ -91,29 +93,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         });
     }
     let client = ctx.client.clone();
-    sup.spawn(NAME, move |cancel| {
-        let (client, queue, informers) = (client.clone(), queue.clone(), informers.clone());
-        async move {
-            // A deletion is only seen as an event by an informer that has listed; until
-            // then a pass could wait for an event that never comes.
-            let all: Vec<&Informer> = informers.iter().collect();
-            if !super::synced(&all, &cancel).await {
-                return;
-            }
-            super::run(NAME, queue, WORKERS, cancel, move |name| {
-                let client = client.clone();
-                async move { reconcile(&client, &name).await }
-            })
-            .await;
-        }
+    controller.workers(WORKERS).run(sup, move |name| {
+        let client = client.clone();
+        async move { reconcile(&client, &name).await }
     });
 }
 
-/// Brings a namespace being deleted back to the queue when `informer` tells of the
+/// What brings a namespace being deleted back to the queue: an informer telling of the
 /// deletion of an object in it.
-fn follow_deletions(informer: &Informer, queue: &Queue, namespaces: &Informer) {
-    let (q, namespaces) = (queue.clone(), namespaces.clone());
-    informer.on_change(move |change| {
+fn deletions_in(namespaces: &Informer) -> impl Fn(Change<'_>, &Queue) + Send + Sync + 'static {
+    let namespaces = namespaces.clone();
+    move |change, queue| {
         let Change::Deleted(obj) = change else {
             return;
         };
@@ -121,9 +111,9 @@ fn follow_deletions(informer: &Informer, queue: &Queue, namespaces: &Informer) {
             return;
         };
         if namespaces.get(ns).is_some_and(|n| deleting(&n)) {
-            q.add(ns);
+            queue.add(ns);
         }
-    });
+    }
 }
 
 /// What one pass over a namespace's contents found.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
-use super::{Action, Context, Error, Queue, Result, Supervisor, run};
+use super::{Action, Context, Error, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, DeleteParams, key_of};
@@ -40,7 +40,6 @@ struct Controller {
 
 /// Registers the controller's informer handlers and spawns its loop.
 pub fn start(ctx: &Context, sup: &mut Supervisor) {
-    let queue = Queue::new();
     let c = std::sync::Arc::new(Controller {
         ctx: ctx.clone(),
         nodes: ctx.informers.get(catalog::of(Kind::Node)),
@@ -48,23 +47,18 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         pods: ctx.informers.get(catalog::of(Kind::Pod)),
         recorder: ctx.recorder(COMPONENT),
     });
-    c.nodes.on_change({
-        let queue = queue.clone();
-        move |change| queue.add(key_of(change.object()))
-    });
-    c.leases.on_change({
-        let queue = queue.clone();
-        move |change| {
+    let nodes = c.nodes.clone();
+    runtime::Controller::new("nodelifecycle")
+        .reconciles(&c.nodes)
+        // Judging a node before its lease is in the cache would find it silent: the
+        // leases are waited for too.
+        .watches(&c.leases, |change, queue| {
             let lease = change.object();
             if str_at(lease, "/metadata/namespace") == LEASE_NAMESPACE {
                 queue.add(str_at(lease, "/metadata/name"));
             }
-        }
-    });
-    c.pods.on_change({
-        let queue = queue.clone();
-        let nodes = c.nodes.clone();
-        move |change| {
+        })
+        .watches(&c.pods, move |change, queue| {
             // A pod (new or changed) on an unreachable node is marked and timed.
             let node = str_at(change.object(), "/spec/nodeName");
             if !matches!(change, Change::Deleted(_))
@@ -73,23 +67,12 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             {
                 queue.add(node);
             }
-        }
-    });
-    sup.spawn("nodelifecycle", move |cancel| {
-        let c = c.clone();
-        let queue = queue.clone();
-        async move {
-            // Judging a node before its lease is in the cache would find it silent.
-            if !super::synced(&[&c.nodes, &c.leases, &c.pods], &cancel).await {
-                return;
-            }
-            run("nodelifecycle", queue, WORKERS, cancel, move |name| {
-                let c = c.clone();
-                async move { c.reconcile(&name).await }
-            })
-            .await;
-        }
-    });
+        })
+        .workers(WORKERS)
+        .run(sup, move |name| {
+            let c = c.clone();
+            async move { c.reconcile(&name).await }
+        });
 }
 
 fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {

@@ -4,9 +4,11 @@
 //! deleted, put back when changed. Pods (and the conformance suite's set-up) read it to
 //! trust the API server.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, Kind, ListParams, Patch, catalog};
 
@@ -109,49 +111,34 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             ..ListParams::default()
         },
     );
-    let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        namespaces.on_change(move |change| {
+    let publisher = Arc::new(Publisher {
+        client: ctx.client.clone(),
+        ca,
+        namespaces: namespaces.clone(),
+        maps: maps.clone(),
+    });
+    runtime::Controller::new("root-ca-publisher")
+        .watches(&namespaces, |change, queue| {
             if !matches!(change, Change::Deleted(_)) {
                 if let Some(name) = change.object()["metadata"]["name"].as_str() {
                     queue.add(name.to_string());
                 }
             }
-        });
-    }
-    {
-        let queue = queue.clone();
-        maps.on_change(move |change| {
+        })
+        .watches(&maps, |change, queue| {
             if let Some(ns) = change.object()["metadata"]["namespace"].as_str() {
                 queue.add(ns.to_string());
             }
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let publisher = publisher.clone();
+            async move { publisher.reconcile(key).await }
         });
-    }
-    {
-        let (maps, client) = (maps.clone(), ctx.client.clone());
-        sup.spawn("root-ca-maps", move |cancel| {
-            maps.clone().run(client.clone(), cancel)
-        });
-    }
-    let publisher = Publisher {
-        client: ctx.client.clone(),
-        ca,
-        namespaces,
-        maps,
-    };
-    sup.spawn("root-ca-publisher", move |cancel| {
-        let (publisher, queue) = (publisher.clone(), queue.clone());
-        async move {
-            let caches = [&publisher.namespaces, &publisher.maps];
-            if !super::synced(&caches, &cancel).await {
-                return;
-            }
-            super::run("root-ca-publisher", queue, WORKERS, cancel, move |key| {
-                let publisher = publisher.clone();
-                async move { publisher.reconcile(key).await }
-            })
-            .await;
-        }
+    // The maps' informer is this controller's own (not one of the shared ones), run once
+    // its handler is registered.
+    let client = ctx.client.clone();
+    sup.spawn("root-ca-maps", move |cancel| {
+        maps.clone().run(client.clone(), cancel)
     });
 }

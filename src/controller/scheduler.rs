@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::{Action, Context, Error, Queue, Result, Supervisor, run};
+use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, key_of, split_key};
@@ -152,42 +152,28 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         recorder: ctx.recorder(NAME),
         book: Arc::default(),
     });
-    s.pods.on_change({
-        let book = s.book.clone();
-        move |c| book.pod_changed(c)
-    });
-    s.nodes.on_change({
-        let book = s.book.clone();
-        move |c| book.node_changed(c)
-    });
-    // A claim made, bound or gone may be what a waiting pod needs.
-    s.claims.on_change({
-        let book = s.book.clone();
-        move |c| {
+    let (on_pod, on_node, on_claim) = (s.book.clone(), s.book.clone(), s.book.clone());
+    // The handlers queue through the book; placing pods before the caches are full would
+    // undercount what nodes hold.
+    runtime::Controller::new("scheduler")
+        .with_queue(s.book.queue.clone())
+        .watches(&s.pods, move |c, _| on_pod.pod_changed(c))
+        .watches(&s.nodes, move |c, _| on_node.node_changed(c))
+        // A claim made, bound or gone may be what a waiting pod needs.
+        .watches(&s.claims, move |c, _| {
             let matters = match c {
                 Change::Updated { old, new } => old.get("status") != new.get("status"),
                 _ => true,
             };
             if matters {
-                book.retry_unschedulable();
+                on_claim.retry_unschedulable();
             }
-        }
-    });
-    sup.spawn("scheduler", move |cancel| {
-        let s = s.clone();
-        async move {
-            // Placing pods before both caches are full would undercount what nodes hold.
-            if !super::synced(&[&s.pods, &s.nodes, &s.claims], &cancel).await {
-                return;
-            }
-            let queue = s.book.queue.clone();
-            run("scheduler", queue, WORKERS, cancel, move |key| {
-                let s = s.clone();
-                async move { s.reconcile(&key).await }
-            })
-            .await;
-        }
-    });
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let s = s.clone();
+            async move { s.reconcile(&key).await }
+        });
 }
 
 fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {

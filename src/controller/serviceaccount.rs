@@ -5,9 +5,11 @@
 //! removes it with the account). The API accepts the token for requests in the account's
 //! namespace only; deleting the Secret revokes it and a new one is made.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, split_key};
 use crate::client::{Kind, catalog};
@@ -186,18 +188,19 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let namespaces = ctx.informers.get(catalog::of(Kind::Namespace));
     let accounts = ctx.informers.get(catalog::of(Kind::ServiceAccount));
     let secrets = ctx.informers.get(catalog::of(Kind::Secret));
-    let queue = Queue::new();
-    {
-        let queue = queue.clone();
-        namespaces.on_change(move |change| {
+    let controller = Arc::new(Accounts {
+        client: ctx.client.clone(),
+        namespaces: namespaces.clone(),
+        accounts: accounts.clone(),
+        secrets: secrets.clone(),
+    });
+    runtime::Controller::new("service-accounts")
+        .watches(&namespaces, |change, queue| {
             if !matches!(change, Change::Deleted(_)) {
                 queue.add(format!("ns:{}", str_at(change.object(), "/metadata/name")));
             }
-        });
-    }
-    {
-        let queue = queue.clone();
-        accounts.on_change(move |change| {
+        })
+        .watches(&accounts, |change, queue| {
             let obj = change.object();
             let ns = str_at(obj, "/metadata/namespace");
             match change {
@@ -208,11 +211,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
                 _ => queue.add(format!("sa:{}", crate::client::key_of(obj))),
             }
-        });
-    }
-    {
-        let queue = queue.clone();
-        secrets.on_change(move |change| {
+        })
+        .watches(&secrets, |change, queue| {
             let obj = change.object();
             if obj["type"] != SERVICE_ACCOUNT_TOKEN {
                 return;
@@ -227,26 +227,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                     str_at(obj, "/metadata/namespace")
                 ));
             }
+        })
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let accounts = controller.clone();
+            async move { accounts.reconcile(key).await }
         });
-    }
-    let accounts = Accounts {
-        client: ctx.client.clone(),
-        namespaces,
-        accounts,
-        secrets,
-    };
-    sup.spawn("service-accounts", move |cancel| {
-        let (accounts, queue) = (accounts.clone(), queue.clone());
-        async move {
-            let caches = [&accounts.namespaces, &accounts.accounts, &accounts.secrets];
-            if !super::synced(&caches, &cancel).await {
-                return;
-            }
-            super::run("service-accounts", queue, WORKERS, cancel, move |key| {
-                let accounts = accounts.clone();
-                async move { accounts.reconcile(key).await }
-            })
-            .await;
-        }
-    });
 }

@@ -27,13 +27,14 @@
 //! volumes) lives in the pod spec, which the API keeps immutable; berth mends the identity
 //! labels and the claims' owners only.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::history::{self, History};
-use super::{Action, Context, Queue, Result, Supervisor};
+use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
@@ -883,11 +884,6 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let claims = ctx.informers.get(catalog::of(Kind::PersistentVolumeClaim));
     let revisions = ctx.informers.get(catalog::of(Kind::ControllerRevision));
-    let queue = Queue::new();
-    sets.on_change({
-        let queue = queue.clone();
-        move |change| queue.add(key_of(change.object()))
-    });
     // Orphans that a set's selector matches may be adopted.
     let matching = {
         let sets = sets.clone();
@@ -904,28 +900,25 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         }
     };
-    for informer in [&pods, &revisions] {
-        let queue = queue.clone();
-        let matching = matching.clone();
-        informer.on_change(move |change| {
-            let was = match change {
-                Change::Updated { old, .. } => STATEFUL_SETS.key_of_controller(old),
-                _ => None,
-            };
-            let now = STATEFUL_SETS.key_of_controller(change.object());
-            if now.is_none() && !matches!(change, Change::Deleted(_)) {
-                matching(&queue, change.object());
-            }
-            for owner in was.into_iter().chain(now) {
-                queue.add(owner);
-            }
-        });
-    }
+    // A pod's or a revision's change goes to its set (and the one it had), an orphan's
+    // (but its deletion) to the sets that may adopt it.
+    let to_sets = move |change: Change<'_>, queue: &Queue| {
+        let was = match change {
+            Change::Updated { old, .. } => STATEFUL_SETS.key_of_controller(old),
+            _ => None,
+        };
+        let now = STATEFUL_SETS.key_of_controller(change.object());
+        if now.is_none() && !matches!(change, Change::Deleted(_)) {
+            matching(queue, change.object());
+        }
+        for owner in was.into_iter().chain(now) {
+            queue.add(owner);
+        }
+    };
     // A claim that goes may be one a pod waits to make again.
-    claims.on_change({
-        let queue = queue.clone();
+    let claim_deleted = {
         let sets = sets.clone();
-        move |change| {
+        move |change: Change<'_>, queue: &Queue| {
             if !matches!(change, Change::Deleted(_)) {
                 return;
             }
@@ -943,29 +936,25 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 }
             }
         }
-    });
-    let controller = Controller {
-        client: ctx.client.clone(),
-        sets,
-        pods,
-        claims,
-        revisions,
-        recorder: ctx.recorder("statefulset-controller"),
     };
-    sup.spawn("statefulset", move |cancel| {
-        let (c, queue) = (controller.clone(), queue.clone());
-        async move {
-            let caches = [&c.sets, &c.pods, &c.claims, &c.revisions];
-            if !super::synced(&caches, &cancel).await {
-                return;
-            }
-            super::run("statefulset", queue, WORKERS, cancel, move |key| {
-                let c = c.clone();
-                async move { c.reconcile(key).await }
-            })
-            .await;
-        }
+    let controller = Arc::new(Controller {
+        client: ctx.client.clone(),
+        sets: sets.clone(),
+        pods: pods.clone(),
+        claims: claims.clone(),
+        revisions: revisions.clone(),
+        recorder: ctx.recorder("statefulset-controller"),
     });
+    runtime::Controller::new("statefulset")
+        .reconciles(&sets)
+        .watches(&pods, to_sets.clone())
+        .watches(&revisions, to_sets)
+        .watches(&claims, claim_deleted)
+        .workers(WORKERS)
+        .run(sup, move |key| {
+            let c = controller.clone();
+            async move { c.reconcile(key).await }
+        });
 }
 
 #[cfg(test)]
