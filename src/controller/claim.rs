@@ -13,9 +13,7 @@ use crate::client::informer::Informer;
 use crate::client::{Client, Patch, Resource};
 use crate::types::labels;
 
-pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
+pub use crate::types::json::str_at;
 
 pub fn is_deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp").is_some()

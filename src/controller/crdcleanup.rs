@@ -4,6 +4,7 @@
 //! own are waited for: the informer of the kind ([`super::custom`]) tells of each
 //! deletion, which brings the definition back to the queue.
 
+use crate::types::json::str_at;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -19,10 +20,6 @@ use crate::types::CRD_CLEANUP_FINALIZER as CLEANUP_FINALIZER;
 struct Cleanup {
     client: Client,
     definitions: Informer,
-}
-
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn finalizers(obj: &Value) -> Vec<&str> {

@@ -24,6 +24,7 @@
 //! that no longer exists are deleted at once (upstream leaves them to the pod GC, which
 //! berth does not have).
 
+use crate::types::json::int_at;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,10 +55,6 @@ const DAEMON_SETS: OwnerKind = OwnerKind {
 
 fn name(obj: &Value) -> &str {
     str_at(obj, "/metadata/name")
-}
-
-fn int_at(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn is_terminal(pod: &Value) -> bool {

@@ -4,6 +4,7 @@
 //! goes missing or times out, carry out a cancellation), and the deployer pod itself.
 //! Pure functions over the API objects; the controller loop applies them.
 
+use crate::types::json::str_at;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -23,10 +24,6 @@ pub const UNRELATED_POD: &str =
     "unrelated pod with the same name as this deployment is already running";
 /// A key handled after this many requeues is on its last chance (§11.1).
 pub const LAST_CHANCE_REQUEUES: u32 = 13;
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
 
 /// Whether `from → to` is a move of the phase machine (§11.2).
 pub fn allowed(from: &str, to: &str) -> bool {

@@ -16,6 +16,7 @@
 //! Rollbacks are client-side, as in kubectl: the template of an old set is written back,
 //! and that set becomes the new one with the next revision.
 
+use crate::types::json::int_at;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,10 +53,6 @@ const REPLICA_SETS: OwnerKind = OwnerKind {
     api_version: "apps/v1",
     kind_name: "ReplicaSet",
 };
-
-fn int_at(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
-}
 
 fn replicas(obj: &Value) -> i64 {
     int_at(obj, "/spec/replicas")

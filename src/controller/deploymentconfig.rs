@@ -5,6 +5,7 @@
 //! cleanup deletes. Pure functions over the API objects, so every rule is unit-tested;
 //! the controller loop applies them through the client.
 
+use crate::types::json::str_at;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -18,10 +19,6 @@ use crate::client::{Kind, Resource, catalog};
 use crate::types::openshift as os;
 
 pub const NEWER_RUNNING: &str = "newer deployment was found running";
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/annotations")?.get(key)?.as_str()

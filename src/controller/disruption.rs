@@ -13,6 +13,7 @@
 //! them deleted or two minutes pass; the reconcile asks to be run again at the earliest
 //! such expiry, the only timer. Budgets and pods queue through watches.
 
+use crate::types::json::int_at;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,10 +30,6 @@ use crate::types::disruption::{self, DISRUPTION_ALLOWED, selects};
 /// How long an evicted pod counts as being deleted (`DeletionTimeout`).
 pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
 const WORKERS: usize = 2;
-
-fn int_at(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
-}
 
 fn is_ready(pod: &Value) -> bool {
     crate::types::is_pod_ready(pod)

@@ -24,6 +24,7 @@
 
 mod graph;
 
+use crate::types::json::str_at;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
@@ -151,10 +152,6 @@ enum OwnerState {
 
 fn uid_of(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/uid").and_then(Value::as_str)
-}
-
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn owner_refs(obj: &Value) -> &[Value] {

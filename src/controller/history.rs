@@ -9,6 +9,7 @@
 //! owner's `status.collisionCount` and hashes again. [`History::truncate`] keeps
 //! `revisionHistoryLimit` revisions among those no longer live.
 
+use crate::types::json::int_at;
 use serde_json::{Value, json};
 
 use super::claim::{Claim, OwnerKind, str_at};
@@ -29,10 +30,6 @@ pub struct History<'a> {
     /// Whether a new revision copies its owner's annotations (as the daemon set
     /// controller's do).
     pub annotations: bool,
-}
-
-fn int_at(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// The revision data of an owner: its template as the patch that puts it back

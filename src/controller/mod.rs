@@ -149,4 +149,4 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
 }
 
-pub use runtime::{Action, Controller, Error, OnConflict, Result, run, run_informer, synced};
+pub use runtime::{Action, Controller, Error, OnConflict, Result, run_informer};

@@ -12,6 +12,7 @@
 //! `NodeNotReady` (Warning, "Node is not ready") on each pod marked not Ready;
 //! `TaintManagerEviction` (Normal, "Marking for deletion Pod ns/name") on each pod evicted.
 
+use crate::types::json::str_at;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -73,10 +74,6 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let c = c.clone();
             async move { c.reconcile(&name).await }
         });
-}
-
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn time_at(obj: &Value, pointer: &str) -> Option<Timestamp> {

@@ -242,29 +242,8 @@ fn to_owners(
     }
 }
 
-/// Runs `reconcile` on keys from `queue` with `workers` workers until `cancel`: the
-/// workers of a controller not yet wired with [`Controller`].
-pub async fn run<F, Fut>(
-    name: &'static str,
-    queue: Queue,
-    workers: usize,
-    cancel: CancellationToken,
-    reconcile: F,
-) where
-    F: Fn(String) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action>> + Send + 'static,
-{
-    let work = Work {
-        name,
-        queue,
-        workers,
-        on_conflict: OnConflict::RetrySoon,
-    };
-    work.run(cancel, reconcile).await
-}
-
 /// Waits until every informer has its first list. False if cancelled.
-pub async fn synced(informers: &[&Informer], cancel: &CancellationToken) -> bool {
+async fn synced(informers: &[&Informer], cancel: &CancellationToken) -> bool {
     let all = async {
         for informer in informers {
             informer.synced().await;

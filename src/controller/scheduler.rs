@@ -11,6 +11,7 @@
 //! queued again. No timers.
 
 use crate::types::fit;
+use crate::types::json::str_at;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -174,10 +175,6 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let s = s.clone();
             async move { s.reconcile(&key).await }
         });
-}
-
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn is_finished(pod: &Value) -> bool {

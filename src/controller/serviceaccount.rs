@@ -5,6 +5,7 @@
 //! removes it with the account). The API accepts the token for requests in the account's
 //! namespace only; deleting the Secret revokes it and a new one is made.
 
+use crate::types::json::str_at;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -25,10 +26,6 @@ struct Accounts {
     namespaces: Informer,
     accounts: Informer,
     secrets: Informer,
-}
-
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 pub use crate::types::accounts::token_secret_name;

@@ -27,6 +27,7 @@
 //! volumes) lives in the pod spec, which the API keeps immutable; berth mends the identity
 //! labels and the claims' owners only.
 
+use crate::types::json::int_at;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,10 +60,6 @@ const STATEFUL_SETS: OwnerKind = OwnerKind {
 
 fn name(obj: &Value) -> &str {
     str_at(obj, "/metadata/name")
-}
-
-fn int_at(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// The set and ordinal a pod's name gives (`getParentNameAndOrdinal`).

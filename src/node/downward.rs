@@ -1,11 +1,8 @@
 //! The downward API's values of a pod: its fields and its containers' resources, as
 //! environment variables and `downwardAPI` files show them.
 
+use crate::types::json::str_at;
 use serde_json::Value;
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
 
 /// A downward-API field of the pod.
 pub(super) fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {

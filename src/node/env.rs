@@ -1,15 +1,12 @@
 //! A container's environment: its variables from `env` and `envFrom` (ConfigMaps, Secrets,
 //! the downward API), and the `$(VAR)` expansion of values, commands and sub-paths.
 
+use crate::types::json::str_at;
 use serde_json::Value;
 
 use super::Config;
 use super::downward;
 use crate::client::{Client, Kind, catalog};
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
-}
 
 /// Resolves a container's environment; a missing reference is a config error.
 pub(super) async fn resolve(

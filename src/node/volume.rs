@@ -14,6 +14,7 @@
 //!
 //! [`mounts`] turns a container's `volumeMounts` into the runtime's bind mounts.
 
+use crate::types::json::str_at;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
@@ -43,10 +44,6 @@ pub struct Prepared {
     pub sources: HashMap<String, PathBuf>,
     /// The service-account volume, when the pod gets one.
     pub service_account: Option<PathBuf>,
-}
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
 }
 
 fn mode_of(v: &Value, key: &str, default: u32) -> u32 {

@@ -355,6 +355,42 @@ fn the_api_routes_by_descriptor_not_by_kind() {
 }
 
 #[test]
+fn controllers_are_wired_by_the_builder() {
+    // ARCHITECTURE.md, the controllers: the builder (controller::runtime) registers the
+    // handlers, waits for the caches and runs the workers; a controller only says what
+    // it watches. Tasks that are not a controller's loop may still be spawned.
+    let allowed_spawns = ["src/controller/rootca.rs", "src/controller/custom.rs"];
+    for (path, code) in sources() {
+        if !path.starts_with("src/controller/") || path == "src/controller/runtime.rs" {
+            continue;
+        }
+        for (n, line) in code.lines().enumerate() {
+            let wires_by_hand = line.contains("synced(&[")
+                || line.contains("Work {")
+                || (line.contains("sup.spawn(") && !allowed_spawns.contains(&path.as_str()));
+            assert!(
+                !wires_by_hand,
+                "{path}:{}: a controller wired by hand: use controller::runtime::Controller\n{line}",
+                n + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn json_accessors_are_written_once() {
+    // One accessor module for what stays JSON (types::json), not a copy per file.
+    for (path, code) in sources() {
+        for name in ["fn str_at", "fn int_at(obj: &Value", "fn bool_at"] {
+            assert!(
+                path == "src/types/json.rs" || !code.contains(name),
+                "{path}: its own `{name}`: use crate::types::json"
+            );
+        }
+    }
+}
+
+#[test]
 fn no_queue_is_unbounded() {
     // ARCHITECTURE.md, rule 4: a slow consumer must not make memory grow without end.
     for (path, code) in sources() {

@@ -9,6 +9,7 @@ mod report;
 mod spec;
 mod stop;
 
+use crate::types::json::str_at;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,10 +95,6 @@ struct Worker<R> {
     sandbox_ok: bool,
     /// The RuntimeClass handler the pod runs with (its class's, else the node's).
     handler: Option<String>,
-}
-
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `10s`, `1m20s`, `5m0s`, as Go prints durations.
