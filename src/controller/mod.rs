@@ -149,4 +149,4 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     }
 }
 
-pub use runtime::{Action, Controller, Error, OnConflict, Result, run_informer};
+pub use runtime::{Action, Controller, Error, OnConflict, Result, decode, run_informer};

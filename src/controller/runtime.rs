@@ -39,6 +39,24 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `obj` as its k8s-openapi type (or a typed view of a custom kind), decoded once at a
+/// reconcile's entry so that the rest reads typed fields, not JSON paths where a typo
+/// reads nothing. An object the server stored always decodes; one that does not is a
+/// failure of its key, named with the object.
+pub fn decode<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T> {
+    T::deserialize(obj).map_err(|e| {
+        Error::Other(format!(
+            "{} {}: cannot be read as {}: {e}",
+            obj["kind"].as_str().unwrap_or("object"),
+            client::key_of(obj),
+            std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or_default(),
+        ))
+    })
+}
+
 /// What the workers do with a key whose reconcile lost a race (a write answered 409
 /// Conflict: somebody wrote first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,6 +371,27 @@ mod tests {
             workers,
             on_conflict: OnConflict::RetrySoon,
         }
+    }
+
+    #[test]
+    fn objects_decode_to_their_types_and_a_bad_one_is_named() {
+        use k8s_openapi::api::batch::v1::Job;
+        let job: Job = decode(&serde_json::json!({
+            "kind": "Job", "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"parallelism": 2, "template": {"spec": {"containers": []}}},
+        }))
+        .unwrap();
+        assert_eq!(job.spec.unwrap().parallelism, Some(2));
+        let bad = decode::<Job>(&serde_json::json!({
+            "kind": "Job", "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"parallelism": "two"},
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad.starts_with("Job ns/j: cannot be read as Job: "),
+            "{bad}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
