@@ -29,6 +29,9 @@
 //! `creates`, `latency`, `crds`, `etcd`, comma-separated) runs only those phases;
 //! `BERTH_BENCH_BIN=path/to/berth` measures another build of the server (to compare two).
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

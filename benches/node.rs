@@ -9,6 +9,9 @@
 //!
 //! Every pod is deleted (and its processes stopped) before the server stops.
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

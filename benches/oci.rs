@@ -11,6 +11,9 @@
 //! Needs root, runc and busybox-static; without them it says so in its output. Every pod
 //! is deleted (and its processes stopped) before the server stops.
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -12,6 +12,9 @@
 //! peak RSS of each (the kernel's high-water mark, read while the process runs). Needs
 //! root, docker-registry, skopeo and umoci; without them it says so in its output.
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

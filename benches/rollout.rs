@@ -6,6 +6,9 @@
 //! (no probes): 10 rollouts back to back (`instantiate` with `force`), each timed from the
 //! request until the new deployment is `Complete` (5 with `BERTH_BENCH_QUICK=1`).
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::time::{Duration, Instant};
 
 mod common;

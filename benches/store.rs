@@ -10,6 +10,9 @@
 //! `BERTH_BENCH_QUICK=1` shrinks every phase (for a smoke run); `BERTH_BENCH_ONLY=watch`
 //! (or `writes`, `reads`, comma-separated) runs only those phases.
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

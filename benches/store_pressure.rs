@@ -18,6 +18,9 @@
 //! `BERTH_BENCH_QUICK=1` (1,000 objects, 15 s), `BERTH_BENCH_ETCD` (the etcd binary,
 //! `etcd` on the PATH; Debian's `etcd-server`; without one etcd's half is skipped).
 
+// A benchmark measures the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

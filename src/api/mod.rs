@@ -132,7 +132,7 @@ async fn traced(req: Request<Body>, next: middleware::Next) -> Response {
         uri = %req.uri(),
         version = ?req.version(),
     );
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let response = next.run(req).instrument(span.clone()).await;
     tracing::debug!(
         parent: &span,
@@ -483,7 +483,7 @@ async fn resource_request(
     (method, query, headers): (Method, HashMap<String, String>, HeaderMap),
     body: Body,
 ) -> Response {
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let (verb, resource) = resources::describe(
         &state.registry.served(),
         &route.group,

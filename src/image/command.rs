@@ -141,13 +141,13 @@ pub async fn pull(
         None => Vec::new(),
     };
     let progress: Option<super::pull::Progress> = std::io::stderr().is_terminal().then(|| {
-        let shown = std::sync::Mutex::new(std::time::Instant::now());
+        let shown = std::sync::Mutex::new(tokio::time::Instant::now());
         let p: super::pull::Progress = std::sync::Arc::new(move |done: u64, total: u64| {
             let mut last = shown.lock().expect("progress lock");
             if last.elapsed() < std::time::Duration::from_millis(100) && done < total {
                 return;
             }
-            *last = std::time::Instant::now();
+            *last = tokio::time::Instant::now();
             let width = 30u64;
             let filled = (done * width).checked_div(total).unwrap_or(width) as usize;
             eprint!(

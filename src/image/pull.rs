@@ -18,7 +18,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use futures_util::{StreamExt, TryStreamExt};

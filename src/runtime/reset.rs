@@ -16,6 +16,10 @@
 //! before keeps its stopped parent, so the set closes. Then all are SIGKILLed at once.
 //! Killing each as it is found would let a child forked in between escape to init, out of
 //! reach.
+//!
+//! All of it is blocking code (run on a thread of its own or before any runtime) that
+//! waits on the wall clock, so it uses `std::time::Instant`.
+#![allow(clippy::disallowed_types)]
 
 use std::collections::{HashMap, HashSet};
 use std::fs;

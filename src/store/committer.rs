@@ -5,6 +5,10 @@
 //!
 //! The committer thread runs it for the writes in its queue. A write that finds the store
 //! quiet runs it on its own thread instead, sparing two thread wake-ups ([`WritePath`]).
+//!
+//! The committer runs on a thread of its own and times real disk writes: wall-clock time
+//! (`std::time::Instant`) is what it measures.
+#![allow(clippy::disallowed_types)]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,9 @@
 //! End-to-end tests: the store under real processes and concurrency, and the `berth`
 //! binary driven like a user would.
 
+// Tests drive real servers in other processes, whose time is the wall clock (`std::time::Instant`).
+#![allow(clippy::disallowed_types)]
+
 mod accounts;
 mod api;
 mod autoscaling;

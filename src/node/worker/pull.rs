@@ -38,7 +38,7 @@ impl<R: Runtime + Clone> Worker<R> {
             .event(pod, EventType::Normal, "Pulling", &message)
             .await;
         let credentials = self.pull_credentials(pod).await;
-        let began = std::time::Instant::now();
+        let began = tokio::time::Instant::now();
         match self.shared.puller.pull(image, credentials, None).await {
             Ok(p) => {
                 // As the kubelet: the pull's own time, then the time with the wait for
