@@ -373,6 +373,75 @@ mod tests {
         }
     }
 
+    /// The keys `to_owners` queues for `change`, sorted.
+    async fn owners_of(change: Change<'_>, adopt: bool) -> Vec<String> {
+        const OWNER: OwnerKind = OwnerKind {
+            api_version: "apps/v1",
+            kind_name: "ReplicaSet",
+        };
+        let queue = Queue::new();
+        let matching = |_: &Value| vec!["ns/adopter".to_string()];
+        to_owners(change, &queue, OWNER, adopt.then_some(matching));
+        let mut keys = Vec::new();
+        for _ in 0..queue.len() {
+            let k = queue.next().await.expect("a queued key");
+            queue.done(&k);
+            keys.push(k);
+        }
+        keys.sort();
+        keys
+    }
+
+    fn child(owner: Option<&str>, app: &str) -> Value {
+        let refs: Vec<Value> = owner
+            .map(|name| {
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": name, "uid": "u", "controller": true})
+            })
+            .into_iter()
+            .collect();
+        serde_json::json!({"metadata": {"namespace": "ns", "name": "p",
+            "labels": {"app": app}, "ownerReferences": refs}})
+    }
+
+    #[tokio::test]
+    async fn a_childs_change_queues_its_owner_its_former_owner_or_those_that_may_adopt_it() {
+        let (a, b, orphan) = (
+            child(Some("a"), "x"),
+            child(Some("b"), "x"),
+            child(None, "x"),
+        );
+        assert_eq!(owners_of(Change::Added(&a), true).await, ["ns/a"]);
+        assert_eq!(owners_of(Change::Deleted(&a), true).await, ["ns/a"]);
+        // Moved from one owner to another: both look again.
+        let moved = Change::Updated { old: &a, new: &b };
+        assert_eq!(owners_of(moved, false).await, ["ns/a", "ns/b"]);
+        // An orphan added, released or relabeled may be adopted; a deleted one not.
+        assert_eq!(
+            owners_of(Change::Added(&orphan), true).await,
+            ["ns/adopter"]
+        );
+        let released = Change::Updated {
+            old: &a,
+            new: &orphan,
+        };
+        assert_eq!(owners_of(released, true).await, ["ns/a", "ns/adopter"]);
+        let relabeled = child(None, "y");
+        let relabel = Change::Updated {
+            old: &orphan,
+            new: &relabeled,
+        };
+        assert_eq!(owners_of(relabel, true).await, ["ns/adopter"]);
+        let same = Change::Updated {
+            old: &orphan,
+            new: &orphan,
+        };
+        assert!(owners_of(same, true).await.is_empty());
+        assert!(owners_of(Change::Deleted(&orphan), true).await.is_empty());
+        // Without adoption (`owns`), orphans concern nobody.
+        assert!(owners_of(Change::Added(&orphan), false).await.is_empty());
+    }
+
     #[test]
     fn objects_decode_to_their_types_and_a_bad_one_is_named() {
         use k8s_openapi::api::batch::v1::Job;
