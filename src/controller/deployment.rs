@@ -16,17 +16,29 @@
 //! Rollbacks are client-side, as in kubectl: the template of an old set is written back,
 //! and that set becomes the new one with the next revision.
 
-use crate::types::json::int_at;
+//!
+//! A sync decodes its Deployment once as a k8s-openapi `Deployment`, and its sets (a
+//! revision history: few) as `ReplicaSet`s, reading typed fields from then on; a write
+//! starts from the object as stored (JSON: every field of it kept) and the object it
+//! answers is decoded again. Pod templates stay JSON: they are compared, hashed and
+//! copied as they are.
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, ReplicaSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
-use super::claim::{Claim, OwnerKind, controller_ref, is_deleting, str_at};
-use super::{Action, Context, Result, Supervisor, runtime};
+use super::claim::{Claim, OwnerKind, controller_ref, str_at};
+use super::replication::{label_selector, spec_label_selector};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
+use crate::types::json::array_at;
 use crate::types::labels;
 
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -54,42 +66,178 @@ const REPLICA_SETS: OwnerKind = OwnerKind {
     kind_name: "ReplicaSet",
 };
 
-fn replicas(obj: &Value) -> i64 {
-    int_at(obj, "/spec/replicas")
+/// An IntOrString resolved against `total` as
+/// [`crate::types::scaled_int_or_percent`] resolves its JSON (`GetScaledValueFromIntOrPercent`):
+/// a number as is, a percentage rounded up or down; absent or malformed is 0.
+pub(super) fn scaled_int_or_percent(v: Option<&IntOrString>, total: i64, round_up: bool) -> i64 {
+    let v = v.map(|v| match v {
+        IntOrString::Int(n) => Value::from(*n),
+        IntOrString::String(s) => Value::from(s.as_str()),
+    });
+    crate::types::scaled_int_or_percent(v.as_ref(), total, round_up)
 }
 
+/// A count as the API leaves it out: 0.
+fn count(n: Option<i32>) -> i64 {
+    n.map_or(0, i64::from)
+}
+
+/// The annotation `key` of an object's metadata.
+fn annotation_of<'a>(
+    annotations: &'a Option<BTreeMap<String, String>>,
+    key: &str,
+) -> Option<&'a str> {
+    annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The annotation `key` of an object being written (JSON).
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
+    obj.get("metadata")?.get("annotations")?.get(key)?.as_str()
 }
 
 fn set_annotation(obj: &mut Value, key: &str, value: String) {
-    if !obj["metadata"]["annotations"].is_object() {
-        obj["metadata"]["annotations"] = json!({});
+    let annotations = &mut obj["metadata"]["annotations"];
+    if !annotations.is_object() {
+        *annotations = json!({});
     }
-    obj["metadata"]["annotations"][key] = json!(value);
+    annotations[key] = json!(value);
 }
 
-fn revision(rs: &Value) -> i64 {
-    annotation(rs, REVISION)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
+/// The pod template of a Deployment or ReplicaSet, as JSON: compared, hashed and copied
+/// as it is stored.
+fn template_of(obj: &Value) -> &Value {
+    &obj["spec"]["template"]
 }
 
-fn name(obj: &Value) -> &str {
-    str_at(obj, "/metadata/name")
+/// `spec.replicas`, 0 when absent.
+fn replicas(d: &Deployment) -> i64 {
+    count(d.spec.replicas)
 }
 
-fn created(obj: &Value) -> &str {
-    str_at(obj, "/metadata/creationTimestamp")
+fn name(d: &Deployment) -> &str {
+    d.metadata.name.as_deref().unwrap_or("")
+}
+
+fn paused(d: &Deployment) -> bool {
+    d.spec.paused == Some(true)
+}
+
+fn min_ready_seconds(d: &Deployment) -> i64 {
+    count(d.spec.min_ready_seconds)
+}
+
+fn deadline_seconds(d: &Deployment) -> Option<i64> {
+    d.spec.progress_deadline_seconds.map(i64::from)
+}
+
+/// The Progressing condition of the Deployment as stored.
+fn progressing_condition(d: &Deployment) -> Option<&DeploymentCondition> {
+    d.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_.as_deref() == Some("Progressing"))
+}
+
+/// A ReplicaSet of the Deployment: as stored (JSON, what its writes start from) and read
+/// (decoded from it; again after each write).
+struct Set {
+    obj: Value,
+    rs: ReplicaSet,
+}
+
+impl Set {
+    fn new(obj: Value) -> Result<Self> {
+        Ok(Set {
+            rs: decode(&obj)?,
+            obj,
+        })
+    }
+
+    /// `spec.replicas`, 0 when absent.
+    fn replicas(&self) -> i64 {
+        count(self.rs.spec.replicas)
+    }
+
+    fn min_ready_seconds(&self) -> i64 {
+        count(self.rs.spec.min_ready_seconds)
+    }
+
+    fn status_replicas(&self) -> i64 {
+        self.rs.status.as_ref().map_or(0, |s| i64::from(s.replicas))
+    }
+
+    fn ready(&self) -> i64 {
+        count(self.rs.status.as_ref().and_then(|s| s.ready_replicas))
+    }
+
+    fn available(&self) -> i64 {
+        count(self.rs.status.as_ref().and_then(|s| s.available_replicas))
+    }
+
+    fn observed_generation(&self) -> i64 {
+        self.rs
+            .status
+            .as_ref()
+            .and_then(|s| s.observed_generation)
+            .unwrap_or(0)
+    }
+
+    fn annotation(&self, key: &str) -> Option<&str> {
+        annotation_of(&self.rs.metadata.annotations, key)
+    }
+
+    fn revision(&self) -> i64 {
+        self.annotation(REVISION)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn name(&self) -> &str {
+        self.rs.metadata.name.as_deref().unwrap_or("")
+    }
+
+    fn namespace(&self) -> &str {
+        self.rs.metadata.namespace.as_deref().unwrap_or("")
+    }
+
+    fn uid(&self) -> &str {
+        self.rs.metadata.uid.as_deref().unwrap_or("")
+    }
+
+    fn created(&self) -> Option<&Time> {
+        self.rs.metadata.creation_timestamp.as_ref()
+    }
+
+    fn is_active(&self) -> bool {
+        self.replicas() > 0
+    }
+
+    /// Its `ReplicaFailure` condition as the Deployment carries it.
+    fn failure(&self) -> Option<Value> {
+        let c = self
+            .rs
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_.as_deref() == Some("ReplicaFailure"))?;
+        Some(json!({
+            "type": "ReplicaFailure",
+            "status": c.status,
+            "lastUpdateTime": c.last_transition_time,
+            "lastTransitionTime": c.last_transition_time,
+            "reason": c.reason,
+            "message": c.message,
+        }))
+    }
 }
 
 /// Oldest first, by creation and then name (`ReplicaSetsByCreationTimestamp`).
-fn by_creation(a: &Value, b: &Value) -> std::cmp::Ordering {
-    created(a).cmp(created(b)).then(name(a).cmp(name(b)))
-}
-
-fn is_active(rs: &Value) -> bool {
-    replicas(rs) > 0
+fn by_creation(a: &Set, b: &Set) -> std::cmp::Ordering {
+    a.created().cmp(&b.created()).then(a.name().cmp(b.name()))
 }
 
 /// A template without the `pod-template-hash` label (`EqualIgnoreHash`).
@@ -132,9 +280,10 @@ struct Bounds {
 }
 
 impl Bounds {
-    fn of(d: &Value) -> Self {
+    fn of(d: &Deployment) -> Self {
         let replicas = replicas(d);
-        let recreate = d.pointer("/spec/strategy/type") == Some(&json!("Recreate"));
+        let strategy = d.spec.strategy.as_ref();
+        let recreate = strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate");
         if recreate {
             return Bounds {
                 replicas,
@@ -143,11 +292,10 @@ impl Bounds {
                 recreate,
             };
         }
-        let ru = d.pointer("/spec/strategy/rollingUpdate");
-        let at = |f: &str| ru.and_then(|r| r.get(f));
-        let surge = crate::types::scaled_int_or_percent(at("maxSurge"), replicas, true);
+        let ru = strategy.and_then(|s| s.rolling_update.as_ref());
+        let surge = scaled_int_or_percent(ru.and_then(|r| r.max_surge.as_ref()), replicas, true);
         let mut unavailable =
-            crate::types::scaled_int_or_percent(at("maxUnavailable"), replicas, false);
+            scaled_int_or_percent(ru.and_then(|r| r.max_unavailable.as_ref()), replicas, false);
         if surge == 0 && unavailable == 0 {
             unavailable = 1;
         }
@@ -165,12 +313,12 @@ impl Bounds {
     }
 }
 
-/// The size the new ReplicaSet may grow to now (`NewRSNewReplicas`).
-fn new_rs_replicas(b: Bounds, all: &[&Value], new_size: i64) -> i64 {
+/// The size the new ReplicaSet may grow to now, with `current` replicas in all sets
+/// (`NewRSNewReplicas`).
+fn new_rs_replicas(b: Bounds, current: i64, new_size: i64) -> i64 {
     if b.recreate {
         return b.replicas;
     }
-    let current: i64 = all.iter().map(|rs| replicas(rs)).sum();
     let max_total = b.replicas + b.surge;
     if current >= max_total {
         return new_size;
@@ -180,20 +328,21 @@ fn new_rs_replicas(b: Bounds, all: &[&Value], new_size: i64) -> i64 {
 }
 
 /// The share of a scaling of the Deployment that falls to one set (`GetProportion`).
-fn proportion(rs: &Value, b: Bounds, status_replicas: i64, to_add: i64, added: i64) -> i64 {
-    if replicas(rs) == 0 || to_add == 0 || to_add == added {
+fn proportion(rs: &Set, b: Bounds, status_replicas: i64, to_add: i64, added: i64) -> i64 {
+    if rs.replicas() == 0 || to_add == 0 || to_add == added {
         return 0;
     }
     let fraction = if b.replicas == 0 {
-        -replicas(rs)
+        -rs.replicas()
     } else {
         let target = b.replicas + b.surge;
-        let annotated = annotation(rs, MAX_REPLICAS)
+        let annotated = rs
+            .annotation(MAX_REPLICAS)
             .and_then(|v| v.parse::<i64>().ok())
             .unwrap_or(status_replicas)
             .max(1);
-        let size = (replicas(rs) * target) as f64 / annotated as f64;
-        size.round() as i64 - replicas(rs)
+        let size = (rs.replicas() * target) as f64 / annotated as f64;
+        size.round() as i64 - rs.replicas()
     };
     let allowed = to_add - added;
     if to_add > 0 {
@@ -216,21 +365,21 @@ fn condition(kind: &str, status: &str, reason: &str, message: String) -> Value {
     })
 }
 
+/// The condition of `kind` of a status being written.
 fn get_condition<'a>(status: &'a Value, kind: &str) -> Option<&'a Value> {
-    status["conditions"]
-        .as_array()?
+    array_at(status, "/conditions")
         .iter()
-        .find(|c| c["type"] == kind)
+        .find(|c| str_at(c, "/type") == kind)
 }
 
 fn remove_condition(status: &mut Value, kind: &str) {
-    if let Some(list) = status["conditions"].as_array_mut() {
-        list.retain(|c| c["type"] != kind);
+    let Some(status) = status.as_object_mut() else {
+        return;
+    };
+    if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        list.retain(|c| str_at(c, "/type") != kind);
         if list.is_empty() {
-            status
-                .as_object_mut()
-                .expect("status is an object")
-                .remove("conditions");
+            status.remove("conditions");
         }
     }
 }
@@ -238,15 +387,17 @@ fn remove_condition(status: &mut Value, kind: &str) {
 /// `SetDeploymentCondition`: the same status and reason change nothing; the same status
 /// keeps its transition time.
 fn set_condition(status: &mut Value, mut cond: Value) {
-    if let Some(cur) = get_condition(status, cond["type"].as_str().unwrap_or("")) {
-        if cur["status"] == cond["status"] && cur["reason"] == cond["reason"] {
+    let kind = str_at(&cond, "/type").to_string();
+    if let Some(cur) = get_condition(status, &kind) {
+        let same_status = str_at(cur, "/status") == str_at(&cond, "/status");
+        if same_status && str_at(cur, "/reason") == str_at(&cond, "/reason") {
             return;
         }
-        if cur["status"] == cond["status"] {
-            cond["lastTransitionTime"] = cur["lastTransitionTime"].clone();
+        if same_status {
+            cond["lastTransitionTime"] = cur.get("lastTransitionTime").cloned().unwrap_or_default();
         }
     }
-    remove_condition(status, cond["type"].as_str().unwrap_or(""));
+    remove_condition(status, &kind);
     if !status["conditions"].is_array() {
         status["conditions"] = json!([]);
     }
@@ -256,84 +407,117 @@ fn set_condition(status: &mut Value, mut cond: Value) {
         .push(cond);
 }
 
-fn has_deadline(d: &Value) -> bool {
-    d.pointer("/spec/progressDeadlineSeconds")
-        .and_then(Value::as_i64)
-        .is_some_and(|s| s < i64::from(i32::MAX))
+fn has_deadline(d: &Deployment) -> bool {
+    deadline_seconds(d).is_some_and(|s| s < i64::from(i32::MAX))
 }
 
-fn progressing_reason(d: &Value) -> Option<&str> {
-    get_condition(&d["status"], "Progressing").and_then(|c| c["reason"].as_str())
+fn progressing_reason(d: &Deployment) -> Option<&str> {
+    progressing_condition(d).and_then(|c| c.reason.as_deref())
+}
+
+/// The figures of a Deployment's status that its progress is judged by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Figures {
+    replicas: i64,
+    updated: i64,
+    ready: i64,
+    available: i64,
+    observed_generation: i64,
+}
+
+impl Figures {
+    /// Those of the status as stored.
+    fn stored(d: &Deployment) -> Self {
+        let Some(status) = d.status.as_ref() else {
+            return Self::default();
+        };
+        Figures {
+            replicas: count(status.replicas),
+            updated: count(status.updated_replicas),
+            ready: count(status.ready_replicas),
+            available: count(status.available_replicas),
+            observed_generation: status.observed_generation.unwrap_or(0),
+        }
+    }
 }
 
 /// `DeploymentComplete`.
-fn complete(d: &Value, status: &Value) -> bool {
+fn complete(d: &Deployment, status: &Figures) -> bool {
     let n = replicas(d);
-    int_at(status, "/updatedReplicas") == n
-        && int_at(status, "/replicas") == n
-        && int_at(status, "/availableReplicas") == n
-        && int_at(status, "/observedGeneration") >= int_at(d, "/metadata/generation")
+    status.updated == n
+        && status.replicas == n
+        && status.available == n
+        && status.observed_generation >= d.metadata.generation.unwrap_or(0)
 }
 
 /// `DeploymentProgressing`: more updated, ready or available pods, or fewer old ones.
-fn progressing(d: &Value, status: &Value) -> bool {
-    let old = &d["status"];
-    let olds = |s: &Value| int_at(s, "/replicas") - int_at(s, "/updatedReplicas");
-    int_at(status, "/updatedReplicas") > int_at(old, "/updatedReplicas")
-        || olds(status) < olds(old)
-        || int_at(status, "/readyReplicas") > int_at(old, "/readyReplicas")
-        || int_at(status, "/availableReplicas") > int_at(old, "/availableReplicas")
+fn progressing(d: &Deployment, status: &Figures) -> bool {
+    let old = Figures::stored(d);
+    let olds = |s: &Figures| s.replicas - s.updated;
+    status.updated > old.updated
+        || olds(status) < olds(&old)
+        || status.ready > old.ready
+        || status.available > old.available
 }
 
-/// How long since the Progressing condition last moved, against the deadline: `Some` of
-/// what is left, `None` when there is no deadline to watch.
-fn deadline_left(d: &Value, status: &Value) -> Option<Duration> {
-    let cond = get_condition(status, "Progressing")?;
-    let secs = d.pointer("/spec/progressDeadlineSeconds")?.as_i64()?;
-    let age = crate::types::age_seconds(cond["lastUpdateTime"].as_str()?)?;
+/// How long since the stored Progressing condition last moved, against the deadline:
+/// `Some` of what is left, `None` when there is no deadline to watch.
+fn deadline_left(d: &Deployment) -> Option<Duration> {
+    let cond = progressing_condition(d)?;
+    let secs = deadline_seconds(d)?;
+    let moved = cond.last_update_time.as_ref()?;
+    let age = k8s_openapi::jiff::Timestamp::now().as_second() - moved.0.as_second();
     Some(Duration::from_secs((secs - age).max(0) as u64))
 }
 
-/// `DeploymentTimedOut`.
-fn timed_out(d: &Value, status: &Value) -> bool {
+/// `DeploymentTimedOut`, of the Progressing condition as stored (a sync that judges it
+/// has not touched it).
+fn timed_out(d: &Deployment) -> bool {
     if !has_deadline(d) {
         return false;
     }
-    match get_condition(status, "Progressing").and_then(|c| c["reason"].as_str()) {
+    match progressing_reason(d) {
         None | Some("NewReplicaSetAvailable") => false,
         Some("ProgressDeadlineExceeded") => true,
-        Some(_) => deadline_left(d, status).is_some_and(|left| left.is_zero()),
+        Some(_) => deadline_left(d).is_some_and(|left| left.is_zero()),
     }
 }
 
-/// The status of the Deployment from its sets (`calculateStatus`).
-fn calculate_status(d: &Value, all: &[&Value], new: Option<&Value>, b: Bounds) -> Value {
-    let sum = |p: &str| -> i64 { all.iter().map(|rs| int_at(rs, p)).sum() };
-    let available = sum("/status/availableReplicas");
-    let total = sum("/spec/replicas");
-    let mut status = d.get("status").cloned().unwrap_or_else(|| json!({}));
-    if !status.is_object() {
-        status = json!({});
-    }
-    status["observedGeneration"] = d["metadata"]["generation"].clone();
-    status["replicas"] = json!(sum("/status/replicas"));
-    status["updatedReplicas"] = json!(new.map_or(0, |rs| int_at(rs, "/status/replicas")));
-    status["readyReplicas"] = json!(sum("/status/readyReplicas"));
-    status["availableReplicas"] = json!(available);
-    status["unavailableReplicas"] = json!((total - available).max(0));
-    for zero in [
-        "replicas",
-        "updatedReplicas",
-        "readyReplicas",
-        "availableReplicas",
-        "unavailableReplicas",
+/// The status of the Deployment from its sets (`calculateStatus`): the stored one (JSON,
+/// every field of it kept) with the sets' figures and the Available condition; and those
+/// figures.
+fn calculate_status(s: &Sync, all: &[&Set], new: Option<&Set>) -> (Value, Figures) {
+    let sum = |f: fn(&Set) -> i64| -> i64 { all.iter().map(|rs| f(rs)).sum() };
+    let available = sum(Set::available);
+    let total = sum(Set::replicas);
+    let figures = Figures {
+        replicas: sum(Set::status_replicas),
+        updated: new.map_or(0, Set::status_replicas),
+        ready: sum(Set::ready),
+        available,
+        observed_generation: s.d.metadata.generation.unwrap_or(0),
+    };
+    let mut status = match s.obj.get("status") {
+        Some(status @ Value::Object(_)) => status.clone(),
+        _ => json!({}),
+    };
+    let fields = status.as_object_mut().expect("an object");
+    fields.insert("observedGeneration".into(), json!(s.d.metadata.generation));
+    for (field, n) in [
+        ("replicas", figures.replicas),
+        ("updatedReplicas", figures.updated),
+        ("readyReplicas", figures.ready),
+        ("availableReplicas", available),
+        ("unavailableReplicas", (total - available).max(0)),
     ] {
         // As Go's omitempty.
-        if status[zero] == 0 {
-            status.as_object_mut().expect("an object").remove(zero);
+        if n == 0 {
+            fields.remove(field);
+        } else {
+            fields.insert(field.into(), json!(n));
         }
     }
-    if available >= b.replicas - b.unavailable {
+    if available >= s.b.replicas - s.b.unavailable {
         set_condition(
             &mut status,
             condition(
@@ -354,7 +538,7 @@ fn calculate_status(d: &Value, all: &[&Value], new: Option<&Value>, b: Bounds) -
             ),
         );
     }
-    status
+    (status, figures)
 }
 
 #[derive(Clone)]
@@ -366,26 +550,34 @@ struct Controller {
     recorder: Recorder,
 }
 
-/// One sync of one Deployment: its object as last written and its sets.
+/// One sync of one Deployment: its object as last written (JSON, what writes start from)
+/// and read (decoded from it; again after each write), and its bounds.
 struct Sync {
-    d: Value,
+    obj: Value,
+    d: Deployment,
     b: Bounds,
+}
+
+impl Sync {
+    /// The object a write answered, read again.
+    fn written(&mut self, obj: Value) -> Result<()> {
+        self.d = decode(&obj)?;
+        self.obj = obj;
+        Ok(())
+    }
 }
 
 impl Controller {
     async fn reconcile(&self, key: String) -> Result<Action> {
-        let Some(d) = self.deployments.get(&key) else {
+        let Some(obj) = self.deployments.get(&key) else {
             return Ok(Action::Done);
         };
-        let d = (*d).clone();
-        let selector = d
-            .pointer("/spec/selector")
-            .and_then(|s| labels::Selector::from_label_selector(s).ok())
-            .unwrap_or_default();
+        let d: Deployment = decode(&obj)?;
+        let selector = label_selector(&d.spec.selector);
         if selector.is_empty() {
             self.recorder
                 .event(
-                    &d,
+                    &obj,
                     EventType::Warning,
                     "SelectingAll",
                     "This deployment is selecting all pods. A non-empty selector is required.",
@@ -398,24 +590,28 @@ impl Controller {
             kind: DEPLOYMENTS,
             owners: self.deployments.resource(),
             children: &self.rss,
-            owner: &d,
+            owner: &obj,
             selector: &selector,
         }
         .run()
         .await?;
-        let mut rss: Vec<Value> = rss.iter().map(|rs| (**rs).clone()).collect();
+        let mut rss: Vec<Set> = rss
+            .iter()
+            .map(|rs| Set::new((**rs).clone()))
+            .collect::<Result<_>>()?;
         rss.sort_by(by_creation);
         let mut s = Sync {
             b: Bounds::of(&d),
             d,
+            obj: (*obj).clone(),
         };
-        if is_deleting(&s.d) {
+        if s.d.metadata.deletion_timestamp.is_some() {
             let (new, old) = self.sets(&mut s, rss, false).await?;
             self.sync_status(&mut s, new.as_ref(), &old).await?;
             return Ok(Action::Done);
         }
         self.check_paused(&mut s).await?;
-        let paused = s.d.pointer("/spec/paused") == Some(&json!(true));
+        let paused = paused(&s.d);
         if paused || self.scaling_event(&s, &rss) {
             return self.sync(&mut s, rss, paused).await;
         }
@@ -427,10 +623,10 @@ impl Controller {
     }
 
     /// Whether the Deployment's replicas changed since its active sets were sized.
-    fn scaling_event(&self, s: &Sync, rss: &[Value]) -> bool {
+    fn scaling_event(&self, s: &Sync, rss: &[Set]) -> bool {
         rss.iter()
-            .filter(|rs| is_active(rs))
-            .filter_map(|rs| annotation(rs, DESIRED_REPLICAS)?.parse::<i64>().ok())
+            .filter(|rs| rs.is_active())
+            .filter_map(|rs| rs.annotation(DESIRED_REPLICAS)?.parse::<i64>().ok())
             .any(|desired| desired != s.b.replicas)
     }
 
@@ -440,20 +636,20 @@ impl Controller {
     async fn sets(
         &self,
         s: &mut Sync,
-        rss: Vec<Value>,
+        rss: Vec<Set>,
         create: bool,
-    ) -> Result<(Option<Value>, Vec<Value>)> {
-        let template = without_hash(&s.d["spec"]["template"]);
+    ) -> Result<(Option<Set>, Vec<Set>)> {
+        let template = without_hash(template_of(&s.obj));
         let mut new = None;
         let mut old = Vec::new();
         for rs in rss {
-            if new.is_none() && without_hash(&rs["spec"]["template"]) == template {
+            if new.is_none() && without_hash(template_of(&rs.obj)) == template {
                 new = Some(rs);
             } else {
                 old.push(rs);
             }
         }
-        let next_revision = old.iter().map(revision).max().unwrap_or(0) + 1;
+        let next_revision = old.iter().map(Set::revision).max().unwrap_or(0) + 1;
         let new = match new {
             Some(rs) => Some(self.sync_new(s, rs, next_revision).await?),
             None if create => Some(self.create_new(s, &old, next_revision).await?),
@@ -463,38 +659,40 @@ impl Controller {
     }
 
     /// Brings an existing new set's annotations and `minReadySeconds` up to date.
-    async fn sync_new(&self, s: &mut Sync, rs: Value, next_revision: i64) -> Result<Value> {
-        let mut copy = rs.clone();
+    async fn sync_new(&self, s: &mut Sync, rs: Set, next_revision: i64) -> Result<Set> {
+        let mut copy = rs.obj.clone();
         let mut changed = new_rs_annotations(&s.d, &mut copy, next_revision, true, s.b);
-        let min_ready = s.d["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
-        if int_at(&copy, "/spec/minReadySeconds") != min_ready {
+        let min_ready = min_ready_seconds(&s.d);
+        if rs.min_ready_seconds() != min_ready {
             copy["spec"]["minReadySeconds"] = json!(min_ready);
             changed = true;
         }
         let rs = if changed {
-            self.client.update(self.rss.resource(), &copy).await?
+            Set::new(self.client.update(self.rss.resource(), &copy).await?)?
         } else {
             rs
         };
-        let rev = annotation(&rs, REVISION).unwrap_or("").to_string();
+        let rev = rs.annotation(REVISION).unwrap_or("").to_string();
         self.set_revision(s, &rev).await?;
-        if has_deadline(&s.d) && get_condition(&s.d["status"], "Progressing").is_none() {
-            let message = format!("Found new replica set {:?}", name(&rs));
+        if has_deadline(&s.d) && progressing_condition(&s.d).is_none() {
+            let message = format!("Found new replica set {:?}", rs.name());
             self.set_progressing(s, "True", "FoundNewReplicaSet", message)
                 .await?;
         }
         Ok(rs)
     }
 
-    /// Makes the new set, sized by what the strategy allows now.
-    async fn create_new(&self, s: &mut Sync, old: &[Value], next_revision: i64) -> Result<Value> {
+    /// Makes the new set, sized by what the strategy allows now. Its template and
+    /// selector are the Deployment's, copied as JSON, with the hash label.
+    async fn create_new(&self, s: &mut Sync, old: &[Set], next_revision: i64) -> Result<Set> {
         let d = &s.d;
         let collisions = d
-            .pointer("/status/collisionCount")
-            .and_then(Value::as_u64)
-            .map(|c| c as u32);
-        let hash = template_hash(&d["spec"]["template"], collisions);
-        let mut template = d["spec"]["template"].clone();
+            .status
+            .as_ref()
+            .and_then(|st| st.collision_count)
+            .and_then(|c| u32::try_from(c).ok());
+        let hash = template_hash(template_of(&s.obj), collisions);
+        let mut template = template_of(&s.obj).clone();
         if !template["metadata"].is_object() {
             template["metadata"] = json!({});
         }
@@ -502,55 +700,53 @@ impl Controller {
             template["metadata"]["labels"] = json!({});
         }
         template["metadata"]["labels"][HASH_LABEL] = json!(hash);
-        let mut selector = d["spec"]["selector"].clone();
+        let mut selector = s.obj["spec"]["selector"].clone();
         if !selector["matchLabels"].is_object() {
             selector["matchLabels"] = json!({});
         }
         selector["matchLabels"][HASH_LABEL] = json!(hash);
         let rs_name = format!("{}-{}", name(d), hash);
+        let ns = d.metadata.namespace.clone().unwrap_or_default();
         let mut rs = json!({
             "apiVersion": "apps/v1",
             "kind": "ReplicaSet",
             "metadata": {
                 "name": rs_name,
-                "namespace": str_at(d, "/metadata/namespace"),
+                "namespace": ns,
                 "labels": template["metadata"]["labels"],
-                "ownerReferences": [DEPLOYMENTS.controlled_by(d)],
+                "ownerReferences": [DEPLOYMENTS.controlled_by(&s.obj)],
             },
             "spec": {
                 "replicas": 0,
-                "minReadySeconds": d["spec"]["minReadySeconds"].as_i64().unwrap_or(0),
+                "minReadySeconds": min_ready_seconds(d),
                 "selector": selector,
                 "template": template,
             },
         });
         new_rs_annotations(d, &mut rs, next_revision, false, s.b);
-        let mut all: Vec<&Value> = old.iter().collect();
-        all.push(&rs);
-        let size = new_rs_replicas(s.b, &all, 0);
+        // The new set, yet to be made, has none.
+        let current: i64 = old.iter().map(Set::replicas).sum();
+        let size = new_rs_replicas(s.b, current, 0);
         rs["spec"]["replicas"] = json!(size);
-        let ns = str_at(d, "/metadata/namespace").to_string();
         let made = match self
             .client
             .create(self.rss.resource(), Some(&ns), &rs)
             .await
         {
-            Ok(made) => made,
+            Ok(made) => Set::new(made)?,
             Err(e) if e.is_already_exists() => {
                 let existing = self
                     .client
                     .get(self.rss.resource(), Some(&ns), &rs_name)
                     .await?;
-                let ours =
-                    controller_ref(&existing).is_some_and(|r| r["uid"] == d["metadata"]["uid"]);
-                if ours
-                    && without_hash(&existing["spec"]["template"])
-                        == without_hash(&d["spec"]["template"])
+                let uid = d.metadata.uid.as_deref().unwrap_or("");
+                let ours = controller_ref(&existing).is_some_and(|r| str_at(r, "/uid") == uid);
+                if ours && without_hash(template_of(&existing)) == without_hash(template_of(&s.obj))
                 {
                     // Made by an earlier sync that the cache has not shown yet.
-                    return Ok(existing);
+                    return Set::new(existing);
                 }
-                let mut status = s.d["status"].clone();
+                let mut status = s.obj.get("status").cloned().unwrap_or_default();
                 status["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
                 self.write_status(s, status).await?;
                 return Err(super::Error::Other(format!(
@@ -560,7 +756,7 @@ impl Controller {
             Err(e) => {
                 let message = format!("Failed to create new replica set {rs_name:?}: {e}");
                 self.recorder
-                    .event(&s.d, EventType::Warning, "FailedCreate", &message)
+                    .event(&s.obj, EventType::Warning, "FailedCreate", &message)
                     .await;
                 if has_deadline(&s.d) {
                     self.set_progressing(s, "False", "ReplicaSetCreateError", message)
@@ -572,16 +768,16 @@ impl Controller {
         if size > 0 {
             self.recorder
                 .event(
-                    &s.d,
+                    &s.obj,
                     EventType::Normal,
                     "ScalingReplicaSet",
-                    &format!("Scaled up replica set {} from 0 to {size}", name(&made)),
+                    &format!("Scaled up replica set {} from 0 to {size}", made.name()),
                 )
                 .await;
         }
         self.set_revision(s, &next_revision.to_string()).await?;
         if has_deadline(&s.d) {
-            let message = format!("Created new replica set {:?}", name(&made));
+            let message = format!("Created new replica set {:?}", made.name());
             self.set_progressing(s, "True", "NewReplicaSetCreated", message)
                 .await?;
         }
@@ -590,13 +786,13 @@ impl Controller {
 
     /// Sets the Deployment's revision annotation to its new set's.
     async fn set_revision(&self, s: &mut Sync, rev: &str) -> Result<()> {
-        if rev.is_empty() || annotation(&s.d, REVISION) == Some(rev) {
+        if rev.is_empty() || annotation_of(&s.d.metadata.annotations, REVISION) == Some(rev) {
             return Ok(());
         }
-        let mut d = s.d.clone();
+        let mut d = s.obj.clone();
         set_annotation(&mut d, REVISION, rev.to_string());
-        s.d = self.client.update(self.deployments.resource(), &d).await?;
-        Ok(())
+        let written = self.client.update(self.deployments.resource(), &d).await?;
+        s.written(written)
     }
 
     /// Sets the Progressing condition and writes the status.
@@ -607,53 +803,53 @@ impl Controller {
         reason: &str,
         message: String,
     ) -> Result<()> {
-        let mut st = s.d["status"].clone();
-        if !st.is_object() {
-            st = json!({});
-        }
+        let mut st = match s.obj.get("status") {
+            Some(st @ Value::Object(_)) => st.clone(),
+            _ => json!({}),
+        };
         set_condition(&mut st, condition("Progressing", status, reason, message));
         self.write_status(s, st).await
     }
 
     /// Writes the Deployment's status when it changed.
     async fn write_status(&self, s: &mut Sync, status: Value) -> Result<()> {
-        if s.d.get("status") == Some(&status) {
+        if s.obj.get("status") == Some(&status) {
             return Ok(());
         }
-        let mut d = s.d.clone();
+        let mut d = s.obj.clone();
         d["status"] = status;
-        s.d = self
+        let written = self
             .client
             .update_status(self.deployments.resource(), &d)
             .await?;
-        Ok(())
+        s.written(written)
     }
 
     /// Sets a set's size (and the replica annotations); records the scaling. Returns
     /// whether the size changed.
-    async fn scale(&self, s: &Sync, rs: &mut Value, size: i64, how: &str) -> Result<bool> {
-        let from = replicas(rs);
+    async fn scale(&self, s: &Sync, rs: &mut Set, size: i64, how: &str) -> Result<bool> {
+        let from = rs.replicas();
         let desired = s.b.replicas.to_string();
         let max = (s.b.replicas + s.b.surge).to_string();
-        let annotations_stale = annotation(rs, DESIRED_REPLICAS) != Some(desired.as_str())
-            || annotation(rs, MAX_REPLICAS) != Some(max.as_str());
+        let annotations_stale = rs.annotation(DESIRED_REPLICAS) != Some(desired.as_str())
+            || rs.annotation(MAX_REPLICAS) != Some(max.as_str());
         if from == size && !annotations_stale {
             return Ok(false);
         }
-        let mut copy = rs.clone();
+        let mut copy = rs.obj.clone();
         copy["spec"]["replicas"] = json!(size);
         set_annotation(&mut copy, DESIRED_REPLICAS, desired);
         set_annotation(&mut copy, MAX_REPLICAS, max);
-        *rs = self.client.update(self.rss.resource(), &copy).await?;
+        *rs = Set::new(self.client.update(self.rss.resource(), &copy).await?)?;
         if from != size {
             self.recorder
                 .event(
-                    &s.d,
+                    &s.obj,
                     EventType::Normal,
                     "ScalingReplicaSet",
                     &format!(
                         "Scaled {how} replica set {} from {from} to {size}",
-                        name(rs)
+                        rs.name()
                     ),
                 )
                 .await;
@@ -661,13 +857,13 @@ impl Controller {
         Ok(from != size)
     }
 
-    async fn scale_auto(&self, s: &Sync, rs: &mut Value, size: i64) -> Result<bool> {
-        let how = if size > replicas(rs) { "up" } else { "down" };
+    async fn scale_auto(&self, s: &Sync, rs: &mut Set, size: i64) -> Result<bool> {
+        let how = if size > rs.replicas() { "up" } else { "down" };
         self.scale(s, rs, size, how).await
     }
 
     /// A paused Deployment or a change of replicas: sizes the sets, nothing more (`sync`).
-    async fn sync(&self, s: &mut Sync, rss: Vec<Value>, paused: bool) -> Result<Action> {
+    async fn sync(&self, s: &mut Sync, rss: Vec<Set>, paused: bool) -> Result<Action> {
         let (mut new, mut old) = self.sets(s, rss, false).await?;
         self.scale_sets(s, new.as_mut(), &mut old).await?;
         if paused {
@@ -678,19 +874,14 @@ impl Controller {
     }
 
     /// Spreads the Deployment's replicas over its sets (`scale`).
-    async fn scale_sets(
-        &self,
-        s: &Sync,
-        mut new: Option<&mut Value>,
-        old: &mut [Value],
-    ) -> Result<()> {
+    async fn scale_sets(&self, s: &Sync, mut new: Option<&mut Set>, old: &mut [Set]) -> Result<()> {
         // One active set (or none: the newest) takes all replicas.
-        let active_count = old.iter().filter(|rs| is_active(rs)).count()
-            + new.as_ref().is_some_and(|n| is_active(n)) as usize;
+        let active_count = old.iter().filter(|rs| rs.is_active()).count()
+            + new.as_ref().is_some_and(|n| n.is_active()) as usize;
         if active_count <= 1 {
-            let target: Option<&mut Value> = if new.as_ref().is_some_and(|n| is_active(n)) {
+            let target: Option<&mut Set> = if new.as_ref().is_some_and(|n| n.is_active()) {
                 new
-            } else if let Some(rs) = old.iter_mut().find(|rs| is_active(rs)) {
+            } else if let Some(rs) = old.iter_mut().find(|rs| rs.is_active()) {
                 Some(rs)
             } else if new.is_some() {
                 new
@@ -698,7 +889,7 @@ impl Controller {
                 old.iter_mut().max_by(|a, b| by_creation(a, b))
             };
             if let Some(rs) = target {
-                if replicas(rs) != s.b.replicas {
+                if rs.replicas() != s.b.replicas {
                     self.scale_auto(s, rs, s.b.replicas).await?;
                 }
             }
@@ -706,11 +897,11 @@ impl Controller {
         }
         // A saturated new set: the old ones go.
         if let Some(n) = new.as_deref() {
-            let saturated = annotation(n, DESIRED_REPLICAS) == Some(&s.b.replicas.to_string())
-                && replicas(n) == s.b.replicas
-                && int_at(n, "/status/availableReplicas") == s.b.replicas;
+            let saturated = n.annotation(DESIRED_REPLICAS) == Some(&s.b.replicas.to_string())
+                && n.replicas() == s.b.replicas
+                && n.available() == s.b.replicas;
             if saturated {
-                for rs in old.iter_mut().filter(|rs| is_active(rs)) {
+                for rs in old.iter_mut().filter(|rs| rs.is_active()) {
                     self.scale(s, rs, 0, "down").await?;
                 }
                 return Ok(());
@@ -720,12 +911,12 @@ impl Controller {
             return Ok(());
         }
         // Proportional scaling of every active set.
-        let status_replicas = int_at(&s.d, "/status/replicas");
-        let mut sets: Vec<&mut Value> = old.iter_mut().filter(|rs| is_active(rs)).collect();
-        if let Some(n) = new.take().filter(|n| is_active(n)) {
+        let status_replicas = Figures::stored(&s.d).replicas;
+        let mut sets: Vec<&mut Set> = old.iter_mut().filter(|rs| rs.is_active()).collect();
+        if let Some(n) = new.take().filter(|n| n.is_active()) {
             sets.push(n);
         }
-        let total: i64 = sets.iter().map(|rs| replicas(rs)).sum();
+        let total: i64 = sets.iter().map(|rs| rs.replicas()).sum();
         let allowed = if s.b.replicas > 0 {
             s.b.replicas + s.b.surge
         } else {
@@ -735,7 +926,7 @@ impl Controller {
         let how = if to_add > 0 { "up" } else { "down" };
         // Bigger sets first; among equals, newer first when growing, older when shrinking.
         sets.sort_by(|a, b| {
-            replicas(b).cmp(&replicas(a)).then_with(|| {
+            b.replicas().cmp(&a.replicas()).then_with(|| {
                 if to_add > 0 {
                     by_creation(b, a)
                 } else {
@@ -752,7 +943,7 @@ impl Controller {
                 0
             };
             added += p;
-            sizes.push(replicas(rs) + p);
+            sizes.push(rs.replicas() + p);
         }
         if let Some(first) = sizes.first_mut() {
             if to_add != 0 {
@@ -766,17 +957,16 @@ impl Controller {
     }
 
     /// `rolloutRolling`.
-    async fn rollout_rolling(&self, s: &mut Sync, rss: Vec<Value>) -> Result<Action> {
+    async fn rollout_rolling(&self, s: &mut Sync, rss: Vec<Set>) -> Result<Action> {
         let (new, mut old) = self.sets(s, rss, true).await?;
         let mut new = new.expect("create makes the new set");
         // Grow the new set.
         let want = s.b.replicas;
-        let scaled_up = if replicas(&new) > want {
+        let scaled_up = if new.replicas() > want {
             self.scale(s, &mut new, want, "down").await?
-        } else if replicas(&new) < want {
-            let mut all: Vec<&Value> = old.iter().collect();
-            all.push(&new);
-            let size = new_rs_replicas(s.b, &all, replicas(&new));
+        } else if new.replicas() < want {
+            let current = old.iter().map(Set::replicas).sum::<i64>() + new.replicas();
+            let size = new_rs_replicas(s.b, current, new.replicas());
             self.scale(s, &mut new, size, "up").await?
         } else {
             false
@@ -787,7 +977,7 @@ impl Controller {
         if self.shrink_old(s, &new, &mut old).await? {
             return self.rollout_status(s, Some(&new), &old).await;
         }
-        if complete(&s.d, &s.d["status"]) {
+        if complete(&s.d, &Figures::stored(&s.d)) {
             self.cleanup(s, &old).await?;
         }
         self.rollout_status(s, Some(&new), &old).await
@@ -795,14 +985,14 @@ impl Controller {
 
     /// Scales old sets down as far as availability allows, their unavailable pods first
     /// (`reconcileOldReplicaSets`). Returns whether any was scaled.
-    async fn shrink_old(&self, s: &Sync, new: &Value, old: &mut [Value]) -> Result<bool> {
-        let old_pods: i64 = old.iter().map(replicas).sum();
+    async fn shrink_old(&self, s: &Sync, new: &Set, old: &mut [Set]) -> Result<bool> {
+        let old_pods: i64 = old.iter().map(Set::replicas).sum();
         if old_pods == 0 {
             return Ok(false);
         }
-        let all_pods = old_pods + replicas(new);
+        let all_pods = old_pods + new.replicas();
         let min_available = s.b.replicas - s.b.unavailable;
-        let new_unavailable = replicas(new) - int_at(new, "/status/availableReplicas");
+        let new_unavailable = new.replicas() - new.available();
         let max_down = all_pods - min_available - new_unavailable;
         if max_down <= 0 {
             return Ok(false);
@@ -814,12 +1004,12 @@ impl Controller {
             if cleaned >= max_down {
                 break;
             }
-            let unhealthy = replicas(rs) - int_at(rs, "/status/availableReplicas");
-            if replicas(rs) == 0 || unhealthy <= 0 {
+            let unhealthy = rs.replicas() - rs.available();
+            if rs.replicas() == 0 || unhealthy <= 0 {
                 continue;
             }
             let n = (max_down - cleaned).min(unhealthy);
-            let size = replicas(rs) - n;
+            let size = rs.replicas() - n;
             self.scale(s, rs, size, "down").await?;
             cleaned += n;
         }
@@ -827,7 +1017,7 @@ impl Controller {
         let available: i64 = old
             .iter()
             .chain(std::iter::once(new))
-            .map(|rs| int_at(rs, "/status/availableReplicas"))
+            .map(Set::available)
             .sum();
         let mut scaled = 0;
         if available > min_available {
@@ -836,11 +1026,11 @@ impl Controller {
                 if scaled >= budget {
                     break;
                 }
-                if replicas(rs) == 0 {
+                if rs.replicas() == 0 {
                     continue;
                 }
-                let n = replicas(rs).min(budget - scaled);
-                let size = replicas(rs) - n;
+                let n = rs.replicas().min(budget - scaled);
+                let size = rs.replicas() - n;
                 self.scale(s, rs, size, "down").await?;
                 scaled += n;
             }
@@ -849,10 +1039,10 @@ impl Controller {
     }
 
     /// `rolloutRecreate`.
-    async fn rollout_recreate(&self, s: &mut Sync, rss: Vec<Value>) -> Result<Action> {
+    async fn rollout_recreate(&self, s: &mut Sync, rss: Vec<Set>) -> Result<Action> {
         let (new, mut old) = self.sets(s, rss, false).await?;
         let mut scaled = false;
-        for rs in old.iter_mut().filter(|rs| is_active(rs)) {
+        for rs in old.iter_mut().filter(|rs| rs.is_active()) {
             scaled |= self.scale(s, rs, 0, "down").await?;
         }
         if scaled {
@@ -864,71 +1054,69 @@ impl Controller {
         let mut new = match new {
             Some(n) => n,
             None => {
-                let next_revision = old.iter().map(revision).max().unwrap_or(0) + 1;
+                let next_revision = old.iter().map(Set::revision).max().unwrap_or(0) + 1;
                 self.create_new(s, &old, next_revision).await?
             }
         };
-        if replicas(&new) != s.b.replicas {
+        if new.replicas() != s.b.replicas {
             self.scale_auto(s, &mut new, s.b.replicas).await?;
         }
-        if complete(&s.d, &s.d["status"]) {
+        if complete(&s.d, &Figures::stored(&s.d)) {
             self.cleanup(s, &old).await?;
         }
         self.rollout_status(s, Some(&new), &old).await
     }
 
-    /// Whether any pod of an old set has yet to finish (`oldPodsRunning`).
-    fn old_pods_running(&self, new: Option<&Value>, old: &[Value]) -> bool {
-        if old.iter().any(|rs| int_at(rs, "/status/replicas") > 0) {
+    /// Whether any pod of an old set has yet to finish (`oldPodsRunning`). Pods are read
+    /// as JSON: the namespace's every one is looked at.
+    fn old_pods_running(&self, new: Option<&Set>, old: &[Set]) -> bool {
+        if old.iter().any(|rs| rs.status_replicas() > 0) {
             return true;
         }
-        let new_uid = new.map(|n| str_at(n, "/metadata/uid"));
+        let new_uid = new.map(Set::uid);
         let uids: Vec<&str> = old
             .iter()
-            .map(|rs| str_at(rs, "/metadata/uid"))
+            .map(Set::uid)
             .filter(|u| Some(*u) != new_uid)
             .collect();
-        let ns = old
-            .first()
-            .map(|rs| str_at(rs, "/metadata/namespace"))
-            .unwrap_or("");
+        let ns = old.first().map(Set::namespace).unwrap_or("");
         self.pods.list_namespace(ns).iter().any(|pod| {
-            controller_ref(pod).is_some_and(|r| uids.iter().any(|u| r["uid"] == *u))
+            controller_ref(pod).is_some_and(|r| uids.contains(&str_at(r, "/uid")))
                 && !matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
         })
     }
 
     /// Deletes the oldest empty sets beyond `revisionHistoryLimit` (`cleanupDeployment`).
-    async fn cleanup(&self, s: &Sync, old: &[Value]) -> Result<()> {
-        let Some(limit) =
-            s.d.pointer("/spec/revisionHistoryLimit")
-                .and_then(Value::as_i64)
-        else {
+    async fn cleanup(&self, s: &Sync, old: &[Set]) -> Result<()> {
+        let Some(limit) = s.d.spec.revision_history_limit else {
             return Ok(());
         };
-        let mut alive: Vec<&Value> = old.iter().filter(|rs| !is_deleting(rs)).collect();
-        let extra = alive.len() as i64 - limit;
+        let mut alive: Vec<&Set> = old
+            .iter()
+            .filter(|rs| rs.rs.metadata.deletion_timestamp.is_none())
+            .collect();
+        let extra = alive.len() as i64 - i64::from(limit);
         if extra <= 0 {
             return Ok(());
         }
-        alive.sort_by(|a, b| revision(a).cmp(&revision(b)).then(by_creation(a, b)));
+        alive.sort_by(|a, b| a.revision().cmp(&b.revision()).then(by_creation(a, b)));
         for rs in alive.into_iter().take(extra as usize) {
-            if int_at(rs, "/status/replicas") != 0
-                || replicas(rs) != 0
-                || int_at(rs, "/metadata/generation") > int_at(rs, "/status/observedGeneration")
+            if rs.status_replicas() != 0
+                || rs.replicas() != 0
+                || rs.rs.metadata.generation.unwrap_or(0) > rs.observed_generation()
             {
                 continue;
             }
             let params = DeleteParams {
-                uid: Some(str_at(rs, "/metadata/uid").to_string()),
+                uid: Some(rs.uid().to_string()),
                 ..DeleteParams::default()
             };
             match self
                 .client
                 .delete(
                     self.rss.resource(),
-                    Some(str_at(rs, "/metadata/namespace")),
-                    name(rs),
+                    Some(rs.namespace()),
+                    rs.name(),
                     &params,
                 )
                 .await
@@ -950,9 +1138,8 @@ impl Controller {
         if reason == Some("ProgressDeadlineExceeded") {
             return Ok(());
         }
-        let paused = s.d.pointer("/spec/paused") == Some(&json!(true));
         let marked = reason == Some("DeploymentPaused");
-        let (reason, message) = match (paused, marked) {
+        let (reason, message) = match (paused(&s.d), marked) {
             (true, false) => ("DeploymentPaused", "Deployment is paused"),
             (false, true) => ("DeploymentResumed", "Deployment is resumed"),
             _ => return Ok(()),
@@ -962,37 +1149,32 @@ impl Controller {
     }
 
     /// The status alone (`syncDeploymentStatus`).
-    async fn sync_status(&self, s: &mut Sync, new: Option<&Value>, old: &[Value]) -> Result<()> {
-        let mut all: Vec<&Value> = old.iter().collect();
+    async fn sync_status(&self, s: &mut Sync, new: Option<&Set>, old: &[Set]) -> Result<()> {
+        let mut all: Vec<&Set> = old.iter().collect();
         all.extend(new);
-        let status = calculate_status(&s.d, &all, new, s.b);
+        let (status, _) = calculate_status(s, &all, new);
         self.write_status(s, status).await
     }
 
     /// The status with the progress made (`syncRolloutStatus`); asks to look again when
     /// the deadline could pass with no event to tell.
-    async fn rollout_status(
-        &self,
-        s: &mut Sync,
-        new: Option<&Value>,
-        old: &[Value],
-    ) -> Result<Action> {
-        let mut all: Vec<&Value> = old.iter().collect();
+    async fn rollout_status(&self, s: &mut Sync, new: Option<&Set>, old: &[Set]) -> Result<Action> {
+        let mut all: Vec<&Set> = old.iter().collect();
         all.extend(new);
-        let mut status = calculate_status(&s.d, &all, new, s.b);
+        let (mut status, figures) = calculate_status(s, &all, new);
         let d = &s.d;
         if !has_deadline(d) {
             remove_condition(&mut status, "Progressing");
         }
-        let current = get_condition(&d["status"], "Progressing");
-        let done = int_at(&status, "/replicas") == int_at(&status, "/updatedReplicas")
-            && current.is_some_and(|c| c["reason"] == "NewReplicaSetAvailable");
+        let current = progressing_condition(d);
+        let done = figures.replicas == figures.updated
+            && current.is_some_and(|c| c.reason.as_deref() == Some("NewReplicaSetAvailable"));
         let subject = |what: &str| match new {
-            Some(rs) => format!("ReplicaSet {:?} {what}.", name(rs)),
+            Some(rs) => format!("ReplicaSet {:?} {what}.", rs.name()),
             None => format!("Deployment {:?} {what}.", name(d)),
         };
         if has_deadline(d) && !done {
-            if complete(d, &status) {
+            if complete(d, &figures) {
                 set_condition(
                     &mut status,
                     condition(
@@ -1002,19 +1184,23 @@ impl Controller {
                         subject("has successfully progressed"),
                     ),
                 );
-            } else if progressing(d, &status) {
+            } else if progressing(d, &figures) {
                 let mut cond = condition(
                     "Progressing",
                     "True",
                     "ReplicaSetUpdated",
                     subject("is progressing"),
                 );
-                if let Some(c) = current.filter(|c| c["status"] == "True") {
-                    cond["lastTransitionTime"] = c["lastTransitionTime"].clone();
+                if current.is_some_and(|c| c.status.as_deref() == Some("True")) {
+                    // The stored condition, as the status being written still has it.
+                    if let Some(c) = get_condition(&status, "Progressing") {
+                        cond["lastTransitionTime"] =
+                            c.get("lastTransitionTime").cloned().unwrap_or_default();
+                    }
                 }
                 remove_condition(&mut status, "Progressing");
                 set_condition(&mut status, cond);
-            } else if timed_out(d, &status) {
+            } else if timed_out(d) {
                 set_condition(
                     &mut status,
                     condition(
@@ -1030,13 +1216,13 @@ impl Controller {
             Some(c) => set_condition(&mut status, c),
             None => remove_condition(&mut status, "ReplicaFailure"),
         }
-        if d.get("status") == Some(&status) {
+        if s.obj.get("status") == Some(&status) {
             // Nothing moved: look again when the deadline would pass.
             let stuck = has_deadline(d)
-                && !complete(d, &status)
-                && current.is_some_and(|c| c["reason"] != "ProgressDeadlineExceeded");
+                && !complete(d, &figures)
+                && current.is_some_and(|c| c.reason.as_deref() != Some("ProgressDeadlineExceeded"));
             if stuck {
-                if let Some(left) = deadline_left(d, &d["status"]) {
+                if let Some(left) = deadline_left(d) {
                     return Ok(Action::RequeueAfter(left + Duration::from_secs(1)));
                 }
             }
@@ -1048,43 +1234,23 @@ impl Controller {
 }
 
 /// The `ReplicaFailure` of the new set, else of an old one, as the Deployment's.
-fn replica_failure(new: Option<&Value>, old: &[Value]) -> Option<Value> {
-    let failure = |rs: &Value| {
-        rs.pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "ReplicaFailure")
-            .map(|c| {
-                json!({
-                    "type": "ReplicaFailure",
-                    "status": c["status"],
-                    "lastUpdateTime": c["lastTransitionTime"],
-                    "lastTransitionTime": c["lastTransitionTime"],
-                    "reason": c["reason"],
-                    "message": c["message"],
-                })
-            })
-    };
-    new.and_then(failure)
-        .or_else(|| old.iter().find_map(failure))
+fn replica_failure(new: Option<&Set>, old: &[Set]) -> Option<Value> {
+    new.and_then(Set::failure)
+        .or_else(|| old.iter().find_map(Set::failure))
 }
 
-/// Copies the Deployment's annotations to a set and gives it the next revision, keeping
-/// the revisions it had as history (a rollback); a set about to be made gets the replica
-/// annotations too (`SetNewReplicaSetAnnotations`). Returns whether anything changed.
-fn new_rs_annotations(d: &Value, rs: &mut Value, next: i64, exists: bool, b: Bounds) -> bool {
+/// Copies the Deployment's annotations to a set being written and gives it the next
+/// revision, keeping the revisions it had as history (a rollback); a set about to be made
+/// gets the replica annotations too (`SetNewReplicaSetAnnotations`). Returns whether
+/// anything changed.
+fn new_rs_annotations(d: &Deployment, rs: &mut Value, next: i64, exists: bool, b: Bounds) -> bool {
     let mut changed = false;
-    if let Some(annotations) = d
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-    {
-        for (k, v) in annotations {
-            if NOT_COPIED.contains(&k.as_str()) || annotation(rs, k) == v.as_str() {
-                continue;
-            }
-            set_annotation(rs, k, v.as_str().unwrap_or("").to_string());
-            changed = true;
+    for (k, v) in d.metadata.annotations.iter().flatten() {
+        if NOT_COPIED.contains(&k.as_str()) || annotation(rs, k) == Some(v.as_str()) {
+            continue;
         }
+        set_annotation(rs, k, v.clone());
+        changed = true;
     }
     let had = annotation(rs, REVISION).map(str::to_string);
     let old: i64 = had.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
@@ -1121,10 +1287,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 .list_namespace(str_at(rs, "/metadata/namespace"))
                 .iter()
                 .filter(|d| {
-                    let sel = d
-                        .pointer("/spec/selector")
-                        .and_then(|s| labels::Selector::from_label_selector(s).ok())
-                        .unwrap_or_default();
+                    let sel = spec_label_selector(d);
                     !sel.is_empty() && sel.matches(&labels)
                 })
                 .map(|d| key_of(d))
@@ -1138,7 +1301,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let rs = rss.get(&REPLICA_SETS.key_of_controller(pod)?)?;
             let key = DEPLOYMENTS.key_of_controller(&rs)?;
             let d = deployments.get(&key)?;
-            (d.pointer("/spec/strategy/type") == Some(&json!("Recreate"))).then_some(key)
+            (str_at(&d, "/spec/strategy/type") == "Recreate").then_some(key)
         }
     };
     let controller = Arc::new(Controller {
@@ -1174,18 +1337,21 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
 mod tests {
     use super::*;
 
-    fn d(replicas: i64, surge: Value, unavailable: Value) -> Value {
-        json!({"metadata": {"name": "web"}, "spec": {"replicas": replicas, "strategy": {
+    fn d(replicas: i64, surge: Value, unavailable: Value) -> Deployment {
+        decode(
+            &json!({"metadata": {"name": "web"}, "spec": {"replicas": replicas, "strategy": {
             "type": "RollingUpdate",
-            "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}}})
+            "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}}}),
+        )
+        .unwrap()
     }
 
-    fn rs(replicas: i64, max: Option<i64>) -> Value {
+    fn rs(replicas: i64, max: Option<i64>) -> Set {
         let mut rs = json!({"metadata": {"name": "rs"}, "spec": {"replicas": replicas}});
         if let Some(m) = max {
             rs["metadata"]["annotations"] = json!({MAX_REPLICAS: m.to_string()});
         }
-        rs
+        Set::new(rs).unwrap()
     }
 
     #[test]
@@ -1200,7 +1366,7 @@ mod tests {
         let b = Bounds::of(&d(2, json!(0), json!("10%")));
         assert_eq!((b.surge, b.unavailable), (0, 1));
         let recreate = json!({"spec": {"replicas": 4, "strategy": {"type": "Recreate"}}});
-        let b = Bounds::of(&recreate);
+        let b = Bounds::of(&decode(&recreate).unwrap());
         assert!(b.recreate);
         assert_eq!((b.surge, b.unavailable), (0, 0));
     }
@@ -1208,20 +1374,16 @@ mod tests {
     #[test]
     fn the_new_set_grows_within_the_surge() {
         let b = Bounds::of(&d(10, json!(3), json!(2)));
-        let (old, new) = (rs(10, None), rs(0, None));
-        assert_eq!(new_rs_replicas(b, &[&old, &new], 0), 3);
-        let (old, new) = (rs(8, None), rs(3, None));
-        assert_eq!(new_rs_replicas(b, &[&old, &new], 3), 5);
-        let (old, new) = (rs(8, None), rs(5, None));
-        assert_eq!(new_rs_replicas(b, &[&old, &new], 5), 5, "at the limit");
+        // An old set of 10 and a new one of 0, of 8 and 3, of 8 and 5.
+        assert_eq!(new_rs_replicas(b, 10, 0), 3);
+        assert_eq!(new_rs_replicas(b, 8 + 3, 3), 5);
+        assert_eq!(new_rs_replicas(b, 8 + 5, 5), 5, "at the limit");
     }
 
     #[test]
     fn a_scale_is_shared_by_the_sets_sizes() {
         // Upstream's proportional scaling e2e: 8 + 5 of 10 (+3 surge) scaled to 30.
-        let mut scaled = d(30, json!(3), json!(2));
-        scaled["status"] = json!({"replicas": 13});
-        let b = Bounds::of(&scaled);
+        let b = Bounds::of(&d(30, json!(3), json!(2)));
         let to_add = 33 - 13;
         let first = proportion(&rs(8, Some(13)), b, 13, to_add, 0);
         assert_eq!(first, 12);
@@ -1295,10 +1457,11 @@ mod tests {
     #[test]
     fn a_rolled_back_set_keeps_its_old_revisions() {
         let b = Bounds::of(&d(3, json!(1), json!(0)));
-        let deploy = json!({"metadata": {"annotations": {
+        let deploy = decode(&json!({"metadata": {"annotations": {
             "kubernetes.io/change-cause": "undo",
             "kubectl.kubernetes.io/last-applied-configuration": "{}",
-        }}});
+        }}}))
+        .unwrap();
         let mut set = json!({"metadata": {"annotations": {REVISION: "1"}}});
         assert!(new_rs_annotations(&deploy, &mut set, 3, true, b));
         let ann = &set["metadata"]["annotations"];

@@ -12,20 +12,27 @@
 //! The pods an eviction put in `disruptedPods` count as gone until the controller sees
 //! them deleted or two minutes pass; the reconcile asks to be run again at the earliest
 //! such expiry, the only timer. Budgets and pods queue through watches.
+//!
+//! A sync decodes its budget once as a k8s-openapi `PodDisruptionBudget`; pods and the
+//! pods' controllers stay JSON, read through [`crate::types::json`].
 
-use crate::types::json::int_at;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::claim::{controller_ref, is_deleting, str_at};
-use super::{Action, Context, Result, Supervisor, runtime};
+use super::deployment::scaled_int_or_percent;
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, Kind, catalog, key_of};
 use crate::types::disruption::{self, DISRUPTION_ALLOWED, selects};
+use crate::types::json::{array_at, int_at};
 
 /// How long an evicted pod counts as being deleted (`DeletionTimeout`).
 pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
@@ -35,23 +42,20 @@ fn is_ready(pod: &Value) -> bool {
     crate::types::is_pod_ready(pod)
 }
 
-/// Seconds since a timestamp, if it parses.
-fn age(timestamp: &str) -> Option<i64> {
-    crate::types::age_seconds(timestamp)
+/// Seconds since a time.
+fn age(t: &Time) -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second() - t.0.as_second()
 }
 
 /// The disrupted pods still to be waited for and when the first of them expires
 /// (`buildDisruptedPodMap`); pods being deleted or gone leave the map.
 fn disrupted_pods(
-    pdb: &Value,
+    status: Option<&PodDisruptionBudgetStatus>,
     pods: &[&Value],
-) -> (serde_json::Map<String, Value>, Option<Duration>) {
-    let mut out = serde_json::Map::new();
+) -> (BTreeMap<String, Time>, Option<Duration>) {
+    let mut out = BTreeMap::new();
     let mut recheck: Option<Duration> = None;
-    let Some(listed) = pdb
-        .pointer("/status/disruptedPods")
-        .and_then(Value::as_object)
-    else {
+    let Some(listed) = status.and_then(|s| s.disrupted_pods.as_ref()) else {
         return (out, None);
     };
     let timeout = DELETION_TIMEOUT.as_secs() as i64;
@@ -60,7 +64,7 @@ fn disrupted_pods(
         let Some(at) = listed.get(name) else {
             continue;
         };
-        let elapsed = at.as_str().and_then(age).unwrap_or(timeout);
+        let elapsed = age(at);
         if elapsed >= timeout {
             continue;
         }
@@ -72,7 +76,7 @@ fn disrupted_pods(
 }
 
 /// Ready pods that are neither being deleted nor just evicted (`countHealthyPods`).
-fn current_healthy(pods: &[&Value], disrupted: &serde_json::Map<String, Value>) -> i64 {
+fn current_healthy(pods: &[&Value], disrupted: &BTreeMap<String, Time>) -> i64 {
     pods.iter()
         .filter(|p| !is_deleting(p))
         .filter(|p| !disrupted.contains_key(str_at(p, "/metadata/name")))
@@ -103,13 +107,21 @@ struct Controller {
 /// Why a budget's figures could not be worked out.
 struct SyncError(String);
 
+/// A budget's figures, as its status says them.
+struct Figures {
+    current: i64,
+    desired: i64,
+    expected: i64,
+    disrupted: BTreeMap<String, Time>,
+}
+
 impl Controller {
     async fn reconcile(&self, key: String) -> Result<Action> {
         let Some(pdb) = self.pdbs.get(&key) else {
             return Ok(Action::Done);
         };
-        let pdb = (*pdb).clone();
-        match self.try_sync(&pdb).await {
+        let budget: PodDisruptionBudget = decode(&pdb)?;
+        match self.try_sync(&pdb, &budget).await {
             Ok(action) => Ok(action),
             Err(Ok(e)) => Err(e),
             Err(Err(SyncError(message))) => {
@@ -126,8 +138,9 @@ impl Controller {
     async fn try_sync(
         &self,
         pdb: &Value,
+        budget: &PodDisruptionBudget,
     ) -> std::result::Result<Action, Result<super::Error, SyncError>> {
-        let ns = str_at(pdb, "/metadata/namespace");
+        let ns = budget.metadata.namespace.as_deref().unwrap_or("");
         let all = self.pods.list_namespace(ns);
         let pods: Vec<&Value> = all
             .iter()
@@ -139,7 +152,7 @@ impl Controller {
                 .event(pdb, EventType::Normal, "NoPods", "No matching pods found")
                 .await;
         }
-        let (expected, desired, unmanaged) = match self.expected_count(pdb, &pods).await {
+        let (expected, desired, unmanaged) = match self.expected_count(budget, &pods).await {
             Ok(figures) => figures,
             Err(Ok(e)) => return Err(Ok(e)),
             Err(Err(SyncError(why))) => {
@@ -156,7 +169,10 @@ impl Controller {
             }
         };
         if unmanaged {
-            let selector = crate::types::labels::format_label_selector(&pdb["spec"]["selector"]);
+            let selector = budget.spec.as_ref().and_then(|s| s.selector.as_ref());
+            let selector = crate::types::labels::format_label_selector(
+                &serde_json::to_value(selector).unwrap_or_default(),
+            );
             self.recorder
                 .event(
                     pdb,
@@ -168,11 +184,15 @@ impl Controller {
                 )
                 .await;
         }
-        let (disrupted, recheck) = disrupted_pods(pdb, &pods);
+        let (disrupted, recheck) = disrupted_pods(budget.status.as_ref(), &pods);
         let current = current_healthy(&pods, &disrupted);
-        self.write_status(pdb, current, desired, expected, disrupted)
-            .await
-            .map_err(Ok)?;
+        let figures = Figures {
+            current,
+            desired,
+            expected,
+            disrupted,
+        };
+        self.write_status(pdb, budget, figures).await.map_err(Ok)?;
         Ok(match recheck {
             Some(d) => Action::RequeueAfter(d + Duration::from_secs(1)),
             None => Action::Done,
@@ -183,23 +203,23 @@ impl Controller {
     /// controller were found).
     async fn expected_count(
         &self,
-        pdb: &Value,
+        budget: &PodDisruptionBudget,
         pods: &[&Value],
     ) -> std::result::Result<(i64, i64, bool), Result<super::Error, SyncError>> {
-        let spec = &pdb["spec"];
-        if let Some(max) = spec.get("maxUnavailable").filter(|v| !v.is_null()) {
+        let spec = budget.spec.as_ref();
+        if let Some(max) = spec.and_then(|s| s.max_unavailable.as_ref()) {
             let (expected, unmanaged) = self.expected_scale(pods).await?;
-            let max = crate::types::scaled_int_or_percent(Some(max), expected, true);
+            let max = scaled_int_or_percent(Some(max), expected, true);
             return Ok((expected, (expected - max).max(0), unmanaged));
         }
-        match spec.get("minAvailable") {
-            Some(Value::Number(n)) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0), false)),
-            Some(min @ Value::String(_)) => {
+        match spec.and_then(|s| s.min_available.as_ref()) {
+            Some(IntOrString::Int(n)) => Ok((pods.len() as i64, i64::from(*n), false)),
+            Some(min @ IntOrString::String(_)) => {
                 let (expected, unmanaged) = self.expected_scale(pods).await?;
-                let min = crate::types::scaled_int_or_percent(Some(min), expected, true);
+                let min = scaled_int_or_percent(Some(min), expected, true);
                 Ok((expected, min, unmanaged))
             }
-            _ => Ok((0, 0, false)),
+            None => Ok((0, 0, false)),
         }
     }
 
@@ -215,7 +235,7 @@ impl Controller {
                 unmanaged = true;
                 continue;
             };
-            if scales.contains_key(r["uid"].as_str().unwrap_or("")) {
+            if scales.contains_key(str_at(r, "/uid")) {
                 continue;
             }
             let ns = str_at(pod, "/metadata/namespace");
@@ -237,11 +257,11 @@ impl Controller {
     /// The uid and desired scale of the controller `r` names, if it is one with a scale
     /// and is still the object it names (the finders of upstream).
     async fn scale_of(&self, ns: &str, r: &Value) -> Result<Option<(String, i64)>> {
-        let kind = r["kind"].as_str().unwrap_or("");
-        let api_version = r["apiVersion"].as_str().unwrap_or("");
+        let kind = str_at(r, "/kind");
+        let api_version = str_at(r, "/apiVersion");
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        let uid = r["uid"].as_str().unwrap_or("");
-        let name = r["name"].as_str().unwrap_or("");
+        let uid = str_at(r, "/uid");
+        let name = str_at(r, "/name");
         let key = format!("{ns}/{name}");
         let cached = |informer: &Informer| informer.get(&key).map(|o| (*o).clone());
         let owner = match (group, kind) {
@@ -267,7 +287,7 @@ impl Controller {
         };
         // A ReplicaSet a Deployment controls counts as the Deployment.
         if kind == "ReplicaSet" {
-            if let Some(d) = controller_ref(&owner).filter(|d| d["kind"] == "Deployment") {
+            if let Some(d) = controller_ref(&owner).filter(|d| str_at(d, "/kind") == "Deployment") {
                 return Box::pin(self.scale_of(ns, d)).await;
             }
         }
@@ -281,31 +301,41 @@ impl Controller {
         Ok(Some((uid.to_string(), replicas)))
     }
 
-    /// `updatePdbStatus`: writes the figures when anything changed.
+    /// `updatePdbStatus`: writes the figures when anything changed. The conditions
+    /// written are the stored ones (JSON, as they are) with `DisruptionAllowed` set.
     async fn write_status(
         &self,
         pdb: &Value,
-        current: i64,
-        desired: i64,
-        expected: i64,
-        disrupted: serde_json::Map<String, Value>,
+        budget: &PodDisruptionBudget,
+        figures: Figures,
     ) -> Result<()> {
+        let Figures {
+            current,
+            desired,
+            expected,
+            disrupted,
+        } = figures;
         let allowed = disruptions_allowed(current, desired, expected);
-        let old = &pdb["status"];
-        let generation = pdb["metadata"]["generation"].clone();
-        let empty = serde_json::Map::new();
-        let old_disrupted = old["disruptedPods"].as_object().unwrap_or(&empty);
-        let cond = old["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == DISRUPTION_ALLOWED));
+        let none = PodDisruptionBudgetStatus::default();
+        let old = budget.status.as_ref().unwrap_or(&none);
+        let generation = budget.metadata.generation;
+        let cond = old
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == DISRUPTION_ALLOWED);
         let want = disruption::allowed_state(&json!({"disruptionsAllowed": allowed}));
-        let up_to_date = int_at(old, "/currentHealthy") == current
-            && int_at(old, "/desiredHealthy") == desired
-            && int_at(old, "/expectedPods") == expected
-            && int_at(old, "/disruptionsAllowed") == allowed
-            && *old_disrupted == disrupted
-            && old["observedGeneration"] == generation
-            && cond.is_some_and(|c| c["status"] == want.0 && c["reason"] == want.1);
+        let figure = |n: Option<i32>| n.map_or(0, i64::from);
+        let up_to_date = figure(old.current_healthy) == current
+            && figure(old.desired_healthy) == desired
+            && figure(old.expected_pods) == expected
+            && figure(old.disruptions_allowed) == allowed
+            && old
+                .disrupted_pods
+                .as_ref()
+                .map_or(disrupted.is_empty(), |old| *old == disrupted)
+            && old.observed_generation == generation
+            && cond.is_some_and(|c| c.status == want.0 && c.reason == want.1);
         if up_to_date {
             return Ok(());
         }
@@ -317,10 +347,11 @@ impl Controller {
             "observedGeneration": generation,
         });
         if !disrupted.is_empty() {
-            status["disruptedPods"] = Value::Object(disrupted);
+            status["disruptedPods"] = json!(disrupted);
         }
-        if let Some(cs) = old.get("conditions").filter(|c| c.is_array()) {
-            status["conditions"] = cs.clone();
+        let conditions = array_at(pdb, "/status/conditions");
+        if !conditions.is_empty() {
+            status["conditions"] = Value::from(conditions);
         }
         disruption::set_condition(&mut status, want.0, want.1, "");
         let mut copy = pdb.clone();
@@ -333,15 +364,17 @@ impl Controller {
 
     /// `failSafe`: no disruption allowed, and the condition says why.
     async fn fail_safe(&self, pdb: &Value, message: &str) -> Result<()> {
-        let mut copy = pdb.clone();
-        if !copy["status"].is_object() {
-            copy["status"] = json!({});
-        }
-        copy["status"]["disruptionsAllowed"] = json!(0);
-        disruption::set_condition(&mut copy["status"], "False", "SyncFailed", message);
-        if copy.get("status") == pdb.get("status") {
+        let mut status = match pdb.get("status") {
+            Some(status @ Value::Object(_)) => status.clone(),
+            _ => json!({}),
+        };
+        status["disruptionsAllowed"] = json!(0);
+        disruption::set_condition(&mut status, "False", "SyncFailed", message);
+        if pdb.get("status") == Some(&status) {
             return Ok(());
         }
+        let mut copy = pdb.clone();
+        copy["status"] = status;
         self.client
             .update_status(self.pdbs.resource(), &copy)
             .await?;
@@ -418,12 +451,13 @@ mod tests {
         deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
         let pods = [pod("a", true), pod("b", true), deleting, pod("d", false)];
         let refs: Vec<&Value> = pods.iter().collect();
-        let pdb = json!({"status": {"disruptedPods": {
+        let pdb: PodDisruptionBudget = decode(&json!({"status": {"disruptedPods": {
             "b": crate::types::now(),
             "a": "2020-01-01T00:00:00Z",
             "gone": crate::types::now(),
-        }}});
-        let (disrupted, recheck) = disrupted_pods(&pdb, &refs);
+        }}}))
+        .unwrap();
+        let (disrupted, recheck) = disrupted_pods(pdb.status.as_ref(), &refs);
         // a's eviction expired, gone is gone: only b is still being waited for.
         assert_eq!(disrupted.keys().collect::<Vec<_>>(), ["b"]);
         assert!(recheck.is_some_and(|d| d <= DELETION_TIMEOUT));

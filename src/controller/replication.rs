@@ -9,21 +9,31 @@
 //! (after `minReadySeconds`), `observedGeneration` and a `ReplicaFailure` condition.
 //! Expectations remember the creations and deletions it asked for until the pod informer
 //! has seen them, so that a sync on a stale cache never creates or deletes twice.
+//!
+//! A sync decodes its RC or ReplicaSet once, as the k8s-openapi type of its kind, into
+//! the few figures the two kinds share ([`Replicated`]); pods stay JSON, read through
+//! [`crate::types::json`] (a sync looks at every pod of its controller).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{PodTemplateSpec, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
-use super::{Action, Context, Queue, Result, Supervisor, runtime};
+use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, key_of};
 use crate::client::{Kind, catalog};
+use crate::types::json::{array_at, int_at};
 use crate::types::labels;
 
 /// Pods created or deleted in one sync at most (as kube-controller-manager's burst).
@@ -98,20 +108,122 @@ fn is_ready(pod: &Value) -> bool {
 
 /// How long `pod` has been ready, if it is.
 fn ready_for(pod: &Value) -> Option<Duration> {
-    let c = crate::types::condition(pod, "Ready").filter(|c| c["status"] == "True")?;
-    let since = c["lastTransitionTime"].as_str()?;
-    let age = crate::types::age_seconds(since)?;
+    let c = crate::types::condition(pod, "Ready").filter(|c| str_at(c, "/status") == "True")?;
+    let age = crate::types::age_seconds(str_at(c, "/lastTransitionTime"))?;
     Some(Duration::from_secs(age.max(0) as u64))
 }
 
-/// The selector of `rc`; one that does not parse selects nothing (validation refuses it).
+/// A LabelSelector (`matchLabels`, `matchExpressions`) as a selector, as
+/// [`labels::Selector::from_label_selector`] reads one; one with an unknown operator
+/// selects nothing (validation refuses it).
+pub(super) fn label_selector(sel: &LabelSelector) -> labels::Selector {
+    use labels::Requirement;
+    let mut requirements: Vec<Requirement> = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| Requirement::In(k.clone(), vec![v.clone()]))
+        .collect();
+    for e in sel.match_expressions.iter().flatten() {
+        let (key, values) = (e.key.clone(), e.values.clone().unwrap_or_default());
+        requirements.push(match e.operator.as_str() {
+            "In" => Requirement::In(key, values),
+            "NotIn" => Requirement::NotIn(key, values),
+            "Exists" => Requirement::Exists(key),
+            "DoesNotExist" => Requirement::NotExists(key),
+            _ => return labels::Selector::default(),
+        });
+    }
+    labels::Selector { requirements }
+}
+
+/// `spec.selector` of an object read alone, without decoding the rest: the handlers that
+/// find a child's owners look at every candidate of a namespace per event.
+fn spec_selector<S: DeserializeOwned>(obj: &Value) -> Option<S> {
+    #[derive(Deserialize)]
+    struct Selecting<S> {
+        spec: Option<SelectingSpec<S>>,
+    }
+    #[derive(Deserialize)]
+    struct SelectingSpec<S> {
+        selector: Option<S>,
+    }
+    Selecting::<S>::deserialize(obj).ok()?.spec?.selector
+}
+
+/// The LabelSelector of a ReplicaSet or Deployment read alone, as a selector; one that
+/// does not parse selects nothing.
+pub(super) fn spec_label_selector(obj: &Value) -> labels::Selector {
+    spec_selector::<LabelSelector>(obj)
+        .map(|s| label_selector(&s))
+        .unwrap_or_default()
+}
+
+/// The selector of an RC (a map) or a ReplicaSet (a LabelSelector) read alone; one that
+/// does not parse selects nothing.
 fn selector_of(owner: Owner, rc: &Value) -> labels::Selector {
     if owner.label_selector {
-        rc.pointer("/spec/selector")
-            .and_then(|s| labels::Selector::from_label_selector(s).ok())
-            .unwrap_or_default()
+        spec_label_selector(rc)
     } else {
-        labels::Selector::from_map(&labels_of(rc, "/spec/selector"))
+        labels::Selector::from_map(&spec_selector(rc).unwrap_or_default())
+    }
+}
+
+/// What a sync reads of its RC or ReplicaSet: the fields the two kinds share, from the
+/// k8s-openapi type of its kind, decoded once at the sync's entry.
+struct Replicated {
+    selector: labels::Selector,
+    /// `spec.replicas`, 1 when absent (as defaulted), never below 0.
+    replicas: usize,
+    min_ready: Duration,
+    template_labels: BTreeMap<String, String>,
+    generation: Option<i64>,
+    deleting: bool,
+}
+
+impl Replicated {
+    fn decode(owner: Owner, rc: &Value) -> Result<Self> {
+        Ok(if owner.label_selector {
+            let ReplicaSet { metadata, spec, .. } = decode(rc)?;
+            let selector = label_selector(&spec.selector);
+            Self::of(
+                metadata,
+                selector,
+                spec.replicas,
+                spec.min_ready_seconds,
+                spec.template,
+            )
+        } else {
+            let ReplicationController { metadata, spec, .. } = decode(rc)?;
+            let spec = spec.unwrap_or_default();
+            let selector = labels::Selector::from_map(&spec.selector.unwrap_or_default());
+            Self::of(
+                metadata,
+                selector,
+                spec.replicas,
+                spec.min_ready_seconds,
+                spec.template,
+            )
+        })
+    }
+
+    fn of(
+        metadata: ObjectMeta,
+        selector: labels::Selector,
+        replicas: Option<i32>,
+        min_ready_seconds: Option<i32>,
+        template: Option<PodTemplateSpec>,
+    ) -> Self {
+        Self {
+            selector,
+            replicas: replicas.unwrap_or(1).max(0) as usize,
+            min_ready: Duration::from_secs(min_ready_seconds.unwrap_or(0).max(0) as u64),
+            template_labels: template
+                .and_then(|t| t.metadata?.labels)
+                .unwrap_or_default(),
+            generation: metadata.generation,
+            deleting: metadata.deletion_timestamp.is_some(),
+        }
     }
 }
 
@@ -124,14 +236,10 @@ pub(super) fn deletion_order(a: &Value, b: &Value) -> Ordering {
         _ => 2,
     };
     let restarts = |p: &Value| {
-        p.pointer("/status/containerStatuses")
-            .and_then(Value::as_array)
-            .map(|cs| {
-                cs.iter()
-                    .filter_map(|c| c["restartCount"].as_i64())
-                    .max()
-                    .unwrap_or(0)
-            })
+        array_at(p, "/status/containerStatuses")
+            .iter()
+            .map(|c| int_at(c, "/restartCount"))
+            .max()
             .unwrap_or(0)
     };
     scheduled(a)
@@ -145,7 +253,8 @@ pub(super) fn deletion_order(a: &Value, b: &Value) -> Ordering {
         )
 }
 
-/// A new pod from `rc`'s template.
+/// A new pod from `rc`'s template, copied as JSON: every field of it, whether
+/// k8s-openapi knows it or not.
 fn pod_from_template(owner: Owner, rc: &Value) -> Value {
     let template = &rc["spec"]["template"];
     let mut meta = json!({
@@ -199,8 +308,8 @@ impl Manager {
             self.expectations.forget(&key);
             return Ok(Action::Done);
         };
-        let selector = selector_of(self.owner, &rc);
-        if selector.is_empty() {
+        let view = Replicated::decode(self.owner, &rc)?;
+        if view.selector.is_empty() {
             // Validation forbids this; never manage every pod of a namespace.
             return Ok(Action::Done);
         }
@@ -210,14 +319,14 @@ impl Manager {
             owners: self.rcs.resource(),
             children: &self.pods,
             owner: &rc,
-            selector: &selector,
+            selector: &view.selector,
         }
         .run()
         .await?;
         let active: Vec<&Arc<Value>> = owned.iter().filter(|p| is_active(p)).collect();
-        let want = rc["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+        let want = view.replicas;
         let mut failure: Option<String> = None;
-        if self.expectations.satisfied(&key) && !is_deleting(&rc) {
+        if self.expectations.satisfied(&key) && !view.deleting {
             if active.len() < want {
                 let n = (want - active.len()).min(BURST);
                 self.expectations.expect(&key, n as i64, 0);
@@ -264,7 +373,9 @@ impl Manager {
                 }
             }
         }
-        let requeue = self.update_status(&rc, &active, failure.as_deref()).await?;
+        let requeue = self
+            .update_status(&rc, &view, &active, failure.as_deref())
+            .await?;
         if let Some(message) = failure {
             return Err(super::Error::Other(message));
         }
@@ -304,22 +415,24 @@ impl Manager {
     }
 
     /// Writes the status when it changed; returns when to look again for pods that will
-    /// become available after `minReadySeconds`.
+    /// become available after `minReadySeconds`. The status written is the one stored
+    /// (JSON: every field of it kept) with the figures and condition of this sync.
     async fn update_status(
         &self,
         rc: &Value,
+        view: &Replicated,
         active: &[&Arc<Value>],
         failure: Option<&str>,
     ) -> Result<Option<Duration>> {
-        let template_labels = labels_of(rc, "/spec/template/metadata/labels");
-        let min_ready = Duration::from_secs(rc["spec"]["minReadySeconds"].as_u64().unwrap_or(0));
+        let min_ready = view.min_ready;
         let mut fully = 0;
         let mut ready = 0;
         let mut available = 0;
         let mut next: Option<Duration> = None;
         for pod in active {
             let labels = labels_of(pod, "/metadata/labels");
-            if template_labels
+            if view
+                .template_labels
                 .iter()
                 .all(|(k, v)| labels.get(k) == Some(v))
             {
@@ -337,38 +450,41 @@ impl Manager {
                 }
             }
         }
-        let mut status = rc.get("status").cloned().unwrap_or_else(|| json!({}));
-        status["replicas"] = json!(active.len());
-        status["fullyLabeledReplicas"] = json!(fully);
-        status["readyReplicas"] = json!(ready);
-        status["availableReplicas"] = json!(available);
-        status["observedGeneration"] = rc["metadata"]["generation"].clone();
-        let mut obj = json!({"status": status});
-        match failure {
+        let mut status = match rc.get("status") {
+            Some(Value::Object(status)) => status.clone(),
+            _ => Map::new(),
+        };
+        for (field, value) in [
+            ("replicas", json!(active.len())),
+            ("fullyLabeledReplicas", json!(fully)),
+            ("readyReplicas", json!(ready)),
+            ("availableReplicas", json!(available)),
+            ("observedGeneration", json!(view.generation)),
+        ] {
+            status.insert(field.into(), value);
+        }
+        let status = match failure {
             Some(message) => {
+                let mut obj = json!({"status": status});
                 crate::types::set_condition(
                     &mut obj,
                     json!({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": message}),
                 );
+                obj["status"].take()
             }
             None => {
-                if let Some(list) = obj
-                    .pointer_mut("/status/conditions")
-                    .and_then(Value::as_array_mut)
-                {
-                    list.retain(|c| c["type"] != "ReplicaFailure");
+                if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+                    list.retain(|c| str_at(c, "/type") != "ReplicaFailure");
                     if list.is_empty() {
-                        obj["status"]
-                            .as_object_mut()
-                            .expect("status is an object")
-                            .remove("conditions");
+                        status.remove("conditions");
                     }
                 }
+                Value::Object(status)
             }
-        }
-        if rc.get("status") != Some(&obj["status"]) {
+        };
+        if rc.get("status") != Some(&status) {
             let mut updated = rc.clone();
-            updated["status"] = obj["status"].take();
+            updated["status"] = status;
             match self
                 .client
                 .update_status(self.rcs.resource(), &updated)
