@@ -16,15 +16,19 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use serde_json::{Value, json};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Map, Value, json};
 
-use super::claim::{OwnerKind, controller_ref, is_deleting, str_at};
-use super::{Action, Context, Result, Supervisor, runtime};
+use super::claim::{OwnerKind, controller_ref, is_deleting};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::Informer;
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, Propagation, catalog};
 use crate::types::clock::Clock;
 use crate::types::cron;
+use crate::types::json::str_at;
 
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 /// More missed start times than this are reported (and only the latest is run).
@@ -46,11 +50,23 @@ fn seconds(t: Timestamp) -> String {
         .to_string()
 }
 
-/// The finished condition of a Job (`Complete` or `Failed`), if any.
+/// The finished condition of a Job (`Complete` or `Failed`), if any. The CronJob's Jobs
+/// stay JSON, read a field at a time, not decoded whole at each sync.
 fn finished(job: &Value) -> Option<&'static str> {
     ["Complete", "Failed"]
         .into_iter()
-        .find(|t| crate::types::condition(job, t).is_some_and(|c| c["status"] == "True"))
+        .find(|t| crate::types::condition(job, t).is_some_and(|c| str_at(c, "/status") == "True"))
+}
+
+/// What a sync writes into a CronJob's status; the rest of it stays as stored.
+struct Edit {
+    /// `status.active`, always written.
+    active: Vec<ObjectReference>,
+    last_successful_time: Option<String>,
+    last_schedule_time: Option<String>,
+    /// Whether anything was found to write (the status is written only then, and only
+    /// if it differs).
+    changed: bool,
 }
 
 /// What the schedule asks for at `now`.
@@ -129,32 +145,36 @@ impl Controller {
         let Some(shared) = self.cron_jobs.get(&key) else {
             return Ok(Action::Done);
         };
-        let mut cj = (*shared).clone();
-        if !cj["status"].is_object() {
-            cj["status"] = json!({});
-        }
-        let ns = str_at(&cj, "/metadata/namespace").to_string();
-        let uid = str_at(&cj, "/metadata/uid").to_string();
+        let cron_job: CronJob = decode(&shared)?;
+        let meta = cron_job.metadata;
+        let spec = cron_job.spec;
+        let status = cron_job.status.unwrap_or_default();
+        let ns = meta.namespace.clone().unwrap_or_default();
+        let uid = meta.uid.clone().unwrap_or_default();
         let children: Vec<Arc<Value>> = self
             .jobs
             .list_namespace(&ns)
             .into_iter()
-            .filter(|j| controller_ref(j).is_some_and(|r| r["uid"] == uid))
+            .filter(|j| controller_ref(j).is_some_and(|r| str_at(r, "/uid") == uid))
             .collect();
-        let mut changed = false;
-        let mut active: Vec<Value> = cj["status"]["active"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let in_active =
-            |active: &[Value], j: &Value| active.iter().any(|r| r["uid"] == j["metadata"]["uid"]);
+        let mut edit = Edit {
+            active: status.active.clone().unwrap_or_default(),
+            last_successful_time: None,
+            last_schedule_time: None,
+            changed: false,
+        };
+        let mut last_success = status.last_successful_time.as_ref().map(|t| t.0);
+        let in_active = |active: &[ObjectReference], uid: &str| {
+            active.iter().any(|r| r.uid.as_deref() == Some(uid))
+        };
         for child in &children {
             let name = str_at(child, "/metadata/name");
-            match (in_active(&active, child), finished(child)) {
+            let child_uid = str_at(child, "/metadata/uid");
+            match (in_active(&edit.active, child_uid), finished(child)) {
                 (false, None) => {
                     self.recorder
                         .event(
-                            &cj,
+                            &shared,
                             EventType::Warning,
                             "UnexpectedJob",
                             &format!(
@@ -164,11 +184,11 @@ impl Controller {
                         .await;
                 }
                 (true, Some(cond)) => {
-                    active.retain(|r| r["uid"] != child["metadata"]["uid"]);
-                    changed = true;
+                    edit.active.retain(|r| r.uid.as_deref() != Some(child_uid));
+                    edit.changed = true;
                     self.recorder
                         .event(
-                            &cj,
+                            &shared,
                             EventType::Normal,
                             "SawCompletedJob",
                             &format!("Saw completed job: {name}, condition: {cond}"),
@@ -178,40 +198,37 @@ impl Controller {
                 _ => {}
             }
             if finished(child) == Some("Complete") {
-                let done = child
-                    .pointer("/status/completionTime")
-                    .and_then(Value::as_str);
-                let last = cj
-                    .pointer("/status/lastSuccessfulTime")
-                    .and_then(Value::as_str);
-                if let Some(done) = done {
-                    if last.and_then(parse_time) < parse_time(done) {
-                        cj["status"]["lastSuccessfulTime"] = json!(done);
-                        changed = true;
-                    }
+                let done = str_at(child, "/status/completionTime");
+                if let Some(t) = parse_time(done).filter(|t| last_success < Some(*t)) {
+                    edit.last_successful_time = Some(done.to_string());
+                    last_success = Some(t);
+                    edit.changed = true;
                 }
             }
         }
         // Active Jobs that are gone (asked of the API: the cache may not show a new one yet).
-        let before = active.len();
+        let before = edit.active.len();
         let mut kept = Vec::new();
-        for r in active {
-            let here = children.iter().any(|j| j["metadata"]["uid"] == r["uid"]);
-            let name = r["name"].as_str().unwrap_or("").to_string();
+        for r in std::mem::take(&mut edit.active) {
+            let r_uid = r.uid.as_deref();
+            let here = children
+                .iter()
+                .any(|j| Some(str_at(j, "/metadata/uid")) == r_uid);
+            let name = r.name.clone().unwrap_or_default();
             let gone = !here
                 && match self
                     .client
                     .get(self.jobs.resource(), Some(&ns), &name)
                     .await
                 {
-                    Ok(j) => j["metadata"]["uid"] != r["uid"],
+                    Ok(j) => Some(str_at(&j, "/metadata/uid")) != r_uid,
                     Err(e) if e.is_not_found() => true,
                     Err(e) => return Err(e.into()),
                 };
             if gone {
                 self.recorder
                     .event(
-                        &cj,
+                        &shared,
                         EventType::Normal,
                         "MissingJob",
                         &format!("Active job went missing: {name}"),
@@ -221,67 +238,56 @@ impl Controller {
                 kept.push(r);
             }
         }
-        let active = kept;
-        changed |= active.len() != before;
-        cj["status"]["active"] = json!(active);
-        if self.cleanup(&cj, &children).await? {
-            changed = true;
+        edit.changed |= kept.len() != before;
+        edit.active = kept;
+        if self.cleanup(&shared, &spec, &ns, &children).await? {
+            edit.changed = true;
         }
-        if is_deleting(&cj) {
-            return self.finish(&shared, cj, changed, None).await;
+        if meta.deletion_timestamp.is_some() {
+            return self.finish(&shared, edit, None).await;
         }
-        let tz = match cj.pointer("/spec/timeZone").and_then(Value::as_str) {
+        let tz = match spec.time_zone.as_deref() {
             None => TimeZone::system(),
             Some(name) => match jiff::tz::db().get(name) {
                 Ok(tz) => tz,
                 Err(e) => {
                     self.recorder
                         .event(
-                            &cj,
+                            &shared,
                             EventType::Warning,
                             "UnknownTimeZone",
                             &format!("invalid timeZone: {name:?}: {e}"),
                         )
                         .await;
-                    return self.finish(&shared, cj, changed, None).await;
+                    return self.finish(&shared, edit, None).await;
                 }
             },
         };
-        if cj
-            .pointer("/spec/suspend")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
-            return self.finish(&shared, cj, changed, None).await;
+        if spec.suspend.unwrap_or(false) {
+            return self.finish(&shared, edit, None).await;
         }
-        let schedule = str_at(&cj, "/spec/schedule").to_string();
-        let sched = match cron::parse(&schedule) {
+        let schedule = spec.schedule.as_str();
+        let sched = match cron::parse(schedule) {
             Ok(s) => s,
             Err(e) => {
                 self.recorder
                     .event(
-                        &cj,
+                        &shared,
                         EventType::Warning,
                         "InvalidSchedule",
                         &format!("unparseable schedule: {schedule:?} : {e}"),
                     )
                     .await;
-                return self.finish(&shared, cj, changed, None).await;
+                return self.finish(&shared, edit, None).await;
             }
         };
         let now = self.clock.now();
-        let earliest = cj
-            .pointer("/status/lastScheduleTime")
-            .and_then(Value::as_str)
-            .or_else(|| {
-                cj.pointer("/metadata/creationTimestamp")
-                    .and_then(Value::as_str)
-            })
-            .and_then(parse_time)
-            .unwrap_or(now);
-        let deadline = cj
-            .pointer("/spec/startingDeadlineSeconds")
-            .and_then(Value::as_i64);
+        let earliest = status
+            .last_schedule_time
+            .as_ref()
+            .or(meta.creation_timestamp.as_ref())
+            .map_or(now, |t| t.0);
+        let deadline = spec.starting_deadline_seconds;
         let due = due(&sched, &tz, earliest, deadline, now);
         let wake = due.next.map(|n| {
             Duration::try_from(n.duration_since(now)).unwrap_or(Duration::ZERO)
@@ -290,7 +296,7 @@ impl Controller {
         if due.missed > TOO_MANY_MISSED {
             self.recorder
                 .event(
-                    &cj,
+                    &shared,
                     EventType::Warning,
                     "TooManyMissedTimes",
                     "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew",
@@ -298,7 +304,7 @@ impl Controller {
                 .await;
         }
         let Some(scheduled) = due.scheduled else {
-            return self.finish(&shared, cj, changed, wake).await;
+            return self.finish(&shared, edit, wake).await;
         };
         if let Some(d) = deadline {
             let late = scheduled
@@ -309,57 +315,43 @@ impl Controller {
                     .unwrap_or_default();
                 self.recorder
                     .event(
-                        &cj,
+                        &shared,
                         EventType::Warning,
                         "MissSchedule",
                         &format!("Missed scheduled time to start a job: {at}"),
                     )
                     .await;
-                return self.finish(&shared, cj, changed, wake).await;
+                return self.finish(&shared, edit, wake).await;
             }
         }
-        let name = job_name(str_at(&cj, "/metadata/name"), scheduled);
-        let active_names = |cj: &Value| -> Vec<String> {
-            cj["status"]["active"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|r| r["name"].as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        if active_names(&cj).contains(&name)
+        let name = job_name(meta.name.as_deref().unwrap_or(""), scheduled);
+        if edit.active.iter().any(|r| r.name.as_ref() == Some(&name))
             || children.iter().any(|j| str_at(j, "/metadata/name") == name)
         {
-            return self.finish(&shared, cj, changed, wake).await;
+            return self.finish(&shared, edit, wake).await;
         }
-        let policy = str_at(&cj, "/spec/concurrencyPolicy");
-        let running = !active_names(&cj).is_empty();
+        let policy = spec.concurrency_policy.as_deref().unwrap_or("");
+        let running = edit.active.iter().any(|r| r.name.is_some());
         if policy == "Forbid" && running {
             self.recorder
                 .event(
-                    &cj,
+                    &shared,
                     EventType::Normal,
                     "JobAlreadyActive",
                     "Not starting job because prior execution is running and concurrency policy is Forbid",
                 )
                 .await;
-            return self.finish(&shared, cj, changed, wake).await;
+            return self.finish(&shared, edit, wake).await;
         }
         if policy == "Replace" && running {
-            for r in cj["status"]["active"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-            {
-                self.delete_job(&cj, r["name"].as_str().unwrap_or(""), r["uid"].as_str())
+            for r in std::mem::take(&mut edit.active) {
+                let name = r.name.as_deref().unwrap_or("");
+                self.delete_job(&shared, &ns, name, r.uid.as_deref())
                     .await?;
             }
-            cj["status"]["active"] = json!([]);
-            changed = true;
+            edit.changed = true;
         }
-        let job = job_from_template(&cj, &name, scheduled, &tz);
+        let job = job_from_template(&shared, &meta, &spec, &name, scheduled, &tz);
         match self
             .client
             .create(self.jobs.resource(), Some(&ns), &job)
@@ -368,21 +360,21 @@ impl Controller {
             Ok(made) => {
                 self.recorder
                     .event(
-                        &cj,
+                        &shared,
                         EventType::Normal,
                         "SuccessfulCreate",
                         &format!("Created job {name}"),
                     )
                     .await;
-                let mut list = cj["status"]["active"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                list.push(json!({
-                    "kind": "Job", "apiVersion": "batch/v1", "namespace": ns, "name": name,
-                    "uid": made["metadata"]["uid"], "resourceVersion": made["metadata"]["resourceVersion"],
-                }));
-                cj["status"]["active"] = json!(list);
+                edit.active.push(ObjectReference {
+                    kind: Some("Job".into()),
+                    api_version: Some("batch/v1".into()),
+                    namespace: Some(ns.clone()),
+                    name: Some(name.clone()),
+                    uid: Some(str_at(&made, "/metadata/uid").into()),
+                    resource_version: Some(str_at(&made, "/metadata/resourceVersion").into()),
+                    field_path: None,
+                });
             }
             Err(e) if e.is_already_exists() => {
                 // Made by an earlier sync whose status write was lost: its record follows.
@@ -390,37 +382,51 @@ impl Controller {
             Err(e) => {
                 self.recorder
                     .event(
-                        &cj,
+                        &shared,
                         EventType::Warning,
                         "FailedCreate",
                         &format!("Error creating job: {e}"),
                     )
                     .await;
-                self.finish(&shared, cj, changed, None).await?;
+                self.finish(&shared, edit, None).await?;
                 return Err(e.into());
             }
         }
-        cj["status"]["lastScheduleTime"] = json!(seconds(scheduled));
-        self.finish(&shared, cj, true, wake).await
+        edit.last_schedule_time = Some(seconds(scheduled));
+        edit.changed = true;
+        self.finish(&shared, edit, wake).await
     }
 
-    /// Writes the status if it changed; then sleeps until the next schedule time.
-    async fn finish(
-        &self,
-        old: &Value,
-        cj: Value,
-        changed: bool,
-        wake: Option<Duration>,
-    ) -> Result<Action> {
-        if changed && old["status"] != cj["status"] {
-            self.client
-                .update_status(self.cron_jobs.resource(), &cj)
-                .await?;
+    /// Writes the status if it changed; then sleeps until the next schedule time. The
+    /// status is written as stored JSON with the edited fields set (no typed round trip).
+    async fn finish(&self, old: &Value, edit: Edit, wake: Option<Duration>) -> Result<Action> {
+        if edit.changed {
+            let mut status = match old.get("status") {
+                Some(Value::Object(m)) => m.clone(),
+                _ => Map::new(),
+            };
+            status.insert("active".into(), json!(edit.active));
+            if let Some(t) = edit.last_successful_time {
+                status.insert("lastSuccessfulTime".into(), json!(t));
+            }
+            if let Some(t) = edit.last_schedule_time {
+                status.insert("lastScheduleTime".into(), json!(t));
+            }
+            let status = Value::Object(status);
+            if old.get("status") != Some(&status) {
+                let mut cj = old.clone();
+                cj.as_object_mut()
+                    .expect("a CronJob is an object")
+                    .insert("status".into(), status);
+                self.client
+                    .update_status(self.cron_jobs.resource(), &cj)
+                    .await?;
+            }
         }
         Ok(wake.map_or(Action::Done, Action::RequeueAfter))
     }
 
-    async fn delete_job(&self, cj: &Value, name: &str, uid: Option<&str>) -> Result<()> {
+    async fn delete_job(&self, cj: &Value, ns: &str, name: &str, uid: Option<&str>) -> Result<()> {
         let params = DeleteParams {
             propagation: Some(Propagation::Background),
             uid: uid.map(String::from),
@@ -428,12 +434,7 @@ impl Controller {
         };
         match self
             .client
-            .delete(
-                self.jobs.resource(),
-                Some(str_at(cj, "/metadata/namespace")),
-                name,
-                &params,
-            )
+            .delete(self.jobs.resource(), Some(ns), name, &params)
             .await
         {
             Ok(_) => {
@@ -464,16 +465,19 @@ impl Controller {
 
     /// Deletes the oldest finished Jobs beyond the history limits; returns whether any
     /// went.
-    async fn cleanup(&self, cj: &Value, children: &[Arc<Value>]) -> Result<bool> {
+    async fn cleanup(
+        &self,
+        cj: &Value,
+        spec: &CronJobSpec,
+        ns: &str,
+        children: &[Arc<Value>],
+    ) -> Result<bool> {
         let mut any = false;
-        for (cond, field) in [
-            ("Complete", "successfulJobsHistoryLimit"),
-            ("Failed", "failedJobsHistoryLimit"),
+        for (cond, limit) in [
+            ("Complete", spec.successful_jobs_history_limit),
+            ("Failed", spec.failed_jobs_history_limit),
         ] {
-            let Some(limit) = cj
-                .pointer(&format!("/spec/{field}"))
-                .and_then(Value::as_i64)
-            else {
+            let Some(limit) = limit else {
                 continue;
             };
             let mut done: Vec<&Arc<Value>> = children
@@ -481,16 +485,19 @@ impl Controller {
                 .filter(|j| finished(j) == Some(cond) && !is_deleting(j))
                 .collect();
             let started = |j: &Value| {
-                j.pointer("/status/startTime")
-                    .or_else(|| j.pointer("/metadata/creationTimestamp"))
-                    .and_then(Value::as_str)
-                    .and_then(parse_time)
+                let start = str_at(j, "/status/startTime");
+                if start.is_empty() {
+                    parse_time(str_at(j, "/metadata/creationTimestamp"))
+                } else {
+                    parse_time(start)
+                }
             };
             done.sort_by_key(|j| started(j));
             let extra = done.len().saturating_sub(limit.max(0) as usize);
             for j in done.into_iter().take(extra) {
                 self.delete_job(
                     cj,
+                    ns,
                     str_at(j, "/metadata/name"),
                     Some(str_at(j, "/metadata/uid")),
                 )
@@ -502,25 +509,41 @@ impl Controller {
     }
 }
 
-/// `getJobFromTemplate2`: the Job for one schedule time.
-fn job_from_template(cj: &Value, name: &str, scheduled: Timestamp, tz: &TimeZone) -> Value {
-    let template = &cj["spec"]["jobTemplate"];
-    let mut meta = json!({
-        "name": name,
-        "namespace": str_at(cj, "/metadata/namespace"),
-        "ownerReferences": [CRON_JOBS.controlled_by(cj)],
-        "labels": template.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({})),
-        "annotations": template.pointer("/metadata/annotations").cloned().unwrap_or_else(|| json!({})),
-    });
+/// `getJobFromTemplate2`: the Job for one schedule time. Its spec is the template's as
+/// stored (JSON): a typed round trip would rewrite what the server receives.
+fn job_from_template(
+    cj: &Value,
+    meta: &ObjectMeta,
+    spec: &CronJobSpec,
+    name: &str,
+    scheduled: Timestamp,
+    tz: &TimeZone,
+) -> Value {
+    let template = spec.job_template.metadata.as_ref();
+    let labels = template.and_then(|m| m.labels.clone()).unwrap_or_default();
+    let mut annotations = template
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
     let at = Timestamp::from_second(scheduled.as_second())
         .unwrap_or(scheduled)
         .to_zoned(tz.clone());
-    meta["annotations"][SCHEDULED_TIMESTAMP] = json!(
+    annotations.insert(
+        SCHEDULED_TIMESTAMP.into(),
         at.strftime("%Y-%m-%dT%H:%M:%S%:z")
             .to_string()
-            .replace("+00:00", "Z")
+            .replace("+00:00", "Z"),
     );
-    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": template["spec"]})
+    let job_spec = cj
+        .pointer("/spec/jobTemplate/spec")
+        .cloned()
+        .unwrap_or_default();
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": name,
+        "namespace": meta.namespace.as_deref().unwrap_or(""),
+        "ownerReferences": [CRON_JOBS.controlled_by(cj)],
+        "labels": labels,
+        "annotations": annotations,
+    }, "spec": job_spec})
 }
 
 pub fn start(ctx: &Context, sup: &mut Supervisor) {

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{
-    Controller, FAILURE_COUNT, IGNORED_FAILURE_COUNT, Sync, annotation_count, completions,
+    Controller, FAILURE_COUNT_AT, IGNORED_FAILURE_COUNT_AT, JobView, Sync, annotation_count,
     finished_time, has_finalizer, index_of, is_pod_failed, uid,
 };
 
@@ -82,16 +82,16 @@ impl Controller {
     /// `getPodsWithDelayedDeletionPerIndex`.
     pub(super) fn delayed_per_index(
         &self,
-        job: &Value,
+        job: &JobView,
         s: &Sync,
         active: &[Arc<Value>],
     ) -> HashMap<i64, Arc<Value>> {
-        let c = completions(job).unwrap_or(0);
+        let c = job.completions().unwrap_or(0);
         let active_ix: HashSet<i64> = active.iter().filter_map(|p| index_of(p, c)).collect();
         let failed_ix = s.failed_indexes.clone().unwrap_or_default();
         let mut out: HashMap<i64, Arc<Value>> = HashMap::new();
         for p in s.pods.iter().filter(|p| {
-            has_finalizer(p) && !s.expected_removed.contains(uid(p)) && is_pod_failed(p, job)
+            has_finalizer(p) && !s.expected_removed.contains(uid(p)) && is_pod_failed(p, &job.spec)
         }) {
             let Some(ix) = index_of(p, c) else { continue };
             if s.succeeded_indexes.contains(&ix)
@@ -101,7 +101,8 @@ impl Controller {
                 continue;
             }
             let absolute = |p: &Value| {
-                annotation_count(p, FAILURE_COUNT) + annotation_count(p, IGNORED_FAILURE_COUNT)
+                annotation_count(p, FAILURE_COUNT_AT)
+                    + annotation_count(p, IGNORED_FAILURE_COUNT_AT)
             };
             match out.get(&ix) {
                 Some(last)

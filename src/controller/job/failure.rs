@@ -3,51 +3,42 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::batch::v1::JobSpec;
 use serde_json::Value;
 
-use super::{FAILURE_COUNT, annotation_count, is_pod_failed, phase};
-use crate::controller::claim::str_at;
+use super::{FAILURE_COUNT_AT, annotation_count, is_pod_failed, phase};
+use crate::types::json::{array_at, int_at, str_at};
+
+/// A pod's container statuses, then its init containers' (JSON: read for a field or
+/// two, not decoded).
+fn container_statuses(pod: &Value) -> impl Iterator<Item = &Value> {
+    array_at(pod, "/status/containerStatuses")
+        .iter()
+        .chain(array_at(pod, "/status/initContainerStatuses"))
+}
 
 /// What the pod failure policy says of a failed pod: the Job's failure message (a
 /// `FailJob` rule), whether the failure counts, and the action of the rule that matched.
 pub(super) fn match_failure_policy(
-    job: &Value,
+    spec: &JobSpec,
     pod: &Value,
 ) -> (Option<String>, bool, Option<String>) {
-    let Some(rules) = job
-        .pointer("/spec/podFailurePolicy/rules")
-        .and_then(Value::as_array)
-    else {
+    let Some(policy) = &spec.pod_failure_policy else {
         return (None, true, None);
     };
-    let statuses = |f: &str| {
-        pod.pointer(&format!("/status/{f}"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let containers: Vec<Value> = statuses("containerStatuses")
-        .into_iter()
-        .chain(statuses("initContainerStatuses"))
-        .collect();
-    for (i, rule) in rules.iter().enumerate() {
-        let action = rule["action"].as_str().unwrap_or("");
-        let matched: Option<String> = if let Some(req) =
-            rule.get("onExitCodes").filter(|v| !v.is_null())
-        {
-            let values: Vec<i64> = req["values"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_i64).collect())
-                .unwrap_or_default();
-            let name = req["containerName"].as_str();
-            containers.iter().find_map(|c| {
-                let code = c.pointer("/state/terminated/exitCode")?.as_i64()?;
+    for (i, rule) in policy.rules.iter().enumerate() {
+        let action = rule.action.as_str();
+        let matched: Option<String> = if let Some(req) = &rule.on_exit_codes {
+            let name = req.container_name.as_deref();
+            container_statuses(pod).find_map(|c| {
+                let code = int_at(c, "/state/terminated/exitCode");
                 if code == 0 || name.is_some_and(|n| n != str_at(c, "/name")) {
                     return None;
                 }
-                let hit = match req["operator"].as_str() {
-                    Some("In") => values.contains(&code),
-                    Some("NotIn") => !values.contains(&code),
+                let listed = req.values.iter().any(|&v| i64::from(v) == code);
+                let hit = match req.operator.as_str() {
+                    "In" => listed,
+                    "NotIn" => !listed,
                     _ => false,
                 };
                 hit.then(|| {
@@ -59,18 +50,17 @@ pub(super) fn match_failure_policy(
                     )
                 })
             })
-        } else if let Some(patterns) = rule["onPodConditions"].as_array() {
-            let conditions = statuses("conditions");
-            conditions.iter().find_map(|c| {
+        } else if let Some(patterns) = &rule.on_pod_conditions {
+            array_at(pod, "/status/conditions").iter().find_map(|c| {
+                let (kind, status) = (str_at(c, "/type"), str_at(c, "/status"));
                 patterns
                     .iter()
-                    .any(|p| p["type"] == c["type"] && p["status"] == c["status"])
+                    .any(|p| p.type_ == kind && p.status.as_deref() == Some(status))
                     .then(|| {
                         format!(
-                            "Pod {}/{} has condition {} matching {action} rule at index {i}",
+                            "Pod {}/{} has condition {kind} matching {action} rule at index {i}",
                             str_at(pod, "/metadata/namespace"),
                             str_at(pod, "/metadata/name"),
-                            c["type"].as_str().unwrap_or(""),
                         )
                     })
             })
@@ -91,37 +81,37 @@ pub(super) fn match_failure_policy(
 
 /// `isIndexFailed`: a counted failure of an index past its own limit, or a `FailIndex`
 /// rule.
-pub(super) fn is_index_failed(job: &Value, pod: &Value, per_index: i64) -> bool {
-    if !is_pod_failed(pod, job) {
+pub(super) fn is_index_failed(spec: &JobSpec, pod: &Value, per_index: i64) -> bool {
+    if !is_pod_failed(pod, spec) {
         return false;
     }
-    let (_, counts, action) = match_failure_policy(job, pod);
+    let (_, counts, action) = match_failure_policy(spec, pod);
     if action.as_deref() == Some("FailIndex") {
         return true;
     }
-    counts && annotation_count(pod, FAILURE_COUNT) >= per_index
+    counts && annotation_count(pod, FAILURE_COUNT_AT) >= per_index
 }
 
 /// `pastBackoffLimitOnFailure`: for `restartPolicy: OnFailure`, the restarts of the
 /// running pods' containers count as failures.
-pub(super) fn past_backoff_limit_on_failure(job: &Value, pods: &[Arc<Value>], limit: i64) -> bool {
-    if str_at(job, "/spec/template/spec/restartPolicy") != "OnFailure" {
+pub(super) fn past_backoff_limit_on_failure(
+    spec: &JobSpec,
+    pods: &[Arc<Value>],
+    limit: i64,
+) -> bool {
+    let restart_policy = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.restart_policy.as_deref());
+    if restart_policy != Some("OnFailure") {
         return false;
     }
     let restarts: i64 = pods
         .iter()
         .filter(|p| matches!(phase(p), "Running" | "Pending"))
-        .flat_map(|p| {
-            ["initContainerStatuses", "containerStatuses"]
-                .into_iter()
-                .flat_map(move |f| {
-                    p.pointer(&format!("/status/{f}"))
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                })
-        })
-        .filter_map(|c| c["restartCount"].as_i64())
+        .flat_map(|p| container_statuses(p))
+        .map(|c| int_at(c, "/restartCount"))
         .sum();
     if limit == 0 {
         restarts > 0
@@ -144,11 +134,12 @@ mod tests {
 
     #[test]
     fn the_pod_failure_policy_decides_as_upstream() {
-        let job = json!({"spec": {"podFailurePolicy": {"rules": [
+        let job: JobSpec = serde_json::from_value(json!({"template": {}, "podFailurePolicy": {"rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
             {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [1]}},
-        ]}}});
+        ]}}))
+        .unwrap();
         let (msg, counts, action) = match_failure_policy(&job, &failed_pod(42, json!([])));
         assert_eq!(
             msg.as_deref(),

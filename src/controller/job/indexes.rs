@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use k8s_openapi::api::batch::v1::JobSpec;
 
 /// Indexes as Kubernetes writes them: `1,3-5,7`.
 pub fn format_indexes(set: &BTreeSet<i64>) -> String {
@@ -41,17 +41,17 @@ pub fn parse_indexes(s: &str, completions: i64) -> BTreeSet<i64> {
 /// A rule with indexes needs all of them, or `succeededCount` of them; a rule with a count
 /// alone needs that many indexes.
 pub(super) fn match_success_policy(
-    job: &Value,
+    spec: &JobSpec,
     succeeded: &BTreeSet<i64>,
     completions: i64,
 ) -> Option<String> {
-    let rules = job.pointer("/spec/successPolicy/rules")?.as_array()?;
+    let rules = &spec.success_policy.as_ref()?.rules;
     if succeeded.is_empty() {
         return None;
     }
     rules.iter().enumerate().find_map(|(i, rule)| {
-        let count = rule.get("succeededCount").and_then(Value::as_i64);
-        let met = match rule.get("succeededIndexes").and_then(Value::as_str) {
+        let count = rule.succeeded_count.map(i64::from);
+        let met = match rule.succeeded_indexes.as_deref() {
             Some(text) => {
                 let wanted = parse_indexes(text, completions);
                 let have = wanted.intersection(succeeded).count() as i64;
@@ -70,11 +70,20 @@ pub(super) fn match_success_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// A JobSpec with these fields (and the template it cannot be without).
+    fn spec_of(fields: Value) -> JobSpec {
+        let mut spec = json!({"template": {}});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        serde_json::from_value(spec).unwrap()
+    }
 
     #[test]
     fn a_success_policy_is_met_by_the_first_rule_its_indexes_satisfy() {
-        let job = |rules: Value| json!({"spec": {"successPolicy": {"rules": rules}}});
+        let job = |rules: Value| spec_of(json!({"successPolicy": {"rules": rules}}));
         let done: BTreeSet<i64> = [0, 2, 3].into_iter().collect();
         let m = |rules: Value| match_success_policy(&job(rules), &done, 5);
         assert_eq!(
@@ -95,7 +104,7 @@ mod tests {
             m(json!([{"succeededCount": 3}])).as_deref(),
             Some("Matched rules at index 0")
         );
-        assert_eq!(match_success_policy(&json!({"spec": {}}), &done, 5), None);
+        assert_eq!(match_success_policy(&spec_of(json!({})), &done, 5), None);
     }
 
     #[test]

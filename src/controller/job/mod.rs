@@ -33,25 +33,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::Deserialize;
+use serde_json::Value;
 
 use self::backoff::Backoff;
 use self::failure::{is_index_failed, match_failure_policy, past_backoff_limit_on_failure};
 use self::indexes::{match_success_policy, parse_indexes};
-use self::status::{Cond, ensure_condition, uncounted};
-use super::claim::{Claim, OwnerKind, is_deleting, str_at};
+use self::status::{Cond, ensure_condition, status_mut};
+use super::claim::{Claim, OwnerKind, controller_ref, is_deleting};
 use super::expectations::Expectations;
 use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, Kind, catalog, key_of};
 use crate::types::clock::Clock;
+use crate::types::json::{array_at, int_at, str_at};
 use crate::types::labels;
 
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
 const IGNORED_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-ignored-failure-count";
+/// The pod annotations above as JSON pointers (`/` in a key is written `~1`).
+const COMPLETION_INDEX_AT: &str = "/metadata/annotations/batch.kubernetes.io~1job-completion-index";
+const FAILURE_COUNT_AT: &str = "/metadata/annotations/batch.kubernetes.io~1job-index-failure-count";
+const IGNORED_FAILURE_COUNT_AT: &str =
+    "/metadata/annotations/batch.kubernetes.io~1job-index-ignored-failure-count";
 const WORKERS: usize = 5;
 
 const JOBS: OwnerKind = OwnerKind {
@@ -59,14 +68,131 @@ const JOBS: OwnerKind = OwnerKind {
     kind_name: "Job",
 };
 
-fn int(obj: &Value, pointer: &str) -> Option<i64> {
-    obj.pointer(pointer).and_then(Value::as_i64)
+/// A Job as a sync reads it: decoded once from the stored object, which stays at hand as
+/// JSON for what is written from it (events name it, new pods copy its template's pod
+/// spec, the status write starts from a copy of it).
+struct JobView<'a> {
+    raw: &'a Value,
+    meta: ObjectMeta,
+    spec: JobSpec,
+    status: JobStatus,
+}
+
+impl<'a> JobView<'a> {
+    fn decode(raw: &'a Value) -> Result<Self> {
+        let job: Job = runtime::decode(raw)?;
+        Ok(JobView {
+            raw,
+            meta: job.metadata,
+            spec: job.spec.unwrap_or_default(),
+            status: job.status.unwrap_or_default(),
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or("")
+    }
+
+    fn namespace(&self) -> &str {
+        self.meta.namespace.as_deref().unwrap_or("")
+    }
+
+    fn uid(&self) -> &str {
+        self.meta.uid.as_deref().unwrap_or("")
+    }
+
+    fn is_deleting(&self) -> bool {
+        self.meta.deletion_timestamp.is_some()
+    }
+
+    fn is_indexed(&self) -> bool {
+        self.spec.completion_mode.as_deref() == Some("Indexed")
+    }
+
+    fn completions(&self) -> Option<i64> {
+        self.spec.completions.map(i64::from)
+    }
+
+    fn suspended(&self) -> bool {
+        self.spec.suspend.unwrap_or(false)
+    }
+
+    fn per_index_limit(&self) -> Option<i64> {
+        self.spec.backoff_limit_per_index.map(i64::from)
+    }
+
+    fn ttl(&self) -> Option<i64> {
+        self.spec.ttl_seconds_after_finished.map(i64::from)
+    }
+
+    /// The first condition of `kind`.
+    fn condition(&self, kind: &str) -> Option<&JobCondition> {
+        self.status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == kind)
+    }
+
+    fn has_true_condition(&self, kind: &str) -> bool {
+        self.condition(kind).is_some_and(|c| c.status == "True")
+    }
+
+    /// The finished condition (`Complete` or `Failed`), if it is true.
+    fn finished(&self) -> Option<&JobCondition> {
+        ["Complete", "Failed"]
+            .into_iter()
+            .filter_map(|t| self.condition(t))
+            .find(|c| c.status == "True")
+    }
+
+    /// When it finished: its finished condition's last transition.
+    fn finished_at(&self) -> Option<Timestamp> {
+        self.finished()?.last_transition_time.as_ref().map(|t| t.0)
+    }
+
+    /// The uids in `status.uncountedTerminatedPods.succeeded` and `.failed`.
+    fn uncounted(&self) -> (HashSet<String>, HashSet<String>) {
+        let u = self.status.uncounted_terminated_pods.as_ref();
+        let set = |l: Option<&Vec<String>>| l.into_iter().flatten().cloned().collect();
+        (
+            set(u.and_then(|u| u.succeeded.as_ref())),
+            set(u.and_then(|u| u.failed.as_ref())),
+        )
+    }
+}
+
+/// What the watch handlers read of a Job (serde skips the rest).
+#[derive(Deserialize, Default)]
+struct Watched {
+    spec: Option<WatchedSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WatchedSpec {
+    selector: Option<LabelSelector>,
+    ttl_seconds_after_finished: Option<i64>,
+}
+
+impl Watched {
+    fn of(job: &Value) -> Self {
+        Self::deserialize(job).unwrap_or_default()
+    }
+}
+
+/// A Job's pod selector (the empty selector, matching nothing here, if it has none).
+fn selector_of(selector: Option<&LabelSelector>) -> labels::Selector {
+    selector
+        .and_then(|s| serde_json::to_value(s).ok())
+        .and_then(|s| labels::Selector::from_label_selector(&s).ok())
+        .unwrap_or_default()
 }
 
 fn has_finalizer(pod: &Value) -> bool {
-    pod.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|f| f.iter().any(|f| f == TRACKING_FINALIZER))
+    array_at(pod, "/metadata/finalizers")
+        .iter()
+        .any(|f| f == TRACKING_FINALIZER)
 }
 
 fn uid(obj: &Value) -> &str {
@@ -89,64 +215,38 @@ fn is_terminating(pod: &Value) -> bool {
     is_deleting(pod) && !matches!(phase(pod), "Succeeded" | "Failed")
 }
 
-fn is_indexed(job: &Value) -> bool {
-    str_at(job, "/spec/completionMode") == "Indexed"
-}
-
-fn completions(job: &Value) -> Option<i64> {
-    int(job, "/spec/completions")
-}
-
-fn suspended(job: &Value) -> bool {
-    job.pointer("/spec/suspend")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-}
-
-fn per_index_limit(job: &Value) -> Option<i64> {
-    int(job, "/spec/backoffLimitPerIndex")
-}
-
 /// Only pods that failed are replaced (not those still terminating).
-fn only_replace_failed(job: &Value) -> bool {
-    str_at(job, "/spec/podReplacementPolicy") == "Failed"
-        || job
-            .pointer("/spec/podFailurePolicy")
-            .is_some_and(|p| !p.is_null())
+fn only_replace_failed(spec: &JobSpec) -> bool {
+    spec.pod_replacement_policy.as_deref() == Some("Failed") || spec.pod_failure_policy.is_some()
 }
 
 /// `isPodFailed`: failed, or (unless only failed pods are replaced) deleted before it
 /// could succeed.
-fn is_pod_failed(pod: &Value, job: &Value) -> bool {
+fn is_pod_failed(pod: &Value, spec: &JobSpec) -> bool {
     phase(pod) == "Failed"
-        || (!only_replace_failed(job) && is_deleting(pod) && phase(pod) != "Succeeded")
+        || (!only_replace_failed(spec) && is_deleting(pod) && phase(pod) != "Succeeded")
 }
 
 /// A pod's completion index, if it has a valid one below `completions`.
 fn index_of(pod: &Value, completions: i64) -> Option<i64> {
-    pod.pointer("/metadata/annotations")
-        .and_then(|a| a.get(COMPLETION_INDEX))
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse::<i64>().ok())
+    str_at(pod, COMPLETION_INDEX_AT)
+        .parse::<i64>()
+        .ok()
         .filter(|&i| i >= 0 && i < completions)
 }
 
-fn annotation_count(pod: &Value, key: &str) -> i64 {
-    pod.pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+/// A count kept in the pod annotation at `pointer` (0 if none).
+fn annotation_count(pod: &Value, pointer: &str) -> i64 {
+    str_at(pod, pointer).parse().unwrap_or(0)
 }
 
-fn finished_condition(job: &Value) -> Option<&str> {
+/// The finished condition (`Complete` or `Failed`) of a Job kept as JSON, if it is true:
+/// a status as written, or a Job read outside its own sync.
+fn finished_condition(job: &Value) -> Option<&Value> {
     ["Complete", "Failed"]
         .into_iter()
-        .find(|t| crate::types::condition(job, t).is_some_and(|c| c["status"] == "True"))
-}
-
-fn has_true_condition(job: &Value, kind: &str) -> bool {
-    crate::types::condition(job, kind).is_some_and(|c| c["status"] == "True")
+        .filter_map(|t| crate::types::condition(job, t))
+        .find(|c| str_at(c, "/status") == "True")
 }
 
 fn parse_time(s: &str) -> Option<Timestamp> {
@@ -156,37 +256,28 @@ fn parse_time(s: &str) -> Option<Timestamp> {
 /// `getFinishedTime`: the latest container finish, else when Ready went False, else the
 /// deletion time less its grace, else the creation time.
 fn finished_time(pod: &Value) -> Option<Timestamp> {
-    let statuses = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array);
-    let from_containers = statuses.filter(|s| !s.is_empty()).and_then(|s| {
-        s.iter().try_fold(None::<Timestamp>, |latest, c| {
-            let t = c
-                .pointer("/state/terminated/finishedAt")
-                .and_then(Value::as_str)
-                .and_then(parse_time)?;
+    let statuses = array_at(pod, "/status/containerStatuses");
+    if !statuses.is_empty() {
+        let latest = statuses.iter().try_fold(None::<Timestamp>, |latest, c| {
+            let t = parse_time(str_at(c, "/state/terminated/finishedAt"))?;
             Some(Some(latest.map_or(t, |l| l.max(t))))
-        })
-    });
-    if let Some(Some(t)) = from_containers {
-        return Some(t);
-    }
-    if let Some(c) = crate::types::condition(pod, "Ready").filter(|c| c["status"] == "False") {
-        if let Some(t) = c["lastTransitionTime"].as_str().and_then(parse_time) {
+        });
+        if let Some(Some(t)) = latest {
             return Some(t);
         }
     }
-    if let Some(t) = pod
-        .pointer("/metadata/deletionTimestamp")
-        .and_then(Value::as_str)
-        .and_then(parse_time)
+    if let Some(c) =
+        crate::types::condition(pod, "Ready").filter(|c| str_at(c, "/status") == "False")
     {
-        let grace = int(pod, "/metadata/deletionGracePeriodSeconds").unwrap_or(0);
+        if let Some(t) = parse_time(str_at(c, "/lastTransitionTime")) {
+            return Some(t);
+        }
+    }
+    if let Some(t) = parse_time(str_at(pod, "/metadata/deletionTimestamp")) {
+        let grace = int_at(pod, "/metadata/deletionGracePeriodSeconds");
         return t.checked_sub(jiff::SignedDuration::from_secs(grace)).ok();
     }
-    pod.pointer("/metadata/creationTimestamp")
-        .and_then(Value::as_str)
-        .and_then(parse_time)
+    parse_time(str_at(pod, "/metadata/creationTimestamp"))
 }
 
 /// What one sync found.
@@ -249,8 +340,8 @@ impl Controller {
             self.backoff.lock().expect("lock").remove(&key);
             return Ok(Action::Done);
         };
-        let mut job = (*shared).clone();
-        if finished_condition(&job).is_some() {
+        let job = JobView::decode(&shared)?;
+        if job.finished().is_some() {
             self.backoff.lock().expect("lock").remove(&key);
             // Pods still holding the finalizer (a crash between the last steps) let go.
             for pod in self.owned_pods(&job) {
@@ -258,13 +349,13 @@ impl Controller {
                     self.remove_finalizer(&pod).await?;
                 }
             }
-            return Ok(self.ttl_action(&job));
+            return Ok(self.ttl_action(job.ttl(), job.finished_at()));
         }
-        let mode = str_at(&job, "/spec/completionMode");
+        let mode = job.spec.completion_mode.as_deref().unwrap_or("");
         if !mode.is_empty() && mode != "NonIndexed" && mode != "Indexed" {
             self.recorder
                 .event(
-                    &job,
+                    job.raw,
                     EventType::Warning,
                     "UnknownCompletionMode",
                     "Skipped Job sync because completion mode is unknown",
@@ -272,14 +363,11 @@ impl Controller {
                 .await;
             return Ok(Action::Done);
         }
-        if !job["status"].is_object() {
-            job["status"] = json!({});
-        }
+        // The body of the status writes: the stored object, its status changed in place.
+        let mut obj = (*shared).clone();
+        status_mut(&mut obj);
         let satisfied = self.expectations.satisfied(&key);
-        let selector = job
-            .pointer("/spec/selector")
-            .and_then(|s| labels::Selector::from_label_selector(s).ok())
-            .unwrap_or_default();
+        let selector = selector_of(job.spec.selector.as_ref());
         if selector.is_empty() {
             return Ok(Action::Done);
         }
@@ -288,15 +376,15 @@ impl Controller {
             kind: JOBS,
             owners: self.jobs.resource(),
             children: &self.pods,
-            owner: &job,
+            owner: job.raw,
             selector: &selector,
         }
         .run()
         .await?;
-        let uids = |f: &str| -> HashSet<String> { uncounted(&job, f).into_iter().collect() };
+        let (uncounted_succeeded, uncounted_failed) = job.uncounted();
         let mut s = Sync {
-            uncounted_succeeded: uids("succeeded"),
-            uncounted_failed: uids("failed"),
+            uncounted_succeeded,
+            uncounted_failed,
             expected_removed: self.expected_removed(&key),
             terminating: pods.iter().filter(|p| is_terminating(p)).count() as i64,
             ready: pods.iter().filter(|p| is_active(p) && is_ready(p)).count() as i64,
@@ -313,7 +401,7 @@ impl Controller {
         let counting = |p: &Value| {
             has_finalizer(p)
                 && !s.expected_removed.contains(uid(p))
-                && (!is_indexed(&job) || index_of(p, completions(&job).unwrap_or(0)).is_some())
+                && (!job.is_indexed() || index_of(p, job.completions().unwrap_or(0)).is_some())
         };
         let new_succeeded: Vec<&Arc<Value>> = s
             .pods
@@ -326,60 +414,61 @@ impl Controller {
             .pods
             .iter()
             .filter(|p| {
-                counting(p) && !s.uncounted_failed.contains(uid(p)) && is_pod_failed(p, &job)
+                counting(p) && !s.uncounted_failed.contains(uid(p)) && is_pod_failed(p, &job.spec)
             })
             .collect();
-        s.succeeded = int(&job, "/status/succeeded").unwrap_or(0)
+        s.succeeded = job.status.succeeded.map_or(0, i64::from)
             + new_succeeded.len() as i64
             + s.uncounted_succeeded.len() as i64;
         let counted_failures = new_failed
             .iter()
-            .filter(|p| match_failure_policy(&job, p).1)
+            .filter(|p| match_failure_policy(&job.spec, p).1)
             .count() as i64;
-        let failed = int(&job, "/status/failed").unwrap_or(0)
+        let failed = job.status.failed.map_or(0, i64::from)
             + counted_failures
             + s.uncounted_failed.len() as i64;
         let now = self.now();
         let now_str = self.now_str();
-        if job.pointer("/status/startTime").is_none_or(Value::is_null) && !suspended(&job) {
-            job["status"]["startTime"] = json!(now_str);
+        let mut start_time = job.status.start_time.as_ref().map(|t| t.0);
+        if start_time.is_none() && !job.suspended() {
+            status_mut(&mut obj).insert("startTime".into(), now_str.clone().into());
+            start_time = parse_time(&now_str);
         }
         let backoff = self.next_backoff(&key, &new_succeeded, &new_failed);
         let mut requeue: Option<Duration> = None;
 
         // Has it finished, and how?
-        if let Some(ft) =
-            crate::types::condition(&job, "FailureTarget").filter(|c| c["status"] == "True")
+        let interim = |kind: &'static str, c: &JobCondition| Cond {
+            kind,
+            reason: c.reason.clone().unwrap_or_default(),
+            message: c.message.clone().unwrap_or_default(),
+        };
+        if let Some(ft) = job
+            .condition("FailureTarget")
+            .filter(|c| c.status == "True")
         {
-            s.finished = Some(Cond {
-                kind: "Failed",
-                reason: ft["reason"].as_str().unwrap_or("").into(),
-                message: ft["message"].as_str().unwrap_or("").into(),
-            });
-        } else if let Some(sc) =
-            crate::types::condition(&job, "SuccessCriteriaMet").filter(|c| c["status"] == "True")
+            s.finished = Some(interim("Failed", ft));
+        } else if let Some(sc) = job
+            .condition("SuccessCriteriaMet")
+            .filter(|c| c.status == "True")
         {
-            s.finished = Some(Cond {
-                kind: "Complete",
-                reason: sc["reason"].as_str().unwrap_or("").into(),
-                message: sc["message"].as_str().unwrap_or("").into(),
-            });
+            s.finished = Some(interim("Complete", sc));
         } else if let Some(message) = s
             .pods
             .iter()
-            .filter(|p| is_pod_failed(p, &job))
-            .find_map(|p| match_failure_policy(&job, p).0)
+            .filter(|p| is_pod_failed(p, &job.spec))
+            .find_map(|p| match_failure_policy(&job.spec, p).0)
         {
             s.finished = Some(Cond::failure("PodFailurePolicy", &message));
         }
-        let limit = int(&job, "/spec/backoffLimit").unwrap_or(6);
+        let limit = job.spec.backoff_limit.map_or(6, i64::from);
         if s.finished.is_none() {
-            if failed > limit || past_backoff_limit_on_failure(&job, &s.pods, limit) {
+            if failed > limit || past_backoff_limit_on_failure(&job.spec, &s.pods, limit) {
                 s.finished = Some(Cond::failure(
                     "BackoffLimitExceeded",
                     "Job has reached the specified backoff limit",
                 ));
-            } else if let Some(left) = self.deadline_left(&job, now) {
+            } else if let Some(left) = self.deadline_left(&job, start_time, now) {
                 if left.is_zero() {
                     s.finished = Some(Cond::failure(
                         "DeadlineExceeded",
@@ -390,9 +479,10 @@ impl Controller {
                 }
             }
         }
-        if is_indexed(&job) {
-            let c = completions(&job).unwrap_or(0);
-            s.prev_succeeded_indexes = parse_indexes(str_at(&job, "/status/completedIndexes"), c);
+        if job.is_indexed() {
+            let c = job.completions().unwrap_or(0);
+            let completed = job.status.completed_indexes.as_deref().unwrap_or("");
+            s.prev_succeeded_indexes = parse_indexes(completed, c);
             let mut all = s.prev_succeeded_indexes.clone();
             all.extend(
                 s.pods
@@ -402,16 +492,17 @@ impl Controller {
             );
             s.succeeded_indexes = all;
             s.succeeded = s.succeeded_indexes.len() as i64;
-            if let Some(per_index) = per_index_limit(&job) {
-                let mut failed_ix = parse_indexes(str_at(&job, "/status/failedIndexes"), c);
+            if let Some(per_index) = job.per_index_limit() {
+                let failed = job.status.failed_indexes.as_deref().unwrap_or("");
+                let mut failed_ix = parse_indexes(failed, c);
                 failed_ix.extend(
                     s.pods
                         .iter()
-                        .filter(|p| has_finalizer(p) && is_index_failed(&job, p, per_index))
+                        .filter(|p| has_finalizer(p) && is_index_failed(&job.spec, p, per_index))
                         .filter_map(|p| index_of(p, c)),
                 );
                 if s.finished.is_none() {
-                    let max = int(&job, "/spec/maxFailedIndexes");
+                    let max = job.spec.max_failed_indexes.map(i64::from);
                     if max.is_some_and(|m| failed_ix.len() as i64 > m) {
                         s.finished = Some(Cond::failure(
                             "MaxFailedIndexesExceeded",
@@ -427,7 +518,7 @@ impl Controller {
                 s.delayed = self.delayed_per_index(&job, &s, &active);
             }
             if s.finished.is_none() {
-                if let Some(message) = match_success_policy(&job, &s.succeeded_indexes, c) {
+                if let Some(message) = match_success_policy(&job.spec, &s.succeeded_indexes, c) {
                     s.finished = Some(Cond {
                         kind: "SuccessCriteriaMet",
                         reason: "SuccessPolicy".into(),
@@ -450,7 +541,7 @@ impl Controller {
             }
         } else {
             let mut managed = false;
-            if satisfied && !is_deleting(&job) {
+            if satisfied && !job.is_deleting() {
                 let (after, wait) = self.manage(&key, &job, &mut s, &active, backoff).await?;
                 n_active = after;
                 if let Some(w) = wait {
@@ -458,16 +549,16 @@ impl Controller {
                 }
                 managed = true;
             }
-            let complete = match completions(&job) {
+            let complete = match job.completions() {
                 None => s.succeeded > 0 && n_active == 0,
                 Some(c) => s.succeeded >= c && n_active == 0,
             };
             if complete {
                 s.finished = Some(Cond::success());
             } else if managed {
-                if suspended(&job) {
+                if job.suspended() {
                     if ensure_condition(
-                        &mut job,
+                        &mut obj,
                         "Suspended",
                         "True",
                         "JobSuspended",
@@ -476,11 +567,11 @@ impl Controller {
                     ) {
                         suspend_changed = true;
                         self.recorder
-                            .event(&job, EventType::Normal, "Suspended", "Job suspended")
+                            .event(&obj, EventType::Normal, "Suspended", "Job suspended")
                             .await;
                     }
                 } else if ensure_condition(
-                    &mut job,
+                    &mut obj,
                     "Suspended",
                     "False",
                     "JobResumed",
@@ -489,43 +580,50 @@ impl Controller {
                 ) {
                     suspend_changed = true;
                     self.recorder
-                        .event(&job, EventType::Normal, "Resumed", "Job resumed")
+                        .event(&obj, EventType::Normal, "Resumed", "Job resumed")
                         .await;
                     // The deadline counts from the resumption.
-                    job["status"]["startTime"] = json!(now_str);
+                    status_mut(&mut obj).insert("startTime".into(), now_str.clone().into());
                 }
             }
         }
         let needs = suspend_changed
-            || int(&job, "/status/active").unwrap_or(0) != n_active
-            || int(&job, "/status/ready") != Some(s.ready)
-            || int(&job, "/status/terminating") != Some(s.terminating);
-        job["status"]["active"] = json!(n_active);
-        job["status"]["ready"] = json!(s.ready);
-        job["status"]["terminating"] = json!(s.terminating);
-        let needs = needs || shared["status"]["startTime"] != job["status"]["startTime"];
-        self.track(&key, &mut job, &mut s, needs, backoff).await?;
+            || job.status.active.map_or(0, i64::from) != n_active
+            || job.status.ready.map(i64::from) != Some(s.ready)
+            || job.status.terminating.map(i64::from) != Some(s.terminating);
+        let status = status_mut(&mut obj);
+        status.insert("active".into(), n_active.into());
+        status.insert("ready".into(), s.ready.into());
+        status.insert("terminating".into(), s.terminating.into());
+        let needs =
+            needs || str_at(job.raw, "/status/startTime") != str_at(&obj, "/status/startTime");
+        self.track(&key, &job, &mut obj, &mut s, needs, backoff)
+            .await?;
         Ok(match requeue {
             Some(d) => Action::RequeueAfter(d),
             None => Action::Done,
         })
     }
 
-    fn owned_pods(&self, job: &Value) -> Vec<Arc<Value>> {
+    fn owned_pods(&self, job: &JobView) -> Vec<Arc<Value>> {
         self.pods
-            .list_namespace(str_at(job, "/metadata/namespace"))
+            .list_namespace(job.namespace())
             .into_iter()
-            .filter(|p| super::claim::controller_ref(p).is_some_and(|r| r["uid"] == uid(job)))
+            .filter(|p| controller_ref(p).is_some_and(|r| str_at(r, "/uid") == job.uid()))
             .collect()
     }
 
-    fn deadline_left(&self, job: &Value, now: Timestamp) -> Option<Duration> {
-        let secs = int(job, "/spec/activeDeadlineSeconds")?;
-        if suspended(job) {
+    fn deadline_left(
+        &self,
+        job: &JobView,
+        start_time: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let secs = job.spec.active_deadline_seconds?;
+        if job.suspended() {
             return None;
         }
-        let start = parse_time(str_at(job, "/status/startTime"))?;
-        let end = start
+        let end = start_time?
             .checked_add(jiff::SignedDuration::from_secs(secs))
             .ok()?;
         let left = end.duration_since(now);
@@ -540,19 +638,18 @@ impl Controller {
         if !has_finalizer(&pod) {
             return Ok(Action::Done);
         }
-        if let Some(r) = super::claim::controller_ref(&pod) {
-            if r["kind"] != "Job" || r["apiVersion"] != "batch/v1" {
+        if let Some(r) = controller_ref(&pod) {
+            if str_at(r, "/kind") != "Job" || str_at(r, "/apiVersion") != "batch/v1" {
                 return Ok(Action::Done);
             }
             let job_key = format!(
                 "{}/{}",
                 str_at(&pod, "/metadata/namespace"),
-                r["name"].as_str().unwrap_or("")
+                str_at(r, "/name")
             );
+            // The Job is only looked at here: two fields, read without decoding it.
             if let Some(job) = self.jobs.get(&job_key) {
-                if uid(&job) == r["uid"].as_str().unwrap_or("")
-                    && finished_condition(&job).is_none()
-                {
+                if uid(&job) == str_at(r, "/uid") && finished_condition(&job).is_none() {
                     return Ok(Action::Done);
                 }
             }
@@ -579,11 +676,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             if let Change::Deleted(_) = change {
                 expectations.forget(&key);
             }
-            if change
-                .object()
-                .pointer("/spec/ttlSecondsAfterFinished")
-                .is_some()
-            {
+            let spec = Watched::of(change.object()).spec;
+            if spec.is_some_and(|s| s.ttl_seconds_after_finished.is_some()) {
                 ttl_queue.add(key.clone());
             }
             queue.add(key);
@@ -594,10 +688,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         move |queue: &Queue, pod: &Value| {
             let l = labels::map_at(pod, "/metadata/labels");
             for j in jobs.list_namespace(str_at(pod, "/metadata/namespace")) {
-                let sel = j
-                    .pointer("/spec/selector")
-                    .and_then(|s| labels::Selector::from_label_selector(s).ok())
-                    .unwrap_or_default();
+                let spec = Watched::of(&j).spec;
+                let sel = selector_of(spec.as_ref().and_then(|s| s.selector.as_ref()));
                 if !sel.is_empty() && sel.matches(&l) {
                     queue.add(key_of(&j));
                 }
@@ -688,4 +780,22 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         let c = c.clone();
         async move { c.expire(key).await }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_annotation_pointers_name_the_annotations() {
+        for (key, at) in [
+            (COMPLETION_INDEX, COMPLETION_INDEX_AT),
+            (FAILURE_COUNT, FAILURE_COUNT_AT),
+            (IGNORED_FAILURE_COUNT, IGNORED_FAILURE_COUNT_AT),
+        ] {
+            let pod = json!({"metadata": {"annotations": {key: "7"}}});
+            assert_eq!(annotation_count(&pod, at), 7, "{key}");
+        }
+    }
 }

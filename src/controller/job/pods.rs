@@ -5,86 +5,90 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::backoff::{Backoff, backoff_left};
 use super::failure::match_failure_policy;
+use super::status::object_mut;
 use super::{
-    COMPLETION_INDEX, Controller, FAILURE_COUNT, IGNORED_FAILURE_COUNT, JOBS, Sync,
-    TRACKING_FINALIZER, annotation_count, completions, finished_time, has_finalizer, index_of, int,
-    is_indexed, is_ready, is_terminating, only_replace_failed, per_index_limit, suspended, uid,
+    COMPLETION_INDEX, Controller, FAILURE_COUNT, FAILURE_COUNT_AT, IGNORED_FAILURE_COUNT,
+    IGNORED_FAILURE_COUNT_AT, JOBS, JobView, Sync, TRACKING_FINALIZER, annotation_count,
+    finished_time, has_finalizer, index_of, is_ready, is_terminating, only_replace_failed, uid,
 };
 use crate::client::recorder::EventType;
 use crate::client::{DeleteParams, Patch};
 use crate::controller::Result;
-use crate::controller::claim::str_at;
 use crate::controller::replication::{deletion_order, slow_start};
+use crate::types::json::{array_at, str_at};
 
 /// Pods created or deleted in one sync at most.
 const BURST: usize = 500;
 
-/// A new pod from the Job's template, with the tracking finalizer.
-fn pod_template(job: &Value) -> Value {
-    let template = &job["spec"]["template"];
-    let mut meta = json!({
-        "generateName": format!("{}-", str_at(job, "/metadata/name")),
-        "namespace": str_at(job, "/metadata/namespace"),
-        "ownerReferences": [JOBS.controlled_by(job)],
-    });
-    for field in ["labels", "annotations"] {
-        if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
-            meta[field] = v.clone();
-        }
+/// A new pod from the Job's template, with the tracking finalizer. The pod spec is copied
+/// as stored (JSON): a typed round trip would rewrite what the server receives.
+fn pod_template(job: &JobView) -> Value {
+    let template = job.spec.template.metadata.as_ref();
+    let mut meta = Map::new();
+    meta.insert("generateName".into(), json!(format!("{}-", job.name())));
+    meta.insert("namespace".into(), json!(job.namespace()));
+    meta.insert(
+        "ownerReferences".into(),
+        json!([JOBS.controlled_by(job.raw)]),
+    );
+    if let Some(labels) = template.and_then(|m| m.labels.as_ref()) {
+        meta.insert("labels".into(), json!(labels));
     }
-    let mut finalizers: Vec<Value> = template
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .cloned()
+    if let Some(annotations) = template.and_then(|m| m.annotations.as_ref()) {
+        meta.insert("annotations".into(), json!(annotations));
+    }
+    let mut finalizers: Vec<String> = template
+        .and_then(|m| m.finalizers.clone())
         .unwrap_or_default();
     if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
-        finalizers.push(json!(TRACKING_FINALIZER));
+        finalizers.push(TRACKING_FINALIZER.into());
     }
-    meta["finalizers"] = json!(finalizers);
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]})
+    meta.insert("finalizers".into(), json!(finalizers));
+    let spec = job
+        .raw
+        .pointer("/spec/template/spec")
+        .cloned()
+        .unwrap_or_default();
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 }
 
 /// An Indexed Job's pod for index `ix`: the annotation and label, hostname, the
 /// `JOB_COMPLETION_INDEX` variable, its generated name and (with per-index limits) the
 /// failure count it inherits from the pod it replaces.
-fn with_index(pod: &mut Value, job: &Value, ix: i64, replaced: Option<&Value>) {
-    let name = str_at(job, "/metadata/name");
-    let meta = &mut pod["metadata"];
-    if !meta["annotations"].is_object() {
-        meta["annotations"] = json!({});
+fn with_index(pod: &mut Value, job: &JobView, ix: i64, replaced: Option<&Value>) {
+    let name = job.name();
+    let meta = object_mut(pod.as_object_mut().expect("an object"), "metadata");
+    let annotations = object_mut(meta, "annotations");
+    annotations.insert(COMPLETION_INDEX.into(), json!(ix.to_string()));
+    if job.per_index_limit().is_some() {
+        let (mut failures, mut ignored) = (0, 0);
+        if let Some(old) = replaced {
+            failures = annotation_count(old, FAILURE_COUNT_AT);
+            ignored = annotation_count(old, IGNORED_FAILURE_COUNT_AT);
+            if match_failure_policy(&job.spec, old).1 {
+                failures += 1;
+            } else {
+                ignored += 1;
+            }
+        }
+        annotations.insert(FAILURE_COUNT.into(), json!(failures.to_string()));
+        if ignored > 0 {
+            annotations.insert(IGNORED_FAILURE_COUNT.into(), json!(ignored.to_string()));
+        }
     }
-    if !meta["labels"].is_object() {
-        meta["labels"] = json!({});
-    }
-    meta["annotations"][COMPLETION_INDEX] = json!(ix.to_string());
-    meta["labels"][COMPLETION_INDEX] = json!(ix.to_string());
+    object_mut(meta, "labels").insert(COMPLETION_INDEX.into(), json!(ix.to_string()));
     // `podGenerateNameWithIndex`: the prefix leaves room for the random suffix.
     let mut prefix = format!("{name}-{ix}-");
     if prefix.len() > 58 {
         let keep = 58 - (ix.to_string().len() + 2);
         prefix = format!("{}-{ix}-", &name[..keep.min(name.len())]);
     }
-    meta["generateName"] = json!(prefix);
-    if per_index_limit(job).is_some() {
-        let (mut failures, mut ignored) = (0, 0);
-        if let Some(old) = replaced {
-            failures = annotation_count(old, FAILURE_COUNT);
-            ignored = annotation_count(old, IGNORED_FAILURE_COUNT);
-            if match_failure_policy(job, old).1 {
-                failures += 1;
-            } else {
-                ignored += 1;
-            }
-        }
-        meta["annotations"][FAILURE_COUNT] = json!(failures.to_string());
-        if ignored > 0 {
-            meta["annotations"][IGNORED_FAILURE_COUNT] = json!(ignored.to_string());
-        }
-    }
+    meta.insert("generateName".into(), json!(prefix));
+    // The pod spec is the template's JSON, written as before.
     pod["spec"]["hostname"] = json!(format!("{name}-{ix}"));
     let env = json!({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
         "fieldPath": format!("metadata.annotations['{COMPLETION_INDEX}']")
@@ -95,7 +99,10 @@ fn with_index(pod: &mut Value, job: &Value, ix: i64, replaced: Option<&Value>) {
                 c["env"] = json!([]);
             }
             let vars = c["env"].as_array_mut().expect("an array");
-            if !vars.iter().any(|v| v["name"] == "JOB_COMPLETION_INDEX") {
+            if !vars
+                .iter()
+                .any(|v| str_at(v, "/name") == "JOB_COMPLETION_INDEX")
+            {
                 vars.push(env.clone());
             }
         }
@@ -108,13 +115,13 @@ impl Controller {
     pub(super) async fn manage(
         &self,
         key: &str,
-        job: &Value,
+        job: &JobView<'_>,
         s: &mut Sync,
         active: &[Arc<Value>],
         backoff: Backoff,
     ) -> Result<(i64, Option<Duration>)> {
         let mut n_active = active.len() as i64;
-        if suspended(job) {
+        if job.suspended() {
             let (ready, deleted, err) = self.delete_pods(job, active, true).await;
             s.terminating += deleted;
             s.ready -= ready;
@@ -123,17 +130,17 @@ impl Controller {
             }
             return Ok((n_active - deleted, None));
         }
-        let parallelism = int(job, "/spec/parallelism").unwrap_or(1).max(0);
-        let want = match completions(job) {
+        let parallelism = job.spec.parallelism.map_or(1, i64::from).max(0);
+        let want = match job.completions() {
             None if s.succeeded > 0 => n_active,
             None => parallelism,
             Some(c) => (c - s.succeeded).clamp(0, parallelism),
         };
         let mut victims: Vec<Arc<Value>> = Vec::new();
         let mut rest: Vec<Arc<Value>> = active.to_vec();
-        if is_indexed(job) {
+        if job.is_indexed() {
             // Pods without a valid index, and all but one pod of an index, go.
-            let c = completions(job).unwrap_or(0);
+            let c = job.completions().unwrap_or(0);
             rest.sort_by(|a, b| deletion_order(a, b));
             let mut kept: HashMap<i64, usize> = HashMap::new();
             let mut keep = vec![true; rest.len()];
@@ -172,7 +179,7 @@ impl Controller {
             }
             return Ok((n_active - deleted, None));
         }
-        let terminating = if only_replace_failed(job) {
+        let terminating = if only_replace_failed(&job.spec) {
             s.terminating
         } else {
             0
@@ -182,7 +189,7 @@ impl Controller {
             return Ok((n_active, None));
         }
         let now = self.now();
-        if per_index_limit(job).is_none() {
+        if job.per_index_limit().is_none() {
             let left = backoff_left(backoff.failures, backoff.last_failure, now);
             if !left.is_zero() {
                 return Ok((n_active, Some(left)));
@@ -190,10 +197,10 @@ impl Controller {
         }
         diff = diff.min(BURST as i64);
         let mut indexes: Vec<Option<i64>> = vec![None; diff as usize];
-        if is_indexed(job) {
-            let c = completions(job).unwrap_or(0);
+        if job.is_indexed() {
+            let c = job.completions().unwrap_or(0);
             let mut taken: BTreeSet<i64> = active.iter().filter_map(|p| index_of(p, c)).collect();
-            if only_replace_failed(job) {
+            if only_replace_failed(&job.spec) {
                 taken.extend(
                     s.pods
                         .iter()
@@ -207,12 +214,12 @@ impl Controller {
                 .filter(|i| !taken.contains(i))
                 .take(diff as usize)
                 .collect();
-            if per_index_limit(job).is_some() {
+            if job.per_index_limit().is_some() {
                 let mut min_wait: Option<Duration> = None;
                 pending.retain(|ix| {
                     let wait = s.delayed.get(ix).map_or(Duration::ZERO, |p| {
                         backoff_left(
-                            (annotation_count(p, FAILURE_COUNT) + 1) as u32,
+                            (annotation_count(p, FAILURE_COUNT_AT) + 1) as u32,
                             finished_time(p),
                             now,
                         )
@@ -233,7 +240,7 @@ impl Controller {
         }
         let template = pod_template(job);
         self.expectations.expect(key, diff, 0);
-        let ns = str_at(job, "/metadata/namespace").to_string();
+        let ns = job.namespace().to_string();
         let (created, err) = slow_start(diff as usize, |i| {
             let mut pod = template.clone();
             let ns = ns.clone();
@@ -248,7 +255,7 @@ impl Controller {
                     .await?;
                 self.recorder
                     .event(
-                        job,
+                        job.raw,
                         EventType::Normal,
                         "SuccessfulCreate",
                         &format!("Created pod: {}", str_at(&made, "/metadata/name")),
@@ -263,7 +270,7 @@ impl Controller {
         if let Some(e) = err {
             self.recorder
                 .event(
-                    job,
+                    job.raw,
                     EventType::Warning,
                     "FailedCreate",
                     &format!("Error creating: {e}"),
@@ -278,7 +285,7 @@ impl Controller {
     /// ready, how many went, and the first error.
     pub(super) async fn delete_pods(
         &self,
-        job: &Value,
+        job: &JobView<'_>,
         pods: &[Arc<Value>],
         drop_finalizer: bool,
     ) -> (i64, i64, Option<crate::client::Error>) {
@@ -303,7 +310,7 @@ impl Controller {
                 Ok(_) => {
                     self.recorder
                         .event(
-                            job,
+                            job.raw,
                             EventType::Normal,
                             "SuccessfulDelete",
                             &format!("Deleted pod: {}", str_at(p, "/metadata/name")),
@@ -335,16 +342,15 @@ impl Controller {
 
     /// Removes the tracking finalizer from a pod if it still has it.
     pub(super) async fn remove_finalizer(&self, pod: &Value) -> crate::client::Result<()> {
-        let Some(i) = pod
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .and_then(|f| f.iter().position(|f| f == TRACKING_FINALIZER))
+        let Some(i) = array_at(pod, "/metadata/finalizers")
+            .iter()
+            .position(|f| f == TRACKING_FINALIZER)
         else {
             return Ok(());
         };
         let path = format!("/metadata/finalizers/{i}");
         let patch = json!([
-            {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
+            {"op": "test", "path": "/metadata/uid", "value": uid(pod)},
             {"op": "test", "path": path, "value": TRACKING_FINALIZER},
             {"op": "remove", "path": path},
         ]);
@@ -395,6 +401,7 @@ mod tests {
             "spec": {"completionMode": "Indexed", "completions": 3, "backoffLimitPerIndex": 1,
                 "template": {"metadata": {"labels": {"a": "b"}},
                     "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let job = JobView::decode(&job).unwrap();
         let mut pod = pod_template(&job);
         let old = json!({"metadata": {"annotations": {FAILURE_COUNT: "0"}}, "status": {"phase": "Failed"}});
         with_index(&mut pod, &job, 2, Some(&old));

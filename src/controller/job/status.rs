@@ -4,18 +4,19 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use jiff::Timestamp;
+use serde_json::{Map, Value, json};
 
 use super::backoff::Backoff;
 use super::failure::match_failure_policy;
 use super::indexes::format_indexes;
 use super::{
-    Controller, Sync, completions, has_finalizer, has_true_condition, index_of, int, is_indexed,
-    is_pod_failed, per_index_limit, phase, uid,
+    Controller, JobView, Sync, finished_condition, has_finalizer, index_of, is_pod_failed,
+    parse_time, phase, uid,
 };
 use crate::client::recorder::EventType;
-use crate::controller::claim::is_deleting;
 use crate::controller::{Action, Result};
+use crate::types::json::{array_at, int_at, str_at};
 
 /// Pods counted per status write at most (keeps the uid lists small).
 const MAX_UNCOUNTED: usize = 500;
@@ -46,6 +47,27 @@ impl Cond {
     }
 }
 
+// The status a sync writes is kept as JSON: the stored object with its status changed
+// in place (a typed round trip would drop what the typed struct does not know). Reads of
+// what it has written go through `types::json`.
+
+/// The object at `key` of `obj` (made an empty one if it was none), to write into.
+pub(super) fn object_mut<'a>(
+    obj: &'a mut Map<String, Value>,
+    key: &str,
+) -> &'a mut Map<String, Value> {
+    let slot = obj.entry(key).or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    slot.as_object_mut().expect("made an object")
+}
+
+/// The status of a Job's JSON, made an object if it was none.
+pub(super) fn status_mut(job: &mut Value) -> &mut Map<String, Value> {
+    object_mut(job.as_object_mut().expect("a Job is an object"), "status")
+}
+
 /// Sets a condition of `kind`, as `ensureJobConditionStatus` (a False one is never
 /// added); returns whether the list changed.
 pub(super) fn ensure_condition(
@@ -56,18 +78,22 @@ pub(super) fn ensure_condition(
     message: &str,
     now: &str,
 ) -> bool {
-    if !job["status"]["conditions"].is_array() {
-        job["status"]["conditions"] = json!([]);
+    let conditions = status_mut(job)
+        .entry("conditions")
+        .or_insert_with(|| json!([]));
+    if !conditions.is_array() {
+        *conditions = json!([]);
     }
-    let list = job["status"]["conditions"]
-        .as_array_mut()
-        .expect("an array");
+    let list = conditions.as_array_mut().expect("made an array");
     let fresh = json!({
         "type": kind, "status": status, "reason": reason, "message": message,
         "lastProbeTime": now, "lastTransitionTime": now,
     });
-    if let Some(c) = list.iter_mut().find(|c| c["type"] == kind) {
-        if c["status"] != status || c["reason"] != reason || c["message"] != message {
+    if let Some(c) = list.iter_mut().find(|c| str_at(c, "/type") == kind) {
+        if str_at(c, "/status") != status
+            || str_at(c, "/reason") != reason
+            || str_at(c, "/message") != message
+        {
             *c = fresh;
             return true;
         }
@@ -80,17 +106,13 @@ pub(super) fn ensure_condition(
     false
 }
 
-/// The uids in `status.uncountedTerminatedPods.<list>`.
-pub(super) fn uncounted(job: &Value, list: &str) -> Vec<String> {
-    job.pointer(&format!("/status/uncountedTerminatedPods/{list}"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
+/// The uids in `status.uncountedTerminatedPods.<list>` of the status being written.
+fn uncounted(job: &Value, list: &str) -> Vec<String> {
+    array_at(job, &format!("/status/uncountedTerminatedPods/{list}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .map(String::from)
+        .collect()
 }
 
 /// Moves the uncounted uids whose pods no longer hold the finalizer into the counters
@@ -106,44 +128,50 @@ fn clean_uncounted(job: &mut Value, with_finalizer: &HashSet<String>) -> bool {
             .collect();
         if keep.len() != all.len() {
             changed = true;
-            let n = int(job, &format!("/status/{counter}")).unwrap_or(0);
-            job["status"][counter] = json!(n + (all.len() - keep.len()) as i64);
-            if !job["status"]["uncountedTerminatedPods"].is_object() {
-                job["status"]["uncountedTerminatedPods"] = json!({});
-            }
-            job["status"]["uncountedTerminatedPods"][list] = json!(keep);
+            let n = int_at(job, &format!("/status/{counter}"));
+            let status = status_mut(job);
+            status.insert(counter.into(), json!(n + (all.len() - keep.len()) as i64));
+            object_mut(status, "uncountedTerminatedPods").insert(list.into(), json!(keep));
         }
     }
     changed
 }
 
+/// When the written status says the Job finished: the last transition of its true
+/// `Complete` or `Failed` condition.
+fn finished_at(job: &Value) -> Option<Timestamp> {
+    finished_condition(job).and_then(|c| parse_time(str_at(c, "/lastTransitionTime")))
+}
+
 impl Controller {
     /// `trackJobStatusAndRemoveFinalizers`: records the finished pods as uncounted, takes
     /// their finalizers, counts them, and sets the terminal condition once nothing is
-    /// left to count.
+    /// left to count. `job` is the Job as the sync read it, `obj` the JSON its status is
+    /// written from.
     pub(super) async fn track(
         &self,
         key: &str,
-        job: &mut Value,
+        job: &JobView<'_>,
+        obj: &mut Value,
         s: &mut Sync,
         mut needs_flush: bool,
         backoff: Backoff,
     ) -> Result<()> {
-        let indexed = is_indexed(job);
-        let c = completions(job).unwrap_or(0);
+        let indexed = job.is_indexed();
+        let c = job.completions().unwrap_or(0);
         let mut with_finalizer: HashSet<String> = s
             .pods
             .iter()
             .filter(|p| has_finalizer(p) && !s.expected_removed.contains(uid(p)))
             .map(|p| uid(p).to_string())
             .collect();
-        if clean_uncounted(job, &with_finalizer) {
+        if clean_uncounted(obj, &with_finalizer) {
             needs_flush = true;
         }
         let mut to_remove: Vec<Arc<Value>> = Vec::new();
         let mut new_indexes: Vec<i64> = Vec::new();
-        let mut uncounted_s = uncounted(job, "succeeded");
-        let mut uncounted_f = uncounted(job, "failed");
+        let mut uncounted_s = uncounted(obj, "succeeded");
+        let mut uncounted_f = uncounted(obj, "failed");
         let mut pods = s.pods.clone();
         if indexed {
             pods.sort_by_key(|p| index_of(p, c).unwrap_or(i64::MAX));
@@ -157,7 +185,7 @@ impl Controller {
             if !has_finalizer(pod) || s.expected_removed.contains(uid(pod)) {
                 continue;
             }
-            let failed = is_pod_failed(pod, job);
+            let failed = is_pod_failed(pod, &job.spec);
             if !self.can_remove(job, s, pod, failed) {
                 continue;
             }
@@ -177,7 +205,10 @@ impl Controller {
                 }
             } else if failed || finished_failing {
                 let valid = !indexed || index_of(pod, c).is_some();
-                if !s.uncounted_failed.contains(&id) && valid && match_failure_policy(job, pod).1 {
+                if !s.uncounted_failed.contains(&id)
+                    && valid
+                    && match_failure_policy(&job.spec, pod).1
+                {
                     needs_flush = true;
                     uncounted_f.push(id);
                 }
@@ -187,20 +218,24 @@ impl Controller {
                 break;
             }
         }
-        job["status"]["uncountedTerminatedPods"] =
-            json!({"succeeded": uncounted_s, "failed": uncounted_f});
+        let status = status_mut(obj);
+        status.insert(
+            "uncountedTerminatedPods".into(),
+            json!({"succeeded": uncounted_s, "failed": uncounted_f}),
+        );
         if indexed {
+            // The index lists are still as the sync read them: compare with those.
             s.succeeded_indexes.extend(new_indexes);
             let text = format_indexes(&s.succeeded_indexes);
-            if job["status"]["completedIndexes"] != text {
+            if job.status.completed_indexes.as_deref() != Some(text.as_str()) {
                 needs_flush = true;
             }
-            job["status"]["succeeded"] = json!(s.succeeded_indexes.len());
-            job["status"]["completedIndexes"] = json!(text);
+            status.insert("succeeded".into(), json!(s.succeeded_indexes.len()));
+            status.insert("completedIndexes".into(), json!(text));
             if let Some(f) = &s.failed_indexes {
-                let text = json!(format_indexes(f));
-                if job["status"]["failedIndexes"] != text {
-                    job["status"]["failedIndexes"] = text;
+                let text = format_indexes(f);
+                if job.status.failed_indexes.as_deref() != Some(text.as_str()) {
+                    status.insert("failedIndexes".into(), json!(text));
                     needs_flush = true;
                 }
             }
@@ -209,8 +244,8 @@ impl Controller {
         // The interim condition goes in before any finalizer is removed.
         if let Some(f) = s.finished.clone() {
             if matches!(f.kind, "FailureTarget" | "SuccessCriteriaMet") {
-                if !has_true_condition(job, f.kind) {
-                    ensure_condition(job, f.kind, "True", &f.reason, &f.message, &now);
+                if !job.has_true_condition(f.kind) {
+                    ensure_condition(obj, f.kind, "True", &f.reason, &f.message, &now);
                     needs_flush = true;
                 }
                 s.finished = Some(Cond {
@@ -224,7 +259,7 @@ impl Controller {
             }
         }
         if needs_flush {
-            *job = self.write_status(job).await?;
+            *obj = self.write_status(obj).await?;
             self.backoff
                 .lock()
                 .expect("backoff lock")
@@ -257,25 +292,25 @@ impl Controller {
                 }
             }
             // Step three: count what lost its finalizer.
-            if clean_uncounted(job, &with_finalizer) {
+            if clean_uncounted(obj, &with_finalizer) {
                 needs_flush = true;
             }
             if let Some(e) = first_err {
                 if needs_flush {
-                    self.write_status(job).await?;
+                    self.write_status(obj).await?;
                 }
                 return Err(e.into());
             }
         }
-        let finished = !capped && self.enact_finished(job, s, &now);
+        let finished = !capped && self.enact_finished(obj, s, &now);
         if finished {
             needs_flush = true;
         }
         if needs_flush {
-            *job = self.write_status(job).await?;
+            *obj = self.write_status(obj).await?;
             if finished {
-                self.record_finished(job, s).await;
-                if let Some(after) = match self.ttl_action(job) {
+                self.record_finished(job, obj, s).await;
+                if let Some(after) = match self.ttl_action(job.ttl(), finished_at(obj)) {
                     Action::RequeueAfter(d) => Some(d),
                     Action::Done => None,
                 } {
@@ -286,15 +321,15 @@ impl Controller {
         Ok(())
     }
 
-    fn can_remove(&self, job: &Value, s: &Sync, pod: &Value, failed: bool) -> bool {
-        if is_deleting(job) || s.finished.is_some() || phase(pod) == "Succeeded" {
+    fn can_remove(&self, job: &JobView, s: &Sync, pod: &Value, failed: bool) -> bool {
+        if job.is_deleting() || s.finished.is_some() || phase(pod) == "Succeeded" {
             return true;
         }
         if !failed {
             return false;
         }
-        if per_index_limit(job).is_some() {
-            if let Some(ix) = index_of(pod, completions(job).unwrap_or(0)) {
+        if job.per_index_limit().is_some() {
+            if let Some(ix) = index_of(pod, job.completions().unwrap_or(0)) {
                 if s.delayed.get(&ix).is_some_and(|p| uid(p) == uid(pod)) {
                     return false;
                 }
@@ -317,18 +352,22 @@ impl Controller {
         }
         ensure_condition(job, f.kind, "True", &f.reason, &f.message, now);
         if f.kind == "Complete" {
-            job["status"]["completionTime"] = json!(now);
+            status_mut(job).insert("completionTime".into(), json!(now));
         }
         true
     }
 
-    async fn record_finished(&self, job: &Value, s: &Sync) {
+    /// The events of a finished Job; `obj` is its status as written.
+    async fn record_finished(&self, job: &JobView<'_>, obj: &Value, s: &Sync) {
         let Some(f) = &s.finished else { return };
         if f.kind == "Complete" {
-            if completions(job).is_some_and(|c| int(job, "/status/succeeded").unwrap_or(0) > c) {
+            if job
+                .completions()
+                .is_some_and(|c| int_at(obj, "/status/succeeded") > c)
+            {
                 self.recorder
                     .event(
-                        job,
+                        obj,
                         EventType::Warning,
                         "TooManySucceededPods",
                         "Too many succeeded pods running after completion count reached",
@@ -336,11 +375,11 @@ impl Controller {
                     .await;
             }
             self.recorder
-                .event(job, EventType::Normal, "Completed", "Job completed")
+                .event(obj, EventType::Normal, "Completed", "Job completed")
                 .await;
         } else {
             self.recorder
-                .event(job, EventType::Warning, &f.reason, &f.message)
+                .event(obj, EventType::Warning, &f.reason, &f.message)
                 .await;
         }
     }

@@ -3,26 +3,17 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use jiff::Timestamp;
 
-use super::{Controller, finished_condition, int, parse_time, uid};
+use super::{Controller, JobView};
 use crate::client::{DeleteParams, Propagation};
-use crate::controller::claim::{is_deleting, str_at};
 use crate::controller::{Action, Result};
 
 impl Controller {
-    /// For a finished Job with `ttlSecondsAfterFinished`: when it is due.
-    pub(super) fn ttl_action(&self, job: &Value) -> Action {
-        let Some(ttl) = int(job, "/spec/ttlSecondsAfterFinished") else {
-            return Action::Done;
-        };
-        let Some(kind) = finished_condition(job) else {
-            return Action::Done;
-        };
-        let Some(finished) = crate::types::condition(job, kind)
-            .and_then(|c| c["lastTransitionTime"].as_str())
-            .and_then(parse_time)
-        else {
+    /// For a finished Job with `ttlSecondsAfterFinished` (`ttl`), finished at `finished`
+    /// (its finished condition's last transition): when it is due.
+    pub(super) fn ttl_action(&self, ttl: Option<i64>, finished: Option<Timestamp>) -> Action {
+        let (Some(ttl), Some(finished)) = (ttl, finished) else {
             return Action::Done;
         };
         let due = finished
@@ -35,31 +26,29 @@ impl Controller {
     /// The TTL-after-finished controller's sync: deletes a due Job (foreground, so its
     /// pods go first).
     pub(super) async fn expire(&self, key: String) -> Result<Action> {
-        let Some(job) = self.jobs.get(&key) else {
+        let Some(shared) = self.jobs.get(&key) else {
             return Ok(Action::Done);
         };
-        if is_deleting(&job) {
+        let job = JobView::decode(&shared)?;
+        if job.is_deleting() {
             return Ok(Action::Done);
         }
-        match self.ttl_action(&job) {
+        match self.ttl_action(job.ttl(), job.finished_at()) {
             Action::RequeueAfter(d) if !d.is_zero() => Ok(Action::RequeueAfter(d)),
             Action::Done => Ok(Action::Done),
             Action::RequeueAfter(_) => {
                 // Check the live object: its TTL may have changed since the cache saw it.
                 let live = match self
                     .client
-                    .get(
-                        self.jobs.resource(),
-                        Some(str_at(&job, "/metadata/namespace")),
-                        str_at(&job, "/metadata/name"),
-                    )
+                    .get(self.jobs.resource(), Some(job.namespace()), job.name())
                     .await
                 {
                     Ok(j) => j,
                     Err(e) if e.is_not_found() => return Ok(Action::Done),
                     Err(e) => return Err(e.into()),
                 };
-                if let Action::RequeueAfter(d) = self.ttl_action(&live) {
+                let live = JobView::decode(&live)?;
+                if let Action::RequeueAfter(d) = self.ttl_action(live.ttl(), live.finished_at()) {
                     if !d.is_zero() {
                         return Ok(Action::RequeueAfter(d));
                     }
@@ -68,19 +57,16 @@ impl Controller {
                 }
                 let params = DeleteParams {
                     propagation: Some(Propagation::Foreground),
-                    uid: Some(uid(&live).to_string()),
-                    resource_version: live
-                        .pointer("/metadata/resourceVersion")
-                        .and_then(Value::as_str)
-                        .map(String::from),
+                    uid: Some(live.uid().to_string()),
+                    resource_version: live.meta.resource_version.clone(),
                     ..DeleteParams::default()
                 };
                 match self
                     .client
                     .delete(
                         self.jobs.resource(),
-                        Some(str_at(&live, "/metadata/namespace")),
-                        str_at(&live, "/metadata/name"),
+                        Some(live.namespace()),
+                        live.name(),
                         &params,
                     )
                     .await
