@@ -4,17 +4,19 @@
 //! goes missing or times out, carry out a cancellation), and the deployer pod itself.
 //! Pure functions over the API objects; the controller loop applies them.
 
-use crate::types::json::str_at;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ReplicationController;
 use serde_json::{Map, Value, json};
 
+use super::dcview::{self, DeploymentConfig};
 use super::deploymentconfig::{decode_dc, is_cancelled, phase_of};
-use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
+use super::{Action, Context, Error, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, key_of};
 use crate::client::{Kind, catalog};
+use crate::types::json::{array_at, str_at};
 use crate::types::openshift::{self as os, deployer_pod_name};
 
 pub use crate::types::openshift::DEPLOYER_IMAGE;
@@ -81,6 +83,44 @@ pub struct Plan {
     pub uncancel: bool,
 }
 
+/// A deployment as a pass reads it: the RC decoded once at the pass's entry, the RC as
+/// stored (a pass writes it back with its changes; the deployer pod copies fields of its
+/// template), and the view of the DC encoded in it.
+pub struct Deployment<'a> {
+    pub obj: &'a Value,
+    pub rc: ReplicationController,
+    /// The zero view when the encoded DC cannot be read (as the JSON reads of a missing
+    /// one gave).
+    pub dc: DeploymentConfig,
+}
+
+impl<'a> Deployment<'a> {
+    pub fn read(obj: &'a Value) -> Result<Self> {
+        Ok(Deployment {
+            obj,
+            rc: decode(obj)?,
+            dc: dcview::encoded(obj).unwrap_or_default(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        self.rc.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.rc.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn phase(&self) -> &'static str {
+        dcview::phase(&self.rc.metadata)
+    }
+}
+
+/// A label of an object that stays JSON.
+fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")?.get(key)?.as_str()
+}
+
 /// Everything a pass looks at besides the RC.
 pub struct Seen<'a> {
     pub deployer: Option<&'a Value>,
@@ -93,35 +133,36 @@ pub struct Seen<'a> {
 
 /// The strategy timeout of a DC in seconds (§11.3): Rolling/Recreate `timeoutSeconds`,
 /// Custom 600; 0 or less means none.
-fn timeout_seconds(dc: &Value) -> i64 {
-    let s = &dc["spec"]["strategy"];
-    let t = match s["type"].as_str().unwrap_or("Rolling") {
-        "Recreate" => s.pointer("/recreateParams/timeoutSeconds"),
+fn timeout_seconds(dc: &DeploymentConfig) -> i64 {
+    let s = &dc.spec.strategy;
+    let t = match s.type_.as_str() {
+        "Recreate" => s.recreate_params.as_ref().and_then(|p| p.timeout_seconds),
         "Custom" => None,
-        _ => s.pointer("/rollingParams/timeoutSeconds"),
+        _ => s.rolling_params.as_ref().and_then(|p| p.timeout_seconds),
     };
-    t.and_then(Value::as_i64).unwrap_or(600)
+    t.unwrap_or(600)
 }
 
 /// The first terminated container's finish time of a pod.
 fn finished_at(pod: &Value) -> Option<Value> {
-    pod["status"]["containerStatuses"]
-        .as_array()?
+    array_at(pod, "/status/containerStatuses")
         .iter()
-        .find_map(|c| c.pointer("/state/terminated/finishedAt").cloned())
+        .map(|c| str_at(c, "/state/terminated/finishedAt"))
+        .find(|t| !t.is_empty())
+        .map(|t| json!(t))
 }
 
 /// Whether a pod is being deleted.
 fn terminating(pod: &Value) -> bool {
-    pod.pointer("/metadata/deletionTimestamp").is_some()
+    !str_at(pod, "/metadata/deletionTimestamp").is_empty()
 }
 
 /// One pass over a deployment (§11.3).
-pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
-    let current = phase_of(rc).to_string();
-    let rc_name = str_at(rc, "/metadata/name").to_string();
-    let ns = str_at(rc, "/metadata/namespace");
-    let cancelled = is_cancelled(rc);
+pub fn plan(rc: &Deployment<'_>, seen: &Seen<'_>) -> Plan {
+    let current = rc.phase().to_string();
+    let rc_name = rc.name().to_string();
+    let ns = rc.namespace();
+    let cancelled = dcview::cancelled(&rc.rc.metadata);
     let mut p = Plan {
         next: current.clone(),
         ..Plan::default()
@@ -153,10 +194,9 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                     p.annotations
                         .insert(os::DEPLOYER_POD_COMPLETED_AT_ANNOTATION.into(), t);
                 }
-                let target = rc["metadata"]["annotations"][os::DESIRED_REPLICAS_ANNOTATION]
-                    .as_str()
+                let target = dcview::annotation(&rc.rc.metadata, os::DESIRED_REPLICAS_ANNOTATION)
                     .map(str::to_string)
-                    .unwrap_or_else(|| rc["spec"]["replicas"].as_i64().unwrap_or(0).to_string());
+                    .unwrap_or_else(|| replicas(&rc.rc).to_string());
                 p.annotations
                     .insert(os::DEPLOYMENT_REPLICAS_ANNOTATION.into(), json!(target));
                 p.annotations
@@ -176,13 +216,19 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
             os::DEPLOYER_POD_ANNOTATION.into(),
             json!(deployer_pod_name(&rc_name)),
         );
-        if let Some(t) = pod.pointer("/metadata/creationTimestamp") {
-            p.annotations
-                .insert(os::DEPLOYER_POD_CREATED_AT_ANNOTATION.into(), t.clone());
+        let created = str_at(pod, "/metadata/creationTimestamp");
+        if !created.is_empty() {
+            p.annotations.insert(
+                os::DEPLOYER_POD_CREATED_AT_ANNOTATION.into(),
+                json!(created),
+            );
         }
-        if let Some(t) = pod.pointer("/status/startTime") {
-            p.annotations
-                .insert(os::DEPLOYER_POD_STARTED_AT_ANNOTATION.into(), t.clone());
+        let started = str_at(pod, "/status/startTime");
+        if !started.is_empty() {
+            p.annotations.insert(
+                os::DEPLOYER_POD_STARTED_AT_ANNOTATION.into(),
+                json!(started),
+            );
         }
     };
     match current.as_str() {
@@ -192,10 +238,8 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                 p.acts.push(Act::DeleteDeployerPods);
                 return p;
             }
-            let dc = decode_dc(rc).unwrap_or(Value::Null);
-            let timeout = timeout_seconds(&dc);
-            let created: Option<jiff::Timestamp> =
-                str_at(rc, "/metadata/creationTimestamp").parse().ok();
+            let timeout = timeout_seconds(&rc.dc);
+            let created = rc.rc.metadata.creation_timestamp.as_ref().map(|t| t.0);
             let expired = timeout > 0
                 && created.is_some_and(|c| {
                     seen.now.duration_since(c) > jiff::SignedDuration::from_secs(timeout)
@@ -217,15 +261,13 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
             }
             match deployer {
                 None => {
-                    if rc["metadata"]["annotations"]
-                        .get(os::DEPLOYMENT_IGNORE_POD_ANNOTATION)
+                    if dcview::annotation(&rc.rc.metadata, os::DEPLOYMENT_IGNORE_POD_ANNOTATION)
                         .is_some()
                     {
                         p.next = current;
                         return p;
                     }
-                    p.acts
-                        .push(Act::CreateDeployer(deployer_pod(rc, &dc, seen.env)));
+                    p.acts.push(Act::CreateDeployer(deployer_pod(rc, seen.env)));
                     // Pending once the pod is made (the loop moves it there).
                     p.next = current;
                 }
@@ -236,8 +278,7 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
                     p.next = current;
                 }
                 Some(pod) => {
-                    if pod["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION] != rc_name.as_str()
-                    {
+                    if os::annotation(pod, os::DEPLOYMENT_ANNOTATION) != Some(rc_name.as_str()) {
                         p.next = "Failed".into();
                         p.annotations.insert(
                             os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(),
@@ -313,14 +354,15 @@ pub fn plan(rc: &Value, seen: &Seen<'_>) -> Plan {
 /// The RC after a pass: when the phase may move, the new phase with the pass's
 /// annotations, and for a test DC that finished, no replicas. `None` when nothing
 /// changes.
-pub fn apply(rc: &Value, p: &Plan) -> Option<Value> {
+pub fn apply(rc: &Deployment<'_>, p: &Plan) -> Option<Value> {
     // The annotations of a pass go with a move of the phase, never alone (§11.3), but
     // for undoing a cancellation that came too late.
-    let uncancel = p.uncancel && phase_of(rc) == "Complete";
-    if !allowed(phase_of(rc), &p.next) && !uncancel {
+    let uncancel = p.uncancel && rc.phase() == "Complete";
+    if !allowed(rc.phase(), &p.next) && !uncancel {
         return None;
     }
-    let mut out = rc.clone();
+    // The stored RC with the pass's changes: fields no type names stay as they are.
+    let mut out = rc.obj.clone();
     let mut anns = out["metadata"]["annotations"]
         .as_object_mut()
         .map(std::mem::take)
@@ -334,36 +376,42 @@ pub fn apply(rc: &Value, p: &Plan) -> Option<Value> {
     }
     anns.insert(os::DEPLOYMENT_PHASE_ANNOTATION.into(), json!(p.next));
     let terminal = matches!(p.next.as_str(), "Complete" | "Failed");
-    let test = decode_dc(rc).is_ok_and(|dc| dc["spec"]["test"] == true);
-    if terminal && test && out["spec"]["replicas"].as_i64().unwrap_or(0) > 0 {
+    if terminal && rc.dc.spec.test && replicas(&rc.rc) > 0 {
         out["spec"]["replicas"] = json!(0);
     }
     out["metadata"]["annotations"] = Value::Object(anns);
-    (out != *rc).then_some(out)
+    (out != *rc.obj).then_some(out)
+}
+
+/// An RC's `spec.replicas` (0 when unset).
+fn replicas(rc: &ReplicationController) -> i64 {
+    rc.spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .map_or(0, i64::from)
 }
 
 /// The deployer pod of a deployment (§11.5, §7.4).
-pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
-    let rc_name = str_at(rc, "/metadata/name");
-    let ns = str_at(rc, "/metadata/namespace");
-    let strategy = &dc["spec"]["strategy"];
-    let custom = &strategy["customParams"];
-    let mut vars: Vec<Value> = custom["environment"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let given = |vars: &[Value], name: &str| vars.iter().any(|v| v["name"] == name);
+pub fn deployer_pod(rc: &Deployment<'_>, env: &[Value]) -> Value {
+    let rc_name = rc.name();
+    let ns = rc.namespace();
+    let strategy = &rc.dc.spec.strategy;
+    let custom = strategy.custom_params.clone().unwrap_or_default();
+    let mut vars: Vec<Value> = custom.environment;
+    let given = |vars: &[Value], name: &str| {
+        vars.iter()
+            .any(|v| v.get("name").and_then(Value::as_str) == Some(name))
+    };
     for v in env {
-        let name = v["name"].as_str().unwrap_or("");
-        let small = v["value"].as_str().is_none_or(|s| s.len() <= 128_000);
+        let name = str_at(v, "/name");
+        let small = str_at(v, "/value").len() <= 128_000;
         if !given(&vars, name) && small {
             vars.push(v.clone());
         }
     }
     vars.push(json!({"name": "OPENSHIFT_DEPLOYMENT_NAME", "value": rc_name}));
     vars.push(json!({"name": "OPENSHIFT_DEPLOYMENT_NAMESPACE", "value": ns}));
-    let image = custom["image"]
-        .as_str()
+    let image = Some(custom.image.as_str())
         .filter(|i| !i.is_empty())
         .unwrap_or(DEPLOYER_IMAGE);
     let mut container = json!({
@@ -373,34 +421,35 @@ pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
         "imagePullPolicy": "IfNotPresent",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     });
-    if let Some(cmd) = custom["command"].as_array().filter(|c| !c.is_empty()) {
-        container["command"] = json!(cmd);
+    if !custom.command.is_empty() {
+        container["command"] = json!(custom.command);
     }
-    if strategy["resources"].is_object() {
-        container["resources"] = strategy["resources"].clone();
+    if let Some(resources) = strategy.resources.as_ref().filter(|r| r.is_object()) {
+        container["resources"] = resources.clone();
     }
     let mut labels = Map::new();
     labels.insert(os::DEPLOYER_POD_FOR_LABEL.into(), json!(rc_name));
     let mut annotations = Map::new();
     annotations.insert(os::DEPLOYMENT_ANNOTATION.into(), json!(rc_name));
-    annotations.insert(
-        os::DEPLOYMENT_CONFIG_ANNOTATION.into(),
-        json!(str_at(dc, "/metadata/name")),
-    );
-    for (from, into) in [("labels", &mut labels), ("annotations", &mut annotations)] {
-        for (k, v) in strategy[from].as_object().into_iter().flatten() {
-            into.entry(k.clone()).or_insert_with(|| v.clone());
+    annotations.insert(os::DEPLOYMENT_CONFIG_ANNOTATION.into(), json!(rc.dc.name()));
+    for (from, into) in [
+        (&strategy.labels, &mut labels),
+        (&strategy.annotations, &mut annotations),
+    ] {
+        for (k, v) in from {
+            into.entry(k.clone()).or_insert_with(|| json!(v));
         }
     }
     let mut spec = json!({
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 10,
-        "activeDeadlineSeconds": strategy["activeDeadlineSeconds"].as_i64().unwrap_or(21600),
+        "activeDeadlineSeconds": strategy.active_deadline_seconds.unwrap_or(21600),
         "serviceAccountName": "deployer",
         "shareProcessNamespace": false,
         "containers": [container],
     });
-    let template = &rc["spec"]["template"]["spec"];
+    // The template's fields go over as stored.
+    let template = rc.obj.pointer("/spec/template/spec");
     for field in [
         "dnsPolicy",
         "dnsConfig",
@@ -409,7 +458,7 @@ pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
         "tolerations",
         "nodeSelector",
     ] {
-        if let Some(v) = template.get(field) {
+        if let Some(v) = template.and_then(|t| t.get(field)) {
             spec[field] = v.clone();
         }
     }
@@ -425,7 +474,7 @@ pub fn deployer_pod(rc: &Value, dc: &Value, env: &[Value]) -> Value {
                 "apiVersion": "v1",
                 "kind": "ReplicationController",
                 "name": rc_name,
-                "uid": rc["metadata"]["uid"],
+                "uid": rc.rc.metadata.uid,
             }],
         },
         "spec": spec,
@@ -461,38 +510,41 @@ impl Controller {
     }
 
     /// The pods labelled as this deployment's deployer or hooks.
-    fn deployer_pods(&self, rc: &Value) -> Vec<Arc<Value>> {
-        let name = str_at(rc, "/metadata/name");
+    fn deployer_pods(&self, rc: &Deployment<'_>) -> Vec<Arc<Value>> {
+        let name = rc.name();
         self.pods
-            .list_namespace(str_at(rc, "/metadata/namespace"))
+            .list_namespace(rc.namespace())
             .into_iter()
-            .filter(|p| p["metadata"]["labels"][os::DEPLOYER_POD_FOR_LABEL] == name)
+            .filter(|p| label(p, os::DEPLOYER_POD_FOR_LABEL) == Some(name))
             .collect()
     }
 
     /// Creates the deployer pod. One that exists already for this deployment (made by
     /// an earlier pass the pod informer has not shown yet) is taken as made; one of
     /// another deployment stays an error, and the next pass fails the deployment.
-    async fn create_deployer(&self, rc: &Value, pod: &Value) -> crate::client::Result<Value> {
+    async fn create_deployer(
+        &self,
+        rc: &Deployment<'_>,
+        pod: &Value,
+    ) -> crate::client::Result<Value> {
         let pods = catalog::of(Kind::Pod);
-        let ns = str_at(rc, "/metadata/namespace");
+        let ns = rc.namespace();
         match self.client.create(pods, Some(ns), pod).await {
             Err(e) if e.is_already_exists() => {
                 let existing = self
                     .client
                     .get(pods, Some(ns), str_at(pod, "/metadata/name"))
                     .await?;
-                let ours = existing["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION]
-                    == rc["metadata"]["name"];
+                let ours = os::annotation(&existing, os::DEPLOYMENT_ANNOTATION) == Some(rc.name());
                 if ours { Ok(existing) } else { Err(e) }
             }
             other => other,
         }
     }
 
-    async fn act(&self, rc: &Value, act: &Act, p: &mut Plan) -> Result<()> {
+    async fn act(&self, rc: &Deployment<'_>, act: &Act, p: &mut Plan) -> Result<()> {
         let pods = catalog::of(Kind::Pod);
-        let ns = str_at(rc, "/metadata/namespace");
+        let ns = rc.namespace();
         match act {
             Act::CreateDeployer(pod) => match self.create_deployer(rc, pod).await {
                 Ok(made) => {
@@ -500,9 +552,12 @@ impl Controller {
                         os::DEPLOYER_POD_ANNOTATION.into(),
                         json!(str_at(&made, "/metadata/name")),
                     );
-                    if let Some(t) = made.pointer("/metadata/creationTimestamp") {
-                        p.annotations
-                            .insert(os::DEPLOYER_POD_CREATED_AT_ANNOTATION.into(), t.clone());
+                    let created = str_at(&made, "/metadata/creationTimestamp");
+                    if !created.is_empty() {
+                        p.annotations.insert(
+                            os::DEPLOYER_POD_CREATED_AT_ANNOTATION.into(),
+                            json!(created),
+                        );
                     }
                     p.next = "Pending".into();
                 }
@@ -512,7 +567,7 @@ impl Controller {
                         reason: "FailedCreate",
                         message: format!("Error creating deployer pod: {e}"),
                     };
-                    self.event(rc, &event).await;
+                    self.event(rc.obj, &event).await;
                     return Err(e.into());
                 }
             },
@@ -529,12 +584,9 @@ impl Controller {
             }
             Act::OwnDeployerPods => {
                 let owner = json!([{"apiVersion": "v1", "kind": "ReplicationController",
-                    "name": rc["metadata"]["name"], "uid": rc["metadata"]["uid"]}]);
+                    "name": rc.rc.metadata.name, "uid": rc.rc.metadata.uid}]);
                 for pod in self.deployer_pods(rc) {
-                    let unowned = pod["metadata"]["ownerReferences"]
-                        .as_array()
-                        .is_none_or(Vec::is_empty);
-                    if !unowned {
+                    if !array_at(&pod, "/metadata/ownerReferences").is_empty() {
                         continue;
                     }
                     let patch = json!({"metadata": {"ownerReferences": owner}});
@@ -556,11 +608,11 @@ impl Controller {
 
     /// One pass over a deployment (§11.3).
     async fn handle(&self, key: String) -> Result<Action> {
-        let Some(rc) = self.rcs.get(&key) else {
+        let Some(obj) = self.rcs.get(&key) else {
             return Ok(Action::Done);
         };
-        let ns = str_at(&rc, "/metadata/namespace");
-        let name = str_at(&rc, "/metadata/name");
+        let rc = Deployment::read(&obj)?;
+        let (ns, name) = (rc.namespace(), rc.name());
         let deployer = self.pods.get(&format!("{ns}/{}", deployer_pod_name(name)));
         let env: Vec<Value> = Vec::new();
         let seen = Seen {
@@ -622,10 +674,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 Change::Added(rc) | Change::Updated { new: rc, .. } => rc,
                 Change::Deleted(_) => return,
             };
-            if rc["metadata"]["annotations"]
-                .get(os::DEPLOYMENT_CONFIG_ANNOTATION)
-                .is_some()
-            {
+            if os::annotation(rc, os::DEPLOYMENT_CONFIG_ANNOTATION).is_some() {
                 queue.add(key_of(rc));
             }
         })
@@ -634,14 +683,16 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .watches(&pods, |change, queue| {
             let pod = match change {
                 Change::Updated { old, new } => {
-                    if old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"] {
+                    if str_at(old, "/metadata/resourceVersion")
+                        == str_at(new, "/metadata/resourceVersion")
+                    {
                         return;
                     }
                     new
                 }
                 Change::Added(pod) | Change::Deleted(pod) => pod,
             };
-            if let Some(rc) = pod["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION].as_str() {
+            if let Some(rc) = os::annotation(pod, os::DEPLOYMENT_ANNOTATION) {
                 queue.add(format!("{}/{rc}", str_at(pod, "/metadata/namespace")));
             }
         })
@@ -655,6 +706,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::dcview::Dc;
     use crate::controller::deploymentconfig::deployment_for;
 
     fn dc() -> Value {
@@ -671,15 +723,20 @@ mod tests {
     }
 
     fn rc(phase: &str) -> Value {
-        let mut rc = deployment_for(&dc()).unwrap();
+        let dc = dc();
+        let mut rc = deployment_for(&Dc::decode(&dc).unwrap()).unwrap();
         rc["metadata"]["uid"] = json!("rc-uid");
         rc["metadata"]["creationTimestamp"] = json!("2026-11-30T12:00:00Z");
         rc["metadata"]["annotations"][os::DEPLOYMENT_PHASE_ANNOTATION] = json!(phase);
         rc
     }
 
+    fn read(rc: &Value) -> Deployment<'_> {
+        Deployment::read(rc).unwrap()
+    }
+
     fn pod(phase: &str) -> Value {
-        let mut p = deployer_pod(&rc("New"), &dc(), &[]);
+        let mut p = deployer_pod(&read(&rc("New")), &[]);
         p["metadata"]["creationTimestamp"] = json!("2026-11-30T12:00:01Z");
         p["status"] = json!({"phase": phase, "startTime": "2026-11-30T12:00:02Z",
             "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-11-30T12:00:09Z"}}}]});
@@ -707,7 +764,7 @@ mod tests {
 
     #[test]
     fn a_new_deployment_gets_a_deployer_pod_then_follows_it() {
-        let p = plan(&rc("New"), &seen(None, 1));
+        let p = plan(&read(&rc("New")), &seen(None, 1));
         let [Act::CreateDeployer(made)] = p.acts.as_slice() else {
             panic!("{p:?}")
         };
@@ -725,13 +782,13 @@ mod tests {
         assert_eq!(env[1]["value"], "ns");
         // The pod runs: Running; it succeeds: Complete with the final replicas.
         let running = pod("Running");
-        let p = plan(&rc("Pending"), &seen(Some(&running), 3));
+        let p = plan(&read(&rc("Pending")), &seen(Some(&running), 3));
         assert_eq!(p.next, "Running");
         assert_eq!(p.acts, vec![Act::OwnDeployerPods]);
         let done = pod("Succeeded");
-        let p = plan(&rc("Running"), &seen(Some(&done), 9));
+        let p = plan(&read(&rc("Running")), &seen(Some(&done), 9));
         assert_eq!(p.next, "Complete");
-        let after = apply(&rc("Running"), &p).unwrap();
+        let after = apply(&read(&rc("Running")), &p).unwrap();
         let a = &after["metadata"]["annotations"];
         assert_eq!(a[os::DEPLOYMENT_PHASE_ANNOTATION], "Complete");
         assert_eq!(a[os::DEPLOYMENT_REPLICAS_ANNOTATION], "2");
@@ -741,17 +798,17 @@ mod tests {
             "2026-11-30T12:00:09Z"
         );
         // A finished deployment does not move again.
-        let p = plan(&after, &seen(Some(&done), 10));
-        assert_eq!(apply(&after, &p), None);
+        let p = plan(&read(&after), &seen(Some(&done), 10));
+        assert_eq!(apply(&read(&after), &p), None);
     }
 
     #[test]
     fn missing_or_foreign_deployer_pods_and_timeouts_fail_the_deployment() {
-        let p = plan(&rc("Pending"), &seen(None, 2));
+        let p = plan(&read(&rc("Pending")), &seen(None, 2));
         assert!(p.retry.is_some(), "the cache may lag: wait once");
         let mut last = seen(None, 2);
         last.last_chance = true;
-        let p = plan(&rc("Pending"), &last);
+        let p = plan(&read(&rc("Pending")), &last);
         assert_eq!(p.next, "Failed");
         assert_eq!(
             p.annotations[os::DEPLOYMENT_STATUS_REASON_ANNOTATION],
@@ -761,17 +818,17 @@ mod tests {
             p.events[0].message,
             "Deployer pod \"web-1-deploy\" has gone missing"
         );
-        let p = plan(&rc("Running"), &seen(None, 2));
+        let p = plan(&read(&rc("Running")), &seen(None, 2));
         assert_eq!(p.next, "Failed");
         let mut foreign = pod("Running");
         foreign["metadata"]["annotations"][os::DEPLOYMENT_ANNOTATION] = json!("other");
-        let p = plan(&rc("New"), &seen(Some(&foreign), 2));
+        let p = plan(&read(&rc("New")), &seen(Some(&foreign), 2));
         assert_eq!(p.next, "Failed");
         assert_eq!(
             p.annotations[os::DEPLOYMENT_STATUS_REASON_ANNOTATION],
             UNRELATED_POD
         );
-        let p = plan(&rc("New"), &seen(None, 61));
+        let p = plan(&read(&rc("New")), &seen(None, 61));
         assert_eq!(p.next, "Failed");
         assert_eq!(
             p.events[0].message,
@@ -784,18 +841,18 @@ mod tests {
         let mut cancelled = rc("Running");
         cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");
         let running = pod("Running");
-        let p = plan(&cancelled, &seen(Some(&running), 2));
+        let p = plan(&read(&cancelled), &seen(Some(&running), 2));
         assert_eq!(p.acts, vec![Act::DeleteDeployerPods]);
         // Once they are gone it fails, without a "gone missing" event.
-        let p = plan(&cancelled, &seen(None, 3));
+        let p = plan(&read(&cancelled), &seen(None, 3));
         assert_eq!(p.next, "Failed");
         assert!(p.events.is_empty());
         // Succeeding before the cancel is recorded wins.
         let done = pod("Succeeded");
-        let p = plan(&cancelled, &seen(Some(&done), 4));
+        let p = plan(&read(&cancelled), &seen(Some(&done), 4));
         assert_eq!(p.next, "Complete");
         assert_eq!(p.events[0].reason, "FailedCancellation");
-        let after = apply(&cancelled, &p).unwrap();
+        let after = apply(&read(&cancelled), &p).unwrap();
         assert!(!is_cancelled(&after));
     }
 
@@ -803,21 +860,25 @@ mod tests {
     fn a_cancel_recorded_after_completion_is_undone_and_the_phase_stays() {
         let mut done = rc("Running");
         let succeeded = pod("Succeeded");
-        done = apply(&done, &plan(&done, &seen(Some(&succeeded), 9))).unwrap();
+        done = apply(
+            &read(&done),
+            &plan(&read(&done), &seen(Some(&succeeded), 9)),
+        )
+        .unwrap();
         done["spec"]["replicas"] = json!(3);
         let mut late = done.clone();
         let a = &mut late["metadata"]["annotations"];
         a[os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");
         a[os::DEPLOYMENT_STATUS_REASON_ANNOTATION] = json!("cancelled by the user");
-        let p = plan(&late, &seen(Some(&succeeded), 20));
+        let p = plan(&read(&late), &seen(Some(&succeeded), 20));
         assert_eq!(p.events[0].reason, "FailedCancellation");
         assert_eq!(p.events[0].message, "Succeeded before cancel recorded");
-        let after = apply(&late, &p).unwrap();
+        let after = apply(&read(&late), &p).unwrap();
         assert_eq!(after, done, "only the cancellation is undone");
         // Not cancelled: a Complete deployment is left alone.
-        let p = plan(&done, &seen(Some(&succeeded), 21));
+        let p = plan(&read(&done), &seen(Some(&succeeded), 21));
         assert!(p.events.is_empty());
-        assert_eq!(apply(&done, &p), None);
+        assert_eq!(apply(&read(&done), &p), None);
     }
 
     #[test]
@@ -827,7 +888,7 @@ mod tests {
         for phase in ["Pending", "Running"] {
             let mut last = seen(Some(&stopping), 6);
             last.last_chance = phase == "Pending";
-            let p = plan(&rc(phase), &last);
+            let p = plan(&read(&rc(phase)), &last);
             assert_eq!(p.next, "Failed");
             assert_eq!(
                 p.annotations[os::DEPLOYMENT_STATUS_REASON_ANNOTATION],
@@ -838,20 +899,20 @@ mod tests {
         // A deployer that succeeded before its deletion completed the deployment.
         let mut succeeded = pod("Succeeded");
         succeeded["metadata"]["deletionTimestamp"] = json!("2026-11-30T12:00:05Z");
-        let p = plan(&rc("Running"), &seen(Some(&succeeded), 6));
+        let p = plan(&read(&rc("Running")), &seen(Some(&succeeded), 6));
         assert_eq!(p.next, "Complete");
         // A deployment reset to New (retried) waits for the old deployer to go, then
         // gets a new one.
-        let p = plan(&rc("New"), &seen(Some(&stopping), 6));
+        let p = plan(&read(&rc("New")), &seen(Some(&stopping), 6));
         assert_eq!(p.next, "New");
         assert!(p.acts.is_empty() && p.events.is_empty() && p.retry.is_none());
-        assert_eq!(apply(&rc("New"), &p), None);
-        let p = plan(&rc("New"), &seen(None, 7));
+        assert_eq!(apply(&read(&rc("New")), &p), None);
+        let p = plan(&read(&rc("New")), &seen(None, 7));
         assert!(matches!(p.acts.as_slice(), [Act::CreateDeployer(_)]));
         // Cancelled: the deletion is ours, no "gone missing".
         let mut cancelled = rc("Running");
         cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("true");
-        let p = plan(&cancelled, &seen(Some(&stopping), 6));
+        let p = plan(&read(&cancelled), &seen(Some(&stopping), 6));
         assert_eq!(p.next, "Failed");
         assert!(p.events.is_empty());
     }
@@ -860,8 +921,8 @@ mod tests {
     fn the_ignore_annotation_keeps_a_deployment_new() {
         let mut rc = rc("New");
         rc["metadata"]["annotations"][os::DEPLOYMENT_IGNORE_POD_ANNOTATION] = json!("true");
-        let p = plan(&rc, &seen(None, 1));
+        let p = plan(&read(&rc), &seen(None, 1));
         assert!(p.acts.is_empty());
-        assert_eq!(apply(&rc, &p), None);
+        assert_eq!(apply(&read(&rc), &p), None);
     }
 }

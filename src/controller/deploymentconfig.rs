@@ -5,24 +5,22 @@
 //! cleanup deletes. Pure functions over the API objects, so every rule is unit-tested;
 //! the controller loop applies them through the client.
 
-use crate::types::json::str_at;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value, json};
 
+use super::dcview::{self, Dc, DeploymentConfig};
 use super::{Action, Context, Error, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Patch, Propagation};
 use crate::client::{Kind, Resource, catalog};
+use crate::types::json::{array_at, bool_at, int_at, str_at};
 use crate::types::openshift as os;
 
 pub const NEWER_RUNNING: &str = "newer deployment was found running";
-
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
-}
 
 /// The version a deployment was made for (its latest-version annotation; 0 if none).
 pub fn version_of(rc: &Value) -> i64 {
@@ -40,8 +38,7 @@ pub fn is_finished(rc: &Value) -> bool {
 
 /// Marked cancelled (`true` in any case).
 pub fn is_cancelled(rc: &Value) -> bool {
-    annotation(rc, os::DEPLOYMENT_CANCELLED_ANNOTATION)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    dcview::marks_cancelled(os::annotation(rc, os::DEPLOYMENT_CANCELLED_ANNOTATION))
 }
 
 /// The DC encoded in a deployment when it was made.
@@ -49,22 +46,15 @@ pub fn decode_dc(rc: &Value) -> Result<Value, String> {
     os::decode_config(rc)
 }
 
-fn int(v: &Value, p: &str) -> i64 {
-    v.pointer(p).and_then(Value::as_i64).unwrap_or(0)
-}
-
 /// The deployment (RC) of `dc` at its `status.latestVersion` (§9).
-pub fn deployment_for(dc: &Value) -> Result<Value, String> {
-    let name = str_at(dc, "/metadata/name");
-    let ns = str_at(dc, "/metadata/namespace");
-    let version = int(dc, "/status/latestVersion");
+pub fn deployment_for(dc: &Dc<'_>) -> Result<Value, String> {
+    let name = dc.name();
+    let ns = dc.namespace();
+    let version = dc.status.latest_version;
     let rc_name = os::deployment_name(name, version);
-    let encoded = serde_json::to_string(dc).map_err(|e| e.to_string())?;
-    let mut labels = dc["metadata"]["labels"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    labels.insert(os::DEPLOYMENT_CONFIG_ANNOTATION.into(), json!(name));
+    let encoded = serde_json::to_string(dc.obj).map_err(|e| e.to_string())?;
+    let mut labels = dc.metadata.labels.clone().unwrap_or_default();
+    labels.insert(os::DEPLOYMENT_CONFIG_ANNOTATION.into(), name.into());
     let mut annotations = Map::new();
     annotations.insert(os::DEPLOYMENT_CONFIG_ANNOTATION.into(), json!(name));
     annotations.insert(
@@ -78,32 +68,29 @@ pub fn deployment_for(dc: &Value) -> Result<Value, String> {
     );
     annotations.insert(
         os::DESIRED_REPLICAS_ANNOTATION.into(),
-        json!(int(dc, "/spec/replicas").to_string()),
+        json!(dc.spec.replicas.to_string()),
     );
     annotations.insert(os::DEPLOYMENT_REPLICAS_ANNOTATION.into(), json!("0"));
-    let message = str_at(dc, "/status/details/message");
+    let message = &dc.status.details.message;
     if !message.is_empty() {
         annotations.insert(
             os::DEPLOYMENT_STATUS_REASON_ANNOTATION.into(),
             json!(message),
         );
     }
-    if let Some(v) = dc["metadata"]["annotations"].get(os::DEPLOYMENT_IGNORE_POD_ANNOTATION) {
-        annotations.insert(os::DEPLOYMENT_IGNORE_POD_ANNOTATION.into(), v.clone());
+    if let Some(v) = dcview::annotation(&dc.metadata, os::DEPLOYMENT_IGNORE_POD_ANNOTATION) {
+        annotations.insert(os::DEPLOYMENT_IGNORE_POD_ANNOTATION.into(), json!(v));
     }
-    let mut template = dc["spec"]["template"].clone();
+    let mut template = dc.spec.template.clone();
     if !template.is_object() {
         return Err("the deployment config has no template".into());
     }
-    let mut selector = dc["spec"]["selector"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    let mut selector = dc.spec.selector.clone();
     for (k, v) in [
         (os::DEPLOYMENT_CONFIG_POD_LABEL, name),
         (os::DEPLOYMENT_POD_LABEL, rc_name.as_str()),
     ] {
-        selector.insert(k.into(), json!(v));
+        selector.insert(k.into(), v.into());
         template["metadata"]["labels"][k] = json!(v);
     }
     for (k, v) in [
@@ -127,8 +114,8 @@ pub fn deployment_for(dc: &Value) -> Result<Value, String> {
         "selector": selector,
         "template": template,
     });
-    if let Some(m) = dc["spec"]["minReadySeconds"].as_i64().filter(|m| *m > 0) {
-        spec["minReadySeconds"] = json!(m);
+    if dc.spec.min_ready_seconds > 0 {
+        spec["minReadySeconds"] = json!(dc.spec.min_ready_seconds);
     }
     Ok(json!({
         "apiVersion": "v1",
@@ -142,7 +129,7 @@ pub fn deployment_for(dc: &Value) -> Result<Value, String> {
                 "apiVersion": "apps.openshift.io/v1",
                 "kind": "DeploymentConfig",
                 "name": name,
-                "uid": dc["metadata"]["uid"],
+                "uid": dc.metadata.uid,
                 "controller": true,
                 "blockOwnerDeletion": true,
             }],
@@ -162,48 +149,41 @@ pub enum Trigger {
     Fire(Value),
 }
 
-fn has_trigger(dc: &Value, kind: &str) -> bool {
-    dc["spec"]["triggers"]
-        .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["type"] == kind))
-}
-
 fn config_change() -> Value {
     json!({"message": "config change", "causes": [{"type": "ConfigChange"}]})
 }
 
-fn images(template: &Value) -> Vec<&str> {
-    template["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["image"].as_str())
+/// The images of a list of containers (those that have one).
+fn images(containers: &[Value]) -> Vec<&str> {
+    containers
+        .iter()
+        .filter_map(|c| c.get("image").and_then(Value::as_str))
         .collect()
 }
 
 /// Whether the DC's triggers ask for a new version, given its latest deployment.
-pub fn evaluate_triggers(dc: &Value, latest: Option<&Value>) -> Result<Trigger, String> {
-    if dc["spec"]["paused"] == true {
+pub fn evaluate_triggers(dc: &DeploymentConfig, latest: Option<&Value>) -> Result<Trigger, String> {
+    if dc.spec.paused {
         return Ok(Trigger::None);
     }
     let (config, image) = (
-        has_trigger(dc, "ConfigChange"),
-        has_trigger(dc, "ImageChange"),
+        dc.has_trigger("ConfigChange"),
+        dc.has_trigger("ImageChange"),
     );
     if !config && !image {
         return Ok(Trigger::None);
     }
-    if int(dc, "/status/latestVersion") == 0 {
+    if dc.status.latest_version == 0 {
         if image {
-            let all_resolved = dc["spec"]["triggers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|t| t["type"] == "ImageChange")
+            let all_resolved = dc
+                .spec
+                .triggers
+                .iter()
+                .filter(|t| t.type_ == "ImageChange")
                 .all(|t| {
-                    t.pointer("/imageChangeParams/lastTriggeredImage")
-                        .and_then(Value::as_str)
-                        .is_some_and(|i| !i.is_empty())
+                    t.image_change_params
+                        .as_ref()
+                        .is_some_and(|p| !p.last_triggered_image.is_empty())
                 });
             return Ok(if all_resolved {
                 Trigger::Fire(config_change())
@@ -217,8 +197,8 @@ pub fn evaluate_triggers(dc: &Value, latest: Option<&Value>) -> Result<Trigger, 
         return Ok(Trigger::None);
     };
     if image {
-        let had = images(&latest["spec"]["template"]);
-        let changed: Vec<Value> = images(&dc["spec"]["template"])
+        let had = images(array_at(latest, "/spec/template/spec/containers"));
+        let changed: Vec<Value> = images(array_at(&dc.spec.template, "/spec/containers"))
             .into_iter()
             .filter(|i| !had.contains(&i.trim()))
             .map(|i| {
@@ -233,8 +213,8 @@ pub fn evaluate_triggers(dc: &Value, latest: Option<&Value>) -> Result<Trigger, 
         }
     }
     if config {
-        let then = decode_dc(latest)?;
-        if then["spec"]["template"] != dc["spec"]["template"] {
+        let then = dcview::encoded(latest)?;
+        if then.spec.template != dc.spec.template {
             return Ok(Trigger::Fire(config_change()));
         }
     }
@@ -243,24 +223,27 @@ pub fn evaluate_triggers(dc: &Value, latest: Option<&Value>) -> Result<Trigger, 
 
 /// `maxSurge` and `maxUnavailable` of a Rolling strategy against `replicas`: surge rounds
 /// up, unavailable down; both 0 makes unavailable 1. Other strategies: (0, 0).
-pub fn surge_and_unavailable(dc: &Value, replicas: i64) -> (i64, i64) {
-    if dc["spec"]["strategy"]["type"] != "Rolling" {
+pub fn surge_and_unavailable(dc: &DeploymentConfig, replicas: i64) -> (i64, i64) {
+    let strategy = &dc.spec.strategy;
+    if strategy.type_ != "Rolling" {
         return (0, 0);
     }
-    let params = &dc["spec"]["strategy"]["rollingParams"];
-    let resolve = |v: &Value, up: bool| -> i64 {
+    let params = strategy.rolling_params.as_ref();
+    let resolve = |v: Option<&IntOrString>, up: bool| -> i64 {
         match v {
-            Value::Number(n) => n.as_i64().unwrap_or(0),
-            Value::String(s) => match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
-                Some(pct) if up => (pct * replicas + 99) / 100,
-                Some(pct) => pct * replicas / 100,
-                None => s.parse().unwrap_or(0),
-            },
-            _ => 0,
+            Some(IntOrString::Int(n)) => i64::from(*n),
+            Some(IntOrString::String(s)) => {
+                match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+                    Some(pct) if up => (pct * replicas + 99) / 100,
+                    Some(pct) => pct * replicas / 100,
+                    None => s.parse().unwrap_or(0),
+                }
+            }
+            None => 0,
         }
     };
-    let surge = resolve(&params["maxSurge"], true);
-    let unavailable = resolve(&params["maxUnavailable"], false);
+    let surge = resolve(params.and_then(|p| p.max_surge.as_ref()), true);
+    let unavailable = resolve(params.and_then(|p| p.max_unavailable.as_ref()), false);
     if surge == 0 && unavailable == 0 {
         (0, 1)
     } else {
@@ -280,7 +263,7 @@ pub struct Condition {
 /// Sets a condition the DC way (§10.8): same status and reason → unchanged; same status,
 /// other reason → replaced keeping lastTransitionTime; otherwise replaced.
 fn set_condition(conds: &mut Vec<Value>, c: &Condition, now: &str) {
-    let pos = conds.iter().position(|x| x["type"] == c.kind);
+    let pos = conds.iter().position(|x| str_at(x, "/type") == c.kind);
     let mut new = json!({
         "type": c.kind, "status": c.status, "lastUpdateTime": now,
         "lastTransitionTime": now, "message": c.message,
@@ -291,11 +274,13 @@ fn set_condition(conds: &mut Vec<Value>, c: &Condition, now: &str) {
     match pos {
         Some(i) => {
             let old = &conds[i];
-            if old["status"] == c.status && str_at(old, "/reason") == c.reason {
+            let same_status = str_at(old, "/status") == c.status;
+            if same_status && str_at(old, "/reason") == c.reason {
                 return;
             }
-            if old["status"] == c.status {
-                new["lastTransitionTime"] = old["lastTransitionTime"].clone();
+            if same_status {
+                new["lastTransitionTime"] =
+                    old.get("lastTransitionTime").cloned().unwrap_or_default();
             }
             conds[i] = new;
         }
@@ -304,12 +289,12 @@ fn set_condition(conds: &mut Vec<Value>, c: &Condition, now: &str) {
 }
 
 fn remove_condition(conds: &mut Vec<Value>, kind: &str) {
-    conds.retain(|c| c["type"] != kind);
+    conds.retain(|c| str_at(c, "/type") != kind);
 }
 
 /// The highest-version owned deployment whose version is `status.latestVersion`.
-pub fn latest_of<'a>(dc: &Value, owned: &'a [Value]) -> Option<&'a Value> {
-    let version = int(dc, "/status/latestVersion");
+pub fn latest_of<'a>(dc: &DeploymentConfig, owned: &'a [Value]) -> Option<&'a Value> {
+    let version = dc.status.latest_version;
     owned
         .iter()
         .max_by_key(|rc| version_of(rc))
@@ -319,23 +304,28 @@ pub fn latest_of<'a>(dc: &Value, owned: &'a [Value]) -> Option<&'a Value> {
 /// The DC's status from its owned deployments (§10.5, §10.8, §10.9). `observe` says
 /// whether `observedGeneration` advances; `extra` is set last.
 pub fn compute_status(
-    dc: &Value,
+    dc: &Dc<'_>,
     owned: &[Value],
     observe: bool,
     extra: Option<&Condition>,
     now: &str,
 ) -> Value {
-    let sum = |p: &str| owned.iter().map(|rc| int(rc, p)).sum::<i64>();
+    let sum = |p: &str| owned.iter().map(|rc| int_at(rc, p)).sum::<i64>();
     let replicas = sum("/status/replicas");
     let available = sum("/status/availableReplicas");
     let latest = latest_of(dc, owned);
-    let updated = latest.map_or(0, |rc| int(rc, "/status/replicas"));
-    let stored = &dc["status"];
-    let mut status = stored.as_object().cloned().unwrap_or_default();
+    let updated = latest.map_or(0, |rc| int_at(rc, "/status/replicas"));
+    // The stored status is what is written back: its fields the view does not name stay.
+    let mut status = dc
+        .obj
+        .get("status")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     if observe {
         status.insert(
             "observedGeneration".into(),
-            json!(int(dc, "/metadata/generation")),
+            json!(dc.metadata.generation.unwrap_or(0)),
         );
     }
     status.insert("replicas".into(), json!(replicas));
@@ -347,8 +337,8 @@ pub fn compute_status(
     );
     status.insert("updatedReplicas".into(), json!(updated));
     status.entry("latestVersion").or_insert_with(|| json!(0));
-    let mut conds: Vec<Value> = stored["conditions"].as_array().cloned().unwrap_or_default();
-    let desired = int(dc, "/spec/replicas");
+    let mut conds: Vec<Value> = array_at(dc.obj, "/status/conditions").to_vec();
+    let desired = dc.spec.replicas;
     let (_, unavailable) = surge_and_unavailable(dc, desired);
     let avail = if available >= desired - unavailable && available > 0 {
         Condition {
@@ -366,12 +356,14 @@ pub fn compute_status(
         }
     };
     set_condition(&mut conds, &avail, now);
-    let progressing = conds
+    // Setting Available left the stored Progressing condition as it was.
+    let progressing = dc
+        .status
+        .conditions
         .iter()
-        .find(|c| c["type"] == "Progressing")
-        .map(|c| str_at(c, "/reason").to_string());
-    let paused = dc["spec"]["paused"] == true;
-    if paused {
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| c.reason.clone());
+    if dc.spec.paused {
         if !matches!(
             progressing.as_deref(),
             Some("DeploymentConfigPaused" | "ProgressDeadlineExceeded")
@@ -412,8 +404,8 @@ pub fn compute_status(
                     ),
                 }),
                 "Running" => {
-                    let old_updated = int(stored, "/updatedReplicas");
-                    let old_old = int(stored, "/replicas") - old_updated;
+                    let old_updated = dc.status.updated_replicas;
+                    let old_old = dc.status.replicas - old_updated;
                     let progressed = updated > old_updated || replicas - updated < old_old;
                     if progressed {
                         remove_condition(&mut conds, "Progressing");
@@ -477,18 +469,17 @@ pub fn active_of(owned: &[Value]) -> Option<&Value> {
 
 /// Which deployments to resize: the active one to `spec.replicas`, all others to 0 (all
 /// to 0 for a test DC).
-pub fn scales(dc: &Value, owned: &[Value]) -> Vec<Scale> {
+pub fn scales(dc: &DeploymentConfig, owned: &[Value]) -> Vec<Scale> {
     let active = active_of(owned).map(|rc| str_at(rc, "/metadata/name").to_string());
-    let test = dc["spec"]["test"] == true;
     let mut out = Vec::new();
     for rc in owned {
         let name = str_at(rc, "/metadata/name");
-        let to = if !test && active.as_deref() == Some(name) {
-            int(dc, "/spec/replicas")
+        let to = if !dc.spec.test && active.as_deref() == Some(name) {
+            dc.spec.replicas
         } else {
             0
         };
-        let from = int(rc, "/spec/replicas");
+        let from = int_at(rc, "/spec/replicas");
         if from != to {
             out.push(Scale {
                 name: name.to_string(),
@@ -501,11 +492,11 @@ pub fn scales(dc: &Value, owned: &[Value]) -> Vec<Scale> {
 }
 
 /// The old deployments history cleanup deletes now (§10.7), oldest first.
-pub fn to_prune(dc: &Value, owned: &[Value]) -> Vec<String> {
-    let Some(limit) = dc["spec"]["revisionHistoryLimit"].as_i64() else {
+pub fn to_prune(dc: &DeploymentConfig, owned: &[Value]) -> Vec<String> {
+    let Some(limit) = dc.spec.revision_history_limit else {
         return Vec::new();
     };
-    let latest = int(dc, "/status/latestVersion");
+    let latest = dc.status.latest_version;
     let mut candidates: Vec<&Value> = match active_of(owned).map(version_of) {
         Some(active) => owned.iter().filter(|rc| version_of(rc) < active).collect(),
         None => owned.iter().filter(|rc| version_of(rc) != latest).collect(),
@@ -514,19 +505,16 @@ pub fn to_prune(dc: &Value, owned: &[Value]) -> Vec<String> {
     let extra = candidates.len().saturating_sub(limit.max(0) as usize);
     candidates[..extra]
         .iter()
-        .filter(|rc| int(rc, "/spec/replicas") == 0)
+        .filter(|rc| int_at(rc, "/spec/replicas") == 0)
         .map(|rc| str_at(rc, "/metadata/name").to_string())
         .collect()
 }
 
 /// Whether a template has a container without an image (never deployed).
-pub fn has_unresolved_image(dc: &Value) -> bool {
-    dc["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["image"].as_str().is_none_or(|i| i.trim().is_empty()))
-        })
+pub fn has_unresolved_image(dc: &DeploymentConfig) -> bool {
+    array_at(&dc.spec.template, "/spec/containers")
+        .iter()
+        .any(|c| str_at(c, "/image").trim().is_empty())
 }
 
 /// Labels as a map, for selectors.
@@ -555,17 +543,16 @@ fn now() -> String {
 }
 
 /// Whether `rc` names `dc` (uid) as its controller.
-fn controlled_by<'a>(rc: &'a Value, uid: &str) -> Option<&'a Value> {
-    rc["metadata"]["ownerReferences"]
-        .as_array()?
+fn controlled_by(rc: &Value, uid: &str) -> bool {
+    array_at(rc, "/metadata/ownerReferences")
         .iter()
-        .find(|r| r["controller"] == true && r["uid"] == uid)
+        .any(|r| bool_at(r, "/controller") && str_at(r, "/uid") == uid)
 }
 
 fn has_controller(rc: &Value) -> bool {
-    rc["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|refs| refs.iter().any(|r| r["controller"] == true))
+    array_at(rc, "/metadata/ownerReferences")
+        .iter()
+        .any(|r| bool_at(r, "/controller"))
 }
 
 impl Controller {
@@ -574,10 +561,8 @@ impl Controller {
     }
 
     /// The deployments this DC owns after adopting and releasing (§10.2).
-    async fn claim(&self, dc: &Value) -> Result<Vec<Value>> {
-        let ns = str_at(dc, "/metadata/namespace");
-        let name = str_at(dc, "/metadata/name");
-        let uid = str_at(dc, "/metadata/uid");
+    async fn claim(&self, dc: &Dc<'_>) -> Result<Vec<Value>> {
+        let (ns, name, uid) = (dc.namespace(), dc.name(), dc.uid());
         let mut owned = Vec::new();
         for rc in self.rcs.list_namespace(ns) {
             let matches = labels_of(&rc)
@@ -585,20 +570,18 @@ impl Controller {
                 .map(String::as_str)
                 == Some(name);
             let rc_name = str_at(&rc, "/metadata/name");
-            if controlled_by(&rc, uid).is_some() {
+            if controlled_by(&rc, uid) {
                 if matches {
                     owned.push((*rc).clone());
                     continue;
                 }
-                let refs: Vec<Value> = rc["metadata"]["ownerReferences"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|r| r["uid"] != uid)
+                let refs: Vec<Value> = array_at(&rc, "/metadata/ownerReferences")
+                    .iter()
+                    .filter(|r| str_at(r, "/uid") != uid)
                     .cloned()
                     .collect();
                 let patch = json!({"metadata": {"ownerReferences": refs,
-                    "resourceVersion": rc["metadata"]["resourceVersion"]}});
+                    "resourceVersion": str_at(&rc, "/metadata/resourceVersion")}});
                 match self
                     .client
                     .patch(Self::rcs_res(), Some(ns), rc_name, &Patch::Merge(patch))
@@ -613,22 +596,19 @@ impl Controller {
                 // Adopt only for a DC that is still there and not being deleted.
                 let fresh = self.client.get(self.res, Some(ns), name).await?;
                 if str_at(&fresh, "/metadata/uid") != uid
-                    || fresh.pointer("/metadata/deletionTimestamp").is_some()
+                    || !str_at(&fresh, "/metadata/deletionTimestamp").is_empty()
                 {
                     return Err(Error::Other(format!(
                         "deployment config {ns}/{name} is gone or being deleted; not adopting {rc_name}"
                     )));
                 }
-                let mut refs = rc["metadata"]["ownerReferences"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
+                let mut refs = array_at(&rc, "/metadata/ownerReferences").to_vec();
                 refs.push(
                     json!({"apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig",
                     "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}),
                 );
                 let patch = json!({"metadata": {"ownerReferences": refs,
-                    "resourceVersion": rc["metadata"]["resourceVersion"]}});
+                    "resourceVersion": str_at(&rc, "/metadata/resourceVersion")}});
                 let adopted = self
                     .client
                     .patch(Self::rcs_res(), Some(ns), rc_name, &Patch::Merge(patch))
@@ -642,24 +622,24 @@ impl Controller {
     /// Writes the status computed from `owned` unless the DC already shows it.
     async fn update_status(
         &self,
-        dc: &Value,
+        dc: &Dc<'_>,
         owned: &[Value],
         observe: bool,
         extra: Option<&Condition>,
     ) -> Result<()> {
         let status = compute_status(dc, owned, observe, extra, &now());
-        if status == dc["status"] {
+        if dc.obj.get("status") == Some(&status) {
             return Ok(());
         }
-        let mut updated = dc.clone();
+        let mut updated = dc.obj.clone();
         updated["status"] = status;
         self.client.update_status(self.res, &updated).await?;
         Ok(())
     }
 
     /// Marks the unfinished deployments cancelled; true if any was still in flight.
-    async fn cancel_running(&self, dc: &Value, owned: &[Value]) -> Result<bool> {
-        let version = int(dc, "/status/latestVersion");
+    async fn cancel_running(&self, dc: &Dc<'_>, owned: &[Value]) -> Result<bool> {
+        let version = dc.status.latest_version;
         let mut in_flight = false;
         for rc in owned.iter().filter(|rc| !is_finished(rc)) {
             in_flight = true;
@@ -679,7 +659,7 @@ impl Controller {
                     let message =
                         format!("Cancelled deployment {name:?} superceded by version {version}");
                     self.recorder
-                        .event(dc, EventType::Normal, "DeploymentCancelled", &message)
+                        .event(dc.obj, EventType::Normal, "DeploymentCancelled", &message)
                         .await;
                 }
                 Err(e) if e.is_not_found() => {}
@@ -689,7 +669,7 @@ impl Controller {
                     );
                     self.recorder
                         .event(
-                            dc,
+                            dc.obj,
                             EventType::Warning,
                             "DeploymentCancellationFailed",
                             &message,
@@ -703,8 +683,8 @@ impl Controller {
     }
 
     /// Deletes the old deployments beyond the history limit; an error says which failed.
-    async fn cleanup(&self, dc: &Value, owned: &[Value]) -> std::result::Result<(), String> {
-        let ns = str_at(dc, "/metadata/namespace");
+    async fn cleanup(&self, dc: &Dc<'_>, owned: &[Value]) -> std::result::Result<(), String> {
+        let ns = dc.namespace();
         let params = DeleteParams {
             propagation: Some(Propagation::Background),
             ..Default::default()
@@ -729,8 +709,8 @@ impl Controller {
     }
 
     /// The latest deployment finished: capacity to the last Complete one (§10.6).
-    async fn reconcile_finished(&self, dc: &Value, mut owned: Vec<Value>) -> Result<()> {
-        let ns = str_at(dc, "/metadata/namespace");
+    async fn reconcile_finished(&self, dc: &Dc<'_>, mut owned: Vec<Value>) -> Result<()> {
+        let ns = dc.namespace();
         for Scale { name, from, to } in scales(dc, &owned) {
             let patch = json!({"spec": {"replicas": to}});
             match self
@@ -743,7 +723,7 @@ impl Controller {
                         format!("Scaled replication controller {name:?} from {from} to {to}");
                     self.recorder
                         .event(
-                            dc,
+                            dc.obj,
                             EventType::Normal,
                             "ReplicationControllerScaled",
                             &message,
@@ -762,7 +742,7 @@ impl Controller {
                     );
                     self.recorder
                         .event(
-                            dc,
+                            dc.obj,
                             EventType::Warning,
                             "ReplicationControllerScaleFailed",
                             &message,
@@ -776,7 +756,7 @@ impl Controller {
             let message = format!("Couldn't clean up replication controllers: {e}");
             self.recorder
                 .event(
-                    dc,
+                    dc.obj,
                     EventType::Warning,
                     "ReplicationControllerCleanupFailed",
                     &message,
@@ -787,10 +767,9 @@ impl Controller {
     }
 
     /// Creates the deployment of the latest version (§10.3 step 10).
-    async fn create_deployment(&self, dc: &Value, mut owned: Vec<Value>) -> Result<()> {
-        let ns = str_at(dc, "/metadata/namespace");
-        let name = str_at(dc, "/metadata/name");
-        let version = int(dc, "/status/latestVersion");
+    async fn create_deployment(&self, dc: &Dc<'_>, mut owned: Vec<Value>) -> Result<()> {
+        let (ns, name) = (dc.namespace(), dc.name());
+        let version = dc.status.latest_version;
         let rc = deployment_for(dc).map_err(|e| {
             Error::Other(format!(
                 "couldn't make deployment from (potentially invalid) deployment config {ns}/{name}: {e}"
@@ -802,13 +781,18 @@ impl Controller {
                 let message =
                     format!("Created new replication controller {rc_name:?} for version {version}");
                 self.recorder
-                    .event(dc, EventType::Normal, "DeploymentCreated", &message)
+                    .event(dc.obj, EventType::Normal, "DeploymentCreated", &message)
                     .await;
                 owned.push(made);
                 if let Err(e) = self.cleanup(dc, &owned).await {
                     let message = format!("Couldn't clean up deployments: {e}");
                     self.recorder
-                        .event(dc, EventType::Warning, "DeploymentCleanupFailed", &message)
+                        .event(
+                            dc.obj,
+                            EventType::Warning,
+                            "DeploymentCleanupFailed",
+                            &message,
+                        )
                         .await;
                 }
                 let created = Condition {
@@ -821,8 +805,7 @@ impl Controller {
             }
             Err(e) if e.is_already_exists() => {
                 let existing = self.client.get(Self::rcs_res(), Some(ns), &rc_name).await?;
-                let uid = str_at(dc, "/metadata/uid");
-                if controlled_by(&existing, uid).is_some()
+                if controlled_by(&existing, dc.uid())
                     || (!has_controller(&existing)
                         && labels_of(&existing)
                             .get(os::DEPLOYMENT_CONFIG_ANNOTATION)
@@ -840,7 +823,12 @@ impl Controller {
         };
         let message = format!("Couldn't deploy version {version}: {failed}");
         self.recorder
-            .event(dc, EventType::Warning, "DeploymentCreationFailed", &message)
+            .event(
+                dc.obj,
+                EventType::Warning,
+                "DeploymentCreationFailed",
+                &message,
+            )
             .await;
         let condition = Condition {
             kind: "Progressing",
@@ -855,36 +843,41 @@ impl Controller {
 
     /// One pass over a DC (§10.3).
     async fn handle(&self, key: String) -> Result<Action> {
-        let Some(dc) = self.dcs.get(&key) else {
+        let Some(obj) = self.dcs.get(&key) else {
             return Ok(Action::Done);
         };
-        let mut dc = (*dc).clone();
-        let no_triggers = dc["spec"]["triggers"].as_array().is_none_or(Vec::is_empty);
-        if int(&dc, "/status/latestVersion") == 0 && no_triggers {
+        let dc = Dc::decode(&obj)?;
+        let latest_version = dc.status.latest_version;
+        if latest_version == 0 && dc.spec.triggers.is_empty() {
             self.update_status(&dc, &[], true, None).await?;
             return Ok(Action::Done);
         }
         let owned = self.claim(&dc).await?;
-        if dc.pointer("/metadata/deletionTimestamp").is_some() {
+        if dc.metadata.deletion_timestamp.is_some() {
             self.update_status(&dc, &owned, true, None).await?;
             return Ok(Action::Done);
         }
-        if dc["spec"]["paused"] == true {
+        if dc.spec.paused {
             if let Err(e) = self.cleanup(&dc, &owned).await {
                 let message = format!("Couldn't clean up deployments: {e}");
                 self.recorder
-                    .event(&dc, EventType::Warning, "DeploymentCleanupFailed", &message)
+                    .event(
+                        dc.obj,
+                        EventType::Warning,
+                        "DeploymentCleanupFailed",
+                        &message,
+                    )
                     .await;
             }
             self.update_status(&dc, &owned, true, None).await?;
             return Ok(Action::Done);
         }
-        let latest_version = int(&dc, "/status/latestVersion");
         let highest = owned.iter().map(version_of).max().unwrap_or(0);
         if highest > latest_version {
             // Deployments of an earlier DC of this name: catch the version up, one a pass.
-            dc["status"]["latestVersion"] = json!(latest_version + 1);
-            self.client.update_status(self.res, &dc).await?;
+            let mut updated = (*obj).clone();
+            updated["status"]["latestVersion"] = json!(latest_version + 1);
+            self.client.update_status(self.res, &updated).await?;
             return Ok(Action::Done);
         }
         let latest = latest_of(&dc, &owned).cloned();
@@ -894,7 +887,7 @@ impl Controller {
             );
             self.recorder
                 .event(
-                    &dc,
+                    dc.obj,
                     EventType::Normal,
                     "DeploymentAwaitingCancellation",
                     &message,
@@ -912,9 +905,10 @@ impl Controller {
                 return Ok(Action::Done);
             }
             Trigger::Fire(details) => {
-                dc["status"]["latestVersion"] = json!(latest_version + 1);
-                dc["status"]["details"] = details;
-                self.client.update_status(self.res, &dc).await?;
+                let mut updated = (*obj).clone();
+                updated["status"]["latestVersion"] = json!(latest_version + 1);
+                updated["status"]["details"] = details;
+                self.client.update_status(self.res, &updated).await?;
                 return Ok(Action::Done);
             }
             Trigger::None => {}
@@ -952,15 +946,16 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .watches(&rcs, move |change, queue| {
             let rc = match change {
                 Change::Updated { old, new } => {
-                    if old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"] {
+                    if str_at(old, "/metadata/resourceVersion")
+                        == str_at(new, "/metadata/resourceVersion")
+                    {
                         return;
                     }
                     new
                 }
                 Change::Added(rc) | Change::Deleted(rc) => rc,
             };
-            let Some(dc) = rc["metadata"]["annotations"][os::DEPLOYMENT_CONFIG_ANNOTATION].as_str()
-            else {
+            let Some(dc) = os::annotation(rc, os::DEPLOYMENT_CONFIG_ANNOTATION) else {
                 return;
             };
             let key = format!("{}/{dc}", str_at(rc, "/metadata/namespace"));
@@ -980,6 +975,10 @@ mod tests {
     use super::*;
 
     const NOW: &str = "2026-11-30T12:00:00Z";
+
+    fn view(dc: &Value) -> Dc<'_> {
+        Dc::decode(dc).unwrap()
+    }
 
     fn dc() -> Value {
         json!({
@@ -1001,7 +1000,7 @@ mod tests {
     fn rc(version: i64, phase: &str, replicas: i64) -> Value {
         let mut d = dc();
         d["status"]["latestVersion"] = json!(version);
-        let mut rc = deployment_for(&d).unwrap();
+        let mut rc = deployment_for(&view(&d)).unwrap();
         rc["metadata"]["annotations"][os::DEPLOYMENT_PHASE_ANNOTATION] = json!(phase);
         rc["spec"]["replicas"] = json!(replicas);
         rc["status"] = json!({"replicas": replicas, "readyReplicas": replicas,
@@ -1011,7 +1010,7 @@ mod tests {
 
     #[test]
     fn the_deployment_of_a_version_is_the_dc_at_that_version() {
-        let rc = deployment_for(&dc()).unwrap();
+        let rc = deployment_for(&view(&dc())).unwrap();
         assert_eq!(rc["metadata"]["name"], "web-2");
         assert_eq!(
             rc["metadata"]["labels"][os::DEPLOYMENT_CONFIG_ANNOTATION],
@@ -1050,44 +1049,59 @@ mod tests {
     fn only_a_template_change_fires_the_config_change_trigger() {
         let mut d = dc();
         d["status"]["latestVersion"] = json!(0);
-        assert!(matches!(evaluate_triggers(&d, None), Ok(Trigger::Fire(_))));
+        assert!(matches!(
+            evaluate_triggers(&view(&d), None),
+            Ok(Trigger::Fire(_))
+        ));
         let d = dc();
-        assert_eq!(evaluate_triggers(&d, None), Ok(Trigger::None));
-        let latest = deployment_for(&d).unwrap();
-        assert_eq!(evaluate_triggers(&d, Some(&latest)), Ok(Trigger::None));
+        assert_eq!(evaluate_triggers(&view(&d), None), Ok(Trigger::None));
+        let latest = deployment_for(&view(&d)).unwrap();
+        assert_eq!(
+            evaluate_triggers(&view(&d), Some(&latest)),
+            Ok(Trigger::None)
+        );
         let mut scaled = d.clone();
         scaled["spec"]["replicas"] = json!(9);
-        assert_eq!(evaluate_triggers(&scaled, Some(&latest)), Ok(Trigger::None));
+        assert_eq!(
+            evaluate_triggers(&view(&scaled), Some(&latest)),
+            Ok(Trigger::None)
+        );
         let mut changed = d.clone();
         changed["spec"]["template"]["spec"]["containers"][0]["env"] =
             json!([{"name": "A", "value": "1"}]);
         assert_eq!(
-            evaluate_triggers(&changed, Some(&latest)),
+            evaluate_triggers(&view(&changed), Some(&latest)),
             Ok(Trigger::Fire(config_change()))
         );
         let mut manual = changed.clone();
         manual["spec"]["triggers"] = json!([]);
-        assert_eq!(evaluate_triggers(&manual, Some(&latest)), Ok(Trigger::None));
+        assert_eq!(
+            evaluate_triggers(&view(&manual), Some(&latest)),
+            Ok(Trigger::None)
+        );
         let mut paused = changed;
         paused["spec"]["paused"] = json!(true);
-        assert_eq!(evaluate_triggers(&paused, Some(&latest)), Ok(Trigger::None));
+        assert_eq!(
+            evaluate_triggers(&view(&paused), Some(&latest)),
+            Ok(Trigger::None)
+        );
     }
 
     #[test]
     fn surge_rounds_up_and_unavailable_down() {
         let mut d = dc();
-        assert_eq!(surge_and_unavailable(&d, 3), (1, 0));
-        assert_eq!(surge_and_unavailable(&d, 10), (3, 2));
+        assert_eq!(surge_and_unavailable(&view(&d), 3), (1, 0));
+        assert_eq!(surge_and_unavailable(&view(&d), 10), (3, 2));
         d["spec"]["strategy"]["rollingParams"] = json!({"maxSurge": 0, "maxUnavailable": "10%"});
-        assert_eq!(surge_and_unavailable(&d, 3), (0, 1));
+        assert_eq!(surge_and_unavailable(&view(&d), 3), (0, 1));
         d["spec"]["strategy"]["type"] = json!("Recreate");
-        assert_eq!(surge_and_unavailable(&d, 3), (0, 0));
+        assert_eq!(surge_and_unavailable(&view(&d), 3), (0, 0));
     }
 
     #[test]
     fn status_sums_the_deployments_and_follows_the_latest_phase() {
         let owned = vec![rc(1, "Complete", 0), rc(2, "Running", 2)];
-        let st = compute_status(&dc(), &owned, true, None, NOW);
+        let st = compute_status(&view(&dc()), &owned, true, None, NOW);
         assert_eq!(st["observedGeneration"], 3);
         assert_eq!(st["replicas"], 2);
         assert_eq!(st["updatedReplicas"], 2);
@@ -1111,9 +1125,12 @@ mod tests {
         // The same state again: nothing changes, so a stored status is not rewritten.
         let mut again = dc();
         again["status"] = st.clone();
-        assert_eq!(compute_status(&again, &owned, true, None, "later"), st);
+        assert_eq!(
+            compute_status(&view(&again), &owned, true, None, "later"),
+            st
+        );
         let done = vec![rc(1, "Complete", 0), rc(2, "Complete", 3)];
-        let st = compute_status(&again, &done, true, None, NOW);
+        let st = compute_status(&view(&again), &done, true, None, NOW);
         assert_eq!(cond(&st, "Available")["status"], "True");
         assert_eq!(
             cond(&st, "Progressing")["message"],
@@ -1121,18 +1138,18 @@ mod tests {
         );
         let mut paused = again.clone();
         paused["spec"]["paused"] = json!(true);
-        let st = compute_status(&paused, &done, true, None, NOW);
+        let st = compute_status(&view(&paused), &done, true, None, NOW);
         assert_eq!(cond(&st, "Progressing")["reason"], "DeploymentConfigPaused");
         let mut resumed = dc();
         resumed["status"] = st;
-        let st = compute_status(&resumed, &done, true, None, NOW);
+        let st = compute_status(&view(&resumed), &done, true, None, NOW);
         assert_eq!(
             cond(&st, "Progressing")["reason"],
             "NewReplicationControllerAvailable"
         );
         let mut cancelled = rc(2, "Failed", 0);
         cancelled["metadata"]["annotations"][os::DEPLOYMENT_CANCELLED_ANNOTATION] = json!("True");
-        let st = compute_status(&dc(), &[cancelled], false, None, NOW);
+        let st = compute_status(&view(&dc()), &[cancelled], false, None, NOW);
         assert_eq!(cond(&st, "Progressing")["reason"], "RolloutCancelled");
         assert!(st.get("observedGeneration").is_none());
     }
@@ -1141,7 +1158,7 @@ mod tests {
     fn the_last_complete_deployment_gets_the_replicas_and_the_rest_none() {
         let owned = vec![rc(1, "Complete", 3), rc(2, "Failed", 2)];
         assert_eq!(
-            scales(&dc(), &owned),
+            scales(&view(&dc()), &owned),
             vec![Scale {
                 name: "web-2".into(),
                 from: 2,
@@ -1150,7 +1167,7 @@ mod tests {
         );
         let mut test = dc();
         test["spec"]["test"] = json!(true);
-        assert_eq!(scales(&test, &owned).len(), 2);
+        assert_eq!(scales(&view(&test), &owned).len(), 2);
     }
 
     #[test]
@@ -1165,11 +1182,11 @@ mod tests {
             rc(4, "Complete", 3),
         ];
         // Candidates 1..3 (older than the active 4); two too many: 1 goes, 2 still runs.
-        assert_eq!(to_prune(&d, &owned), vec!["web-1".to_string()]);
+        assert_eq!(to_prune(&view(&d), &owned), vec!["web-1".to_string()]);
         d["spec"]
             .as_object_mut()
             .unwrap()
             .remove("revisionHistoryLimit");
-        assert!(to_prune(&d, &owned).is_empty());
+        assert!(to_prune(&view(&d), &owned).is_empty());
     }
 }

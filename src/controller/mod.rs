@@ -15,6 +15,7 @@ pub mod crdcleanup;
 pub mod cronjob;
 pub mod custom;
 pub mod daemonset;
+pub mod dcview;
 pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
