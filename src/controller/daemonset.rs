@@ -29,13 +29,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
-use super::history::History;
-use super::{Action, Context, Queue, Result, Supervisor, runtime};
+use super::history::{self, History};
+use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
@@ -461,7 +462,7 @@ impl Controller {
             self.backoff.forget_daemon_set(&format!("{key}/"));
             return Ok(Action::Done);
         };
-        let mut ds = (*ds).clone();
+        let ds = (*ds).clone();
         let selector = ds
             .pointer("/spec/selector")
             .and_then(|s| labels::Selector::from_label_selector(s).ok())
@@ -482,7 +483,19 @@ impl Controller {
         }
         let nodes = self.nodes.list();
         let revs = self.history().list(&ds, &selector).await?;
-        let (cur, old) = self.history().record(&mut ds, revs).await?;
+        let typed: DaemonSet = decode(&ds)?;
+        let owner = history::Owner {
+            obj: &ds,
+            meta: &typed.metadata,
+            template_labels: typed
+                .spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref()),
+            collision_count: typed.status.as_ref().and_then(|s| s.collision_count),
+        };
+        let (cur, old) = self.history().record(&owner, revs).await?;
         let hash = hash_of(&cur).to_string();
         let pods = self.claim_pods(&ds, &selector).await?;
         let mut next = None;
