@@ -23,22 +23,31 @@
 //! which the pods just created or deleted are not in the cache yet. Pods bound to a node
 //! that no longer exists are deleted at once (upstream leaves them to the pod GC, which
 //! berth does not have).
+//!
+//! A sync decodes its DaemonSet once as a k8s-openapi `DaemonSet` and reads typed fields
+//! from then on; its pods and the nodes stay JSON (their few fields read through
+//! accessors), and what is written starts from JSON: the pod template is copied as
+//! stored, the status write starts from the stored set.
 
-use crate::types::json::int_at;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetStatus};
+use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::claim::{Claim, OwnerKind, is_deleting, str_at};
+use super::claim::{Claim, OwnerKind, is_deleting};
 use super::expectations::Expectations;
-use super::history::History;
-use super::{Action, Context, Queue, Result, Supervisor, runtime};
+use super::history::{self, History};
+use super::replication::{label_selector, spec_label_selector};
+use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
+use crate::types::json::{array_at, str_at};
 use crate::types::{fit, labels, taints};
 
 /// The label that names the revision a daemon pod (and a revision) was made from.
@@ -55,6 +64,53 @@ const DAEMON_SETS: OwnerKind = OwnerKind {
 
 fn name(obj: &Value) -> &str {
     str_at(obj, "/metadata/name")
+}
+
+/// A DaemonSet as a sync reads it: decoded once from the stored object, which stays at
+/// hand as JSON for what is written from it (events name it, pods copy its template, the
+/// status write starts from a copy of it).
+struct Ds<'a> {
+    obj: &'a Value,
+    meta: ObjectMeta,
+    spec: DaemonSetSpec,
+    status: Option<DaemonSetStatus>,
+}
+
+impl<'a> Ds<'a> {
+    fn decode(obj: &'a Value) -> Result<Self> {
+        let ds: DaemonSet = decode(obj)?;
+        Ok(Ds {
+            obj,
+            meta: ds.metadata,
+            spec: ds.spec,
+            status: ds.status,
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or("")
+    }
+
+    fn namespace(&self) -> &str {
+        self.meta.namespace.as_deref().unwrap_or("")
+    }
+
+    fn min_ready(&self) -> i64 {
+        self.spec.min_ready_seconds.map_or(0, i64::from)
+    }
+
+    fn rolling(&self) -> bool {
+        self.spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.type_.as_deref())
+            == Some("RollingUpdate")
+    }
+
+    /// The template's pod spec.
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        self.spec.template.spec.as_ref()
+    }
 }
 
 fn is_terminal(pod: &Value) -> bool {
@@ -77,6 +133,9 @@ fn hash_of(obj: &Value) -> &str {
     str_at(obj, &format!("/metadata/labels/{HASH_LABEL}"))
 }
 
+const PINNED_TERMS: &str =
+    "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms";
+
 /// Scheduled pods first, then oldest, then by name (`podByCreationTimestampAndPhase`).
 fn by_age(a: &Value, b: &Value) -> std::cmp::Ordering {
     let bound = |p: &Value| str_at(p, "/spec/nodeName").is_empty();
@@ -95,13 +154,12 @@ fn target_node(pod: &Value) -> Option<&str> {
     if !bound.is_empty() {
         return Some(bound);
     }
-    let terms = pod
-        .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")?
-        .as_array()?;
-    terms.iter().find_map(|t| {
-        t["matchFields"].as_array()?.iter().find_map(|r| {
-            let values = r["values"].as_array()?;
-            (r["key"] == "metadata.name" && r["operator"] == "In" && values.len() == 1)
+    array_at(pod, PINNED_TERMS).iter().find_map(|t| {
+        array_at(t, "/matchFields").iter().find_map(|r| {
+            let values = array_at(r, "/values");
+            (str_at(r, "/key") == "metadata.name"
+                && str_at(r, "/operator") == "In"
+                && values.len() == 1)
                 .then(|| values[0].as_str())
                 .flatten()
         })
@@ -130,12 +188,14 @@ fn daemon_tolerations(host_network: bool) -> Vec<Value> {
 
 /// The pod spec of the DaemonSet's template with the daemon tolerations added (those
 /// already there kept once).
-fn daemon_pod_spec(ds: &Value) -> Value {
+fn daemon_pod_spec(ds: &Ds) -> Value {
+    // Copied as stored: every field kept.
     let mut spec = ds
+        .obj
         .pointer("/spec/template/spec")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let host_network = spec["hostNetwork"] == true;
+    let host_network = ds.pod_spec().and_then(|s| s.host_network) == Some(true);
     if !spec["tolerations"].is_array() {
         spec["tolerations"] = json!([]);
     }
@@ -170,8 +230,11 @@ fn pin_to_node(spec: &mut Value, node: &str) {
 
 /// Whether `node` should run the DaemonSet's pod, and whether a pod already there may
 /// keep running (`NodeShouldRunDaemonPod`), by the scheduler's rules.
-pub fn should_run(ds: &Value, node: &Value) -> (bool, bool) {
-    let wanted = str_at(ds, "/spec/template/spec/nodeName");
+fn should_run(ds: &Ds, node: &Value) -> (bool, bool) {
+    let wanted = ds
+        .pod_spec()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("");
     if !wanted.is_empty() && wanted != name(node) {
         return (false, false);
     }
@@ -192,11 +255,15 @@ pub fn should_run(ds: &Value, node: &Value) -> (bool, bool) {
 }
 
 /// The update strategy's bounds for `desired` nodes (`updatedDesiredNodeCounts`).
-fn bounds(ds: &Value, desired: i64) -> (i64, i64) {
-    let ru = ds.pointer("/spec/updateStrategy/rollingUpdate");
-    let at = |f: &str| ru.and_then(|r| r.get(f));
-    let surge = crate::types::scaled_int_or_percent(at("maxSurge"), desired, true);
-    let mut unavailable = crate::types::scaled_int_or_percent(at("maxUnavailable"), desired, true);
+fn bounds(ds: &Ds, desired: i64) -> (i64, i64) {
+    let ru = ds
+        .spec
+        .update_strategy
+        .as_ref()
+        .and_then(|u| u.rolling_update.as_ref());
+    let scaled = |v| super::deployment::scaled_int_or_percent(v, desired, true);
+    let surge = scaled(ru.and_then(|r| r.max_surge.as_ref()));
+    let mut unavailable = scaled(ru.and_then(|r| r.max_unavailable.as_ref()));
     if desired > 0 && surge == 0 && unavailable == 0 {
         unavailable = 1;
     }
@@ -237,11 +304,10 @@ struct Plan {
 
 /// What each node needs (`podsShouldBeOnNode`); `pods` holds the daemon pods of each
 /// node.
-fn plan_node(ds: &Value, node: &Value, pods: Option<&Vec<&Value>>, hash: &str, plan: &mut Plan) {
+fn plan_node(ds: &Ds, node: &Value, pods: Option<&Vec<&Value>>, hash: &str, plan: &mut Plan) {
     let (run, keep) = should_run(ds, node);
     let node_name = name(node);
-    let surge = ds.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate"))
-        && bounds(ds, 1).0 > 0;
+    let surge = ds.rolling() && bounds(ds, 1).0 > 0;
     match pods {
         None if run => plan.create.push(node_name.to_string()),
         Some(pods) if keep => {
@@ -287,7 +353,7 @@ fn plan_node(ds: &Value, node: &Value, pods: Option<&Vec<&Value>>, hash: &str, p
                 }
             }
             if let (Some(new), Some(old)) = (newest, oldest) {
-                let min_ready = int_at(ds, "/spec/minReadySeconds");
+                let min_ready = ds.min_ready();
                 if !is_ready(old) || is_available(new, min_ready) {
                     plan.delete.push(name(old).to_string());
                 }
@@ -305,12 +371,12 @@ fn plan_node(ds: &Value, node: &Value, pods: Option<&Vec<&Value>>, hash: &str, p
 /// The rolling update's choices (`rollingUpdate`): old pods to delete and, when surging,
 /// nodes to start a new pod on beside the old one.
 fn plan_rolling(
-    ds: &Value,
+    ds: &Ds,
     nodes: &[Arc<Value>],
     by_node: &BTreeMap<String, Vec<&Value>>,
     hash: &str,
 ) -> Plan {
-    let min_ready = int_at(ds, "/spec/minReadySeconds");
+    let min_ready = ds.min_ready();
     let mut wanted: BTreeMap<&str, (bool, &[&Value])> = BTreeMap::new();
     let mut desired = 0;
     for node in nodes {
@@ -456,20 +522,17 @@ struct Controller {
 
 impl Controller {
     async fn reconcile(&self, key: String) -> Result<Action> {
-        let Some(ds) = self.daemon_sets.get(&key) else {
+        let Some(obj) = self.daemon_sets.get(&key) else {
             self.expectations.forget(&key);
             self.backoff.forget_daemon_set(&format!("{key}/"));
             return Ok(Action::Done);
         };
-        let mut ds = (*ds).clone();
-        let selector = ds
-            .pointer("/spec/selector")
-            .and_then(|s| labels::Selector::from_label_selector(s).ok())
-            .unwrap_or_default();
+        let ds = Ds::decode(&obj)?;
+        let selector = label_selector(&ds.spec.selector);
         if selector.is_empty() {
             self.recorder
                 .event(
-                    &ds,
+                    ds.obj,
                     EventType::Warning,
                     "SelectingAll",
                     "This daemon set is selecting all pods. A non-empty selector is required.",
@@ -477,19 +540,29 @@ impl Controller {
                 .await;
             return Ok(Action::Done);
         }
-        if is_deleting(&ds) {
+        if ds.meta.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
         let nodes = self.nodes.list();
-        let revs = self.history().list(&ds, &selector).await?;
-        let (cur, old) = self.history().record(&mut ds, revs).await?;
+        let revs = self.history().list(ds.obj, &selector).await?;
+        let owner = history::Owner {
+            obj: ds.obj,
+            meta: &ds.meta,
+            template_labels: ds
+                .spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref()),
+            collision_count: ds.status.as_ref().and_then(|s| s.collision_count),
+        };
+        let (cur, old) = self.history().record(&owner, revs).await?;
         let hash = hash_of(&cur).to_string();
         let pods = self.claim_pods(&ds, &selector).await?;
         let mut next = None;
         if self.expectations.satisfied(&key) {
             next = self.manage(&key, &ds, &nodes, &pods, &hash).await?;
-            let rolling = ds.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate"));
-            if rolling && self.expectations.satisfied(&key) {
+            if ds.rolling() && self.expectations.satisfied(&key) {
                 let by_node = group_by_node(&pods);
                 let plan = plan_rolling(&ds, &nodes, &by_node, &hash);
                 self.sync_nodes(&key, &ds, &plan.delete, &plan.create, &hash)
@@ -507,13 +580,13 @@ impl Controller {
     }
 
     /// The pods this DaemonSet controls, adopting and releasing by its selector.
-    async fn claim_pods(&self, ds: &Value, selector: &labels::Selector) -> Result<Vec<Value>> {
+    async fn claim_pods(&self, ds: &Ds<'_>, selector: &labels::Selector) -> Result<Vec<Value>> {
         let owned = Claim {
             client: &self.client,
             kind: DAEMON_SETS,
             owners: self.daemon_sets.resource(),
             children: &self.pods,
-            owner: ds,
+            owner: ds.obj,
             selector,
         }
         .run()
@@ -526,7 +599,7 @@ impl Controller {
     async fn manage(
         &self,
         key: &str,
-        ds: &Value,
+        ds: &Ds<'_>,
         nodes: &[Arc<Value>],
         pods: &[Value],
         hash: &str,
@@ -543,10 +616,10 @@ impl Controller {
                 None => {
                     let message = format!(
                         "Found failed daemon pod {}/{pod} on node {node}, will try to kill it",
-                        str_at(ds, "/metadata/namespace")
+                        ds.namespace()
                     );
                     self.recorder
-                        .event(ds, EventType::Warning, "FailedDaemonPod", &message)
+                        .event(ds.obj, EventType::Warning, "FailedDaemonPod", &message)
                         .await;
                     plan.delete.push(pod);
                 }
@@ -571,12 +644,12 @@ impl Controller {
     }
 
     /// A `FailedPlacement` event for each daemon pod the scheduler could not place.
-    async fn report_placement(&self, ds: &Value, nodes: &[Arc<Value>], pods: &[Value]) {
+    async fn report_placement(&self, ds: &Ds<'_>, nodes: &[Arc<Value>], pods: &[Value]) {
         for pod in pods.iter().filter(|p| !is_deleting(p)) {
             let Some(cond) = crate::types::condition(pod, "PodScheduled") else {
                 continue;
             };
-            if cond["status"] != "False" || cond["reason"] != "Unschedulable" {
+            if str_at(cond, "/status") != "False" || str_at(cond, "/reason") != "Unschedulable" {
                 continue;
             }
             let Some(node) = target_node(pod) else {
@@ -587,10 +660,10 @@ impl Controller {
             }
             let message = format!(
                 "failed to place pod on {node:?}: {}",
-                cond["message"].as_str().unwrap_or("")
+                str_at(cond, "/message")
             );
             self.recorder
-                .event(ds, EventType::Warning, "FailedPlacement", &message)
+                .event(ds.obj, EventType::Warning, "FailedPlacement", &message)
                 .await;
         }
     }
@@ -600,7 +673,7 @@ impl Controller {
     async fn sync_nodes(
         &self,
         key: &str,
-        ds: &Value,
+        ds: &Ds<'_>,
         delete: &[String],
         create: &[String],
         hash: &str,
@@ -609,7 +682,7 @@ impl Controller {
         if create.is_empty() {
             return Ok(());
         }
-        let ns = str_at(ds, "/metadata/namespace");
+        let ns = ds.namespace();
         let pods = self.pods.resource();
         self.expectations.expect(key, create.len() as i64, 0);
         for (i, node) in create.iter().enumerate() {
@@ -618,7 +691,7 @@ impl Controller {
                 Ok(made) => {
                     self.recorder
                         .event(
-                            ds,
+                            ds.obj,
                             EventType::Normal,
                             "SuccessfulCreate",
                             &format!("Created pod: {}", name(&made)),
@@ -631,7 +704,7 @@ impl Controller {
                         .observed(key, (create.len() - i) as i64, 0);
                     self.recorder
                         .event(
-                            ds,
+                            ds.obj,
                             EventType::Warning,
                             "FailedCreate",
                             &format!("Error creating: {e}"),
@@ -647,14 +720,14 @@ impl Controller {
     async fn delete_pods(
         &self,
         key: &str,
-        ds: &Value,
+        ds: &Ds<'_>,
         names: &[String],
         grace: Option<i64>,
     ) -> Result<()> {
         if names.is_empty() {
             return Ok(());
         }
-        let ns = str_at(ds, "/metadata/namespace");
+        let ns = ds.namespace();
         let pods = self.pods.resource();
         self.expectations.expect(key, 0, names.len() as i64);
         for pod in names {
@@ -666,7 +739,7 @@ impl Controller {
                 Ok(_) => {
                     self.recorder
                         .event(
-                            ds,
+                            ds.obj,
                             EventType::Normal,
                             "SuccessfulDelete",
                             &format!("Deleted pod: {pod}"),
@@ -678,7 +751,7 @@ impl Controller {
                     self.expectations.observed(key, 0, 1);
                     self.recorder
                         .event(
-                            ds,
+                            ds.obj,
                             EventType::Warning,
                             "FailedDelete",
                             &format!("Error deleting: {e}"),
@@ -704,11 +777,8 @@ impl Controller {
 
     /// Deletes the oldest revisions beyond `revisionHistoryLimit` that no pod uses
     /// (`cleanupHistory`).
-    async fn cleanup_history(&self, ds: &Value, old: &[Value], pods: &[Value]) -> Result<()> {
-        let limit = ds
-            .pointer("/spec/revisionHistoryLimit")
-            .and_then(Value::as_i64)
-            .unwrap_or(10);
+    async fn cleanup_history(&self, ds: &Ds<'_>, old: &[Value], pods: &[Value]) -> Result<()> {
+        let limit = ds.spec.revision_history_limit.map_or(10, i64::from);
         let live: Vec<&str> = pods.iter().map(hash_of).collect();
         self.history()
             .truncate(limit, old, |rev| live.contains(&hash_of(rev)))
@@ -719,13 +789,13 @@ impl Controller {
     /// when a ready pod becomes available.
     async fn update_status(
         &self,
-        ds: &Value,
+        ds: &Ds<'_>,
         nodes: &[Arc<Value>],
         pods: &[Value],
         hash: &str,
     ) -> Result<Option<Duration>> {
         let by_node = group_by_node(pods);
-        let min_ready = int_at(ds, "/spec/minReadySeconds");
+        let min_ready = ds.min_ready();
         let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
         let (mut ready, mut available, mut updated) = (0, 0, 0);
         let mut wait: Option<Duration> = None;
@@ -759,7 +829,7 @@ impl Controller {
                 updated += 1;
             }
         }
-        let mut status = ds.get("status").cloned().unwrap_or_else(|| json!({}));
+        let mut status = ds.obj.get("status").cloned().unwrap_or_else(|| json!({}));
         if !status.is_object() {
             status = json!({});
         }
@@ -767,7 +837,7 @@ impl Controller {
         status["currentNumberScheduled"] = json!(current);
         status["numberMisscheduled"] = json!(misscheduled);
         status["numberReady"] = json!(ready);
-        status["observedGeneration"] = ds["metadata"]["generation"].clone();
+        status["observedGeneration"] = json!(ds.meta.generation);
         let m = status.as_object_mut().expect("an object");
         // As Go's omitempty leaves them out.
         for (field, n) in [
@@ -781,8 +851,8 @@ impl Controller {
                 m.insert(field.into(), json!(n));
             }
         }
-        if ds.get("status") != Some(&status) {
-            let mut copy = ds.clone();
+        if ds.obj.get("status") != Some(&status) {
+            let mut copy = ds.obj.clone();
             copy["status"] = status;
             self.client
                 .update_status(self.daemon_sets.resource(), &copy)
@@ -808,10 +878,11 @@ fn group_by_node(pods: &[Value]) -> BTreeMap<String, Vec<&Value>> {
 }
 
 /// A daemon pod for `node` (`CreatePodTemplate` with the node affinity).
-fn new_pod(ds: &Value, node: &str, hash: &str) -> Value {
-    let template = &ds["spec"]["template"];
-    let mut metadata = template
-        .get("metadata")
+fn new_pod(ds: &Ds, node: &str, hash: &str) -> Value {
+    // Copied as stored: every field kept.
+    let mut metadata = ds
+        .obj
+        .pointer("/spec/template/metadata")
         .cloned()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
@@ -819,8 +890,8 @@ fn new_pod(ds: &Value, node: &str, hash: &str) -> Value {
         metadata["labels"] = json!({});
     }
     metadata["labels"][HASH_LABEL] = json!(hash);
-    metadata["generateName"] = json!(format!("{}-", name(ds)));
-    metadata["ownerReferences"] = json!([DAEMON_SETS.controlled_by(ds)]);
+    metadata["generateName"] = json!(format!("{}-", ds.name()));
+    metadata["ownerReferences"] = json!([DAEMON_SETS.controlled_by(ds.obj)]);
     if let Some(m) = metadata.as_object_mut() {
         m.remove("name");
         m.remove("namespace");
@@ -849,10 +920,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         move |queue: &Queue, pod: &Value| {
             let labels = labels::map_at(pod, "/metadata/labels");
             for ds in daemon_sets.list_namespace(str_at(pod, "/metadata/namespace")) {
-                let sel = ds
-                    .pointer("/spec/selector")
-                    .and_then(|s| labels::Selector::from_label_selector(s).ok())
-                    .unwrap_or_default();
+                let sel = spec_label_selector(&ds);
                 if !sel.is_empty() && sel.matches(&labels) {
                     queue.add(key_of(&ds));
                 }
@@ -973,6 +1041,10 @@ mod tests {
         d
     }
 
+    fn view(d: &Value) -> Ds<'_> {
+        Ds::decode(d).unwrap()
+    }
+
     fn node(name: &str, labels: Value, taints: Value) -> Arc<Value> {
         Arc::new(json!({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}))
     }
@@ -992,34 +1064,34 @@ mod tests {
     fn nodes_run_daemon_pods_by_selector_and_taints() {
         let d = ds(json!({}));
         assert_eq!(
-            should_run(&d, &node("a", json!({}), json!([]))),
+            should_run(&view(&d), &node("a", json!({}), json!([]))),
             (true, true)
         );
         let no_schedule = json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]);
         assert_eq!(
-            should_run(&d, &node("b", json!({}), no_schedule)),
+            should_run(&view(&d), &node("b", json!({}), no_schedule)),
             (false, true),
             "a running pod may stay on a NoSchedule taint"
         );
         let no_execute = json!([{"key": "dedicated", "effect": "NoExecute"}]);
         assert_eq!(
-            should_run(&d, &node("c", json!({}), no_execute)),
+            should_run(&view(&d), &node("c", json!({}), no_execute)),
             (false, false)
         );
         // The daemon tolerations: a cordoned, not-ready node still runs it.
         let cordoned = json!([{"key": taints::UNSCHEDULABLE, "effect": "NoSchedule"},
                               {"key": taints::NOT_READY, "effect": "NoExecute"}]);
         assert_eq!(
-            should_run(&d, &node("d", json!({}), cordoned)),
+            should_run(&view(&d), &node("d", json!({}), cordoned)),
             (true, true)
         );
         let mut picky = ds(json!({}));
         picky["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
         assert_eq!(
-            should_run(&picky, &node("e", json!({}), json!([]))),
+            should_run(&view(&picky), &node("e", json!({}), json!([]))),
             (false, false)
         );
-        assert!(should_run(&picky, &node("f", json!({"disk": "ssd"}), json!([]))).0);
+        assert!(should_run(&view(&picky), &node("f", json!({"disk": "ssd"}), json!([]))).0);
     }
 
     #[test]
@@ -1029,7 +1101,7 @@ mod tests {
         d["spec"]["template"]["spec"]["affinity"] = json!({"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}]}}});
-        let p = new_pod(&d, "n1", "abc");
+        let p = new_pod(&view(&d), "n1", "abc");
         assert_eq!(p["metadata"]["generateName"], "agent-");
         assert_eq!(p["metadata"]["labels"][HASH_LABEL], "abc");
         assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "DaemonSet");
@@ -1051,7 +1123,7 @@ mod tests {
         let mut again = d.clone();
         again["spec"]["template"]["spec"] = p["spec"].clone();
         assert_eq!(
-            daemon_pod_spec(&again)["tolerations"]
+            daemon_pod_spec(&view(&again))["tolerations"]
                 .as_array()
                 .unwrap()
                 .len(),
@@ -1074,7 +1146,7 @@ mod tests {
             pod("pd", "d", "new", true),
         ];
         let by_node = group_by_node(&pods);
-        let plan = plan_rolling(&d, &nodes, &by_node, "new");
+        let plan = plan_rolling(&view(&d), &nodes, &by_node, "new");
         // The unavailable old pod goes at once, and two available ones fit the budget.
         assert_eq!(plan.delete, ["pc", "pa", "pb"]);
         assert!(plan.create.is_empty());
@@ -1085,7 +1157,7 @@ mod tests {
             pod("pd", "d", "new", false),
         ];
         let by_node = group_by_node(&pods);
-        let plan = plan_rolling(&d, &nodes[..], &by_node, "new");
+        let plan = plan_rolling(&view(&d), &nodes[..], &by_node, "new");
         // Node c has no pod (unavailable), d's new pod is not available: no room.
         assert!(plan.delete.is_empty(), "{plan:?}");
     }
@@ -1099,7 +1171,7 @@ mod tests {
             .map(|n| node(n, json!({}), json!([])))
             .collect();
         let pods = vec![pod("pa", "a", "old", true), pod("pb", "b", "old", true)];
-        let plan = plan_rolling(&d, &nodes, &group_by_node(&pods), "new");
+        let plan = plan_rolling(&view(&d), &nodes, &group_by_node(&pods), "new");
         assert_eq!(plan.create, ["a"], "one surge at a time");
         assert!(plan.delete.is_empty());
         let pods = vec![
@@ -1107,7 +1179,7 @@ mod tests {
             pod("na", "a", "new", true),
             pod("pb", "b", "old", true),
         ];
-        let plan = plan_rolling(&d, &nodes, &group_by_node(&pods), "new");
+        let plan = plan_rolling(&view(&d), &nodes, &group_by_node(&pods), "new");
         assert_eq!(
             plan.delete,
             ["pa"],
@@ -1118,7 +1190,7 @@ mod tests {
         let pods = vec![pod("pa", "a", "old", true), pod("na", "a", "new", false)];
         let by_node = group_by_node(&pods);
         let mut plan = Plan::default();
-        plan_node(&d, &nodes[0], by_node.get("a"), "new", &mut plan);
+        plan_node(&view(&d), &nodes[0], by_node.get("a"), "new", &mut plan);
         assert_eq!(plan, Plan::default());
     }
 
@@ -1133,10 +1205,10 @@ mod tests {
         let pods = vec![pod("p1", "a", "h", true), newer, done];
         let by_node = group_by_node(&pods);
         let mut plan = Plan::default();
-        plan_node(&d, &n, by_node.get("a"), "h", &mut plan);
+        plan_node(&view(&d), &n, by_node.get("a"), "h", &mut plan);
         assert_eq!(plan.delete, ["p0", "p2"]);
         let mut plan = Plan::default();
-        plan_node(&d, &n, None, "h", &mut plan);
+        plan_node(&view(&d), &n, None, "h", &mut plan);
         assert_eq!(plan.create, ["a"]);
         // A pod being deleted, or a failed one, holds the node's place until it is gone.
         let mut going = pod("p3", "a", "old", true);
@@ -1147,7 +1219,7 @@ mod tests {
             let pods = vec![held];
             let by_node = group_by_node(&pods);
             let mut plan = Plan::default();
-            plan_node(&d, &n, by_node.get("a"), "h", &mut plan);
+            plan_node(&view(&d), &n, by_node.get("a"), "h", &mut plan);
             assert!(plan.create.is_empty(), "{plan:?}");
         }
     }

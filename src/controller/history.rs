@@ -8,14 +8,22 @@
 //! rollback), equal duplicates go, and a name taken by another template bumps the
 //! owner's `status.collisionCount` and hashes again. [`History::truncate`] keeps
 //! `revisionHistoryLimit` revisions among those no longer live.
+//!
+//! The owner comes as an [`Owner`]: its metadata and collision count typed, its template
+//! JSON (hashed and copied as it is stored). Revisions stay JSON: their data is compared
+//! and written byte for byte, and a renumbered one is written back whole.
 
-use crate::types::json::int_at;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::claim::{Claim, OwnerKind, str_at};
-use super::{Error, Result};
+use super::claim::{Claim, OwnerKind};
+use super::{Error, Result, decode};
 use crate::client::informer::Informer;
 use crate::client::{Client, DeleteParams, Resource};
+use crate::types::json::{int_at, str_at};
 use crate::types::labels;
 
 /// One owner's history.
@@ -32,10 +40,56 @@ pub struct History<'a> {
     pub annotations: bool,
 }
 
+/// The owner of a history, as its controller decoded it.
+pub struct Owner<'a> {
+    /// The owner as stored: its template is hashed and copied from it.
+    pub obj: &'a Value,
+    pub meta: &'a ObjectMeta,
+    /// The labels of its pod template.
+    pub template_labels: Option<&'a BTreeMap<String, String>>,
+    /// `status.collisionCount`.
+    pub collision_count: Option<i32>,
+}
+
+impl Owner<'_> {
+    fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or("")
+    }
+
+    fn namespace(&self) -> &str {
+        self.meta.namespace.as_deref().unwrap_or("")
+    }
+
+    /// The collision count the hash takes (a negative one is none).
+    fn collisions(&self) -> Option<u32> {
+        self.collision_count.and_then(|c| u32::try_from(c).ok())
+    }
+}
+
+/// `status.collisionCount` of an owner as read back from the API, alone.
+fn stored_collision_count(obj: &Value) -> Result<Option<i64>> {
+    #[derive(Deserialize)]
+    struct Stored {
+        status: Option<StoredStatus>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct StoredStatus {
+        collision_count: Option<i64>,
+    }
+    let stored: Stored = decode(obj)?;
+    Ok(stored.status.and_then(|s| s.collision_count))
+}
+
+/// A JSON pointer's escaping of one key (`~` as `~0`, `/` as `~1`).
+fn pointer_key(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// The revision data of an owner: its template as the patch that puts it back
 /// (`getPatch`).
 pub fn data_of(owner: &Value) -> Value {
-    let mut template = owner["spec"]["template"].clone();
+    let mut template = owner.pointer("/spec/template").cloned().unwrap_or_default();
     if let Some(t) = template.as_object_mut() {
         t.insert("$patch".into(), json!("replace"));
     }
@@ -65,10 +119,10 @@ pub fn sort(revs: &mut [Value]) {
 
 impl History<'_> {
     fn hash_of<'v>(&self, rev: &'v Value) -> &'v str {
-        rev.pointer("/metadata/labels")
-            .and_then(|l| l.get(self.hash_label))
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        str_at(
+            rev,
+            &format!("/metadata/labels/{}", pointer_key(self.hash_label)),
+        )
     }
 
     /// The revisions `owner` controls, adopting and releasing by its selector, oldest
@@ -103,10 +157,10 @@ impl History<'_> {
 
     /// The revision of `owner`'s template, made or renumbered when needed, and the other
     /// revisions of `revs` (`constructHistory`, `getStatefulSetRevisions`).
-    pub async fn record(&self, owner: &mut Value, revs: Vec<Value>) -> Result<(Value, Vec<Value>)> {
-        let data = data_of(owner);
+    pub async fn record(&self, owner: &Owner<'_>, revs: Vec<Value>) -> Result<(Value, Vec<Value>)> {
+        let data = data_of(owner.obj);
         let (mut current, old): (Vec<Value>, Vec<Value>) =
-            revs.into_iter().partition(|r| r["data"] == data);
+            revs.into_iter().partition(|r| r.get("data") == Some(&data));
         let next = old
             .iter()
             .map(|r| int_at(r, "/revision"))
@@ -134,34 +188,24 @@ impl History<'_> {
 
     /// Makes the revision of the owner's template; a name taken by another template bumps
     /// the collision count.
-    async fn snapshot(&self, owner: &mut Value, revision: i64) -> Result<Value> {
-        let collisions = owner
-            .pointer("/status/collisionCount")
-            .and_then(Value::as_u64)
-            .map(|c| c as u32);
-        let hash = super::deployment::template_hash(&owner["spec"]["template"], collisions);
-        let owner_name = str_at(owner, "/metadata/name");
-        let rev_name = format!("{owner_name}-{hash}");
-        let mut labels = owner
-            .pointer("/spec/template/metadata/labels")
-            .cloned()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+    async fn snapshot(&self, owner: &Owner<'_>, revision: i64) -> Result<Value> {
+        let collisions = owner.collisions();
+        let template = owner.obj.pointer("/spec/template").unwrap_or(&Value::Null);
+        let hash = super::deployment::template_hash(template, collisions);
+        let rev_name = format!("{}-{hash}", owner.name());
+        let mut labels = json!(owner.template_labels.cloned().unwrap_or_default());
         labels[self.hash_label] = json!(hash);
-        let ns = str_at(owner, "/metadata/namespace").to_string();
+        let ns = owner.namespace().to_string();
         let mut metadata = json!({
             "name": rev_name,
             "namespace": ns,
             "labels": labels,
-            "ownerReferences": [self.kind.controlled_by(owner)],
+            "ownerReferences": [self.kind.controlled_by(owner.obj)],
         });
-        if let Some(a) = owner
-            .pointer("/metadata/annotations")
-            .filter(|_| self.annotations)
-        {
-            metadata["annotations"] = a.clone();
+        if let Some(a) = owner.meta.annotations.as_ref().filter(|_| self.annotations) {
+            metadata["annotations"] = json!(a);
         }
-        let data = data_of(owner);
+        let data = data_of(owner.obj);
         let rev = json!({
             "apiVersion": "apps/v1",
             "kind": "ControllerRevision",
@@ -174,17 +218,16 @@ impl History<'_> {
             Ok(made) => Ok(made),
             Err(e) if e.is_already_exists() => {
                 let existing = self.client.get(res, Some(&ns), &rev_name).await?;
-                if existing["data"] == data {
+                if existing.get("data") == Some(&data) {
                     return Ok(existing);
                 }
                 let mut live = self
                     .client
-                    .get(self.owners, Some(&ns), str_at(owner, "/metadata/name"))
+                    .get(self.owners, Some(&ns), owner.name())
                     .await?;
-                if live.pointer("/status/collisionCount") == owner.pointer("/status/collisionCount")
-                {
+                if stored_collision_count(&live)? == owner.collision_count.map(i64::from) {
                     live["status"]["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
-                    *owner = self.client.update_status(self.owners, &live).await?;
+                    self.client.update_status(self.owners, &live).await?;
                 }
                 Err(Error::Other(format!(
                     "controller revision {rev_name:?} exists with another template: hashing again"

@@ -26,19 +26,29 @@
 //! What upstream's update of an existing pod would also mend (its hostname, subdomain and
 //! volumes) lives in the pod spec, which the API keeps immutable; berth mends the identity
 //! labels and the claims' owners only.
+//!
+//! A pass decodes its set once as a k8s-openapi `StatefulSet` and reads typed fields from
+//! then on; its pods stay JSON (their few fields read through accessors), and what is
+//! written starts from JSON: pod templates and claim templates are copied as stored, the
+//! status write starts from the stored set.
 
-use crate::types::json::int_at;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::{
+    RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetSpec, StatefulSetStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use super::claim::{Claim, OwnerKind, is_deleting, str_at};
+use super::claim::{Claim, OwnerKind, is_deleting};
 use super::history::{self, History};
-use super::{Action, Context, Queue, Result, Supervisor, runtime};
+use super::replication::{label_selector, spec_label_selector};
+use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
+use crate::types::json::{array_at, str_at};
 use crate::types::labels;
 
 /// The label that names the revision a pod was made from.
@@ -62,6 +72,90 @@ fn name(obj: &Value) -> &str {
     str_at(obj, "/metadata/name")
 }
 
+/// A label's JSON pointer in an object's metadata (`/` in a key is written `~1`).
+fn label_at(key: &str) -> String {
+    format!(
+        "/metadata/labels/{}",
+        key.replace('~', "~0").replace('/', "~1")
+    )
+}
+
+/// A StatefulSet as a pass reads it: decoded once from the stored object, which stays at
+/// hand as JSON for what is written from it (events name it, pods and claims copy its
+/// templates, the status write starts from a copy of it).
+struct Set<'a> {
+    obj: &'a Value,
+    meta: ObjectMeta,
+    spec: StatefulSetSpec,
+    status: StatefulSetStatus,
+}
+
+impl<'a> Set<'a> {
+    fn decode(obj: &'a Value) -> Result<Self> {
+        let set: StatefulSet = decode(obj)?;
+        Ok(Set {
+            obj,
+            meta: set.metadata,
+            spec: set.spec,
+            status: set.status.unwrap_or_default(),
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or("")
+    }
+
+    fn namespace(&self) -> &str {
+        self.meta.namespace.as_deref().unwrap_or("")
+    }
+
+    fn uid(&self) -> &str {
+        self.meta.uid.as_deref().unwrap_or("")
+    }
+
+    fn start_ordinal(&self) -> i64 {
+        self.spec
+            .ordinals
+            .as_ref()
+            .and_then(|o| o.start)
+            .map_or(0, i64::from)
+    }
+
+    fn replicas(&self) -> i64 {
+        i64::from(self.spec.replicas.unwrap_or(1)).max(0)
+    }
+
+    fn in_range(&self, pod: &Value) -> bool {
+        let o = ordinal(pod);
+        let start = self.start_ordinal();
+        o >= start && o < start + self.replicas()
+    }
+
+    fn min_ready(&self) -> i64 {
+        self.spec.min_ready_seconds.map_or(0, i64::from)
+    }
+
+    fn rolling(&self) -> bool {
+        self.spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.type_.as_deref())
+            == Some("RollingUpdate")
+    }
+
+    fn rolling_update(&self) -> Option<&RollingUpdateStatefulSetStrategy> {
+        self.spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.rolling_update.as_ref())
+    }
+
+    /// The claim templates, as stored: claims copy them.
+    fn claim_templates(&self) -> &'a [Value] {
+        claim_templates(self.obj)
+    }
+}
+
 /// The set and ordinal a pod's name gives (`getParentNameAndOrdinal`).
 pub fn parent_and_ordinal(pod_name: &str) -> Option<(&str, i64)> {
     let (parent, digits) = pod_name.rsplit_once('-')?;
@@ -76,29 +170,12 @@ fn ordinal(pod: &Value) -> i64 {
     parent_and_ordinal(name(pod)).map_or(-1, |(_, o)| o)
 }
 
-fn start_ordinal(set: &Value) -> i64 {
-    int_at(set, "/spec/ordinals/start")
-}
-
-fn replicas(set: &Value) -> i64 {
-    set.pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1)
-        .max(0)
-}
-
-fn in_range(set: &Value, pod: &Value) -> bool {
-    let o = ordinal(pod);
-    let start = start_ordinal(set);
-    o >= start && o < start + replicas(set)
-}
-
 fn phase(pod: &Value) -> &str {
     str_at(pod, "/status/phase")
 }
 
 fn revision_of(pod: &Value) -> &str {
-    str_at(pod, &format!("/metadata/labels/{REVISION_LABEL}"))
+    str_at(pod, &label_at(REVISION_LABEL))
 }
 
 /// Running and ready, unless the debugging annotation says otherwise.
@@ -106,11 +183,14 @@ fn is_running_and_ready(pod: &Value) -> bool {
     if phase(pod) != "Running" || !crate::types::is_pod_ready(pod) {
         return false;
     }
-    let held = pod
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(INITIALIZED_ANNOTATION))
-        .and_then(Value::as_str);
-    held != Some("false")
+    let held = str_at(
+        pod,
+        &format!(
+            "/metadata/annotations/{}",
+            INITIALIZED_ANNOTATION.replace('/', "~1")
+        ),
+    );
+    held != "false"
 }
 
 /// How long until a running, ready pod is available; `None` when it is not ready.
@@ -129,31 +209,25 @@ fn is_unavailable(pod: &Value, min_ready: i64) -> bool {
     !is_available(pod, min_ready) || is_deleting(pod)
 }
 
-fn min_ready(set: &Value) -> i64 {
-    int_at(set, "/spec/minReadySeconds")
+fn claim_name(template: &Value, set: &Set, ordinal: i64) -> String {
+    format!("{}-{}-{ordinal}", name(template), set.name())
 }
 
-fn claim_name(template: &Value, set: &Value, ordinal: i64) -> String {
-    format!("{}-{}-{ordinal}", name(template), name(set))
-}
-
+/// A stored set's claim templates.
 fn claim_templates(set: &Value) -> &[Value] {
-    set.pointer("/spec/volumeClaimTemplates")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+    array_at(set, "/spec/volumeClaimTemplates")
 }
 
 /// Whether a pod is named, labelled and addressed as its ordinal of `set`
 /// (`identityMatches`).
-fn identity_matches(set: &Value, pod: &Value) -> bool {
+fn identity_matches(set: &Set, pod: &Value) -> bool {
     let Some((parent, o)) = parent_and_ordinal(name(pod)) else {
         return false;
     };
-    let labels = &pod["metadata"]["labels"];
-    parent == name(set)
-        && str_at(pod, "/metadata/namespace") == str_at(set, "/metadata/namespace")
-        && labels[POD_NAME_LABEL] == name(pod)
-        && labels[POD_INDEX_LABEL].as_str() == Some(o.to_string().as_str())
+    parent == set.name()
+        && str_at(pod, "/metadata/namespace") == set.namespace()
+        && str_at(pod, &label_at(POD_NAME_LABEL)) == name(pod)
+        && str_at(pod, &label_at(POD_INDEX_LABEL)) == o.to_string()
 }
 
 /// A pod's metadata as its ordinal wants it: the identity labels.
@@ -167,26 +241,23 @@ fn mend_identity(pod: &mut Value) {
     pod["metadata"]["labels"][POD_INDEX_LABEL] = json!(o.to_string());
 }
 
-/// The pod of `ordinal` from `set` (at the revision `revision` names): the template with
-/// the identity, the claims as volumes and the set as controller (`newStatefulSetPod`).
-fn new_pod(set: &Value, ordinal: i64, revision: &str) -> Value {
-    let template = &set["spec"]["template"];
+/// The pod of `ordinal` from `set` at the revision `revision` names (whose pod template
+/// is `template`): the template with the identity, the claims as volumes and the set as
+/// controller (`newStatefulSetPod`).
+fn new_pod(set: &Set, template: &Value, ordinal: i64, revision: &str) -> Value {
     let mut metadata = template
         .get("metadata")
         .cloned()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
-    let pod_name = format!("{}-{ordinal}", name(set));
+    let pod_name = format!("{}-{ordinal}", set.name());
     if let Some(m) = metadata.as_object_mut() {
         m.remove("generateName");
         m.insert("name".into(), json!(pod_name));
-        m.insert(
-            "namespace".into(),
-            json!(str_at(set, "/metadata/namespace")),
-        );
+        m.insert("namespace".into(), json!(set.namespace()));
         m.insert(
             "ownerReferences".into(),
-            json!([STATEFUL_SETS.controlled_by(set)]),
+            json!([STATEFUL_SETS.controlled_by(set.obj)]),
         );
     }
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata});
@@ -194,15 +265,11 @@ fn new_pod(set: &Value, ordinal: i64, revision: &str) -> Value {
     mend_identity(&mut pod);
     pod["metadata"]["labels"][REVISION_LABEL] = json!(revision);
     pod["spec"]["hostname"] = json!(pod_name);
-    if let Some(service) = set
-        .pointer("/spec/serviceName")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
+    if let Some(service) = set.spec.service_name.as_deref().filter(|s| !s.is_empty()) {
         pod["spec"]["subdomain"] = json!(service);
     }
     // The claims' volumes replace the template's volumes of the same name (`updateStorage`).
-    let templates = claim_templates(set);
+    let templates = set.claim_templates();
     let mut volumes: Vec<Value> = templates
         .iter()
         .map(|t| {
@@ -212,8 +279,8 @@ fn new_pod(set: &Value, ordinal: i64, revision: &str) -> Value {
             })
         })
         .collect();
-    for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
-        if !templates.iter().any(|t| name(t) == v["name"]) {
+    for v in array_at(&pod, "/spec/volumes") {
+        if !templates.iter().any(|t| name(t) == str_at(v, "/name")) {
             volumes.push(v.clone());
         }
     }
@@ -225,24 +292,19 @@ fn new_pod(set: &Value, ordinal: i64, revision: &str) -> Value {
 
 /// The claim of `template` for `ordinal` (`getPersistentVolumeClaims`): labelled with the
 /// set's selector.
-fn new_claim(set: &Value, template: &Value, ordinal: i64) -> Value {
+fn new_claim(set: &Set, template: &Value, ordinal: i64) -> Value {
     let mut metadata = template
         .get("metadata")
         .cloned()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
     metadata["name"] = json!(claim_name(template, set, ordinal));
-    metadata["namespace"] = json!(str_at(set, "/metadata/namespace"));
+    metadata["namespace"] = json!(set.namespace());
     if !metadata["labels"].is_object() {
         metadata["labels"] = json!({});
     }
-    if let Some(m) = set
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-    {
-        for (k, v) in m {
-            metadata["labels"][k] = v.clone();
-        }
+    for (k, v) in set.spec.selector.match_labels.iter().flatten() {
+        metadata["labels"][k] = json!(v);
     }
     json!({
         "apiVersion": "v1",
@@ -252,12 +314,12 @@ fn new_claim(set: &Value, template: &Value, ordinal: i64) -> Value {
     })
 }
 
-fn plain_ref(api_version: &str, kind: &str, owner: &Value) -> Value {
+fn plain_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> Value {
     json!({
         "apiVersion": api_version,
         "kind": kind,
-        "name": name(owner),
-        "uid": str_at(owner, "/metadata/uid"),
+        "name": name,
+        "uid": uid,
     })
 }
 
@@ -266,36 +328,37 @@ fn plain_ref(api_version: &str, kind: &str, owner: &Value) -> Value {
 /// for `whenDeleted: Delete`, a condemned pod for `whenScaled: Delete` (and then the set
 /// no longer does, so that a scale down deletes it and a deletion of the set does not
 /// race it).
-fn wanted_owners(set: &Value, pod: &Value, claim: &Value) -> Option<Value> {
-    let policy = &set["spec"]["persistentVolumeClaimRetentionPolicy"];
-    let delete = |f: &str| policy[f] == "Delete";
-    let condemned = !in_range(set, pod);
-    let (by_set, by_pod) = match (delete("whenScaled"), delete("whenDeleted")) {
+fn wanted_owners(set: &Set, pod: &Value, claim: &Value) -> Option<Value> {
+    let policy = set.spec.persistent_volume_claim_retention_policy.as_ref();
+    let when_scaled = policy.and_then(|p| p.when_scaled.as_deref()) == Some("Delete");
+    let when_deleted = policy.and_then(|p| p.when_deleted.as_deref()) == Some("Delete");
+    let condemned = !set.in_range(pod);
+    let (by_set, by_pod) = match (when_scaled, when_deleted) {
         (false, false) => (false, false),
         (false, true) => (true, false),
         (true, false) => (false, condemned),
         (true, true) => (!condemned, condemned),
     };
-    let set_uid = str_at(set, "/metadata/uid");
+    let set_uid = set.uid();
     let pod_uid = str_at(pod, "/metadata/uid");
-    let refs: Vec<Value> = claim
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let has = |uid: &str| refs.iter().any(|r| r["uid"] == uid);
+    let refs = array_at(claim, "/metadata/ownerReferences");
+    fn uid(r: &Value) -> &str {
+        str_at(r, "/uid")
+    }
+    let has = |u: &str| refs.iter().any(|r| uid(r) == u);
     if has(set_uid) == by_set && (pod_uid.is_empty() || has(pod_uid) == by_pod) {
         return None;
     }
     let mut out: Vec<Value> = refs
-        .into_iter()
-        .filter(|r| r["uid"] != set_uid && (pod_uid.is_empty() || r["uid"] != pod_uid))
+        .iter()
+        .filter(|r| uid(r) != set_uid && (pod_uid.is_empty() || uid(r) != pod_uid))
+        .cloned()
         .collect();
     if by_set {
-        out.push(plain_ref("apps/v1", "StatefulSet", set));
+        out.push(plain_ref("apps/v1", "StatefulSet", set.name(), set_uid));
     }
     if by_pod && !pod_uid.is_empty() {
-        out.push(plain_ref("v1", "Pod", pod));
+        out.push(plain_ref("v1", "Pod", name(pod), pod_uid));
     }
     Some(json!(out))
 }
@@ -336,22 +399,21 @@ fn count<'a>(
 
 /// The status a pass leaves, the way upstream's struct serialises (zero counts left out
 /// but `replicas` and `availableReplicas`).
-fn status_of(set: &Value, counts: Counts, current: &str, update: &str) -> Value {
+fn status_of(set: &Set, counts: Counts, current: &str, update: &str) -> Value {
     let mut current = current;
     let mut current_replicas = counts.current;
     // `completeRollingUpdate`.
-    let rolling = set.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate"));
-    if rolling && counts.updated == counts.replicas && counts.ready == counts.replicas {
+    if set.rolling() && counts.updated == counts.replicas && counts.ready == counts.replicas {
         current_replicas = counts.updated;
         current = update;
     }
     let mut status = json!({
-        "observedGeneration": set["metadata"]["generation"],
+        "observedGeneration": set.meta.generation,
         "replicas": counts.replicas,
         "availableReplicas": counts.available,
         "currentRevision": current,
         "updateRevision": update,
-        "collisionCount": int_at(set, "/status/collisionCount"),
+        "collisionCount": set.status.collision_count.unwrap_or(0),
     });
     for (field, n) in [
         ("readyReplicas", counts.ready),
@@ -362,8 +424,8 @@ fn status_of(set: &Value, counts: Counts, current: &str, update: &str) -> Value 
             status[field] = json!(n);
         }
     }
-    // Conditions are not the controller's; keep what others wrote.
-    if let Some(c) = set.pointer("/status/conditions") {
+    // Conditions are not the controller's; keep what others wrote, as stored.
+    if let Some(c) = set.obj.pointer("/status/conditions") {
         status["conditions"] = c.clone();
     }
     status
@@ -391,10 +453,10 @@ struct Controller {
 struct Pass<'a> {
     c: &'a Controller,
     /// The set as it is.
-    set: &'a Value,
-    /// The set at its current and its update revision.
-    current_set: Value,
-    update_set: Value,
+    set: &'a Set<'a>,
+    /// The pod templates of its current and its update revision.
+    current_template: Value,
+    update_template: Value,
     current: String,
     update: String,
     /// Pods deleted in this pass (by name), which the status no longer counts as current
@@ -417,52 +479,55 @@ impl Controller {
     }
 
     async fn reconcile(&self, key: String) -> Result<Action> {
-        let Some(set) = self.sets.get(&key) else {
+        let Some(obj) = self.sets.get(&key) else {
             return Ok(Action::Done);
         };
-        let mut set = (*set).clone();
-        if is_deleting(&set) {
+        let set = Set::decode(&obj)?;
+        if set.meta.deletion_timestamp.is_some() {
             // The garbage collector takes the pods, revisions and owned claims.
             return Ok(Action::Done);
         }
-        let Some(selector) = set
-            .pointer("/spec/selector")
-            .and_then(|s| labels::Selector::from_label_selector(s).ok())
-            .filter(|s| !s.is_empty())
-        else {
+        let selector = label_selector(&set.spec.selector);
+        if selector.is_empty() {
             return Ok(Action::Done);
-        };
+        }
         let history = self.history();
-        let revs = history.list(&set, &selector).await?;
-        let (update_rev, others) = history.record(&mut set, revs).await?;
-        let wanted = str_at(&set, "/status/currentRevision");
+        let revs = history.list(set.obj, &selector).await?;
+        let owner = history::Owner {
+            obj: set.obj,
+            meta: &set.meta,
+            template_labels: set
+                .spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref()),
+            collision_count: set.status.collision_count,
+        };
+        let (update_rev, others) = history.record(&owner, revs).await?;
+        let wanted = set.status.current_revision.as_deref().unwrap_or("");
         let current_rev = others
             .iter()
             .find(|r| name(r) == wanted)
             .cloned()
             .unwrap_or_else(|| update_rev.clone());
-        let set_name = name(&set).to_string();
+        let set_name = set.name().to_string();
         let pods = Claim {
             client: &self.client,
             kind: STATEFUL_SETS,
             owners: self.sets.resource(),
             children: &self.pods,
-            owner: &set,
+            owner: set.obj,
             selector: &selector,
         }
         .run_filtered(|p| parent_and_ordinal(name(p)).is_some_and(|(s, _)| s == set_name))
         .await?;
         let pods: Vec<Value> = pods.iter().map(|p| (**p).clone()).collect();
-        let at = |rev: &Value| {
-            let mut s = set.clone();
-            s["spec"]["template"] = history::template_of(rev);
-            s
-        };
         let mut pass = Pass {
             c: self,
             set: &set,
-            current_set: at(&current_rev),
-            update_set: at(&update_rev),
+            current_template: history::template_of(&current_rev),
+            update_template: history::template_of(&update_rev),
             current: name(&current_rev).to_string(),
             update: name(&update_rev).to_string(),
             deleted: Vec::new(),
@@ -470,7 +535,7 @@ impl Controller {
         };
         let outcome = pass.run(&pods).await;
         // The status is written even when the pass stopped on an error.
-        let min = min_ready(&set);
+        let min = set.min_ready();
         let mut counts = count(&pods, min, &pass.current, &pass.update);
         // What this pass deleted no longer counts as current or updated.
         for pod in pods
@@ -484,10 +549,7 @@ impl Controller {
         self.write_status(&set, status).await?;
         outcome?;
         let live: Vec<&str> = pods.iter().map(revision_of).collect();
-        let limit = set
-            .pointer("/spec/revisionHistoryLimit")
-            .and_then(Value::as_i64)
-            .unwrap_or(10);
+        let limit = set.spec.revision_history_limit.map_or(10, i64::from);
         let (current, update) = (pass.current.clone(), pass.update.clone());
         history
             .truncate(limit, &others, |r| {
@@ -497,12 +559,12 @@ impl Controller {
         Ok(pass.wait.map_or(Action::Done, Action::RequeueAfter))
     }
 
-    async fn write_status(&self, set: &Value, status: Value) -> Result<()> {
-        let old = set.get("status").cloned().unwrap_or_else(|| json!({}));
+    async fn write_status(&self, set: &Set<'_>, status: Value) -> Result<()> {
+        let old = set.obj.get("status").cloned().unwrap_or_else(|| json!({}));
         if old == status {
             return Ok(());
         }
-        let mut copy = set.clone();
+        let mut copy = set.obj.clone();
         copy["status"] = status;
         match self.client.update_status(self.sets.resource(), &copy).await {
             Ok(_) => Ok(()),
@@ -511,9 +573,9 @@ impl Controller {
         }
     }
 
-    async fn pod_event(&self, set: &Value, verb: &str, pod: &str, error: Option<String>) {
+    async fn pod_event(&self, set: &Set<'_>, verb: &str, pod: &str, error: Option<String>) {
         let title = format!("{}{}", verb[..1].to_uppercase(), &verb[1..]);
-        let set_name = name(set);
+        let (set_name, set) = (set.name(), set.obj);
         match error {
             None => {
                 let message = format!("{verb} Pod {pod} in StatefulSet {set_name} successful");
@@ -538,14 +600,14 @@ impl Controller {
 
     async fn claim_event(
         &self,
-        set: &Value,
+        set: &Set<'_>,
         verb: &str,
         claim: &str,
         pod: &str,
         error: Option<String>,
     ) {
         let title = format!("{}{}", verb[..1].to_uppercase(), &verb[1..]);
-        let set_name = name(set);
+        let (set_name, set) = (set.name(), set.obj);
         match error {
             None => {
                 let message =
@@ -573,12 +635,12 @@ impl Controller {
 
 impl Pass<'_> {
     fn monotonic(&self) -> bool {
-        self.set.pointer("/spec/podManagementPolicy") != Some(&json!("Parallel"))
+        self.set.spec.pod_management_policy.as_deref() != Some("Parallel")
     }
 
     /// Notes when a ready pod becomes available, to look again then.
     fn wait_for(&mut self, pod: &Value) {
-        if let Some(d) = until_available(pod, min_ready(self.set)).filter(|d| !d.is_zero()) {
+        if let Some(d) = until_available(pod, self.set.min_ready()).filter(|d| !d.is_zero()) {
             let d = d + Duration::from_millis(100);
             self.wait = Some(self.wait.map_or(d, |w| w.min(d)));
         }
@@ -586,20 +648,20 @@ impl Pass<'_> {
 
     async fn run(&mut self, pods: &[Value]) -> Result<()> {
         let set = self.set;
-        let start = start_ordinal(set);
-        let count = replicas(set);
+        let start = set.start_ordinal();
+        let count = set.replicas();
         let mut slots: Vec<Option<&Value>> = vec![None; count as usize];
         let mut condemned: Vec<&Value> = Vec::new();
         for pod in pods {
             let o = ordinal(pod);
-            if in_range(set, pod) {
+            if set.in_range(pod) {
                 slots[(o - start) as usize] = Some(pod);
             } else if o >= 0 {
                 condemned.push(pod);
             }
         }
         condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
-        let min = min_ready(set);
+        let min = set.min_ready();
         let first_unavailable = slots
             .iter()
             .flatten()
@@ -638,7 +700,7 @@ impl Pass<'_> {
                 return Ok(());
             }
         }
-        if set.pointer("/spec/updateStrategy/type") != Some(&json!("RollingUpdate")) {
+        if !set.rolling() {
             return Ok(());
         }
         self.roll(&slots).await
@@ -647,26 +709,22 @@ impl Pass<'_> {
     /// Makes the pod of `ordinal` (and its claims) at the revision its ordinal takes
     /// (`newVersionedStatefulSetPod`).
     async fn create(&mut self, ordinal: i64, monotonic: bool) -> Result<Step> {
-        let ru = self
-            .current_set
-            .pointer("/spec/updateStrategy/rollingUpdate")
-            .filter(|r| r.is_object());
-        let rolling =
-            self.current_set.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate"));
-        let at_current = match ru {
-            None => rolling && ordinal < int_at(self.set, "/status/currentReplicas"),
-            Some(ru) => ordinal < int_at(ru, "/partition"),
+        // The revisions differ in their templates only: the strategy is the set's.
+        let set = self.set;
+        let at_current = match set.rolling_update() {
+            None => set.rolling() && ordinal < set.status.current_replicas.map_or(0, i64::from),
+            Some(ru) => ordinal < ru.partition.map_or(0, i64::from),
         };
-        let (source, revision) = if at_current {
-            (&self.current_set, &self.current)
+        let (template, revision) = if at_current {
+            (&self.current_template, &self.current)
         } else {
-            (&self.update_set, &self.update)
+            (&self.update_template, &self.update)
         };
-        let pod = new_pod(source, ordinal, revision);
+        let pod = new_pod(set, template, ordinal, revision);
         if !self.create_claims(&pod).await? {
             return Ok(Step::Stop);
         }
-        let ns = str_at(self.set, "/metadata/namespace");
+        let ns = set.namespace();
         let pod_name = name(&pod).to_string();
         match self
             .c
@@ -693,10 +751,10 @@ impl Pass<'_> {
     /// false while one of them is still being deleted.
     async fn create_claims(&self, pod: &Value) -> Result<bool> {
         let set = self.set;
-        let ns = str_at(set, "/metadata/namespace");
+        let ns = set.namespace();
         let o = ordinal(pod);
         let res = self.c.claims.resource();
-        for template in claim_templates(&self.update_set) {
+        for template in set.claim_templates() {
             let claim_name = claim_name(template, set, o);
             if let Some(existing) = self.c.claims.get(&format!("{ns}/{claim_name}")) {
                 if is_deleting(&existing) {
@@ -730,9 +788,9 @@ impl Pass<'_> {
     /// Gives a pod's claims the owners the retention policy wants
     /// (`UpdatePodClaimForRetentionPolicy`).
     async fn fix_claims(&self, pod: &Value) -> Result<()> {
-        let ns = str_at(self.set, "/metadata/namespace");
+        let ns = self.set.namespace();
         let res = self.c.claims.resource();
-        for template in claim_templates(&self.update_set) {
+        for template in self.set.claim_templates() {
             let key = format!("{ns}/{}", claim_name(template, self.set, ordinal(pod)));
             let Some(claim) = self.c.claims.get(&key) else {
                 continue;
@@ -774,7 +832,7 @@ impl Pass<'_> {
             if is_deleting(pod) || !is_running_and_ready(pod) {
                 return Ok(Step::Stop);
             }
-            if !is_available(pod, min_ready(self.set)) {
+            if !is_available(pod, self.set.min_ready()) {
                 self.wait_for(pod);
                 return Ok(Step::Stop);
             }
@@ -807,7 +865,7 @@ impl Pass<'_> {
             uid: Some(str_at(pod, "/metadata/uid").to_string()),
             ..DeleteParams::default()
         };
-        let ns = str_at(self.set, "/metadata/namespace");
+        let ns = self.set.namespace();
         let res = self.c.pods.resource();
         match self
             .c
@@ -836,21 +894,14 @@ impl Pass<'_> {
     /// unavailable.
     async fn roll(&mut self, slots: &[Option<&Value>]) -> Result<()> {
         let set = self.set;
-        let ru = set.pointer("/spec/updateStrategy/rollingUpdate");
-        let partition = ru.map_or(0, |r| int_at(r, "/partition"));
+        let ru = set.rolling_update();
+        let partition = ru.and_then(|r| r.partition).map_or(0, i64::from);
         let total = slots.len() as i64;
-        let max_unavailable = crate::types::scaled_int_or_percent(
-            ru.and_then(|r| r.get("maxUnavailable"))
-                .filter(|v| !v.is_null()),
-            total,
-            false,
-        );
-        let max_unavailable = if ru.and_then(|r| r.get("maxUnavailable")).is_some() {
-            max_unavailable.max(1)
-        } else {
-            1
+        let max_unavailable = match ru.and_then(|r| r.max_unavailable.as_ref()) {
+            Some(v) => super::deployment::scaled_int_or_percent(Some(v), total, false).max(1),
+            None => 1,
         };
-        let min = min_ready(set);
+        let min = set.min_ready();
         let unavailable = slots
             .iter()
             .filter(|p| p.is_none_or(|p| is_unavailable(p, min)))
@@ -887,10 +938,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         move |queue: &Queue, obj: &Value| {
             let labels = labels::map_at(obj, "/metadata/labels");
             for set in sets.list_namespace(str_at(obj, "/metadata/namespace")) {
-                let sel = set
-                    .pointer("/spec/selector")
-                    .and_then(|s| labels::Selector::from_label_selector(s).ok())
-                    .unwrap_or_default();
+                let sel = spec_label_selector(&set);
                 if !sel.is_empty() && sel.matches(&labels) {
                     queue.add(key_of(&set));
                 }
@@ -996,7 +1044,8 @@ mod tests {
     #[test]
     fn a_new_pod_has_its_identity_claims_and_revision() {
         let s = set(json!({}));
-        let p = new_pod(&s, 1, "web-abc");
+        let sv = Set::decode(&s).unwrap();
+        let p = new_pod(&sv, &s["spec"]["template"], 1, "web-abc");
         assert_eq!(p["metadata"]["name"], "web-1");
         assert_eq!(p["metadata"]["labels"][POD_NAME_LABEL], "web-1");
         assert_eq!(p["metadata"]["labels"][POD_INDEX_LABEL], "1");
@@ -1011,11 +1060,15 @@ mod tests {
         assert_eq!(vols.len(), 2);
         assert_eq!(vols[0]["persistentVolumeClaim"]["claimName"], "data-web-1");
         assert_eq!(vols[1]["name"], "cfg");
-        assert!(identity_matches(&s, &p));
-        let c = new_claim(&s, &s["spec"]["volumeClaimTemplates"][0], 1);
+        assert!(identity_matches(&sv, &p));
+        let c = new_claim(&sv, &s["spec"]["volumeClaimTemplates"][0], 1);
         assert_eq!(c["metadata"]["name"], "data-web-1");
         assert_eq!(c["metadata"]["labels"]["app"], "web");
         assert_eq!(c["spec"]["accessModes"][0], "ReadWriteOnce");
+    }
+
+    fn owners(set: &Value, pod: &Value, claim: &Value) -> Option<Value> {
+        wanted_owners(&Set::decode(set).unwrap(), pod, claim)
     }
 
     #[test]
@@ -1039,24 +1092,24 @@ mod tests {
             .unwrap_or_else(|| vec!["unchanged".into()])
         };
         assert_eq!(
-            uids(wanted_owners(&policy("Retain", "Retain"), &pod(1), &claim)),
+            uids(owners(&policy("Retain", "Retain"), &pod(1), &claim)),
             ["unchanged"]
         );
         assert_eq!(
-            uids(wanted_owners(&policy("Delete", "Retain"), &pod(1), &claim)),
+            uids(owners(&policy("Delete", "Retain"), &pod(1), &claim)),
             ["set-uid"]
         );
         assert_eq!(
-            uids(wanted_owners(&policy("Retain", "Delete"), &pod(1), &claim)),
+            uids(owners(&policy("Retain", "Delete"), &pod(1), &claim)),
             ["unchanged"]
         );
         // Ordinal 5 is beyond three replicas: condemned.
         assert_eq!(
-            uids(wanted_owners(&policy("Retain", "Delete"), &pod(5), &claim)),
+            uids(owners(&policy("Retain", "Delete"), &pod(5), &claim)),
             ["pod-5"]
         );
         assert_eq!(
-            uids(wanted_owners(&policy("Delete", "Delete"), &pod(1), &claim)),
+            uids(owners(&policy("Delete", "Delete"), &pod(1), &claim)),
             ["set-uid"]
         );
         let owned = json!({"metadata": {"name": "data-web-5", "ownerReferences": [
@@ -1064,11 +1117,11 @@ mod tests {
             {"apiVersion": "v1", "kind": "Other", "name": "keep", "uid": "other"},
         ]}});
         assert_eq!(
-            uids(wanted_owners(&policy("Delete", "Delete"), &pod(5), &owned)),
+            uids(owners(&policy("Delete", "Delete"), &pod(5), &owned)),
             ["other", "pod-5"]
         );
         assert_eq!(
-            uids(wanted_owners(&policy("Retain", "Retain"), &pod(5), &owned)),
+            uids(owners(&policy("Retain", "Retain"), &pod(5), &owned)),
             ["other"]
         );
     }
@@ -1099,7 +1152,8 @@ mod tests {
                 updated: 2
             }
         );
-        let st = status_of(&s, c, "old", "new");
+        let sv = Set::decode(&s).unwrap();
+        let st = status_of(&sv, c, "old", "new");
         assert_eq!(st["currentRevision"], "old");
         assert_eq!(st["updateRevision"], "new");
         assert_eq!(st["currentReplicas"], 1);
@@ -1108,12 +1162,17 @@ mod tests {
             pod(0, "new", "Running", true),
             pod(1, "new", "Running", true),
         ];
-        let st = status_of(&s, count(&done, 0, "old", "new"), "old", "new");
+        let st = status_of(&sv, count(&done, 0, "old", "new"), "old", "new");
         assert_eq!(st["currentRevision"], "new");
         assert_eq!(st["currentReplicas"], 2);
         // OnDelete never completes by itself.
         let on_delete = set(json!({"updateStrategy": {"type": "OnDelete"}}));
-        let st = status_of(&on_delete, count(&done, 0, "old", "new"), "old", "new");
+        let st = status_of(
+            &Set::decode(&on_delete).unwrap(),
+            count(&done, 0, "old", "new"),
+            "old",
+            "new",
+        );
         assert_eq!(st["currentRevision"], "old");
         assert!(st.get("currentReplicas").is_none());
         assert_eq!(st["availableReplicas"], 2);
