@@ -10,6 +10,7 @@ pub mod fields;
 pub mod fit;
 pub mod json;
 pub mod labels;
+pub mod meta;
 pub mod metrics;
 pub mod names;
 pub mod openshift;
