@@ -29,6 +29,7 @@
 //! accessors), and what is written starts from JSON: the pod template is copied as
 //! stored, the status write starts from the stored set.
 
+use crate::types::meta::Meta;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -76,6 +77,12 @@ struct Ds<'a> {
     status: Option<DaemonSetStatus>,
 }
 
+impl Meta for Ds<'_> {
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+}
+
 impl<'a> Ds<'a> {
     fn decode(obj: &'a Value) -> Result<Self> {
         let ds: DaemonSet = decode(obj)?;
@@ -85,14 +92,6 @@ impl<'a> Ds<'a> {
             spec: ds.spec,
             status: ds.status,
         })
-    }
-
-    fn name(&self) -> &str {
-        self.meta.name.as_deref().unwrap_or("")
-    }
-
-    fn namespace(&self) -> &str {
-        self.meta.namespace.as_deref().unwrap_or("")
     }
 
     fn min_ready(&self) -> i64 {

@@ -9,6 +9,7 @@
 //! DeploymentConfigs have no k8s-openapi type; `types::openshift::DeploymentConfig` is
 //! the deployer process's, which decodes the template and environments into API types.
 
+use crate::types::meta::Meta;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 
@@ -41,19 +42,13 @@ pub struct DeploymentConfig {
     pub status: Status,
 }
 
+impl Meta for DeploymentConfig {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
 impl DeploymentConfig {
-    pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
-    }
-
-    pub fn uid(&self) -> &str {
-        self.metadata.uid.as_deref().unwrap_or_default()
-    }
-
     /// Whether a trigger of this type is set.
     pub fn has_trigger(&self, kind: &str) -> bool {
         self.spec.triggers.iter().any(|t| t.type_ == kind)

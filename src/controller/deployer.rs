@@ -4,6 +4,8 @@
 //! goes missing or times out, carry out a cancellation), and the deployer pod itself.
 //! Pure functions over the API objects; the controller loop applies them.
 
+use crate::types::meta::Meta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ReplicationController;
@@ -94,6 +96,12 @@ pub struct Deployment<'a> {
     pub dc: DeploymentConfig,
 }
 
+impl Meta for Deployment<'_> {
+    fn meta(&self) -> &ObjectMeta {
+        &self.rc.metadata
+    }
+}
+
 impl<'a> Deployment<'a> {
     pub fn read(obj: &'a Value) -> Result<Self> {
         Ok(Deployment {
@@ -101,14 +109,6 @@ impl<'a> Deployment<'a> {
             rc: decode(obj)?,
             dc: dcview::encoded(obj).unwrap_or_default(),
         })
-    }
-
-    pub fn name(&self) -> &str {
-        self.rc.metadata.name.as_deref().unwrap_or_default()
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.rc.metadata.namespace.as_deref().unwrap_or_default()
     }
 
     fn phase(&self) -> &'static str {

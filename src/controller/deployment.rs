@@ -23,12 +23,12 @@
 //! answers is decoded again. Pod templates stay JSON: they are compared, hashed and
 //! copied as they are.
 
-use std::collections::BTreeMap;
+use crate::types::meta::Meta;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, ReplicaSet};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
@@ -82,17 +82,9 @@ fn count(n: Option<i32>) -> i64 {
     n.map_or(0, i64::from)
 }
 
-/// The annotation `key` of an object's metadata.
-fn annotation_of<'a>(
-    annotations: &'a Option<BTreeMap<String, String>>,
-    key: &str,
-) -> Option<&'a str> {
-    annotations.as_ref()?.get(key).map(String::as_str)
-}
-
 /// The annotation `key` of an object being written (JSON).
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.get("metadata")?.get("annotations")?.get(key)?.as_str()
+    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
 }
 
 fn set_annotation(obj: &mut Value, key: &str, value: String) {
@@ -112,10 +104,6 @@ fn template_of(obj: &Value) -> &Value {
 /// `spec.replicas`, 0 when absent.
 fn replicas(d: &Deployment) -> i64 {
     count(d.spec.replicas)
-}
-
-fn name(d: &Deployment) -> &str {
-    d.metadata.name.as_deref().unwrap_or("")
 }
 
 fn paused(d: &Deployment) -> bool {
@@ -145,6 +133,12 @@ fn progressing_condition(d: &Deployment) -> Option<&DeploymentCondition> {
 struct Set {
     obj: Value,
     rs: ReplicaSet,
+}
+
+impl Meta for Set {
+    fn meta(&self) -> &ObjectMeta {
+        &self.rs.metadata
+    }
 }
 
 impl Set {
@@ -185,25 +179,13 @@ impl Set {
     }
 
     fn annotation(&self, key: &str) -> Option<&str> {
-        annotation_of(&self.rs.metadata.annotations, key)
+        self.rs.metadata.annotation(key)
     }
 
     fn revision(&self) -> i64 {
         self.annotation(REVISION)
             .and_then(|r| r.parse().ok())
             .unwrap_or(0)
-    }
-
-    fn name(&self) -> &str {
-        self.rs.metadata.name.as_deref().unwrap_or("")
-    }
-
-    fn namespace(&self) -> &str {
-        self.rs.metadata.namespace.as_deref().unwrap_or("")
-    }
-
-    fn uid(&self) -> &str {
-        self.rs.metadata.uid.as_deref().unwrap_or("")
     }
 
     fn created(&self) -> Option<&Time> {
@@ -705,7 +687,7 @@ impl Controller {
             selector["matchLabels"] = json!({});
         }
         selector["matchLabels"][HASH_LABEL] = json!(hash);
-        let rs_name = format!("{}-{}", name(d), hash);
+        let rs_name = format!("{}-{}", d.metadata.name(), hash);
         let ns = d.metadata.namespace.clone().unwrap_or_default();
         let mut rs = json!({
             "apiVersion": "apps/v1",
@@ -786,7 +768,7 @@ impl Controller {
 
     /// Sets the Deployment's revision annotation to its new set's.
     async fn set_revision(&self, s: &mut Sync, rev: &str) -> Result<()> {
-        if rev.is_empty() || annotation_of(&s.d.metadata.annotations, REVISION) == Some(rev) {
+        if rev.is_empty() || s.d.metadata.annotation(REVISION) == Some(rev) {
             return Ok(());
         }
         let mut d = s.obj.clone();
@@ -1171,7 +1153,7 @@ impl Controller {
             && current.is_some_and(|c| c.reason.as_deref() == Some("NewReplicaSetAvailable"));
         let subject = |what: &str| match new {
             Some(rs) => format!("ReplicaSet {:?} {what}.", rs.name()),
-            None => format!("Deployment {:?} {what}.", name(d)),
+            None => format!("Deployment {:?} {what}.", d.metadata.name()),
         };
         if has_deadline(d) && !done {
             if complete(d, &figures) {

@@ -5,6 +5,7 @@
 //! cleanup deletes. Pure functions over the API objects, so every rule is unit-tested;
 //! the controller loop applies them through the client.
 
+use crate::types::meta::Meta;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

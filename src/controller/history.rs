@@ -13,6 +13,7 @@
 //! JSON (hashed and copied as it is stored). Revisions stay JSON: their data is compared
 //! and written byte for byte, and a renumbered one is written back whole.
 
+use crate::types::meta::Meta;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -51,15 +52,13 @@ pub struct Owner<'a> {
     pub collision_count: Option<i32>,
 }
 
+impl Meta for Owner<'_> {
+    fn meta(&self) -> &ObjectMeta {
+        self.meta
+    }
+}
+
 impl Owner<'_> {
-    fn name(&self) -> &str {
-        self.meta.name.as_deref().unwrap_or("")
-    }
-
-    fn namespace(&self) -> &str {
-        self.meta.namespace.as_deref().unwrap_or("")
-    }
-
     /// The collision count the hash takes (a negative one is none).
     fn collisions(&self) -> Option<u32> {
         self.collision_count.and_then(|c| u32::try_from(c).ok())

@@ -32,6 +32,7 @@
 //! written starts from JSON: pod templates and claim templates are copied as stored, the
 //! status write starts from the stored set.
 
+use crate::types::meta::Meta;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +91,12 @@ struct Set<'a> {
     status: StatefulSetStatus,
 }
 
+impl Meta for Set<'_> {
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+}
+
 impl<'a> Set<'a> {
     fn decode(obj: &'a Value) -> Result<Self> {
         let set: StatefulSet = decode(obj)?;
@@ -99,18 +106,6 @@ impl<'a> Set<'a> {
             spec: set.spec,
             status: set.status.unwrap_or_default(),
         })
-    }
-
-    fn name(&self) -> &str {
-        self.meta.name.as_deref().unwrap_or("")
-    }
-
-    fn namespace(&self) -> &str {
-        self.meta.namespace.as_deref().unwrap_or("")
-    }
-
-    fn uid(&self) -> &str {
-        self.meta.uid.as_deref().unwrap_or("")
     }
 
     fn start_ordinal(&self) -> i64 {

@@ -28,6 +28,7 @@ mod pods;
 mod status;
 mod ttl;
 
+use crate::types::meta::Meta;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,6 +79,12 @@ struct JobView<'a> {
     status: JobStatus,
 }
 
+impl Meta for JobView<'_> {
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+}
+
 impl<'a> JobView<'a> {
     fn decode(raw: &'a Value) -> Result<Self> {
         let job: Job = runtime::decode(raw)?;
@@ -87,22 +94,6 @@ impl<'a> JobView<'a> {
             spec: job.spec.unwrap_or_default(),
             status: job.status.unwrap_or_default(),
         })
-    }
-
-    fn name(&self) -> &str {
-        self.meta.name.as_deref().unwrap_or("")
-    }
-
-    fn namespace(&self) -> &str {
-        self.meta.namespace.as_deref().unwrap_or("")
-    }
-
-    fn uid(&self) -> &str {
-        self.meta.uid.as_deref().unwrap_or("")
-    }
-
-    fn is_deleting(&self) -> bool {
-        self.meta.deletion_timestamp.is_some()
     }
 
     fn is_indexed(&self) -> bool {

@@ -1,6 +1,7 @@
 //! `manageJob`: a Job's pods created from its template (with the tracking finalizer and
 //! their index) or deleted when surplus; the tracking finalizer removed.
 
+use crate::types::meta::Meta;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! A Job's status: finished pods counted through the tracking finalizer in three
 //! crash-safe steps, its conditions, and the terminal condition once nothing is left.
 
+use crate::types::meta::Meta;
 use std::collections::HashSet;
 use std::sync::Arc;
 

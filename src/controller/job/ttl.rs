@@ -1,6 +1,7 @@
 //! The TTL-after-finished controller: a finished Job with `ttlSecondsAfterFinished` is
 //! deleted (foreground) that long after it finished.
 
+use crate::types::meta::Meta;
 use std::time::Duration;
 
 use jiff::Timestamp;
