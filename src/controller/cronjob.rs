@@ -560,10 +560,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .reconciles(&cron_jobs)
         .owns(&jobs, CRON_JOBS)
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let c = controller.clone();
-            async move { c.reconcile(key).await }
-        });
+        .run_with(
+            sup,
+            controller,
+            |c, key| async move { c.reconcile(key).await },
+        );
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ use tokio::time::Instant;
 use super::claim::{Claim, OwnerKind, is_deleting};
 use super::expectations::Expectations;
 use super::history::{self, History};
+use super::podcontrol;
 use super::replication::{label_selector, spec_label_selector};
 use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
@@ -686,17 +687,8 @@ impl Controller {
         self.expectations.expect(key, create.len() as i64, 0);
         for (i, node) in create.iter().enumerate() {
             let pod = new_pod(ds, node, hash);
-            match self.client.create(pods, Some(ns), &pod).await {
-                Ok(made) => {
-                    self.recorder
-                        .event(
-                            ds.obj,
-                            EventType::Normal,
-                            "SuccessfulCreate",
-                            &format!("Created pod: {}", name(&made)),
-                        )
-                        .await;
-                }
+            match podcontrol::create(&self.client, &self.recorder, pods, ds.obj, ns, &pod).await {
+                Ok(_) => {}
                 Err(e) => {
                     // None of the rest will be made now: stop expecting them.
                     self.expectations
@@ -734,17 +726,17 @@ impl Controller {
                 grace_period_seconds: grace,
                 ..DeleteParams::default()
             };
-            match self.client.delete(pods, Some(ns), pod, &params).await {
-                Ok(_) => {
-                    self.recorder
-                        .event(
-                            ds.obj,
-                            EventType::Normal,
-                            "SuccessfulDelete",
-                            &format!("Deleted pod: {pod}"),
-                        )
-                        .await;
-                }
+            match podcontrol::delete(
+                &self.client,
+                &self.recorder,
+                pods,
+                ds.obj,
+                (ns, pod),
+                &params,
+            )
+            .await
+            {
+                Ok(()) => {}
                 Err(e) if e.is_not_found() => self.expectations.observed(key, 0, 1),
                 Err(e) => {
                     self.expectations.observed(key, 0, 1);
@@ -1013,10 +1005,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let c = controller.clone();
-            async move { c.reconcile(key).await }
-        });
+        .run_with(
+            sup,
+            controller,
+            |c, key| async move { c.reconcile(key).await },
+        );
 }
 
 #[cfg(test)]

@@ -697,10 +697,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let controller = controller.clone();
-            async move { controller.handle(key).await }
-        });
+        .run_with(sup, controller, |c, key| async move { c.handle(key).await });
 }
 
 #[cfg(test)]

@@ -1309,10 +1309,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let controller = controller.clone();
-            async move { controller.reconcile(key).await }
-        });
+        .run_with(
+            sup,
+            controller,
+            |c, key| async move { c.reconcile(key).await },
+        );
 }
 
 #[cfg(test)]

@@ -683,6 +683,16 @@ impl Controller {
         Ok(in_flight)
     }
 
+    /// [`Self::cleanup`], a failure recorded as the Warning event `reason`.
+    async fn cleanup_or_warn(&self, dc: &Dc<'_>, owned: &[Value], reason: &str, what: &str) {
+        if let Err(e) = self.cleanup(dc, owned).await {
+            let message = format!("Couldn't clean up {what}: {e}");
+            self.recorder
+                .event(dc.obj, EventType::Warning, reason, &message)
+                .await;
+        }
+    }
+
     /// Deletes the old deployments beyond the history limit; an error says which failed.
     async fn cleanup(&self, dc: &Dc<'_>, owned: &[Value]) -> std::result::Result<(), String> {
         let ns = dc.namespace();
@@ -753,17 +763,13 @@ impl Controller {
                 }
             }
         }
-        if let Err(e) = self.cleanup(dc, &owned).await {
-            let message = format!("Couldn't clean up replication controllers: {e}");
-            self.recorder
-                .event(
-                    dc.obj,
-                    EventType::Warning,
-                    "ReplicationControllerCleanupFailed",
-                    &message,
-                )
-                .await;
-        }
+        self.cleanup_or_warn(
+            dc,
+            &owned,
+            "ReplicationControllerCleanupFailed",
+            "replication controllers",
+        )
+        .await;
         self.update_status(dc, &owned, true, None).await
     }
 
@@ -785,17 +791,8 @@ impl Controller {
                     .event(dc.obj, EventType::Normal, "DeploymentCreated", &message)
                     .await;
                 owned.push(made);
-                if let Err(e) = self.cleanup(dc, &owned).await {
-                    let message = format!("Couldn't clean up deployments: {e}");
-                    self.recorder
-                        .event(
-                            dc.obj,
-                            EventType::Warning,
-                            "DeploymentCleanupFailed",
-                            &message,
-                        )
-                        .await;
-                }
+                self.cleanup_or_warn(dc, &owned, "DeploymentCleanupFailed", "deployments")
+                    .await;
                 let created = Condition {
                     kind: "Progressing",
                     status: "True",
@@ -859,17 +856,8 @@ impl Controller {
             return Ok(Action::Done);
         }
         if dc.spec.paused {
-            if let Err(e) = self.cleanup(&dc, &owned).await {
-                let message = format!("Couldn't clean up deployments: {e}");
-                self.recorder
-                    .event(
-                        dc.obj,
-                        EventType::Warning,
-                        "DeploymentCleanupFailed",
-                        &message,
-                    )
-                    .await;
-            }
+            self.cleanup_or_warn(&dc, &owned, "DeploymentCleanupFailed", "deployments")
+                .await;
             self.update_status(&dc, &owned, true, None).await?;
             return Ok(Action::Done);
         }
@@ -965,10 +953,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let controller = controller.clone();
-            async move { controller.handle(key).await }
-        });
+        .run_with(sup, controller, |c, key| async move { c.handle(key).await });
 }
 
 #[cfg(test)]

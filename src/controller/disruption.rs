@@ -354,6 +354,11 @@ impl Controller {
             status["conditions"] = Value::from(conditions);
         }
         disruption::set_condition(&mut status, want.0, want.1, "");
+        self.put_status(pdb, status).await
+    }
+
+    /// Writes `status` as the budget's status.
+    async fn put_status(&self, pdb: &Value, status: Value) -> Result<()> {
         let mut copy = pdb.clone();
         copy["status"] = status;
         self.client
@@ -373,12 +378,7 @@ impl Controller {
         if pdb.get("status") == Some(&status) {
             return Ok(());
         }
-        let mut copy = pdb.clone();
-        copy["status"] = status;
-        self.client
-            .update_status(self.pdbs.resource(), &copy)
-            .await?;
-        Ok(())
+        self.put_status(pdb, status).await
     }
 }
 
@@ -430,10 +430,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .waits_for(&deployments)
         .waits_for(&rcs)
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let c = controller.clone();
-            async move { c.reconcile(key).await }
-        });
+        .run_with(
+            sup,
+            controller,
+            |c, key| async move { c.reconcile(key).await },
+        );
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod podautoscaler;
+pub mod podcontrol;
 pub mod queue;
 pub mod replication;
 pub mod rootca;

@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
+use super::podcontrol;
 use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
@@ -333,18 +334,9 @@ impl Manager {
                 let template = pod_from_template(self.owner, &rc);
                 let ns = str_at(&rc, "/metadata/namespace");
                 let (created, err) = slow_start(n, |_| async {
-                    let made = self
-                        .client
-                        .create(self.pods.resource(), Some(ns), &template)
+                    let pods = self.pods.resource();
+                    podcontrol::create(&self.client, &self.recorder, pods, &rc, ns, &template)
                         .await?;
-                    self.recorder
-                        .event(
-                            &rc,
-                            EventType::Normal,
-                            "SuccessfulCreate",
-                            &format!("Created pod: {}", str_at(&made, "/metadata/name")),
-                        )
-                        .await;
                     Ok(())
                 })
                 .await;
@@ -392,25 +384,12 @@ impl Manager {
             uid: Some(str_at(pod, "/metadata/uid").to_string()),
             ..DeleteParams::default()
         };
-        match self
-            .client
-            .delete(self.pods.resource(), Some(ns), name, &params)
-            .await
+        let pods = self.pods.resource();
+        match podcontrol::delete(&self.client, &self.recorder, pods, rc, (ns, name), &params).await
         {
-            Ok(_) => {
-                self.recorder
-                    .event(
-                        rc,
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        &format!("Deleted pod: {name}"),
-                    )
-                    .await;
-                Ok(())
-            }
             // Already gone: its deletion will still be observed.
             Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e),
+            done => done,
         }
     }
 
@@ -587,10 +566,7 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let manager = manager.clone();
-            async move { manager.reconcile(key).await }
-        });
+        .run_with(sup, manager, |c, key| async move { c.reconcile(key).await });
 }
 
 #[cfg(test)]

@@ -229,6 +229,17 @@ impl Controller {
             }
         });
     }
+    /// [`Controller::run`] with the controller's own state, handed to each reconcile as
+    /// an `Arc` (kube-runtime's context): `.run_with(sup, state, |s, key| async move {
+    /// s.reconcile(key).await })`.
+    pub fn run_with<S, F, Fut>(self, sup: &mut Supervisor, state: Arc<S>, reconcile: F)
+    where
+        S: Send + Sync + 'static,
+        F: Fn(Arc<S>, String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action>> + Send + 'static,
+    {
+        self.run(sup, move |key| reconcile(state.clone(), key));
+    }
 }
 
 /// Queues the owner of a changed child (and its former one), or the owners that may adopt

@@ -991,10 +991,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .watches(&revisions, to_sets)
         .watches(&claims, claim_deleted)
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let c = controller.clone();
-            async move { c.reconcile(key).await }
-        });
+        .run_with(
+            sup,
+            controller,
+            |c, key| async move { c.reconcile(key).await },
+        );
 }
 
 #[cfg(test)]

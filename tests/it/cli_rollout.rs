@@ -303,6 +303,19 @@ async fn rollout_verbs_start_follow_list_undo_cancel_and_retry_rollouts() {
     );
     std::fs::write(&ready, "").unwrap();
     reaches(&s, "web-5", "Complete").await;
+    // The config's own status says so a moment after its deployment does.
+    eventually(60, "dc/web says web-5 is available", || async {
+        let dc = s.get(&format!("{DCS}/web")).await.1;
+        let reason = dc["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Progressing"))
+            .map(|c| (c["reason"].clone(), c["message"].clone()));
+        let done = reason.as_ref().is_some_and(|(r, m)| {
+            r == "NewReplicationControllerAvailable" && m.as_str().unwrap_or("").contains("web-5")
+        });
+        done.then_some(()).ok_or(format!("{reason:?}"))
+    })
+    .await;
     let run = s
         .berth(&["rollout", "status", "dc/web", "--revision=5"])
         .await;

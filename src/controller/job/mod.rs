@@ -757,20 +757,15 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         clock: ctx.clock.clone(),
         queue: jobs_controller.queue(),
     });
-    let c2 = c.clone();
-    jobs_controller.run(sup, move |key| {
-        let c = c2.clone();
-        async move { c.reconcile(key).await }
+    jobs_controller.run_with(
+        sup,
+        c.clone(),
+        |c, key| async move { c.reconcile(key).await },
+    );
+    orphans.run_with(sup, c.clone(), |c, key| async move {
+        c.release_orphan(key).await
     });
-    let c2 = c.clone();
-    orphans.run(sup, move |key| {
-        let c = c2.clone();
-        async move { c.release_orphan(key).await }
-    });
-    ttl.run(sup, move |key| {
-        let c = c.clone();
-        async move { c.expire(key).await }
-    });
+    ttl.run_with(sup, c, |c, key| async move { c.expire(key).await });
 }
 
 #[cfg(test)]

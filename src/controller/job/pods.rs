@@ -19,6 +19,7 @@ use super::{
 use crate::client::recorder::EventType;
 use crate::client::{DeleteParams, Patch};
 use crate::controller::Result;
+use crate::controller::podcontrol;
 use crate::controller::replication::{deletion_order, slow_start};
 use crate::types::json::{array_at, str_at};
 
@@ -250,18 +251,8 @@ impl Controller {
                 with_index(&mut pod, job, ix, s.delayed.get(&ix).map(|p| &**p));
             }
             async move {
-                let made = self
-                    .client
-                    .create(self.pods.resource(), Some(&ns), &pod)
-                    .await?;
-                self.recorder
-                    .event(
-                        job.raw,
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        &format!("Created pod: {}", str_at(&made, "/metadata/name")),
-                    )
-                    .await;
+                let pods = self.pods.resource();
+                podcontrol::create(&self.client, &self.recorder, pods, job.raw, &ns, &pod).await?;
                 Ok(())
             }
         })
@@ -298,29 +289,15 @@ impl Controller {
                 uid: Some(uid(p).to_string()),
                 ..DeleteParams::default()
             };
-            match self
-                .client
-                .delete(
-                    self.pods.resource(),
-                    Some(str_at(p, "/metadata/namespace")),
-                    str_at(p, "/metadata/name"),
-                    &params,
-                )
-                .await
+            let at = (
+                str_at(p, "/metadata/namespace"),
+                str_at(p, "/metadata/name"),
+            );
+            let pods = self.pods.resource();
+            match podcontrol::delete(&self.client, &self.recorder, pods, job.raw, at, &params).await
             {
-                Ok(_) => {
-                    self.recorder
-                        .event(
-                            job.raw,
-                            EventType::Normal,
-                            "SuccessfulDelete",
-                            &format!("Deleted pod: {}", str_at(p, "/metadata/name")),
-                        )
-                        .await;
-                    Ok(())
-                }
                 Err(e) if e.is_not_found() => Ok(()),
-                Err(e) => Err(e),
+                done => done,
             }
         }))
         .await;
