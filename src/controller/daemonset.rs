@@ -45,7 +45,7 @@ use super::expectations::Expectations;
 use super::history::{self, History};
 use super::podcontrol;
 use super::replication::{label_selector, spec_label_selector};
-use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
@@ -908,14 +908,16 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let expectations = Expectations::default();
     let matching = {
         let daemon_sets = daemon_sets.clone();
-        move |queue: &Queue, pod: &Value| {
+        move |pod: &Value| {
             let labels = labels::map_at(pod, "/metadata/labels");
-            for ds in daemon_sets.list_namespace(str_at(pod, "/metadata/namespace")) {
-                let sel = spec_label_selector(&ds);
-                if !sel.is_empty() && sel.matches(&labels) {
-                    queue.add(key_of(&ds));
-                }
-            }
+            let sets = daemon_sets.list_namespace(str_at(pod, "/metadata/namespace"));
+            sets.iter()
+                .filter(|ds| {
+                    let sel = spec_label_selector(ds);
+                    !sel.is_empty() && sel.matches(&labels)
+                })
+                .map(|ds| key_of(ds))
+                .collect()
         }
     };
     let controller = Arc::new(Controller {
@@ -928,15 +930,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         backoff: Arc::default(),
         recorder: ctx.recorder("daemonset-controller"),
     });
-    let (forget, all) = (expectations.clone(), daemon_sets.clone());
+    let all = daemon_sets.clone();
     runtime::Controller::new("daemonset")
-        .watches(&daemon_sets, move |change, queue| {
-            let key = key_of(change.object());
-            if let Change::Deleted(_) = change {
-                forget.forget(&key);
-            }
-            queue.add(key);
-        })
+        .reconciles_expecting(&daemon_sets, &expectations)
         // Every DaemonSet looks again when a node comes, goes or changes what decides it.
         .watches(&nodes, move |change, queue| {
             let matters = match change {
@@ -950,47 +946,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         // The pods' changes also settle what the controller expects to see.
-        .watches(&pods, move |change, queue| match change {
-            Change::Added(pod) => match DAEMON_SETS.key_of_controller(pod) {
-                Some(owner) => {
-                    expectations.observed(&owner, 1, 0);
-                    queue.add(owner);
-                }
-                None => matching(queue, pod),
-            },
-            Change::Updated { old, new } => {
-                let (was, now) = (
-                    DAEMON_SETS.key_of_controller(old),
-                    DAEMON_SETS.key_of_controller(new),
-                );
-                if let Some(w) = was.as_ref().filter(|w| Some(*w) != now.as_ref()) {
-                    queue.add(w.clone());
-                }
-                match now {
-                    Some(owner) => {
-                        if is_deleting(new) && !is_deleting(old) {
-                            expectations.observed(&owner, 0, 1);
-                        }
-                        queue.add(owner);
-                    }
-                    None => {
-                        if was.is_some()
-                            || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
-                        {
-                            matching(queue, new);
-                        }
-                    }
-                }
-            }
-            Change::Deleted(pod) => {
-                if let Some(owner) = DAEMON_SETS.key_of_controller(pod) {
-                    if !is_deleting(pod) {
-                        expectations.observed(&owner, 0, 1);
-                    }
-                    queue.add(owner);
-                }
-            }
-        })
+        .owns_or_adopts_expecting(&pods, DAEMON_SETS, matching, &expectations)
         .watches(&revisions, |change, queue| {
             let old = match change {
                 // A revision made with its controller is only observed (`addHistory`):

@@ -29,8 +29,8 @@ use serde_json::{Map, Value, json};
 use super::claim::{Claim, OwnerKind, is_deleting, str_at};
 use super::expectations::Expectations;
 use super::podcontrol;
-use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
-use crate::client::informer::{Change, Informer};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
+use crate::client::informer::Informer;
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, key_of};
 use crate::client::{Kind, catalog};
@@ -490,16 +490,18 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let expectations = Expectations::default();
     // Orphans go to every RC of their namespace whose selector matches them.
-    let enqueue_matching = {
+    let matching = {
         let rcs = rcs.clone();
-        move |queue: &Queue, pod: &Value| {
+        move |pod: &Value| {
             let labels = labels_of(pod, "/metadata/labels");
-            for rc in rcs.list_namespace(str_at(pod, "/metadata/namespace")) {
-                let sel = selector_of(owner, &rc);
-                if !sel.is_empty() && sel.matches(&labels) {
-                    queue.add(key_of(&rc));
-                }
-            }
+            let rcs = rcs.list_namespace(str_at(pod, "/metadata/namespace"));
+            rcs.iter()
+                .filter(|rc| {
+                    let sel = selector_of(owner, rc);
+                    !sel.is_empty() && sel.matches(&labels)
+                })
+                .map(|rc| key_of(rc))
+                .collect()
         }
     };
     let manager = Arc::new(Manager {
@@ -510,61 +512,11 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
         expectations: expectations.clone(),
         recorder: ctx.recorder(owner.component),
     });
-    let forget = expectations.clone();
     // The pods' changes also settle what the manager expects to see (so it creates and
     // deletes no more than once per count it is short or over).
     runtime::Controller::new(owner.name)
-        .watches(&rcs, move |change, queue| {
-            let key = key_of(change.object());
-            if let Change::Deleted(_) = change {
-                forget.forget(&key);
-            }
-            queue.add(key);
-        })
-        .watches(&pods, move |change, queue| match change {
-            Change::Added(pod) => match owner.controls().key_of_controller(pod) {
-                Some(owner) => {
-                    expectations.observed(&owner, 1, 0);
-                    queue.add(owner);
-                }
-                None => enqueue_matching(queue, pod),
-            },
-            Change::Updated { old, new } => {
-                let (was, now) = (
-                    owner.controls().key_of_controller(old),
-                    owner.controls().key_of_controller(new),
-                );
-                if let Some(w) = &was {
-                    if was != now {
-                        queue.add(w.clone());
-                    }
-                }
-                match now {
-                    Some(owner) => {
-                        if is_deleting(new) && !is_deleting(old) {
-                            // A deletion we (or someone) asked for has started.
-                            expectations.observed(&owner, 0, 1);
-                        }
-                        queue.add(owner);
-                    }
-                    None => {
-                        if old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
-                            || was.is_some()
-                        {
-                            enqueue_matching(queue, new);
-                        }
-                    }
-                }
-            }
-            Change::Deleted(pod) => {
-                if let Some(owner) = owner.controls().key_of_controller(pod) {
-                    if !is_deleting(pod) {
-                        expectations.observed(&owner, 0, 1);
-                    }
-                    queue.add(owner);
-                }
-            }
-        })
+        .reconciles_expecting(&rcs, &expectations)
+        .owns_or_adopts_expecting(&pods, owner.controls(), matching, &expectations)
         .workers(WORKERS)
         .run_with(sup, manager, |c, key| async move { c.reconcile(key).await });
 }

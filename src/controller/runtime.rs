@@ -13,7 +13,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::Queue;
-use super::claim::OwnerKind;
+use super::claim::{OwnerKind, is_deleting};
+use super::expectations::Expectations;
 use crate::client::informer::{Change, Informer};
 use crate::client::{self, Client};
 use crate::supervisor::Supervisor;
@@ -120,12 +121,30 @@ impl Controller {
         })
     }
 
+    /// [`Controller::reconciles`], and a deleted object's `expectations` are forgotten.
+    pub fn reconciles_expecting(self, primary: &Informer, expectations: &Expectations) -> Self {
+        let expectations = expectations.clone();
+        self.watches(primary, move |change, queue| {
+            let key = client::key_of(change.object());
+            if let Change::Deleted(_) = change {
+                expectations.forget(&key);
+            }
+            queue.add(key);
+        })
+    }
+
     /// `children` are controlled by objects of `owner` (their controller
     /// ownerReference): a child's change queues the key of its controller, and of the
     /// one it had before when that changed.
     pub fn owns(self, children: &Informer, owner: OwnerKind) -> Self {
         self.watches(children, move |change, queue| {
-            to_owners(change, queue, owner, None::<fn(&Value) -> Vec<String>>)
+            to_owners(
+                change,
+                queue,
+                owner,
+                None::<fn(&Value) -> Vec<String>>,
+                None,
+            )
         })
     }
 
@@ -139,7 +158,24 @@ impl Controller {
         matching: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
     ) -> Self {
         self.watches(children, move |change, queue| {
-            to_owners(change, queue, owner, Some(&matching))
+            to_owners(change, queue, owner, Some(&matching), None)
+        })
+    }
+
+    /// [`Controller::owns_or_adopts`] for a controller that counts its own writes
+    /// (kube's `ControllerExpectations`): a child added, one whose deletion starts, and
+    /// one deleted without that being seen first each settle one expected creation or
+    /// deletion of its controller.
+    pub fn owns_or_adopts_expecting(
+        self,
+        children: &Informer,
+        owner: OwnerKind,
+        matching: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
+        expectations: &Expectations,
+    ) -> Self {
+        let expectations = expectations.clone();
+        self.watches(children, move |change, queue| {
+            to_owners(change, queue, owner, Some(&matching), Some(&expectations))
         })
     }
 
@@ -243,14 +279,25 @@ impl Controller {
 }
 
 /// Queues the owner of a changed child (and its former one), or the owners that may adopt
-/// it when it is an orphan.
+/// it when it is an orphan; settles the owner's `expectations` the change meets.
 fn to_owners(
     change: Change<'_>,
     queue: &Queue,
     owner: OwnerKind,
     matching: Option<impl Fn(&Value) -> Vec<String>>,
+    expectations: Option<&Expectations>,
 ) {
     let now = owner.key_of_controller(change.object());
+    if let (Some(key), Some(expectations)) = (&now, expectations) {
+        match change {
+            Change::Added(_) => expectations.observed(key, 1, 0),
+            Change::Updated { old, new } if is_deleting(new) && !is_deleting(old) => {
+                expectations.observed(key, 0, 1);
+            }
+            Change::Deleted(child) if !is_deleting(child) => expectations.observed(key, 0, 1),
+            _ => {}
+        }
+    }
     let mut adoptable = matches!(change, Change::Added(_));
     if let Change::Updated { old, new } = change {
         let was = owner.key_of_controller(old);
@@ -392,7 +439,7 @@ mod tests {
         };
         let queue = Queue::new();
         let matching = |_: &Value| vec!["ns/adopter".to_string()];
-        to_owners(change, &queue, OWNER, adopt.then_some(matching));
+        to_owners(change, &queue, OWNER, adopt.then_some(matching), None);
         let mut keys = Vec::new();
         for _ in 0..queue.len() {
             let k = queue.next().await.expect("a queued key");
@@ -451,6 +498,49 @@ mod tests {
         assert!(owners_of(Change::Deleted(&orphan), true).await.is_empty());
         // Without adoption (`owns`), orphans concern nobody.
         assert!(owners_of(Change::Added(&orphan), false).await.is_empty());
+    }
+
+    #[test]
+    fn a_childs_creation_and_deletion_settle_its_owners_expectations_once() {
+        const OWNER: OwnerKind = OwnerKind {
+            api_version: "apps/v1",
+            kind_name: "ReplicaSet",
+        };
+        let queue = Queue::new();
+        let expectations = Expectations::default();
+        let seen = |change: Change<'_>| {
+            to_owners(
+                change,
+                &queue,
+                OWNER,
+                None::<fn(&Value) -> Vec<String>>,
+                Some(&expectations),
+            )
+        };
+        let a = child(Some("a"), "x");
+        let mut deleting = a.clone();
+        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+        expectations.expect("ns/a", 1, 2);
+        assert!(!expectations.satisfied("ns/a"));
+        seen(Change::Added(&a));
+        // The deletion is seen as it starts, and not counted again when it ends.
+        seen(Change::Updated {
+            old: &a,
+            new: &deleting,
+        });
+        seen(Change::Updated {
+            old: &deleting,
+            new: &deleting,
+        });
+        seen(Change::Deleted(&deleting));
+        assert!(!expectations.satisfied("ns/a"));
+        // A child deleted without its deletion seen first counts when it goes.
+        seen(Change::Deleted(&a));
+        assert!(expectations.satisfied("ns/a"));
+        // Orphans settle nobody's.
+        expectations.expect("ns/a", 1, 0);
+        seen(Change::Added(&child(None, "x")));
+        assert!(!expectations.satisfied("ns/a"));
     }
 
     #[test]

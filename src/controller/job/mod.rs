@@ -660,81 +660,41 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let (ttl_queue, orphan_queue) = (ttl.queue(), orphans.queue());
     let expectations = Expectations::default();
     let removing: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
-    let jobs_changed = {
-        let expectations = expectations.clone();
-        move |change: Change<'_>, queue: &Queue| {
-            let key = key_of(change.object());
-            if let Change::Deleted(_) = change {
-                expectations.forget(&key);
-            }
-            let spec = Watched::of(change.object()).spec;
-            if spec.is_some_and(|s| s.ttl_seconds_after_finished.is_some()) {
-                ttl_queue.add(key.clone());
-            }
-            queue.add(key);
+    let ttl_of = move |change: Change<'_>, _: &Queue| {
+        let spec = Watched::of(change.object()).spec;
+        if spec.is_some_and(|s| s.ttl_seconds_after_finished.is_some()) {
+            ttl_queue.add(key_of(change.object()));
         }
     };
     let matching = {
         let jobs = jobs.clone();
-        move |queue: &Queue, pod: &Value| {
+        move |pod: &Value| {
             let l = labels::map_at(pod, "/metadata/labels");
-            for j in jobs.list_namespace(str_at(pod, "/metadata/namespace")) {
-                let spec = Watched::of(&j).spec;
-                let sel = selector_of(spec.as_ref().and_then(|s| s.selector.as_ref()));
-                if !sel.is_empty() && sel.matches(&l) {
-                    queue.add(key_of(&j));
-                }
-            }
+            let jobs = jobs.list_namespace(str_at(pod, "/metadata/namespace"));
+            jobs.iter()
+                .filter(|j| {
+                    let spec = Watched::of(j).spec;
+                    let sel = selector_of(spec.as_ref().and_then(|s| s.selector.as_ref()));
+                    !sel.is_empty() && sel.matches(&l)
+                })
+                .map(|j| key_of(j))
+                .collect()
         }
     };
-    let observed_removal = {
+    // A tracked pod whose finalizer is gone (or the pod itself) is no longer being
+    // removed: said before its job is queued, which the next handler does.
+    let finalizers = {
         let removing = removing.clone();
-        move |owner: &str, pod: &Value| {
-            if let Some(set) = removing.lock().expect("lock").get_mut(owner) {
-                set.remove(uid(pod));
-            }
-        }
-    };
-    let pods_changed = {
-        let expectations = expectations.clone();
-        move |change: Change<'_>, queue: &Queue| {
+        move |change: Change<'_>, _: &Queue| {
             let pod = change.object();
-            let owner = JOBS.key_of_controller(pod);
-            match change {
-                Change::Added(p) => match &owner {
-                    Some(o) => {
-                        expectations.observed(o, 1, 0);
-                        queue.add(o.clone());
-                    }
-                    None => matching(queue, p),
-                },
-                Change::Updated { old, new } => {
-                    let was = JOBS.key_of_controller(old);
-                    if let Some(w) = was.as_ref().filter(|w| Some(*w) != owner.as_ref()) {
-                        queue.add(w.clone());
-                    }
-                    if let Some(o) = &owner {
-                        if is_deleting(new) && !is_deleting(old) {
-                            expectations.observed(o, 0, 1);
-                        }
-                        if has_finalizer(old) && !has_finalizer(new) {
-                            observed_removal(o, new);
-                        }
-                        queue.add(o.clone());
-                    } else if was.is_some()
-                        || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
-                    {
-                        matching(queue, new);
-                    }
-                }
-                Change::Deleted(p) => {
-                    if let Some(o) = &owner {
-                        if !is_deleting(p) {
-                            expectations.observed(o, 0, 1);
-                        }
-                        observed_removal(o, p);
-                        queue.add(o.clone());
-                    }
+            let removed = match change {
+                Change::Updated { old, new } => has_finalizer(old) && !has_finalizer(new),
+                Change::Deleted(_) => true,
+                Change::Added(_) => false,
+            };
+            if removed && let Some(owner) = JOBS.key_of_controller(pod) {
+                if let Some(set) = removing.lock().expect("lock").get_mut(&owner) {
+                    set.remove(uid(pod));
                 }
             }
             if has_finalizer(pod) && !matches!(change, Change::Deleted(_)) {
@@ -743,8 +703,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         }
     };
     let jobs_controller = runtime::Controller::new("job-controller")
-        .watches(&jobs, jobs_changed)
-        .watches(&pods, pods_changed)
+        .reconciles_expecting(&jobs, &expectations)
+        .watches(&jobs, ttl_of)
+        .watches(&pods, finalizers)
+        .owns_or_adopts_expecting(&pods, JOBS, matching, &expectations)
         .workers(WORKERS);
     let c = Arc::new(Controller {
         client: ctx.client.clone(),
