@@ -906,20 +906,6 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let nodes = ctx.informers.get(catalog::of(Kind::Node));
     let revisions = ctx.informers.get(catalog::of(Kind::ControllerRevision));
     let expectations = Expectations::default();
-    let matching = {
-        let daemon_sets = daemon_sets.clone();
-        move |pod: &Value| {
-            let labels = labels::map_at(pod, "/metadata/labels");
-            let sets = daemon_sets.list_namespace(str_at(pod, "/metadata/namespace"));
-            sets.iter()
-                .filter(|ds| {
-                    let sel = spec_label_selector(ds);
-                    !sel.is_empty() && sel.matches(&labels)
-                })
-                .map(|ds| key_of(ds))
-                .collect()
-        }
-    };
     let controller = Arc::new(Controller {
         client: ctx.client.clone(),
         daemon_sets: daemon_sets.clone(),
@@ -946,7 +932,12 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         // The pods' changes also settle what the controller expects to see.
-        .owns_or_adopts_expecting(&pods, DAEMON_SETS, matching, &expectations)
+        .owns_or_adopts_expecting(
+            &pods,
+            DAEMON_SETS,
+            runtime::selecting(&daemon_sets, spec_label_selector),
+            &expectations,
+        )
         .watches(&revisions, |change, queue| {
             let old = match change {
                 // A revision made with its controller is only observed (`addHistory`):

@@ -37,9 +37,8 @@ use super::replication::{label_selector, spec_label_selector};
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
-use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
+use crate::client::{Client, DeleteParams, Kind, catalog};
 use crate::types::json::array_at;
-use crate::types::labels;
 
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
 pub const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
@@ -1260,22 +1259,6 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let deployments = ctx.informers.get(catalog::of(Kind::Deployment));
     let rss = ctx.informers.get(catalog::of(Kind::ReplicaSet));
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
-    // An orphan goes to every Deployment of its namespace whose selector matches it.
-    let matching = {
-        let deployments = deployments.clone();
-        move |rs: &Value| {
-            let labels = labels::map_at(rs, "/metadata/labels");
-            deployments
-                .list_namespace(str_at(rs, "/metadata/namespace"))
-                .iter()
-                .filter(|d| {
-                    let sel = spec_label_selector(d);
-                    !sel.is_empty() && sel.matches(&labels)
-                })
-                .map(|d| key_of(d))
-                .collect()
-        }
-    };
     // A Recreate rollout waits for the old pods to be gone.
     let recreating = {
         let (deployments, rss) = (deployments.clone(), rss.clone());
@@ -1295,7 +1278,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     });
     runtime::Controller::new("deployment-controller")
         .reconciles(&deployments)
-        .owns_or_adopts(&rss, DEPLOYMENTS, matching)
+        .owns_or_adopts(
+            &rss,
+            DEPLOYMENTS,
+            runtime::selecting(&deployments, spec_label_selector),
+        )
         .watches(&pods, move |change, queue| {
             let finished = match change {
                 Change::Deleted(_) => true,

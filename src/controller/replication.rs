@@ -32,7 +32,7 @@ use super::podcontrol;
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::Informer;
 use crate::client::recorder::{EventType, Recorder};
-use crate::client::{Client, DeleteParams, key_of};
+use crate::client::{Client, DeleteParams};
 use crate::client::{Kind, catalog};
 use crate::types::json::{array_at, int_at};
 use crate::types::labels;
@@ -490,20 +490,7 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let expectations = Expectations::default();
     // Orphans go to every RC of their namespace whose selector matches them.
-    let matching = {
-        let rcs = rcs.clone();
-        move |pod: &Value| {
-            let labels = labels_of(pod, "/metadata/labels");
-            let rcs = rcs.list_namespace(str_at(pod, "/metadata/namespace"));
-            rcs.iter()
-                .filter(|rc| {
-                    let sel = selector_of(owner, rc);
-                    !sel.is_empty() && sel.matches(&labels)
-                })
-                .map(|rc| key_of(rc))
-                .collect()
-        }
-    };
+    let matching = runtime::selecting(&rcs, move |rc| selector_of(owner, rc));
     let manager = Arc::new(Manager {
         owner,
         client: ctx.client.clone(),

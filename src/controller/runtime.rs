@@ -18,6 +18,7 @@ use super::expectations::Expectations;
 use crate::client::informer::{Change, Informer};
 use crate::client::{self, Client};
 use crate::supervisor::Supervisor;
+use crate::types::labels;
 use serde_json::Value;
 
 /// What a reconcile asks for next.
@@ -275,6 +276,29 @@ impl Controller {
         Fut: Future<Output = Result<Action>> + Send + 'static,
     {
         self.run(sup, move |key| reconcile(state.clone(), key));
+    }
+}
+
+/// The `matching` of [`Controller::owns_or_adopts`] for owners that select their children
+/// by labels: the objects of `owners` in the child's namespace whose selector
+/// (`selector_of`, an empty one selecting nothing) matches the child's labels.
+pub fn selecting(
+    owners: &Informer,
+    selector_of: impl Fn(&Value) -> labels::Selector + Send + Sync + 'static,
+) -> impl Fn(&Value) -> Vec<String> + Send + Sync + 'static {
+    let owners = owners.clone();
+    move |child: &Value| {
+        let labels = labels::map_at(child, "/metadata/labels");
+        let ns = crate::types::json::str_at(child, "/metadata/namespace");
+        owners
+            .list_namespace(ns)
+            .iter()
+            .filter(|owner| {
+                let selector = selector_of(owner);
+                !selector.is_empty() && selector.matches(&labels)
+            })
+            .map(|owner| client::key_of(owner))
+            .collect()
     }
 }
 

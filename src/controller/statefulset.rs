@@ -50,7 +50,6 @@ use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
 use crate::types::json::{array_at, str_at};
-use crate::types::labels;
 
 /// The label that names the revision a pod was made from.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -927,34 +926,6 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let pods = ctx.informers.get(catalog::of(Kind::Pod));
     let claims = ctx.informers.get(catalog::of(Kind::PersistentVolumeClaim));
     let revisions = ctx.informers.get(catalog::of(Kind::ControllerRevision));
-    // Orphans that a set's selector matches may be adopted.
-    let matching = {
-        let sets = sets.clone();
-        move |queue: &Queue, obj: &Value| {
-            let labels = labels::map_at(obj, "/metadata/labels");
-            for set in sets.list_namespace(str_at(obj, "/metadata/namespace")) {
-                let sel = spec_label_selector(&set);
-                if !sel.is_empty() && sel.matches(&labels) {
-                    queue.add(key_of(&set));
-                }
-            }
-        }
-    };
-    // A pod's or a revision's change goes to its set (and the one it had), an orphan's
-    // (but its deletion) to the sets that may adopt it.
-    let to_sets = move |change: Change<'_>, queue: &Queue| {
-        let was = match change {
-            Change::Updated { old, .. } => STATEFUL_SETS.key_of_controller(old),
-            _ => None,
-        };
-        let now = STATEFUL_SETS.key_of_controller(change.object());
-        if now.is_none() && !matches!(change, Change::Deleted(_)) {
-            matching(queue, change.object());
-        }
-        for owner in was.into_iter().chain(now) {
-            queue.add(owner);
-        }
-    };
     // A claim that goes may be one a pod waits to make again.
     let claim_deleted = {
         let sets = sets.clone();
@@ -987,8 +958,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     });
     runtime::Controller::new("statefulset")
         .reconciles(&sets)
-        .watches(&pods, to_sets.clone())
-        .watches(&revisions, to_sets)
+        // Orphans that a set's selector matches may be adopted.
+        .owns_or_adopts(
+            &pods,
+            STATEFUL_SETS,
+            runtime::selecting(&sets, spec_label_selector),
+        )
+        .owns_or_adopts(
+            &revisions,
+            STATEFUL_SETS,
+            runtime::selecting(&sets, spec_label_selector),
+        )
         .watches(&claims, claim_deleted)
         .workers(WORKERS)
         .run_with(

@@ -666,21 +666,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             ttl_queue.add(key_of(change.object()));
         }
     };
-    let matching = {
-        let jobs = jobs.clone();
-        move |pod: &Value| {
-            let l = labels::map_at(pod, "/metadata/labels");
-            let jobs = jobs.list_namespace(str_at(pod, "/metadata/namespace"));
-            jobs.iter()
-                .filter(|j| {
-                    let spec = Watched::of(j).spec;
-                    let sel = selector_of(spec.as_ref().and_then(|s| s.selector.as_ref()));
-                    !sel.is_empty() && sel.matches(&l)
-                })
-                .map(|j| key_of(j))
-                .collect()
-        }
-    };
+    let matching = runtime::selecting(&jobs, |j| {
+        let spec = Watched::of(j).spec;
+        selector_of(spec.as_ref().and_then(|s| s.selector.as_ref()))
+    });
     // A tracked pod whose finalizer is gone (or the pod itself) is no longer being
     // removed: said before its job is queued, which the next handler does.
     let finalizers = {
