@@ -426,7 +426,8 @@ impl Controller {
             Err(e) if e.is_not_found() => return Ok(Action::Done),
             Err(e) => return Err(context(format!("node {name}: read"), e)),
         };
-        let was_unknown = condition_status(&decode(&node)?, "Ready") == Some("Unknown");
+        let was_unknown = crate::types::condition(&node, "Ready")
+            .is_some_and(|c| str_at(c, "/status") == "Unknown");
         if mark_conditions_unknown(&mut node) {
             node = self
                 .ctx
@@ -454,8 +455,7 @@ impl Controller {
                 .await
                 .map_err(|e| context(format!("node {name}: add unreachable taints"), e))?;
         }
-        let written: Node = decode(&node)?;
-        let tainted_at = unreachable_since(taints_of(&written)).unwrap_or(now);
+        let tainted_at = unreachable_since(&taints::of_node(&node)).unwrap_or(now);
         let mut next: Option<Timestamp> = None;
         for pod in self.pods.list() {
             if !is_live_on(&pod, name) {
