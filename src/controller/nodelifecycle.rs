@@ -11,18 +11,27 @@
 //! Events: `NodeNotReady` (Normal) on the node when its Ready condition goes Unknown;
 //! `NodeNotReady` (Warning, "Node is not ready") on each pod marked not Ready;
 //! `TaintManagerEviction` (Normal, "Marking for deletion Pod ns/name") on each pod evicted.
+//!
+//! The node and its lease are decoded once as their k8s-openapi types (`Node`, `Lease`)
+//! and judged from those; the taints and conditions it writes are set on the JSON object
+//! it read for the write, from typed taints. Pods stay JSON, read through `types::json`:
+//! every pod of the cluster is scanned for a lost node and on every pod change.
 
-use crate::types::json::str_at;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use super::{Action, Context, Error, Result, Supervisor, runtime};
+use super::claim::is_deleting;
+use super::{Action, Context, Error, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, DeleteParams, key_of};
 use crate::client::{Kind, catalog};
+use crate::types::json::{array_at, str_at};
 use crate::types::taints::{self, NO_EXECUTE, NO_SCHEDULE, UNREACHABLE};
 
 /// Where nodes keep their heartbeat Leases.
@@ -64,7 +73,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let node = str_at(change.object(), "/spec/nodeName");
             if !matches!(change, Change::Deleted(_))
                 && !node.is_empty()
-                && nodes.get(node).is_some_and(|n| is_tainted_unreachable(&n))
+                && nodes
+                    .get(node)
+                    .is_some_and(|n| is_tainted_unreachable(&taints::of_node(&n)))
             {
                 queue.add(node);
             }
@@ -76,19 +87,17 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         });
 }
 
-fn time_at(obj: &Value, pointer: &str) -> Option<Timestamp> {
-    obj.pointer(pointer)?.as_str()?.parse().ok()
-}
-
 /// When a node last showed it is alive: its lease's renewal (or acquisition, or creation),
 /// but never before the node itself was created, so a node re-created under an old
 /// lease gets a whole grace period.
-pub fn last_heartbeat(node: &Value, lease: Option<&Value>) -> Option<Timestamp> {
-    let created = time_at(node, "/metadata/creationTimestamp");
+pub fn last_heartbeat(node: &Node, lease: Option<&Lease>) -> Option<Timestamp> {
+    let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let renewed = lease.and_then(|l| {
-        time_at(l, "/spec/renewTime")
-            .or_else(|| time_at(l, "/spec/acquireTime"))
-            .or_else(|| time_at(l, "/metadata/creationTimestamp"))
+        let spec = l.spec.as_ref();
+        spec.and_then(|s| s.renew_time.as_ref())
+            .or_else(|| spec.and_then(|s| s.acquire_time.as_ref()))
+            .map(|t| t.0)
+            .or_else(|| l.metadata.creation_timestamp.as_ref().map(|t| t.0))
     });
     created.max(renewed)
 }
@@ -124,13 +133,9 @@ const UNKNOWN_MESSAGE: &str = "Kubelet stopped posting node status.";
 /// their reason); a node that never posted a Ready condition gets one. Returns whether
 /// anything changed.
 pub fn mark_conditions_unknown(node: &mut Value) -> bool {
-    let current: Vec<Value> = node
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let current = array_at(node, "/status/conditions").to_vec();
     let mut changed = false;
-    for old in current.iter().filter(|c| c["status"] != "Unknown") {
+    for old in current.iter().filter(|c| str_at(c, "/status") != "Unknown") {
         let mut c = old.clone();
         c["status"] = json!("Unknown");
         c["reason"] = json!(UNKNOWN_REASON);
@@ -141,7 +146,7 @@ pub fn mark_conditions_unknown(node: &mut Value) -> bool {
         }
         changed |= crate::types::set_condition(node, c);
     }
-    if !current.iter().any(|c| c["type"] == "Ready") {
+    if !current.iter().any(|c| str_at(c, "/type") == "Ready") {
         changed |= crate::types::set_condition(
             node,
             json!({
@@ -155,35 +160,68 @@ pub fn mark_conditions_unknown(node: &mut Value) -> bool {
     changed
 }
 
-fn is_unreachable_taint(t: &Value) -> bool {
-    t["key"] == UNREACHABLE && (t["effect"] == NO_SCHEDULE || t["effect"] == NO_EXECUTE)
+/// A node's `spec.taints`.
+fn taints_of(node: &Node) -> &[Taint] {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
 }
 
-pub fn is_tainted_unreachable(node: &Value) -> bool {
-    node.pointer("/spec/taints")
-        .and_then(Value::as_array)
-        .is_some_and(|ts| ts.iter().any(is_unreachable_taint))
+/// A node's `status.conditions`.
+fn conditions_of(node: &Node) -> &[NodeCondition] {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
+}
+
+/// The status of a node's condition of type `kind`.
+fn condition_status<'a>(node: &'a Node, kind: &str) -> Option<&'a str> {
+    conditions_of(node)
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.as_str())
+}
+
+/// Sets `spec.taints` of the node object about to be written.
+fn set_taints(node: &mut Value, list: &[Taint]) {
+    node["spec"]["taints"] = serde_json::to_value(list).unwrap_or_else(|_| json!([]));
+}
+
+/// A taint stamped `now` (an RFC 3339 time; none when it does not parse).
+fn taint(key: &str, effect: &str, now: &str) -> Taint {
+    Taint {
+        key: key.into(),
+        effect: effect.into(),
+        time_added: now.parse().ok().map(Time),
+        value: None,
+    }
+}
+
+fn is_unreachable_taint(t: &Taint) -> bool {
+    t.key == UNREACHABLE && (t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE)
+}
+
+pub fn is_tainted_unreachable(taints: &[Taint]) -> bool {
+    taints.iter().any(is_unreachable_taint)
 }
 
 /// Adds the unreachable taints a node lacks, stamped `now`. Returns whether any was added.
 pub fn add_unreachable_taints(node: &mut Value, now: &str) -> bool {
-    if !node["spec"].is_object() {
-        node["spec"] = json!({});
-    }
-    let spec = &mut node["spec"];
-    if !spec["taints"].is_array() {
-        spec["taints"] = json!([]);
-    }
-    let list = spec["taints"].as_array_mut().expect("made an array");
+    let mut list = taints::of_node(node);
     let mut changed = false;
     for effect in [NO_SCHEDULE, NO_EXECUTE] {
         if !list
             .iter()
-            .any(|t| t["key"] == UNREACHABLE && t["effect"] == effect)
+            .any(|t| t.key == UNREACHABLE && t.effect == effect)
         {
-            list.push(json!({"key": UNREACHABLE, "effect": effect, "timeAdded": now}));
+            list.push(taint(UNREACHABLE, effect, now));
             changed = true;
         }
+    }
+    if changed {
+        set_taints(node, &list);
     }
     changed
 }
@@ -201,68 +239,74 @@ const CONDITION_TAINTS: [(&str, &str, &str); 4] = [
     ("Ready", "False", "node.kubernetes.io/not-ready"),
 ];
 
+/// The condition taint keys that the conditions call for, given each condition's status.
+fn wanted_condition_taints<'a>(status: impl Fn(&str) -> Option<&'a str>) -> Vec<&'static str> {
+    CONDITION_TAINTS
+        .iter()
+        .filter(|(kind, want, _)| status(kind) == Some(*want))
+        .map(|(_, _, key)| *key)
+        .collect()
+}
+
+/// `taints` with the condition taints made to be `want`, new ones stamped `now`.
+fn with_condition_taints(taints: &[Taint], want: &[&str], now: &str) -> Vec<Taint> {
+    let mut list = taints.to_vec();
+    list.retain(|t| {
+        let ours = CONDITION_TAINTS.iter().any(|(_, _, k)| t.key == *k) && t.effect == NO_SCHEDULE;
+        !ours || want.contains(&t.key.as_str())
+    });
+    for key in want {
+        if !list
+            .iter()
+            .any(|t| t.key == *key && t.effect == NO_SCHEDULE)
+        {
+            list.push(taint(key, NO_SCHEDULE, now));
+        }
+    }
+    list
+}
+
 /// Adds and removes the condition taints to match the node's conditions. Returns whether
 /// anything changed.
 pub fn sync_condition_taints(node: &mut Value, now: &str) -> bool {
-    let want: Vec<&str> = CONDITION_TAINTS
-        .iter()
-        .filter(|(kind, status, _)| {
-            crate::types::condition(node, kind).is_some_and(|c| c["status"] == *status)
-        })
-        .map(|(_, _, key)| *key)
-        .collect();
-    if !node["spec"].is_object() {
-        node["spec"] = json!({});
-    }
-    if !node["spec"]["taints"].is_array() {
-        node["spec"]["taints"] = json!([]);
-    }
-    let list = node["spec"]["taints"]
-        .as_array_mut()
-        .expect("made an array");
-    let before = list.clone();
-    list.retain(|t| {
-        let ours =
-            CONDITION_TAINTS.iter().any(|(_, _, k)| t["key"] == *k) && t["effect"] == NO_SCHEDULE;
-        !ours || want.iter().any(|k| t["key"] == *k)
+    let want = wanted_condition_taints(|kind| {
+        crate::types::condition(node, kind).map(|c| str_at(c, "/status"))
     });
-    for key in &want {
-        if !list
-            .iter()
-            .any(|t| t["key"] == *key && t["effect"] == NO_SCHEDULE)
-        {
-            list.push(json!({"key": key, "effect": NO_SCHEDULE, "timeAdded": now}));
-        }
+    let before = taints::of_node(node);
+    let after = with_condition_taints(&before, &want, now);
+    let changed = after != before;
+    if changed {
+        set_taints(node, &after);
     }
-    *list != before
+    changed
 }
 
 /// Whether the node's condition taints differ from what its conditions call for.
-fn condition_taints_stale(node: &Value) -> bool {
-    let mut copy = node.clone();
-    sync_condition_taints(&mut copy, "")
+fn condition_taints_stale(node: &Node) -> bool {
+    let want = wanted_condition_taints(|kind| condition_status(node, kind));
+    let before = taints_of(node);
+    with_condition_taints(before, &want, "") != before
 }
 
 /// Removes the unreachable taints. Returns whether there were any.
 pub fn remove_unreachable_taints(node: &mut Value) -> bool {
-    let Some(list) = node
-        .pointer_mut("/spec/taints")
-        .and_then(Value::as_array_mut)
-    else {
-        return false;
-    };
+    let mut list = taints::of_node(node);
     let before = list.len();
     list.retain(|t| !is_unreachable_taint(t));
-    before != list.len()
+    let changed = before != list.len();
+    if changed {
+        set_taints(node, &list);
+    }
+    changed
 }
 
 /// When the node's unreachable NoExecute taint was added.
-pub fn unreachable_since(node: &Value) -> Option<Timestamp> {
-    node.pointer("/spec/taints")?
-        .as_array()?
+pub fn unreachable_since(taints: &[Taint]) -> Option<Timestamp> {
+    taints
         .iter()
-        .find(|t| t["key"] == UNREACHABLE && t["effect"] == NO_EXECUTE)
-        .and_then(|t| time_at(t, "/timeAdded"))
+        .find(|t| t.key == UNREACHABLE && t.effect == NO_EXECUTE)
+        .and_then(|t| t.time_added.as_ref())
+        .map(|t| t.0)
 }
 
 /// When a pod on an unreachable node goes.
@@ -296,7 +340,7 @@ pub fn eviction(pod: &Value, tainted_at: Timestamp, default: Duration) -> Evicti
 
 fn is_live_on(pod: &Value, node: &str) -> bool {
     str_at(pod, "/spec/nodeName") == node
-        && pod.pointer("/metadata/deletionTimestamp").is_none()
+        && !is_deleting(pod)
         && !matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
 }
 
@@ -314,15 +358,19 @@ impl Controller {
         let Some(node) = self.nodes.get(name) else {
             return Ok(Action::Done);
         };
-        let lease = self.leases.get(&format!("{LEASE_NAMESPACE}/{name}"));
-        let Some(last) = last_heartbeat(&node, lease.as_deref()) else {
+        let node: Node = decode(&node)?;
+        let lease: Option<Lease> = match self.leases.get(&format!("{LEASE_NAMESPACE}/{name}")) {
+            Some(l) => Some(decode(&l)?),
+            None => None,
+        };
+        let Some(last) = last_heartbeat(&node, lease.as_ref()) else {
             tracing::warn!(node = name, "no time to judge the node's heartbeat by");
             return Ok(Action::Done);
         };
         let now = Timestamp::now();
         match health(last, self.ctx.config.node_grace, now) {
             Health::Fresh { stale_at } => {
-                if is_tainted_unreachable(&node) {
+                if is_tainted_unreachable(taints_of(&node)) {
                     self.untaint(name).await?;
                 }
                 if condition_taints_stale(&node) {
@@ -378,8 +426,8 @@ impl Controller {
             Err(e) if e.is_not_found() => return Ok(Action::Done),
             Err(e) => return Err(context(format!("node {name}: read"), e)),
         };
-        let was_unknown =
-            crate::types::condition(&node, "Ready").is_some_and(|c| c["status"] == "Unknown");
+        let was_unknown = crate::types::condition(&node, "Ready")
+            .is_some_and(|c| str_at(c, "/status") == "Unknown");
         if mark_conditions_unknown(&mut node) {
             node = self
                 .ctx
@@ -407,7 +455,7 @@ impl Controller {
                 .await
                 .map_err(|e| context(format!("node {name}: add unreachable taints"), e))?;
         }
-        let tainted_at = unreachable_since(&node).unwrap_or(now);
+        let tainted_at = unreachable_since(&taints::of_node(&node)).unwrap_or(now);
         let mut next: Option<Timestamp> = None;
         for pod in self.pods.list() {
             if !is_live_on(&pod, name) {
@@ -432,7 +480,7 @@ impl Controller {
 
     async fn mark_not_ready(&self, pod: &Value) -> Result<()> {
         let ready = crate::types::condition(pod, "Ready");
-        if ready.is_some_and(|c| c["status"] == "False") {
+        if ready.is_some_and(|c| str_at(c, "/status") == "False") {
             return Ok(());
         }
         let key = key_of(pod);
@@ -505,30 +553,38 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// The typed object a test's JSON stands for.
+    fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+        serde_json::from_value(v.clone()).unwrap()
+    }
+
     #[test]
     fn the_heartbeat_is_the_lease_renewal_but_never_before_the_node() {
         let node = json!({"metadata": {"name": "n", "creationTimestamp": "2024-01-01T00:00:00Z"}});
-        assert_eq!(last_heartbeat(&node, None), Some(t("2024-01-01T00:00:00Z")));
+        assert_eq!(
+            last_heartbeat(&typed(&node), None),
+            Some(t("2024-01-01T00:00:00Z"))
+        );
         let lease = json!({
             "metadata": {"creationTimestamp": "2024-01-01T00:00:01Z"},
             "spec": {"renewTime": "2024-01-01T00:05:00.123456Z", "acquireTime": "2024-01-01T00:00:02.000000Z"}
         });
         assert_eq!(
-            last_heartbeat(&node, Some(&lease)),
+            last_heartbeat(&typed(&node), Some(&typed(&lease))),
             Some(t("2024-01-01T00:05:00.123456Z"))
         );
         let acquired = json!({"spec": {"acquireTime": "2024-01-01T00:00:02.000000Z"}});
         assert_eq!(
-            last_heartbeat(&node, Some(&acquired)),
+            last_heartbeat(&typed(&node), Some(&typed(&acquired))),
             Some(t("2024-01-01T00:00:02Z"))
         );
         let old = json!({"spec": {"renewTime": "2023-01-01T00:00:00.000000Z"}});
         assert_eq!(
-            last_heartbeat(&node, Some(&old)),
+            last_heartbeat(&typed(&node), Some(&typed(&old))),
             Some(t("2024-01-01T00:00:00Z")),
             "a lease older than the node does not count"
         );
-        assert_eq!(last_heartbeat(&json!({}), None), None);
+        assert_eq!(last_heartbeat(&Node::default(), None), None);
     }
 
     #[test]
@@ -587,12 +643,15 @@ mod tests {
     #[test]
     fn unreachable_taints_are_added_once_and_removed_alone() {
         let mut node = json!({"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}});
-        assert!(!is_tainted_unreachable(&node));
+        assert!(!is_tainted_unreachable(&taints::of_node(&node)));
         assert!(add_unreachable_taints(&mut node, "2024-01-01T00:01:00Z"));
-        assert!(is_tainted_unreachable(&node));
+        assert!(is_tainted_unreachable(&taints::of_node(&node)));
         assert_eq!(node["spec"]["taints"].as_array().unwrap().len(), 3);
         assert!(!add_unreachable_taints(&mut node, "2024-01-01T00:02:00Z"));
-        assert_eq!(unreachable_since(&node), Some(t("2024-01-01T00:01:00Z")));
+        assert_eq!(
+            unreachable_since(&taints::of_node(&node)),
+            Some(t("2024-01-01T00:01:00Z"))
+        );
         assert!(remove_unreachable_taints(&mut node));
         assert_eq!(
             node["spec"]["taints"],
@@ -602,7 +661,10 @@ mod tests {
         let mut bare = json!({"metadata": {"name": "n"}});
         assert!(!remove_unreachable_taints(&mut bare));
         assert!(add_unreachable_taints(&mut bare, "2024-01-01T00:01:00Z"));
-        assert_eq!(unreachable_since(&bare), Some(t("2024-01-01T00:01:00Z")));
+        assert_eq!(
+            unreachable_since(&taints::of_node(&bare)),
+            Some(t("2024-01-01T00:01:00Z"))
+        );
     }
 
     fn pod_tolerating(tolerations: Value) -> Value {
@@ -675,7 +737,7 @@ mod tests {
                 {"type": "Ready", "status": "False"},
             ]},
         });
-        assert!(condition_taints_stale(&node));
+        assert!(condition_taints_stale(&typed(&node)));
         assert!(sync_condition_taints(&mut node, "t"));
         let keys: Vec<&str> = node["spec"]["taints"]
             .as_array()

@@ -9,16 +9,25 @@
 //! set until something that may make room happens (a node added or changed in what the
 //! checks read, a placed pod deleted or finished, a binding undone); then they are all
 //! queued again. No timers.
+//!
+//! The pod being scheduled is decoded once as a `Pod` (its uid and its claims are read
+//! from that), and the claims it names as `PersistentVolumeClaim`s. Nodes stay JSON, as
+//! [`fit`] reads them: every node is checked on every attempt, and the same rules serve
+//! the node agent's admission and the daemon set controller. So do the pods the informer
+//! handlers see on every change, and what a pod asks for, which [`fit`] reads too.
 
 use crate::types::fit;
 use crate::types::json::str_at;
+use crate::types::meta::Meta;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use serde_json::{Value, json};
 
-use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
+use super::claim::is_deleting;
+use super::{Action, Context, Error, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{self, key_of, split_key};
@@ -184,7 +193,7 @@ fn is_finished(pod: &Value) -> bool {
 /// Whether this scheduler should place `pod` now.
 pub fn wants_scheduling(pod: &Value) -> bool {
     str_at(pod, "/spec/nodeName").is_empty()
-        && pod.pointer("/metadata/deletionTimestamp").is_none()
+        && !is_deleting(pod)
         && !is_finished(pod)
         && matches!(str_at(pod, "/spec/schedulerName"), "" | NAME)
 }
@@ -275,19 +284,20 @@ impl Scheduler {
             self.book.state().unschedulable.remove(key);
             return Ok(Action::Done);
         }
-        let uid = str_at(&pod, "/metadata/uid").to_string();
+        let typed: Pod = decode(&pod)?;
+        let uid = typed.metadata.uid();
         let needs = match fit::Needs::of(&pod) {
             Ok(n) => n,
             Err(problem) => {
                 let message = format!("pod {key} cannot be scheduled: {problem}");
-                return self.unschedulable(&pod, key, &message).await;
+                return self.unschedulable(uid, key, &message).await;
             }
         };
-        if let Some(problem) = self.claim_problem(&pod) {
+        if let Some(problem) = self.claim_problem(&typed)? {
             self.book.state().unschedulable.insert(key.to_string());
             let nodes = self.nodes.list().len();
             let message = format!("0/{nodes} nodes are available: {problem}.");
-            return self.unschedulable(&pod, key, &message).await;
+            return self.unschedulable(uid, key, &message).await;
         }
         let decision = {
             // Choosing and assuming under one lock, so two workers never book the same
@@ -295,39 +305,42 @@ impl Scheduler {
             // the pod in the waiting set.
             let mut st = self.book.state();
             let nodes = self.nodes.list();
-            st.decide(key, &uid, needs, &nodes)
+            st.decide(key, uid, needs, &nodes)
         };
         match decision {
             Decision::InFlight => Ok(Action::Done),
             Decision::Bind(node) => self.bind(&pod, key, &node).await,
-            Decision::Unfit(message) => self.unschedulable(&pod, key, &message).await,
+            Decision::Unfit(message) => self.unschedulable(uid, key, &message).await,
         }
     }
 
     /// Why the pod's claims keep it from any node (the volume binding filter): a claim
     /// that does not exist, is being deleted, or is bound to no volume (nothing
     /// provisions volumes yet, so every claim binds immediately or never).
-    fn claim_problem(&self, pod: &Value) -> Option<String> {
-        let ns = str_at(pod, "/metadata/namespace");
+    fn claim_problem(&self, pod: &Pod) -> Result<Option<String>> {
+        let ns = pod.metadata.namespace();
+        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref());
         let mut unbound = false;
-        for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
-            let Some(claim_name) = v
-                .pointer("/persistentVolumeClaim/claimName")
-                .and_then(Value::as_str)
-            else {
+        for v in volumes.unwrap_or_default() {
+            let Some(source) = &v.persistent_volume_claim else {
                 continue;
             };
+            let claim_name = &source.claim_name;
             let Some(claim) = self.claims.get(&format!("{ns}/{claim_name}")) else {
-                return Some(format!("persistentvolumeclaim {claim_name:?} not found"));
+                return Ok(Some(format!(
+                    "persistentvolumeclaim {claim_name:?} not found"
+                )));
             };
-            if claim.pointer("/metadata/deletionTimestamp").is_some() {
-                return Some(format!(
+            let claim: PersistentVolumeClaim = decode(&claim)?;
+            if claim.metadata.is_deleting() {
+                return Ok(Some(format!(
                     "persistentvolumeclaim {claim_name:?} is being deleted"
-                ));
+                )));
             }
-            unbound |= str_at(&claim, "/status/phase") != "Bound";
+            let phase = claim.status.as_ref().and_then(|s| s.phase.as_deref());
+            unbound |= phase != Some("Bound");
         }
-        unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
+        Ok(unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string()))
     }
 
     async fn bind(&self, pod: &Value, key: &str, node: &str) -> Result<Action> {
@@ -365,8 +378,9 @@ impl Scheduler {
         }
     }
 
-    /// Reports that `pod` fits nowhere: the `PodScheduled` condition and an event.
-    async fn unschedulable(&self, pod: &Value, key: &str, message: &str) -> Result<Action> {
+    /// Reports that the pod (of `uid`) fits nowhere: the `PodScheduled` condition and an
+    /// event.
+    async fn unschedulable(&self, uid: &str, key: &str, message: &str) -> Result<Action> {
         let res = catalog::of(Kind::Pod);
         let (ns, name) = split_key(key);
         let mut fresh = match self.ctx.client.get(res, ns, name).await {
@@ -374,9 +388,7 @@ impl Scheduler {
             Err(e) if e.is_not_found() => return Ok(Action::Done),
             Err(e) => return Err(context(format!("pod {key}: read"), e)),
         };
-        if fresh.pointer("/metadata/uid") != pod.pointer("/metadata/uid")
-            || !wants_scheduling(&fresh)
-        {
+        if str_at(&fresh, "/metadata/uid") != uid || !wants_scheduling(&fresh) {
             // Changed meanwhile; its own update brings it back if it still waits.
             return Ok(Action::Done);
         }

@@ -2,6 +2,7 @@
 //! `behavior`; with it, its windows and policies over the scale events kept in memory.
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscalerBehavior};
 use serde_json::Value;
 
 use super::{Controller, set};
@@ -51,24 +52,38 @@ struct Policy {
 }
 
 impl Rules {
-    pub(super) fn from(v: &Value) -> Rules {
-        let policies = v["policies"]
-            .as_array()
+    /// One direction's rules of a behavior; absent, no policies and `Max`.
+    pub(super) fn from(rules: Option<&HPAScalingRules>) -> Rules {
+        let policies = rules
+            .and_then(|r| r.policies.as_ref())
             .map(|ps| {
                 ps.iter()
                     .map(|p| Policy {
-                        pods: p["type"] == "Pods",
-                        value: p["value"].as_i64().unwrap_or(0),
-                        period: p["periodSeconds"].as_i64().unwrap_or(0),
+                        pods: p.type_ == "Pods",
+                        value: p.value.into(),
+                        period: p.period_seconds.into(),
                     })
                     .collect()
             })
             .unwrap_or_default();
         Rules {
-            window: v["stabilizationWindowSeconds"].as_i64(),
-            select: v["selectPolicy"].as_str().unwrap_or("Max").to_string(),
+            window: rules
+                .and_then(|r| r.stabilization_window_seconds)
+                .map(i64::from),
+            select: rules
+                .and_then(|r| r.select_policy.as_deref())
+                .unwrap_or("Max")
+                .to_string(),
             policies,
         }
+    }
+
+    /// A behavior's scale-up and scale-down rules.
+    pub(super) fn of(behavior: &HorizontalPodAutoscalerBehavior) -> (Rules, Rules) {
+        (
+            Rules::from(behavior.scale_up.as_ref()),
+            Rules::from(behavior.scale_down.as_ref()),
+        )
     }
 
     fn longest_period(&self) -> i64 {
@@ -323,15 +338,11 @@ impl Controller {
         &self,
         key: &str,
         hpa: &mut Value,
-        current: i64,
-        proposed: i64,
+        behavior: Option<&HorizontalPodAutoscalerBehavior>,
+        (current, proposed): (i64, i64),
         (min, max): (i64, i64),
         now: Timestamp,
     ) -> i64 {
-        let behavior = hpa["spec"]
-            .get("behavior")
-            .filter(|b| b.is_object())
-            .cloned();
         let mut history = self.history.lock().expect("history lock");
         let h = history.entry(key.to_string()).or_default();
         let (stabilized, held, limited) = match behavior {
@@ -350,8 +361,7 @@ impl Controller {
                 )
             }
             Some(b) => {
-                let up = Rules::from(&b["scaleUp"]);
-                let mut down = Rules::from(&b["scaleDown"]);
+                let (up, mut down) = Rules::of(b);
                 down.window
                     .get_or_insert(self.timing.downscale_window.as_secs() as i64);
                 let (stabilized, reason, message) =
@@ -431,7 +441,7 @@ mod tests {
     }
 
     fn rules(v: Value) -> Rules {
-        Rules::from(&v)
+        Rules::from(Some(&serde_json::from_value(v).unwrap()))
     }
 
     #[test]

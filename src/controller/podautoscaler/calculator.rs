@@ -1,12 +1,15 @@
 //! The replica calculator: each pod's usage and requests of a resource, the pods grouped
 //! (ready, unready, missing, ignored), and the replica count that brings usage to the goal.
+//! Pods and PodMetrics are read as JSON through `types::json`: the pods come from the
+//! informer on every sync, and PodMetrics have no k8s-openapi type.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
-use crate::controller::claim::{is_deleting, str_at};
+use crate::controller::claim::is_deleting;
+use crate::types::json::{array_at, str_at};
 use crate::types::quantity::Quantity;
 
 /// How far from 1 the usage ratio must be for the scale to change.
@@ -111,11 +114,8 @@ pub(super) fn pod_metrics(
     for m in items {
         let name = str_at(m, "/metadata/name").to_string();
         let at = timestamp_at(m, "/timestamp").unwrap_or(Timestamp::UNIX_EPOCH);
-        let window = m["window"]
-            .as_str()
-            .and_then(parse_go_duration)
-            .unwrap_or(SignedDuration::ZERO);
-        let containers = m["containers"].as_array().map_or(&[][..], Vec::as_slice);
+        let window = parse_go_duration(str_at(m, "/window")).unwrap_or(SignedDuration::ZERO);
+        let containers = array_at(m, "/containers");
         let usage = |c: &Value| {
             c.pointer(&format!("/usage/{resource}"))
                 .and_then(quantity)
@@ -123,7 +123,7 @@ pub(super) fn pod_metrics(
         };
         match container {
             Some(wanted) => {
-                for c in containers.iter().filter(|c| c["name"] == wanted) {
+                for c in containers.iter().filter(|c| str_at(c, "/name") == wanted) {
                     let value = usage(c).ok_or_else(|| {
                         format!(
                             "missing resource metric {resource} for container {wanted} in pod {}/{name}",
@@ -147,13 +147,6 @@ pub(super) fn pod_metrics(
     Ok(out)
 }
 
-fn pod_condition<'a>(pod: &'a Value, kind: &str) -> Option<&'a Value> {
-    pod.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
 /// `groupPods`: which pods count, which are unready, which lack metrics and which are
 /// ignored altogether.
 fn group_pods(pods: &[&Value], metrics: &Metrics, resource: &str, now: Timestamp) -> Groups {
@@ -174,13 +167,13 @@ fn group_pods(pods: &[&Value], metrics: &Metrics, resource: &str, now: Timestamp
             continue;
         };
         if resource == "cpu" {
-            let ready = pod_condition(pod, "Ready");
+            let ready = crate::types::condition(pod, "Ready");
             let start = timestamp_at(pod, "/status/startTime");
             let unready = match (ready, start) {
                 (Some(cond), Some(start)) => {
                     let transition =
                         timestamp_at(cond, "/lastTransitionTime").unwrap_or(Timestamp::UNIX_EPOCH);
-                    let is_false = cond["status"] == "False";
+                    let is_false = str_at(cond, "/status") == "False";
                     if start + CPU_INITIALIZATION_PERIOD > now {
                         is_false || metric.at < transition + metric.window
                     } else {
@@ -209,16 +202,13 @@ fn pod_requests(
     let mut out = BTreeMap::new();
     for pod in pods {
         let name = str_at(pod, "/metadata/name");
-        let spec = &pod["spec"];
-        let sidecars = spec["initContainers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["restartPolicy"] == "Always");
-        let containers = spec["containers"].as_array().into_iter().flatten();
+        let sidecars = array_at(pod, "/spec/initContainers")
+            .iter()
+            .filter(|c| str_at(c, "/restartPolicy") == "Always");
+        let containers = array_at(pod, "/spec/containers").iter();
         let mut sum = 0i64;
         for c in containers.chain(sidecars) {
-            let cname = c["name"].as_str().unwrap_or("");
+            let cname = str_at(c, "/name");
             if container.is_some_and(|wanted| wanted != cname) {
                 continue;
             }

@@ -1,14 +1,18 @@
 //! An autoscaler's metrics: each one's spec read, its resource metrics fetched through the
 //! API, its proposal and status entry; the highest proposal of all, or why there is none.
+//! The metric specs are the autoscaler's typed `MetricSpec`s; the PodMetrics listed and
+//! the pods stay JSON (see the module above).
 
 use jiff::Timestamp;
+use k8s_openapi::api::autoscaling::v2::{MetricSpec, MetricTarget};
 use serde_json::{Value, json};
 
-use super::calculator::{Goal, Metrics, decimal_milli, pod_metrics, quantity, resource_replicas};
+use super::calculator::{Goal, Metrics, decimal_milli, pod_metrics, resource_replicas};
 use super::{Condition, Controller, Target, set};
 use crate::client::recorder::EventType;
 use crate::client::{Kind, ListParams, catalog};
 use crate::types::labels::Selector;
+use crate::types::quantity::Quantity;
 
 /// Why a metric gave no replica count: the error, and the condition it leaves.
 #[derive(Debug)]
@@ -22,7 +26,7 @@ struct MetricError {
 struct ResourceSpec<'a> {
     name: &'a str,
     container: Option<&'a str>,
-    target: &'a Value,
+    target: Option<&'a MetricTarget>,
     field: &'static str,
 }
 
@@ -35,6 +39,7 @@ impl Controller {
         original: &Value,
         hpa: &mut Value,
         target: &Target,
+        specs: &[MetricSpec],
         statuses: &mut Vec<Value>,
         now: Timestamp,
     ) -> (Option<i64>, String, Option<String>) {
@@ -75,10 +80,6 @@ impl Controller {
                 }
             }
         };
-        let specs = original
-            .pointer("/spec/metrics")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
         let (mut replicas, mut metric) = (0i64, String::new());
         let mut invalid = 0usize;
         let mut first: Option<MetricError> = None;
@@ -133,13 +134,13 @@ impl Controller {
     /// status entry.
     async fn replicas_for_metric(
         &self,
-        spec: &Value,
+        spec: &MetricSpec,
         target: &Target,
         selector: &Selector,
         selector_text: &str,
         now: Timestamp,
     ) -> std::result::Result<(i64, String, Value), MetricError> {
-        let kind = spec["type"].as_str().unwrap_or("");
+        let kind = spec.type_.as_str();
         let unable = |reason: &str, message: String| MetricError {
             condition: (
                 "ScalingActive",
@@ -150,26 +151,24 @@ impl Controller {
             message,
         };
         let resource = match kind {
-            "Resource" => ResourceSpec {
-                name: spec
-                    .pointer("/resource/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                container: None,
-                target: &spec["resource"]["target"],
-                field: "resource",
-            },
-            "ContainerResource" => ResourceSpec {
-                name: spec
-                    .pointer("/containerResource/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                container: spec
-                    .pointer("/containerResource/container")
-                    .and_then(Value::as_str),
-                target: &spec["containerResource"]["target"],
-                field: "containerResource",
-            },
+            "Resource" => {
+                let source = spec.resource.as_ref();
+                ResourceSpec {
+                    name: source.map_or("", |s| s.name.as_str()),
+                    container: None,
+                    target: source.map(|s| &s.target),
+                    field: "resource",
+                }
+            }
+            "ContainerResource" => {
+                let source = spec.container_resource.as_ref();
+                ResourceSpec {
+                    name: source.map_or("", |s| s.name.as_str()),
+                    container: source.map(|s| s.container.as_str()),
+                    target: source.map(|s| &s.target),
+                    field: "containerResource",
+                }
+            }
             "Pods" | "Object" | "External" => {
                 let (api, what, reason) = match kind {
                     "Pods" => ("custom.metrics.k8s.io", "pods", "FailedGetPodsMetric"),
@@ -180,15 +179,12 @@ impl Controller {
                         "FailedGetExternalMetric",
                     ),
                 };
-                let field = match kind {
-                    "Pods" => "pods",
-                    "Object" => "object",
-                    _ => "external",
+                let metric = match kind {
+                    "Pods" => spec.pods.as_ref().map(|p| &p.metric),
+                    "Object" => spec.object.as_ref().map(|o| &o.metric),
+                    _ => spec.external.as_ref().map(|e| &e.metric),
                 };
-                let name = spec
-                    .pointer(&format!("/{field}/metric/name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let name = metric.map_or("", |m| m.name.as_str());
                 return Err(unable(
                     reason,
                     format!(
@@ -216,10 +212,15 @@ impl Controller {
             )
         };
         let fail = |e: String| unable(reason, format!("{prefix}: {e}"));
-        let goal = if let Some(avg) = resource.target.get("averageValue").and_then(quantity) {
+        let average = resource
+            .target
+            .and_then(|t| t.average_value.as_ref())
+            .and_then(|q| q.0.parse::<Quantity>().ok());
+        let utilization = resource.target.and_then(|t| t.average_utilization);
+        let goal = if let Some(avg) = average {
             Goal::Average(avg.milli() as i64)
-        } else if let Some(u) = resource.target["averageUtilization"].as_i64() {
-            Goal::Utilization(u)
+        } else if let Some(u) = utilization {
+            Goal::Utilization(u.into())
         } else {
             return Err(fail(
                 "invalid resource metric source: neither an average utilization target nor an average value (usage) target was set".into(),

@@ -22,6 +22,13 @@
 //! rule, over the scale events this controller made. Recommendations and scale events are
 //! kept in memory per autoscaler, as upstream's are: a restart begins them afresh.
 //!
+//! Each sync decodes the autoscaler once as its k8s-openapi type
+//! (`autoscaling/v2` `HorizontalPodAutoscaler`) and reads its spec from that; the status
+//! it writes is built on a JSON copy, as the conditions are. Pods and PodMetrics stay
+//! JSON: the pods are listed from the informer on every sync (decoding each would cost
+//! for nothing read but labels, phase, conditions and requests), and `metrics.k8s.io` has
+//! no k8s-openapi type.
+//!
 //! A new autoscaler, or one whose spec changed, is synced at once; every sync asks to be
 //! run again after the sync period (15 s), failed or not: a metric that cannot be read is
 //! a condition and an event, not a reason to hurry.
@@ -34,15 +41,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::autoscaling::v2::{CrossVersionObjectReference, HorizontalPodAutoscaler};
 use serde_json::{Value, json};
 
 use self::behavior::{History, Rules};
-use super::claim::str_at;
 use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::recorder::{EventType, Recorder};
 use crate::client::{Client, Kind, Resource, catalog, key_of};
 use crate::types::clock::Clock;
+use crate::types::json::int_at;
+use crate::types::meta::Meta;
 
 const WORKERS: usize = 2;
 
@@ -55,10 +64,6 @@ pub struct Timing {
 
 /// A condition to set: type, status, reason, message.
 type Condition = (&'static str, &'static str, String, String);
-
-fn int_at(v: &Value, pointer: &str) -> Option<i64> {
-    v.pointer(pointer).and_then(Value::as_i64)
-}
 
 /// Sets a condition on the autoscaler being synced.
 fn set(hpa: &mut Value, (kind, status, reason, message): Condition) {
@@ -100,11 +105,12 @@ impl Controller {
     /// `reconcileAutoscaler`. Only a conflict writing the status is an error: everything
     /// else the autoscaler's conditions and events say, and the next sync tries again.
     async fn sync(&self, key: &str, original: &Value) -> Result<()> {
+        let typed: HorizontalPodAutoscaler = runtime::decode(original)?;
+        let spec = typed.spec;
         let mut hpa = original.clone();
-        let ns = str_at(original, "/metadata/namespace").to_string();
-        let spec = &original["spec"];
+        let ns = typed.metadata.namespace().to_string();
         let now = self.clock.now();
-        let target = match self.target(&ns, &spec["scaleTargetRef"]).await {
+        let target = match self.target(&ns, &spec.scale_target_ref).await {
             Ok(t) => t,
             Err(e) => {
                 self.recorder
@@ -141,8 +147,8 @@ impl Controller {
                 h.record(None, current, now);
             }
         }
-        let min = int_at(spec, "/minReplicas").unwrap_or(1);
-        let max = int_at(spec, "/maxReplicas").unwrap_or(0);
+        let min = spec.min_replicas.map_or(1, i64::from);
+        let max = i64::from(spec.max_replicas);
         let mut statuses = Vec::new();
         let (desired, reason) = if current == 0 && min != 0 {
             set(
@@ -166,8 +172,9 @@ impl Controller {
                 "Current number of replicas below Spec.MinReplicas".into(),
             )
         } else {
+            let specs = spec.metrics.as_deref().unwrap_or_default();
             let (proposed, metric, errors) = self
-                .replicas_for_metrics(original, &mut hpa, &target, &mut statuses, now)
+                .replicas_for_metrics(original, &mut hpa, &target, specs, &mut statuses, now)
                 .await;
             let Some(proposed) = proposed else {
                 self.set_replicas_and_metrics(&mut hpa, current, None, statuses);
@@ -191,19 +198,21 @@ impl Controller {
             if proposed < current {
                 reason = "All metrics below target".into();
             }
-            let desired = self.normalize(key, &mut hpa, current, proposed, (min, max), now);
+            let desired = self.normalize(
+                key,
+                &mut hpa,
+                spec.behavior.as_ref(),
+                (current, proposed),
+                (min, max),
+                now,
+            );
             (desired, reason)
         };
         let rescale = desired != current;
         if rescale {
             let scaled = self
                 .client
-                .scale(
-                    &target.res,
-                    Some(&ns),
-                    str_at(spec, "/scaleTargetRef/name"),
-                    desired,
-                )
+                .scale(&target.res, Some(&ns), &spec.scale_target_ref.name, desired)
                 .await;
             if let Err(e) = scaled {
                 self.recorder
@@ -243,11 +252,8 @@ impl Controller {
                     &format!("New size: {desired}; reason: {reason}"),
                 )
                 .await;
-            if let Some(behavior) = spec.get("behavior").filter(|b| b.is_object()) {
-                let (up, down) = (
-                    Rules::from(&behavior["scaleUp"]),
-                    Rules::from(&behavior["scaleDown"]),
-                );
+            if let Some(behavior) = &spec.behavior {
+                let (up, down) = Rules::of(behavior);
                 let mut history = self.history.lock().expect("history lock");
                 history
                     .entry(key.to_string())
@@ -302,10 +308,13 @@ impl Controller {
     }
 
     /// The target's scale, or why it cannot be read (as the message says it).
-    async fn target(&self, ns: &str, r: &Value) -> std::result::Result<Target, String> {
-        let kind = r["kind"].as_str().unwrap_or("");
-        let name = r["name"].as_str().unwrap_or("");
-        let api_version = r["apiVersion"].as_str().unwrap_or("");
+    async fn target(
+        &self,
+        ns: &str,
+        r: &CrossVersionObjectReference,
+    ) -> std::result::Result<Target, String> {
+        let (kind, name) = (r.kind.as_str(), r.name.as_str());
+        let api_version = r.api_version.as_deref().unwrap_or("");
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let builtin = catalog::RESOURCES
             .iter()
@@ -361,7 +370,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             Change::Added(o) | Change::Deleted(o) => queue.add(key_of(o)),
             // Its own status writes come back as updates; only a new spec is news.
             Change::Updated { old, new } => {
-                if old.pointer("/metadata/generation") != new.pointer("/metadata/generation") {
+                if int_at(old, "/metadata/generation") != int_at(new, "/metadata/generation") {
                     queue.add(key_of(new));
                 }
             }
