@@ -2,16 +2,23 @@
 //! own service controller keeps it. It holds the first cluster IP (kept for it), port 443
 //! named `https` onto the port the API serves on, and is made again when deleted and set
 //! right when its ports are changed.
+//!
+//! A reconcile decodes the Service it finds once as a k8s-openapi `Service`; the watch
+//! handler reads the informer's JSON through [`crate::types::json`].
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
-use super::{Action, Context, Queue, Result, Supervisor, runtime};
+use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::Client;
 use crate::client::informer::Informer;
 use crate::client::{Kind, catalog};
 use crate::types::KUBERNETES_SERVICE_IP;
+use crate::types::json::str_at;
+use crate::types::meta::Meta;
 
 const NAMESPACE: &str = "default";
 const NAME: &str = "kubernetes";
@@ -23,10 +30,28 @@ struct ApiService {
     port: u16,
 }
 
+/// The one port the Service must have: `https` on 443 onto the API's port `target`.
+fn api_port(target: u16) -> ServicePort {
+    ServicePort {
+        name: Some("https".into()),
+        port: 443,
+        protocol: Some("TCP".into()),
+        target_port: Some(IntOrString::Int(target.into())),
+        ..ServicePort::default()
+    }
+}
+
+/// Whether `have` is [`api_port`] in the fields this controller sets.
+fn is_api_port(have: &ServicePort, target: u16) -> bool {
+    let want = api_port(target);
+    (&have.name, have.port, &have.protocol, &have.target_port)
+        == (&want.name, want.port, &want.protocol, &want.target_port)
+}
+
 impl ApiService {
     /// The ports the Service must have.
     fn ports(&self) -> Value {
-        json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": self.port}])
+        json!([api_port(self.port)])
     }
 
     async fn reconcile(&self) -> Result<Action> {
@@ -56,22 +81,20 @@ impl ApiService {
                 Err(e) => Err(e.into()),
             };
         };
-        if current.pointer("/metadata/deletionTimestamp").is_some() {
+        let current: Service = decode(&current)?;
+        if current.metadata.is_deleting() {
             return Ok(Action::Done);
         }
-        let ports = self.ports();
-        let same = current.pointer("/spec/ports").is_some_and(|have| {
-            have.as_array().map(Vec::len) == Some(1)
-                && ["name", "port", "protocol", "targetPort"]
-                    .iter()
-                    .all(|f| have[0][f] == ports[0][f])
-        });
+        let same = match current.spec.as_ref().and_then(|s| s.ports.as_deref()) {
+            Some([have]) => is_api_port(have, self.port),
+            _ => false,
+        };
         if same {
             return Ok(Action::Done);
         }
         let patch = json!({
-            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-            "spec": {"ports": ports},
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "spec": {"ports": self.ports()},
         });
         match self
             .client
@@ -106,8 +129,10 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     runtime::Controller::new("kubernetes-service")
         .with_queue(queue)
         .watches(&services, |change, queue| {
-            let m = &change.object()["metadata"];
-            if m["namespace"] == NAMESPACE && m["name"] == NAME {
+            let obj = change.object();
+            if str_at(obj, "/metadata/namespace") == NAMESPACE
+                && str_at(obj, "/metadata/name") == NAME
+            {
                 queue.add(NAME.to_string());
             }
         })
@@ -120,4 +145,26 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let controller = controller.clone();
             async move { controller.reconcile().await }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_port_is_https_on_443_onto_the_api_port() {
+        assert_eq!(
+            json!([api_port(6443)]),
+            json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}])
+        );
+        let mut have = api_port(6443);
+        assert!(is_api_port(&have, 6443));
+        have.node_port = Some(30443);
+        assert!(
+            is_api_port(&have, 6443),
+            "fields it does not set are not compared"
+        );
+        have.target_port = Some(IntOrString::String("6443".into()));
+        assert!(!is_api_port(&have, 6443));
+    }
 }

@@ -3,6 +3,10 @@
 //! statefulset controller's pods and revisions): who controls an object, and claiming —
 //! adopting orphans that match the selector, releasing owned objects that stopped matching
 //! (`ControllerRefManager` upstream).
+//!
+//! Children stay JSON, read through [`crate::types::json`]: they are listed from informers
+//! on every sync (a ReplicaSet's pods, say), where decoding each would cost more than the
+//! few fields read.
 
 use std::sync::Arc;
 
@@ -14,6 +18,7 @@ use crate::client::{Client, Patch, Resource};
 use crate::types::labels;
 
 pub use crate::types::json::str_at;
+use crate::types::json::{array_at, bool_at};
 
 pub fn is_deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp").is_some()
@@ -21,10 +26,9 @@ pub fn is_deleting(obj: &Value) -> bool {
 
 /// The ownerReference that marks `obj`'s managing controller.
 pub fn controller_ref(obj: &Value) -> Option<&Value> {
-    obj.pointer("/metadata/ownerReferences")?
-        .as_array()?
+    array_at(obj, "/metadata/ownerReferences")
         .iter()
-        .find(|r| r["controller"] == true)
+        .find(|r| bool_at(r, "/controller"))
 }
 
 /// The group of an apiVersion (empty for the core group).
@@ -43,13 +47,12 @@ impl OwnerKind {
     /// The key (`namespace/name`) of the object of this kind that controls `child`.
     pub fn key_of_controller(self, child: &Value) -> Option<String> {
         let r = controller_ref(child)?;
-        let same_group =
-            group_of(r["apiVersion"].as_str().unwrap_or("")) == group_of(self.api_version);
-        (r["kind"] == self.kind_name && same_group).then(|| {
+        let same_group = group_of(str_at(r, "/apiVersion")) == group_of(self.api_version);
+        (str_at(r, "/kind") == self.kind_name && same_group).then(|| {
             format!(
                 "{}/{}",
                 str_at(child, "/metadata/namespace"),
-                r["name"].as_str().unwrap_or("")
+                str_at(r, "/name")
             )
         })
     }
@@ -100,7 +103,7 @@ impl Claim<'_> {
                 .matches(&labels::map_at(&child, "/metadata/labels"))
                 && member(&child);
             match controller_ref(&child) {
-                Some(r) if r["uid"] == uid => {
+                Some(r) if str_at(r, "/uid") == uid => {
                     if matches {
                         owned.push(child);
                     } else if !is_deleting(&child) {
@@ -137,22 +140,16 @@ impl Claim<'_> {
     }
 
     async fn adopt(&self, child: &Value) -> crate::client::Result<Value> {
-        let mut refs = child
-            .pointer("/metadata/ownerReferences")
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        if let Some(list) = refs.as_array_mut() {
-            list.push(self.kind.controlled_by(self.owner));
-        }
-        self.set_owner_refs(child, refs).await
+        let mut refs = array_at(child, "/metadata/ownerReferences").to_vec();
+        refs.push(self.kind.controlled_by(self.owner));
+        self.set_owner_refs(child, json!(refs)).await
     }
 
     async fn release(&self, child: &Value, uid: &str) -> Result<()> {
-        let refs: Vec<Value> = child
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter(|r| r["uid"] != uid).cloned().collect())
-            .unwrap_or_default();
+        let refs: Vec<&Value> = array_at(child, "/metadata/ownerReferences")
+            .iter()
+            .filter(|r| str_at(r, "/uid") != uid)
+            .collect();
         match self.set_owner_refs(child, json!(refs)).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
@@ -163,8 +160,8 @@ impl Claim<'_> {
     /// Replaces a child's ownerReferences if it is still the one we looked at.
     async fn set_owner_refs(&self, child: &Value, refs: Value) -> crate::client::Result<Value> {
         let patch = json!([
-            {"op": "test", "path": "/metadata/uid", "value": child["metadata"]["uid"]},
-            {"op": "test", "path": "/metadata/resourceVersion", "value": child["metadata"]["resourceVersion"]},
+            {"op": "test", "path": "/metadata/uid", "value": str_at(child, "/metadata/uid")},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": str_at(child, "/metadata/resourceVersion")},
             {"op": "add", "path": "/metadata/ownerReferences", "value": refs},
         ]);
         let ns = str_at(child, "/metadata/namespace");

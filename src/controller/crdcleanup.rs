@@ -3,18 +3,24 @@
 //! completes its deletion and stops serving its kind. Objects held by finalizers of their
 //! own are waited for: the informer of the kind ([`super::custom`]) tells of each
 //! deletion, which brings the definition back to the queue.
+//!
+//! A reconcile decodes its definition once as a k8s-openapi `CustomResourceDefinition`;
+//! the custom objects it deletes stay JSON (they have no type), read through
+//! [`crate::types::json`].
 
-use crate::types::json::str_at;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::json;
 
 use super::custom::KindChange;
-use super::{Action, Context, Queue, Result, Supervisor, runtime};
+use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams};
 use crate::client::{Kind, catalog};
 use crate::types::CRD_CLEANUP_FINALIZER as CLEANUP_FINALIZER;
+use crate::types::json::str_at;
+use crate::types::meta::Meta;
 
 #[derive(Clone)]
 struct Cleanup {
@@ -22,47 +28,33 @@ struct Cleanup {
     definitions: Informer,
 }
 
-fn finalizers(obj: &Value) -> Vec<&str> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
-}
-
 impl Cleanup {
     async fn reconcile(&self, name: String) -> Result<Action> {
         let Some(crd) = self.definitions.get(&name) else {
             return Ok(Action::Done);
         };
-        if crd.pointer("/metadata/deletionTimestamp").is_none()
-            || !finalizers(&crd).contains(&CLEANUP_FINALIZER)
-        {
+        let crd: CustomResourceDefinition = decode(&crd)?;
+        let finalizers = crd.metadata.finalizers.as_deref().unwrap_or_default();
+        if !crd.metadata.is_deleting() || !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
             return Ok(Action::Done);
         }
         let storage = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|v| v["storage"] == true)
-            .and_then(|v| v["name"].as_str())
-            .unwrap_or("");
-        let (group, plural) = (
-            str_at(&crd, "/spec/group"),
-            str_at(&crd, "/spec/names/plural"),
-        );
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map_or("", |v| v.name.as_str());
+        let (group, plural) = (crd.spec.group.as_str(), crd.spec.names.plural.as_str());
         if let Some(res) = self.client.resolve(group, storage, plural).await? {
             let params = ListParams::default();
             let objects = self.client.list(&res, None, &params).await?.items;
             for obj in &objects {
-                let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+                let ns = str_at(obj, "/metadata/namespace");
                 match self
                     .client
                     .delete(
                         &res,
-                        ns,
+                        Some(ns).filter(|ns| !ns.is_empty()),
                         str_at(obj, "/metadata/name"),
                         &DeleteParams::default(),
                     )
@@ -84,13 +76,13 @@ impl Cleanup {
                 return Ok(Action::Done);
             }
         }
-        let kept: Vec<&str> = finalizers(&crd)
-            .into_iter()
+        let kept: Vec<&String> = finalizers
+            .iter()
             .filter(|f| *f != CLEANUP_FINALIZER)
             .collect();
         let patch = json!({"metadata": {
             "finalizers": kept,
-            "resourceVersion": crd["metadata"]["resourceVersion"],
+            "resourceVersion": crd.metadata.resource_version,
         }});
         match self
             .client

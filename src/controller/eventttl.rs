@@ -1,13 +1,19 @@
 //! Event expiry: an Event is deleted `event_ttl` (1 hour by default) after it was last
 //! seen, so the store does not grow without bound. Each event is scheduled on the work
 //! queue for its own expiry time; nothing scans on a timer.
+//!
+//! The events' informer keeps only their metadata and times, which k8s-openapi's `Event`
+//! (that requires `involvedObject`) cannot be decoded from: a reconcile decodes its event
+//! once as [`Seen`], a typed view of just those fields; the watch handler does the same.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::EventSeries;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use serde::Deserialize;
 
-use super::{Action, Context, Result, Supervisor, runtime};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, key_of, split_key};
 use crate::client::{Kind, catalog};
@@ -22,24 +28,38 @@ struct Expiry {
 /// The top-level fields that tell when an event was seen.
 const TIMES: &[&str] = &["series", "lastTimestamp", "eventTime", "firstTimestamp"];
 
-/// When an event was last seen: `lastTimestamp`, `series.lastObservedTime`, `eventTime`,
-/// or its creation.
-fn last_seen(ev: &Value) -> Option<jiff::Timestamp> {
+/// What expiry reads of an Event: its metadata and the [`TIMES`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Seen {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    series: Option<EventSeries>,
+    last_timestamp: Option<Time>,
+    event_time: Option<MicroTime>,
+    first_timestamp: Option<Time>,
+}
+
+/// When an event was last seen: the latest of `series.lastObservedTime`, `lastTimestamp`,
+/// `eventTime`, `firstTimestamp` and its creation.
+fn last_seen(ev: &Seen) -> Option<jiff::Timestamp> {
     [
-        "/series/lastObservedTime",
-        "/lastTimestamp",
-        "/eventTime",
-        "/firstTimestamp",
-        "/metadata/creationTimestamp",
+        ev.series
+            .as_ref()
+            .and_then(|s| s.last_observed_time.as_ref())
+            .map(|t| t.0),
+        ev.last_timestamp.as_ref().map(|t| t.0),
+        ev.event_time.as_ref().map(|t| t.0),
+        ev.first_timestamp.as_ref().map(|t| t.0),
+        ev.metadata.creation_timestamp.as_ref().map(|t| t.0),
     ]
-    .iter()
-    .filter_map(|p| ev.pointer(p).and_then(Value::as_str))
-    .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
+    .into_iter()
+    .flatten()
     .max()
 }
 
 /// How long until `ev` expires (zero if it has).
-fn remaining(ev: &Value, ttl: Duration, now: jiff::Timestamp) -> Duration {
+fn remaining(ev: &Seen, ttl: Duration, now: jiff::Timestamp) -> Duration {
     let Some(seen) = last_seen(ev) else {
         return Duration::ZERO;
     };
@@ -53,6 +73,7 @@ impl Expiry {
         let Some(ev) = self.events.get(&key) else {
             return Ok(Action::Done);
         };
+        let ev: Seen = decode(&ev)?;
         let left = remaining(&ev, self.ttl, jiff::Timestamp::now());
         if !left.is_zero() {
             return Ok(Action::RequeueAfter(left));
@@ -60,10 +81,7 @@ impl Expiry {
         let (ns, name) = split_key(&key);
         // Only this version: an event bumped meanwhile lives on.
         let params = DeleteParams {
-            resource_version: ev
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            resource_version: ev.metadata.resource_version,
             ..DeleteParams::default()
         };
         match self
@@ -94,7 +112,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 return;
             }
             let ev = change.object();
-            queue.add_after(key_of(ev), remaining(ev, ttl, jiff::Timestamp::now()));
+            // An event with no time that reads is due now, as one with no time at all.
+            let seen: Seen = decode(ev).unwrap_or_default();
+            queue.add_after(key_of(ev), remaining(&seen, ttl, jiff::Timestamp::now()));
         })
         .run(sup, move |key| {
             let expiry = expiry.clone();
@@ -116,13 +136,19 @@ mod tests {
             "firstTimestamp": "2026-01-01T10:00:00Z",
             "lastTimestamp": "2026-01-01T11:30:00Z",
         });
-        assert_eq!(remaining(&ev, ttl, now), Duration::from_secs(1800));
+        assert_eq!(
+            remaining(&decode(&ev).unwrap(), ttl, now),
+            Duration::from_secs(1800)
+        );
         let old = json!({"metadata": {"creationTimestamp": "2026-01-01T10:00:00Z"}});
-        assert_eq!(remaining(&old, ttl, now), Duration::ZERO);
+        assert_eq!(remaining(&decode(&old).unwrap(), ttl, now), Duration::ZERO);
         let series = json!({
             "lastTimestamp": "2026-01-01T10:00:00Z",
             "series": {"lastObservedTime": "2026-01-01T11:59:00.000000Z"},
         });
-        assert_eq!(remaining(&series, ttl, now), Duration::from_secs(3540));
+        assert_eq!(
+            remaining(&decode(&series).unwrap(), ttl, now),
+            Duration::from_secs(3540)
+        );
     }
 }

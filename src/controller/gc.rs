@@ -21,22 +21,29 @@
 //! Custom kinds take part like built-in ones: the shared follower of custom kinds
 //! ([`super::custom`]) tells the collector of each kind newly served, whose informer then
 //! feeds the graph, and of each kind no longer served, whose objects leave it.
+//!
+//! The collector handles objects of every kind, so only their metadata is typed: a
+//! reconcile decodes the object and each owner it reads as a [`graph::Object`] (an
+//! `ObjectMeta`) once; the lists searched for an owner's dependents stay JSON, read
+//! through [`crate::types::json`], and only the dependents found are decoded.
 
 mod graph;
 
-use crate::types::json::str_at;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
 use super::custom::{CustomKinds, KindChange};
-use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
+use super::{Action, Context, Error, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::Change;
 use crate::client::recorder::{EventType, Recorder};
-use crate::client::{self, Client, DeleteParams, ListParams, Patch, Propagation, key_of};
+use crate::client::{self, Client, DeleteParams, ListParams, Patch, Propagation};
 use crate::client::{Kind, Resource, catalog};
+use crate::types::json::{array_at, str_at};
+use crate::types::meta::Meta;
 
-use graph::{FOREGROUND, Graph, Identity, ORPHAN, deleting_with};
+use graph::{FOREGROUND, Graph, Identity, ORPHAN, Object};
 
 const NAME: &str = "garbage-collector";
 const WORKERS: usize = 4;
@@ -150,29 +157,35 @@ enum OwnerState {
     Waiting,
 }
 
-fn uid_of(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/uid").and_then(Value::as_str)
+/// The uid of an informer's object, compared between two versions of it.
+fn uid_of(obj: &Value) -> &str {
+    str_at(obj, "/metadata/uid")
 }
 
-fn owner_refs(obj: &Value) -> &[Value] {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
-
+/// Whether a listed object (JSON, of any kind) names `uid` as an owner.
 fn names_owner(obj: &Value, uid: &str) -> bool {
-    owner_refs(obj).iter().any(|r| r["uid"] == uid)
+    array_at(obj, "/metadata/ownerReferences")
+        .iter()
+        .any(|r| str_at(r, "/uid") == uid)
 }
 
-fn blocks(obj: &Value, uid: &str) -> bool {
-    owner_refs(obj)
+fn blocks(obj: &Object, uid: &str) -> bool {
+    obj.owner_refs()
         .iter()
-        .any(|r| r["uid"] == uid && r["blockOwnerDeletion"] == true)
+        .any(|r| r.uid == uid && r.block_owner_deletion == Some(true))
 }
 
 /// `configmap ns/name`, as messages name objects.
-fn describe(res: &Resource, obj: &Value) -> String {
-    format!("{} {}", res.singular, key_of(obj))
+fn describe(res: &Resource, obj: &Object) -> String {
+    format!("{} {}", res.singular, key(obj))
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn key(obj: &Object) -> String {
+    match obj.namespace() {
+        "" => obj.name().to_string(),
+        ns => format!("{ns}/{}", obj.name()),
+    }
 }
 
 /// A failed request in context; a conflict stays a conflict so the key is requeued now.
@@ -198,8 +211,8 @@ impl Collector {
 
     /// The served resource an ownerReference names: its version if served, else another
     /// version of its group and kind (objects are the same in every version).
-    fn resource_of_ref(&self, r: &Value) -> Option<Arc<Resource>> {
-        let (api_version, kind) = (str_at(r, "/apiVersion"), str_at(r, "/kind"));
+    fn resource_of_ref(&self, r: &OwnerReference) -> Option<Arc<Resource>> {
+        let (api_version, kind) = (r.api_version.as_str(), r.kind.as_str());
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let kinds = self.kinds();
         let events = catalog::of(Kind::EventsV1Event);
@@ -231,27 +244,28 @@ impl Collector {
             Err(e) if e.is_not_found() => return Ok(Action::Done),
             Err(e) => return Err(failed(format!("{id}: read"), e)),
         };
-        if uid_of(&obj) != Some(uid) {
+        let typed: Object = decode(&obj)?;
+        if typed.metadata.uid.as_deref() != Some(uid) {
             // Re-created under the same name: the informers will tell of both.
             return Ok(Action::Done);
         }
-        if obj.pointer("/metadata/deletionTimestamp").is_some() {
-            if deleting_with(&obj, ORPHAN) {
-                self.orphan_dependents(&id, &obj).await?;
-                return self.remove_finalizer(&id, &obj, ORPHAN).await;
+        if typed.is_deleting() {
+            if typed.deleting_with(ORPHAN) {
+                self.orphan_dependents(&id, &typed).await?;
+                return self.remove_finalizer(&id, &typed, ORPHAN).await;
             }
-            if deleting_with(&obj, FOREGROUND) {
-                return self.finish_foreground(&id, &obj).await;
+            if typed.deleting_with(FOREGROUND) {
+                return self.finish_foreground(&id, &typed).await;
             }
             // Already going; nothing to collect.
             return Ok(Action::Done);
         }
-        self.collect(&id, &obj).await
+        self.collect(&id, &obj, &typed).await
     }
 
-    /// Deletes `obj` if none of its owners is left to keep it.
-    async fn collect(&self, id: &Identity, obj: &Value) -> Result<Action> {
-        let refs = owner_refs(obj);
+    /// Deletes `obj` (read as `typed`) if none of its owners is left to keep it.
+    async fn collect(&self, id: &Identity, obj: &Value, typed: &Object) -> Result<Action> {
+        let refs = typed.owner_refs();
         if refs.is_empty() {
             return Ok(Action::Done);
         }
@@ -261,10 +275,10 @@ impl Collector {
         for r in refs {
             match self.owner_state(id, obj, r).await? {
                 OwnerState::Solid => solid += 1,
-                OwnerState::Absent => stale.push(str_at(r, "/uid")),
+                OwnerState::Absent => stale.push(r.uid.as_str()),
                 OwnerState::Waiting => {
                     waiting = true;
-                    stale.push(str_at(r, "/uid"));
+                    stale.push(r.uid.as_str());
                 }
             }
         }
@@ -275,12 +289,12 @@ impl Collector {
         if solid > 0 {
             // Kept by its living owners; the references to the others go so they do not
             // wait for it.
-            let keep: Vec<&Value> = refs
+            let keep: Vec<&OwnerReference> = refs
                 .iter()
-                .filter(|r| !stale.contains(&str_at(r, "/uid")))
+                .filter(|r| !stale.contains(&r.uid.as_str()))
                 .collect();
             let patch = json!({"metadata": {
-                "resourceVersion": str_at(obj, "/metadata/resourceVersion"),
+                "resourceVersion": resource_version(typed),
                 "ownerReferences": keep,
             }});
             return match self
@@ -301,19 +315,19 @@ impl Collector {
                 Err(e) => Err(failed(format!("{what}: remove owner references"), e)),
             };
         }
-        let uid = uid_of(obj).unwrap_or_default();
+        let uid = typed.uid();
         let policy = if waiting && self.graph().has_dependents(uid) {
             // Its owner waits for the whole tree below it. A dependent already deleting in
             // the foreground may be waiting for that same owner (an ownership cycle): the
             // references of this object stop blocking first, so that its owners need not
             // wait for it, as kube-controller-manager's collector does.
             if self.graph().has_foreground_dependent(uid) {
-                self.unblock_owners(id, obj).await?;
+                self.unblock_owners(id, typed).await?;
             }
             Propagation::Foreground
-        } else if has_finalizer(obj, ORPHAN) {
+        } else if typed.has_finalizer(ORPHAN) {
             Propagation::Orphan
-        } else if has_finalizer(obj, FOREGROUND) {
+        } else if typed.has_finalizer(FOREGROUND) {
             Propagation::Foreground
         } else {
             Propagation::Background
@@ -338,23 +352,23 @@ impl Collector {
     }
 
     /// Sets `blockOwnerDeletion: false` on every blocking reference of `obj`.
-    async fn unblock_owners(&self, id: &Identity, obj: &Value) -> Result<()> {
-        let refs = owner_refs(obj);
-        if !refs.iter().any(|r| r["blockOwnerDeletion"] == true) {
+    async fn unblock_owners(&self, id: &Identity, obj: &Object) -> Result<()> {
+        let refs = obj.owner_refs();
+        if !refs.iter().any(|r| r.block_owner_deletion == Some(true)) {
             return Ok(());
         }
-        let unblocked: Vec<Value> = refs
+        let unblocked: Vec<OwnerReference> = refs
             .iter()
             .map(|r| {
                 let mut r = r.clone();
-                if r["blockOwnerDeletion"] == true {
-                    r["blockOwnerDeletion"] = json!(false);
+                if r.block_owner_deletion == Some(true) {
+                    r.block_owner_deletion = Some(false);
                 }
                 r
             })
             .collect();
         let patch = json!({"metadata": {
-            "resourceVersion": str_at(obj, "/metadata/resourceVersion"),
+            "resourceVersion": resource_version(obj),
             "ownerReferences": unblocked,
         }});
         let what = id.to_string();
@@ -378,8 +392,13 @@ impl Collector {
     }
 
     /// Looks up the owner `r` of `obj` (which `id` locates) in the API.
-    async fn owner_state(&self, id: &Identity, obj: &Value, r: &Value) -> Result<OwnerState> {
-        let (kind, name, uid) = (str_at(r, "/kind"), str_at(r, "/name"), str_at(r, "/uid"));
+    async fn owner_state(
+        &self,
+        id: &Identity,
+        obj: &Value,
+        r: &OwnerReference,
+    ) -> Result<OwnerState> {
+        let (kind, name, uid) = (r.kind.as_str(), r.name.as_str(), r.uid.as_str());
         let Some(res) = self.resource_of_ref(r) else {
             // Not a kind this cluster serves: nothing can say it is gone.
             tracing::debug!(object = %id, kind, "owner of an unknown kind; kept");
@@ -405,12 +424,13 @@ impl Collector {
                 return Err(failed(format!("{id}: read owner {kind} {name}"), e));
             }
         };
-        Ok(if uid_of(&owner) != Some(uid) {
+        let owner: Object = decode(&owner)?;
+        Ok(if owner.metadata.uid.as_deref() != Some(uid) {
             if let Some(ns) = ns {
                 self.check_other_namespace(obj, r, &res, ns).await;
             }
             OwnerState::Absent
-        } else if deleting_with(&owner, FOREGROUND) {
+        } else if owner.deleting_with(FOREGROUND) {
             OwnerState::Waiting
         } else {
             OwnerState::Solid
@@ -419,11 +439,17 @@ impl Collector {
 
     /// Reports a namespaced owner that exists, but in another namespace than its
     /// dependent.
-    async fn check_other_namespace(&self, obj: &Value, r: &Value, res: &Resource, ns: &str) {
-        let elsewhere = self.graph().identity(str_at(r, "/uid")).is_some_and(|o| {
+    async fn check_other_namespace(
+        &self,
+        obj: &Value,
+        r: &OwnerReference,
+        res: &Resource,
+        ns: &str,
+    ) {
+        let elsewhere = self.graph().identity(&r.uid).is_some_and(|o| {
             o.res.kind_name == res.kind_name
                 && o.res.group == res.group
-                && o.name == str_at(r, "/name")
+                && o.name == r.name
                 && o.namespace.as_deref() != Some(ns)
         });
         if elsewhere {
@@ -431,13 +457,10 @@ impl Collector {
         }
     }
 
-    async fn invalid_namespace(&self, obj: &Value, r: &Value, ns: &str) {
+    async fn invalid_namespace(&self, obj: &Value, r: &OwnerReference, ns: &str) {
         let message = format!(
             "ownerRef [{}/{}, namespace: {ns}, name: {}, uid: {}] does not exist in namespace {ns:?}",
-            str_at(r, "/apiVersion"),
-            str_at(r, "/kind"),
-            str_at(r, "/name"),
-            str_at(r, "/uid"),
+            r.api_version, r.kind, r.name, r.uid,
         );
         self.recorder
             .event(
@@ -451,8 +474,8 @@ impl Collector {
 
     /// Deletes the dependents of an owner deleting in the foreground; drops its finalizer
     /// once no blocking dependent is left.
-    async fn finish_foreground(&self, id: &Identity, owner: &Value) -> Result<Action> {
-        let uid = uid_of(owner).unwrap_or_default();
+    async fn finish_foreground(&self, id: &Identity, owner: &Object) -> Result<Action> {
+        let uid = owner.uid();
         let (dependents, blocking) = {
             let g = self.graph();
             (g.undeleted_dependents(uid), g.blocking(uid))
@@ -477,24 +500,24 @@ impl Collector {
     }
 
     /// Removes the reference to `owner` from every dependent.
-    async fn orphan_dependents(&self, id: &Identity, owner: &Value) -> Result<()> {
-        let uid = uid_of(owner).unwrap_or_default();
+    async fn orphan_dependents(&self, id: &Identity, owner: &Object) -> Result<()> {
+        let uid = owner.uid();
         for (res, d) in self.live_dependents(id, uid).await? {
-            let keep: Vec<&Value> = owner_refs(&d).iter().filter(|r| r["uid"] != uid).collect();
+            let keep: Vec<&OwnerReference> =
+                d.owner_refs().iter().filter(|r| r.uid != uid).collect();
             let refs = if keep.is_empty() {
                 Value::Null
             } else {
                 json!(keep)
             };
             let patch = json!({"metadata": {
-                "resourceVersion": str_at(&d, "/metadata/resourceVersion"),
+                "resourceVersion": resource_version(&d),
                 "ownerReferences": refs,
             }});
-            let key = key_of(&d);
-            let (ns, name) = client::split_key(&key);
+            let ns = Some(d.namespace()).filter(|ns| !ns.is_empty());
             match self
                 .client
-                .patch(&res, ns, name, &Patch::Merge(patch))
+                .patch(&res, ns, d.name(), &Patch::Merge(patch))
                 .await
             {
                 Ok(_) => tracing::info!(
@@ -510,12 +533,13 @@ impl Collector {
     }
 
     /// Every object that names `uid` as an owner, read from the API. A namespaced owner's
-    /// dependents are in its namespace; a cluster-scoped owner's may be anywhere.
+    /// dependents are in its namespace; a cluster-scoped owner's may be anywhere. The
+    /// lists stay JSON; only the dependents found are decoded.
     async fn live_dependents(
         &self,
         owner: &Identity,
         uid: &str,
-    ) -> Result<Vec<(Arc<Resource>, Value)>> {
+    ) -> Result<Vec<(Arc<Resource>, Object)>> {
         let mut out = Vec::new();
         for res in self.kinds() {
             let ns = match (owner.res.namespaced, res.namespaced) {
@@ -528,12 +552,9 @@ impl Collector {
                 .list(&res, ns, &ListParams::default())
                 .await
                 .map_err(|e| failed(format!("list {} for dependents", res.plural), e))?;
-            out.extend(
-                list.items
-                    .into_iter()
-                    .filter(|d| names_owner(d, uid))
-                    .map(|d| (res.clone(), d)),
-            );
+            for d in list.items.iter().filter(|d| names_owner(d, uid)) {
+                out.push((res.clone(), decode(d)?));
+            }
         }
         Ok(out)
     }
@@ -543,18 +564,16 @@ impl Collector {
     async fn remove_finalizer(
         &self,
         id: &Identity,
-        obj: &Value,
+        obj: &Object,
         finalizer: &str,
     ) -> Result<Action> {
-        let rest: Vec<&Value> = obj
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let rest: Vec<&String> = obj
+            .finalizers()
+            .iter()
             .filter(|f| *f != finalizer)
             .collect();
         let patch = json!({"metadata": {
-            "resourceVersion": str_at(obj, "/metadata/resourceVersion"),
+            "resourceVersion": resource_version(obj),
             "finalizers": rest,
         }});
         let what = id.to_string();
@@ -578,9 +597,7 @@ impl Collector {
     }
 }
 
-/// Whether `obj` carries `finalizer`, being deleted or not.
-fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|f| f.iter().any(|f| f == finalizer))
+/// The resourceVersion a write is made on, `""` (no precondition) when absent.
+fn resource_version(obj: &Object) -> &str {
+    obj.metadata.resource_version.as_deref().unwrap_or("")
 }

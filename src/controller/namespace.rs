@@ -9,16 +9,25 @@
 //! of objects inside a terminating namespace bring it back to the queue (custom objects'
 //! too, told by the informers of [`super::custom`]); the finalizer goes after a pass
 //! that finds the namespace empty.
+//!
+//! A reconcile decodes its namespace once as a k8s-openapi `Namespace` to read it, and
+//! writes back the object as read (finalize, status conditions), so fields this version
+//! does not know survive. The contents stay JSON, read through [`crate::types::json`]:
+//! they are objects of every kind, custom ones among them.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 
+use super::claim::is_deleting;
 use super::custom::KindChange;
-use super::{Action, Context, Error, Queue, Result, Supervisor, runtime};
+use super::{Action, Context, Error, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, DeleteParams, ListParams, Propagation};
 use crate::client::{Kind, Resource, catalog};
+use crate::types::json::{array_at, str_at};
+use crate::types::meta::Meta;
 use crate::types::set_condition;
 
 const NAME: &str = "namespace-controller";
@@ -35,24 +44,7 @@ fn contents() -> impl Iterator<Item = &'static std::sync::Arc<Resource>> {
 }
 
 fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-fn deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    str_at(obj, "/metadata/name")
 }
 
 /// Registers the handlers and spawns the controller.
@@ -62,7 +54,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     let mut controller = runtime::Controller::new(NAME)
         .with_queue(queue.clone())
         .watches(&namespaces, |change, queue| match change {
-            Change::Added(ns) | Change::Updated { new: ns, .. } if deleting(ns) => {
+            Change::Added(ns) | Change::Updated { new: ns, .. } if is_deleting(ns) => {
                 queue.add(name_of(ns));
             }
             _ => {}
@@ -86,7 +78,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             informer.on_change(move |change| deleted(change, &q));
             let (q, namespaces) = (queue.clone(), namespaces.clone());
             change.when_listed(move || {
-                for ns in namespaces.list().iter().filter(|n| deleting(n)) {
+                for ns in namespaces.list().iter().filter(|n| is_deleting(n)) {
                     q.add(name_of(ns));
                 }
             });
@@ -107,10 +99,11 @@ fn deletions_in(namespaces: &Informer) -> impl Fn(Change<'_>, &Queue) + Send + S
         let Change::Deleted(obj) = change else {
             return;
         };
-        let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) else {
+        let ns = str_at(obj, "/metadata/namespace");
+        if ns.is_empty() {
             return;
-        };
-        if namespaces.get(ns).is_some_and(|n| deleting(&n)) {
+        }
+        if namespaces.get(ns).is_some_and(|n| is_deleting(&n)) {
             queue.add(ns);
         }
     }
@@ -132,8 +125,11 @@ pub struct Sweep {
 impl Sweep {
     fn hold(&mut self, res: &Resource, obj: &Value) {
         *self.remaining.entry(res.plural.clone()).or_default() += 1;
-        for f in strings(obj.pointer("/metadata/finalizers")) {
-            *self.finalizers.entry(f).or_default() += 1;
+        for f in array_at(obj, "/metadata/finalizers")
+            .iter()
+            .filter_map(Value::as_str)
+        {
+            *self.finalizers.entry(f.to_string()).or_default() += 1;
         }
     }
 
@@ -217,8 +213,12 @@ pub async fn reconcile(client: &Client, name: &str) -> Result<Action> {
         Err(e) if e.is_not_found() => return Ok(Action::Done),
         Err(e) => return Err(Error::Other(format!("namespace {name}: read: {e}"))),
     };
-    let spec_finalizers = strings(ns.pointer("/spec/finalizers"));
-    if !deleting(&ns) || !spec_finalizers.iter().any(|f| f == FINALIZER) {
+    let namespace: Namespace = decode(&ns)?;
+    let spec_finalizers = namespace
+        .spec
+        .and_then(|s| s.finalizers)
+        .unwrap_or_default();
+    if !namespace.metadata.is_deleting() || !spec_finalizers.iter().any(|f| f == FINALIZER) {
         return Ok(Action::Done);
     }
     let sweep = sweep(client, name).await;
@@ -293,20 +293,19 @@ async fn sweep(client: &Client, ns: &str) -> Sweep {
         };
         for obj in list.items {
             sweep.found += 1;
-            if deleting(&obj) {
+            if is_deleting(&obj) {
                 sweep.hold(res, &obj);
                 continue;
             }
             let params = DeleteParams {
                 propagation: Some(Propagation::Background),
-                uid: obj
-                    .pointer("/metadata/uid")
-                    .and_then(Value::as_str)
+                uid: Some(str_at(&obj, "/metadata/uid"))
+                    .filter(|u| !u.is_empty())
                     .map(str::to_string),
                 ..DeleteParams::default()
             };
             match client.delete(res, Some(ns), name_of(&obj), &params).await {
-                Ok(last) if deleting(&last) => sweep.hold(res, &last),
+                Ok(last) if is_deleting(&last) => sweep.hold(res, &last),
                 Ok(_) => {}
                 // Gone or replaced meanwhile: the next pass sees what is there.
                 Err(e) if e.is_not_found() || e.is_conflict() => {}

@@ -3,14 +3,22 @@
 //! annotation, kept as upstream's `root-ca-cert-publisher` keeps it: made again when
 //! deleted, put back when changed. Pods (and the conformance suite's set-up) read it to
 //! trust the API server.
+//!
+//! A reconcile decodes its namespace and the published map as their k8s-openapi types
+//! (`Namespace`, `ConfigMap`); the watch handlers read the informers' JSON through
+//! [`crate::types::json`].
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use serde_json::{Value, json};
 
-use super::{Action, Context, Result, Supervisor, runtime};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, Kind, ListParams, Patch, catalog};
+use crate::types::json::str_at;
+use crate::types::meta::Meta;
 
 const WORKERS: usize = 1;
 /// The ConfigMap's name in every namespace.
@@ -28,13 +36,18 @@ struct Publisher {
     maps: Informer,
 }
 
-fn is_live(ns: &Value) -> bool {
-    ns.pointer("/metadata/deletionTimestamp").is_none() && ns["status"]["phase"] != "Terminating"
+fn is_live(ns: &Namespace) -> bool {
+    let phase = ns.status.as_ref().and_then(|s| s.phase.as_deref());
+    !ns.metadata.is_deleting() && phase != Some("Terminating")
 }
 
 impl Publisher {
     async fn reconcile(&self, ns: String) -> Result<Action> {
-        if !self.namespaces.get(&ns).is_some_and(|n| is_live(&n)) {
+        let live = match self.namespaces.get(&ns) {
+            Some(n) => is_live(&decode(&n)?),
+            None => false,
+        };
+        if !live {
             return Ok(Action::Done);
         }
         let data = json!({ KEY: self.ca });
@@ -60,23 +73,26 @@ impl Publisher {
                 }
             }
             Some(cm) => {
-                let described = cm["metadata"]["annotations"][DESCRIPTION_KEY]
-                    .as_str()
+                let cm: ConfigMap = decode(&cm)?;
+                let described = cm
+                    .metadata
+                    .annotation(DESCRIPTION_KEY)
                     .is_some_and(|d| !d.is_empty());
-                if cm["data"] == data && described {
+                let published = BTreeMap::from([(KEY.to_string(), self.ca.clone())]);
+                if cm.data.as_ref() == Some(&published) && described {
                     return Ok(Action::Done);
                 }
                 // The data becomes the CA alone, on the version read.
-                let mut fixed: serde_json::Map<String, Value> = cm["data"]
-                    .as_object()
-                    .into_iter()
+                let mut fixed: serde_json::Map<String, Value> = cm
+                    .data
+                    .iter()
                     .flatten()
                     .map(|(k, _)| (k.clone(), Value::Null))
                     .collect();
                 fixed.insert(KEY.into(), json!(self.ca));
                 let patch = json!({
                     "metadata": {
-                        "resourceVersion": cm["metadata"]["resourceVersion"],
+                        "resourceVersion": cm.metadata.resource_version,
                         "annotations": {DESCRIPTION_KEY: DESCRIPTION},
                     },
                     "data": fixed,
@@ -120,14 +136,16 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     runtime::Controller::new("root-ca-publisher")
         .watches(&namespaces, |change, queue| {
             if !matches!(change, Change::Deleted(_)) {
-                if let Some(name) = change.object()["metadata"]["name"].as_str() {
-                    queue.add(name.to_string());
+                let name = str_at(change.object(), "/metadata/name");
+                if !name.is_empty() {
+                    queue.add(name);
                 }
             }
         })
         .watches(&maps, |change, queue| {
-            if let Some(ns) = change.object()["metadata"]["namespace"].as_str() {
-                queue.add(ns.to_string());
+            let ns = str_at(change.object(), "/metadata/namespace");
+            if !ns.is_empty() {
+                queue.add(ns);
             }
         })
         .workers(WORKERS)

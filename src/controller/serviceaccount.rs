@@ -4,17 +4,23 @@
 //! `kubernetes.io/service-account-token` owned by the account (so the garbage collector
 //! removes it with the account). The API accepts the token for requests in the account's
 //! namespace only; deleting the Secret revokes it and a new one is made.
+//!
+//! A reconcile decodes the namespace, account and token Secret it reads as their
+//! k8s-openapi types (`Namespace`, `ServiceAccount`, `Secret`); the watch handlers read the
+//! informers' JSON through [`crate::types::json`].
 
-use crate::types::json::str_at;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use serde_json::json;
 
-use super::{Action, Context, Result, Supervisor, runtime};
+use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
 use crate::client::{Client, split_key};
 use crate::client::{Kind, catalog};
 use crate::types::accounts::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, new_service_account_token};
+use crate::types::json::str_at;
+use crate::types::meta::Meta;
 
 const WORKERS: usize = 2;
 /// The accounts every live namespace has.
@@ -30,10 +36,6 @@ struct Accounts {
 
 pub use crate::types::accounts::token_secret_name;
 
-fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp").is_some()
-}
-
 impl Accounts {
     async fn reconcile(&self, key: String) -> Result<Action> {
         match key.split_once(':') {
@@ -48,7 +50,9 @@ impl Accounts {
         let Some(namespace) = self.namespaces.get(ns) else {
             return Ok(Action::Done);
         };
-        if is_deleting(&namespace) || str_at(&namespace, "/status/phase") == "Terminating" {
+        let namespace: Namespace = decode(&namespace)?;
+        let phase = namespace.status.as_ref().and_then(|s| s.phase.as_deref());
+        if namespace.metadata.is_deleting() || phase == Some("Terminating") {
             return Ok(Action::Done);
         }
         for name in ACCOUNTS {
@@ -82,28 +86,29 @@ impl Accounts {
         let Some(sa) = self.accounts.get(key) else {
             return Ok(Action::Done);
         };
-        if is_deleting(&sa) {
+        let sa: ServiceAccount = decode(&sa)?;
+        if sa.metadata.is_deleting() {
             return Ok(Action::Done);
         }
         let (Some(ns), name) = split_key(key) else {
             return Ok(Action::Done);
         };
-        let uid = str_at(&sa, "/metadata/uid");
+        let uid = sa.metadata.uid();
         let secret_name = token_secret_name(name);
-        let current = self.secrets.get(&format!("{ns}/{secret_name}"));
+        let current: Option<Secret> = match self.secrets.get(&format!("{ns}/{secret_name}")) {
+            Some(s) => Some(decode(&s)?),
+            None => None,
+        };
         let valid = current.as_ref().is_some_and(|s| {
-            s["type"] == SERVICE_ACCOUNT_TOKEN
-                && str_at(
-                    s,
-                    &format!("/metadata/annotations/{}", SA_UID.replace('/', "~1")),
-                ) == uid
-                && !is_deleting(s)
+            s.type_.as_deref() == Some(SERVICE_ACCOUNT_TOKEN)
+                && s.metadata.annotation(SA_UID).unwrap_or("") == uid
+                && !s.metadata.is_deleting()
         });
         if !valid {
             if let Some(stale) = &current {
                 // A token of an earlier account of the same name: replace it.
                 let params = crate::client::DeleteParams {
-                    uid: Some(str_at(stale, "/metadata/uid").to_string()),
+                    uid: Some(stale.metadata.uid().to_string()),
                     ..Default::default()
                 };
                 match self
@@ -151,14 +156,17 @@ impl Accounts {
                 Err(e) => return Err(e.into()),
             }
         }
-        let listed = sa["secrets"]
-            .as_array()
-            .is_some_and(|l| l.iter().any(|s| s["name"] == secret_name.as_str()));
+        let listed = sa
+            .secrets
+            .iter()
+            .flatten()
+            .any(|s| s.name.as_deref() == Some(secret_name.as_str()));
         if !listed {
-            let mut secrets = sa["secrets"].as_array().cloned().unwrap_or_default();
+            let mut secrets: Vec<serde_json::Value> =
+                sa.secrets.iter().flatten().map(|s| json!(s)).collect();
             secrets.push(json!({"name": secret_name}));
             let patch = json!({
-                "metadata": {"resourceVersion": sa["metadata"]["resourceVersion"]},
+                "metadata": {"resourceVersion": sa.metadata.resource_version},
                 "secrets": secrets,
             });
             match self
@@ -211,7 +219,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         })
         .watches(&secrets, |change, queue| {
             let obj = change.object();
-            if obj["type"] != SERVICE_ACCOUNT_TOKEN {
+            if str_at(obj, "/type") != SERVICE_ACCOUNT_TOKEN {
                 return;
             }
             let account = str_at(

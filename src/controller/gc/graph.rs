@@ -2,13 +2,20 @@
 //! by uid, with its owners, and for every owner uid (seen or only named) the uids of its
 //! dependents. Fed by informer change handlers; each change answers which uids the
 //! collector should look at again. Pure bookkeeping: reconciles read the live objects.
+//!
+//! Objects are of every kind, so only their metadata is typed: each change decodes it once
+//! as an [`Object`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::client::Resource;
+use crate::controller::decode;
+use crate::types::meta::Meta;
 
 /// The finalizer that makes a deletion wait for the blocking dependents.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -79,44 +86,74 @@ pub struct Graph {
     dependents: HashMap<String, BTreeSet<String>>,
 }
 
-fn uid_of(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
+/// An object of any kind as the collector reads it: its metadata, decoded once; the rest
+/// is never read (what it writes back is built from the metadata).
+#[derive(Debug, Default, Deserialize)]
+pub struct Object {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
 }
 
-/// Whether `obj` is being deleted and carries `finalizer`.
-pub fn deleting_with(obj: &Value, finalizer: &str) -> bool {
-    obj.pointer("/metadata/deletionTimestamp").is_some()
-        && obj
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| f.iter().any(|f| f == finalizer))
+impl Meta for Object {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
 }
 
-fn owners_of(obj: &Value) -> Vec<Owner> {
+impl Object {
+    /// The metadata of `obj`; an object whose metadata cannot be read has none (no uid:
+    /// the graph and the collector pass it by).
+    pub fn of(obj: &Value) -> Object {
+        decode(obj).unwrap_or_else(|e| {
+            tracing::warn!("garbage collector: {e}");
+            Object::default()
+        })
+    }
+
+    /// Whether it carries `finalizer`, being deleted or not.
+    pub fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers().iter().any(|f| f == finalizer)
+    }
+
+    /// Whether it is being deleted and carries `finalizer`.
+    pub fn deleting_with(&self, finalizer: &str) -> bool {
+        self.is_deleting() && self.has_finalizer(finalizer)
+    }
+
+    /// `metadata.finalizers`.
+    pub fn finalizers(&self) -> &[String] {
+        self.metadata.finalizers.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.ownerReferences`.
+    pub fn owner_refs(&self) -> &[OwnerReference] {
+        self.metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+    }
+}
+
+fn uid_of(obj: &Object) -> Option<&str> {
+    Some(obj.uid()).filter(|u| !u.is_empty())
+}
+
+fn owners_of(obj: &Object) -> Vec<Owner> {
     let mut out: Vec<Owner> = Vec::new();
-    let refs = obj
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array);
-    for r in refs.into_iter().flatten() {
-        let Some(uid) = r
-            .get("uid")
-            .and_then(Value::as_str)
-            .filter(|u| !u.is_empty())
-        else {
+    for r in obj.owner_refs() {
+        let uid = r.uid.as_str();
+        if uid.is_empty() {
             continue;
-        };
-        let block = r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true);
-        let field = |f: &str| r.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+        }
+        let block = r.block_owner_deletion == Some(true);
         // Two references to one uid: the graph keeps one edge, blocking if either is.
         match out.iter_mut().find(|o| o.uid == uid) {
             Some(o) => o.block |= block,
             None => out.push(Owner {
                 uid: uid.to_string(),
-                api_version: field("apiVersion"),
-                kind: field("kind"),
-                name: field("name"),
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
                 block,
             }),
         }
@@ -127,29 +164,24 @@ fn owners_of(obj: &Value) -> Vec<Owner> {
 impl Graph {
     /// Records an object as added or changed; returns the uids to look at again.
     pub fn observe(&mut self, res: &Arc<Resource>, obj: &Value) -> Vec<String> {
-        let Some(uid) = uid_of(obj) else {
+        let obj = Object::of(obj);
+        let Some(uid) = uid_of(&obj) else {
             return Vec::new();
         };
         let node = Node {
             res: res.clone(),
-            namespace: obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
+            namespace: Some(obj.namespace())
                 .filter(|n| !n.is_empty())
                 .map(str::to_string),
-            name: obj
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            owners: owners_of(obj),
-            deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
-            foreground: deleting_with(obj, FOREGROUND),
+            name: obj.name().to_string(),
+            owners: owners_of(&obj),
+            deleting: obj.is_deleting(),
+            foreground: obj.deleting_with(FOREGROUND),
         };
         let mut wake = BTreeSet::new();
         // The object itself: its deletion has dependents to handle, or one of its owners
         // may be gone or waiting for it.
-        if deleting_with(obj, FOREGROUND) || deleting_with(obj, ORPHAN) {
+        if obj.deleting_with(FOREGROUND) || obj.deleting_with(ORPHAN) {
             wake.insert(uid.to_string());
         }
         if node.owners.iter().any(|o| {
@@ -182,12 +214,13 @@ impl Graph {
 
     /// Records an object as deleted; returns the uids to look at again.
     pub fn forget(&mut self, obj: &Value) -> Vec<String> {
-        let Some(uid) = uid_of(obj) else {
+        let obj = Object::of(obj);
+        let Some(uid) = uid_of(&obj) else {
             return Vec::new();
         };
         let owners = match self.nodes.remove(uid) {
             Some(n) => n.owners,
-            None => owners_of(obj),
+            None => owners_of(&obj),
         };
         for o in &owners {
             self.unlink(&o.uid, uid);
