@@ -92,6 +92,16 @@ impl Recorder {
         }
     }
 
+    /// [`Recorder::event`] of type `Normal`.
+    pub async fn normal(&self, obj: &Value, reason: &str, message: &str) {
+        self.event(obj, EventType::Normal, reason, message).await;
+    }
+
+    /// [`Recorder::event`] of type `Warning`.
+    pub async fn warning(&self, obj: &Value, reason: &str, message: &str) {
+        self.event(obj, EventType::Warning, reason, message).await;
+    }
+
     /// Records an event about `obj`. Failures are logged, never returned: an event is
     /// never worth failing the work it reports on.
     pub async fn event(&self, obj: &Value, kind: EventType, reason: &str, message: &str) {

@@ -139,8 +139,5 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 queue.add(str_at(change.object(), "/metadata/name").to_string());
             }
         })
-        .run(sup, move |key| {
-            let cleanup = cleanup.clone();
-            async move { cleanup.reconcile(key).await }
-        });
+        .run_with(sup, cleanup, |c, key| async move { c.reconcile(key).await });
 }

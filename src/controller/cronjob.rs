@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::claim::{OwnerKind, controller_ref, is_deleting};
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::Informer;
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, DeleteParams, Kind, Propagation, catalog};
 use crate::types::clock::Clock;
 use crate::types::cron;
@@ -173,9 +173,8 @@ impl Controller {
             match (in_active(&edit.active, child_uid), finished(child)) {
                 (false, None) => {
                     self.recorder
-                        .event(
+                        .warning(
                             &shared,
-                            EventType::Warning,
                             "UnexpectedJob",
                             &format!(
                                 "Saw a job that the controller did not create or forgot: {name}"
@@ -187,9 +186,8 @@ impl Controller {
                     edit.active.retain(|r| r.uid.as_deref() != Some(child_uid));
                     edit.changed = true;
                     self.recorder
-                        .event(
+                        .normal(
                             &shared,
-                            EventType::Normal,
                             "SawCompletedJob",
                             &format!("Saw completed job: {name}, condition: {cond}"),
                         )
@@ -227,9 +225,8 @@ impl Controller {
                 };
             if gone {
                 self.recorder
-                    .event(
+                    .normal(
                         &shared,
-                        EventType::Normal,
                         "MissingJob",
                         &format!("Active job went missing: {name}"),
                     )
@@ -252,9 +249,8 @@ impl Controller {
                 Ok(tz) => tz,
                 Err(e) => {
                     self.recorder
-                        .event(
+                        .warning(
                             &shared,
-                            EventType::Warning,
                             "UnknownTimeZone",
                             &format!("invalid timeZone: {name:?}: {e}"),
                         )
@@ -271,9 +267,8 @@ impl Controller {
             Ok(s) => s,
             Err(e) => {
                 self.recorder
-                    .event(
+                    .warning(
                         &shared,
-                        EventType::Warning,
                         "InvalidSchedule",
                         &format!("unparseable schedule: {schedule:?} : {e}"),
                     )
@@ -295,10 +290,7 @@ impl Controller {
         });
         if due.missed > TOO_MANY_MISSED {
             self.recorder
-                .event(
-                    &shared,
-                    EventType::Warning,
-                    "TooManyMissedTimes",
+                .warning(&shared, "TooManyMissedTimes",
                     "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew",
                 )
                 .await;
@@ -314,9 +306,8 @@ impl Controller {
                 let at = jiff::fmt::rfc2822::to_string(&scheduled.to_zoned(TimeZone::UTC))
                     .unwrap_or_default();
                 self.recorder
-                    .event(
+                    .warning(
                         &shared,
-                        EventType::Warning,
                         "MissSchedule",
                         &format!("Missed scheduled time to start a job: {at}"),
                     )
@@ -334,10 +325,7 @@ impl Controller {
         let running = edit.active.iter().any(|r| r.name.is_some());
         if policy == "Forbid" && running {
             self.recorder
-                .event(
-                    &shared,
-                    EventType::Normal,
-                    "JobAlreadyActive",
+                .normal(&shared, "JobAlreadyActive",
                     "Not starting job because prior execution is running and concurrency policy is Forbid",
                 )
                 .await;
@@ -359,12 +347,7 @@ impl Controller {
         {
             Ok(made) => {
                 self.recorder
-                    .event(
-                        &shared,
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        &format!("Created job {name}"),
-                    )
+                    .normal(&shared, "SuccessfulCreate", &format!("Created job {name}"))
                     .await;
                 edit.active.push(ObjectReference {
                     kind: Some("Job".into()),
@@ -381,12 +364,7 @@ impl Controller {
             }
             Err(e) => {
                 self.recorder
-                    .event(
-                        &shared,
-                        EventType::Warning,
-                        "FailedCreate",
-                        &format!("Error creating job: {e}"),
-                    )
+                    .warning(&shared, "FailedCreate", &format!("Error creating job: {e}"))
                     .await;
                 self.finish(&shared, edit, None).await?;
                 return Err(e.into());
@@ -439,24 +417,14 @@ impl Controller {
         {
             Ok(_) => {
                 self.recorder
-                    .event(
-                        cj,
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        &format!("Deleted job {name}"),
-                    )
+                    .normal(cj, "SuccessfulDelete", &format!("Deleted job {name}"))
                     .await;
                 Ok(())
             }
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => {
                 self.recorder
-                    .event(
-                        cj,
-                        EventType::Warning,
-                        "FailedDelete",
-                        &format!("Deleted job: {e}"),
-                    )
+                    .warning(cj, "FailedDelete", &format!("Deleted job: {e}"))
                     .await;
                 Err(e.into())
             }

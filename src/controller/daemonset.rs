@@ -47,7 +47,7 @@ use super::podcontrol;
 use super::replication::{label_selector, spec_label_selector};
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
 use crate::types::json::{array_at, str_at};
 use crate::types::{fit, labels, taints};
@@ -531,9 +531,8 @@ impl Controller {
         let selector = label_selector(&ds.spec.selector);
         if selector.is_empty() {
             self.recorder
-                .event(
+                .warning(
                     ds.obj,
-                    EventType::Warning,
                     "SelectingAll",
                     "This daemon set is selecting all pods. A non-empty selector is required.",
                 )
@@ -619,7 +618,7 @@ impl Controller {
                         ds.namespace()
                     );
                     self.recorder
-                        .event(ds.obj, EventType::Warning, "FailedDaemonPod", &message)
+                        .warning(ds.obj, "FailedDaemonPod", &message)
                         .await;
                     plan.delete.push(pod);
                 }
@@ -663,7 +662,7 @@ impl Controller {
                 str_at(cond, "/message")
             );
             self.recorder
-                .event(ds.obj, EventType::Warning, "FailedPlacement", &message)
+                .warning(ds.obj, "FailedPlacement", &message)
                 .await;
         }
     }
@@ -694,12 +693,7 @@ impl Controller {
                     self.expectations
                         .observed(key, (create.len() - i) as i64, 0);
                     self.recorder
-                        .event(
-                            ds.obj,
-                            EventType::Warning,
-                            "FailedCreate",
-                            &format!("Error creating: {e}"),
-                        )
+                        .warning(ds.obj, "FailedCreate", &format!("Error creating: {e}"))
                         .await;
                     return Err(e.into());
                 }
@@ -741,12 +735,7 @@ impl Controller {
                 Err(e) => {
                     self.expectations.observed(key, 0, 1);
                     self.recorder
-                        .event(
-                            ds.obj,
-                            EventType::Warning,
-                            "FailedDelete",
-                            &format!("Error deleting: {e}"),
-                        )
+                        .warning(ds.obj, "FailedDelete", &format!("Error deleting: {e}"))
                         .await;
                     return Err(e.into());
                 }

@@ -36,7 +36,7 @@ use super::claim::{Claim, OwnerKind, controller_ref, str_at};
 use super::replication::{label_selector, spec_label_selector};
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, DeleteParams, Kind, catalog};
 use crate::types::json::array_at;
 
@@ -557,9 +557,8 @@ impl Controller {
         let selector = label_selector(&d.spec.selector);
         if selector.is_empty() {
             self.recorder
-                .event(
+                .warning(
                     &obj,
-                    EventType::Warning,
                     "SelectingAll",
                     "This deployment is selecting all pods. A non-empty selector is required.",
                 )
@@ -737,7 +736,7 @@ impl Controller {
             Err(e) => {
                 let message = format!("Failed to create new replica set {rs_name:?}: {e}");
                 self.recorder
-                    .event(&s.obj, EventType::Warning, "FailedCreate", &message)
+                    .warning(&s.obj, "FailedCreate", &message)
                     .await;
                 if has_deadline(&s.d) {
                     self.set_progressing(s, "False", "ReplicaSetCreateError", message)
@@ -748,9 +747,8 @@ impl Controller {
         };
         if size > 0 {
             self.recorder
-                .event(
+                .normal(
                     &s.obj,
-                    EventType::Normal,
                     "ScalingReplicaSet",
                     &format!("Scaled up replica set {} from 0 to {size}", made.name()),
                 )
@@ -824,9 +822,8 @@ impl Controller {
         *rs = Set::new(self.client.update(self.rss.resource(), &copy).await?)?;
         if from != size {
             self.recorder
-                .event(
+                .normal(
                     &s.obj,
-                    EventType::Normal,
                     "ScalingReplicaSet",
                     &format!(
                         "Scaled {how} replica set {} from {from} to {size}",

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::dcview::{self, Dc, DeploymentConfig};
 use super::{Action, Context, Error, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, DeleteParams, Patch, Propagation};
 use crate::client::{Kind, Resource, catalog};
 use crate::types::json::{array_at, bool_at, int_at, str_at};
@@ -660,7 +660,7 @@ impl Controller {
                     let message =
                         format!("Cancelled deployment {name:?} superceded by version {version}");
                     self.recorder
-                        .event(dc.obj, EventType::Normal, "DeploymentCancelled", &message)
+                        .normal(dc.obj, "DeploymentCancelled", &message)
                         .await;
                 }
                 Err(e) if e.is_not_found() => {}
@@ -669,12 +669,7 @@ impl Controller {
                         "Failed to cancel deployment {name:?} superceded by version {version}: {e}"
                     );
                     self.recorder
-                        .event(
-                            dc.obj,
-                            EventType::Warning,
-                            "DeploymentCancellationFailed",
-                            &message,
-                        )
+                        .warning(dc.obj, "DeploymentCancellationFailed", &message)
                         .await;
                     return Err(e.into());
                 }
@@ -687,9 +682,7 @@ impl Controller {
     async fn cleanup_or_warn(&self, dc: &Dc<'_>, owned: &[Value], reason: &str, what: &str) {
         if let Err(e) = self.cleanup(dc, owned).await {
             let message = format!("Couldn't clean up {what}: {e}");
-            self.recorder
-                .event(dc.obj, EventType::Warning, reason, &message)
-                .await;
+            self.recorder.warning(dc.obj, reason, &message).await;
         }
     }
 
@@ -733,12 +726,7 @@ impl Controller {
                     let message =
                         format!("Scaled replication controller {name:?} from {from} to {to}");
                     self.recorder
-                        .event(
-                            dc.obj,
-                            EventType::Normal,
-                            "ReplicationControllerScaled",
-                            &message,
-                        )
+                        .normal(dc.obj, "ReplicationControllerScaled", &message)
                         .await;
                     if let Some(slot) = owned
                         .iter_mut()
@@ -752,12 +740,7 @@ impl Controller {
                         "Failed to scale replication controler {name:?} from {from} to {to}: {e}"
                     );
                     self.recorder
-                        .event(
-                            dc.obj,
-                            EventType::Warning,
-                            "ReplicationControllerScaleFailed",
-                            &message,
-                        )
+                        .warning(dc.obj, "ReplicationControllerScaleFailed", &message)
                         .await;
                     return Err(e.into());
                 }
@@ -788,7 +771,7 @@ impl Controller {
                 let message =
                     format!("Created new replication controller {rc_name:?} for version {version}");
                 self.recorder
-                    .event(dc.obj, EventType::Normal, "DeploymentCreated", &message)
+                    .normal(dc.obj, "DeploymentCreated", &message)
                     .await;
                 owned.push(made);
                 self.cleanup_or_warn(dc, &owned, "DeploymentCleanupFailed", "deployments")
@@ -821,12 +804,7 @@ impl Controller {
         };
         let message = format!("Couldn't deploy version {version}: {failed}");
         self.recorder
-            .event(
-                dc.obj,
-                EventType::Warning,
-                "DeploymentCreationFailed",
-                &message,
-            )
+            .warning(dc.obj, "DeploymentCreationFailed", &message)
             .await;
         let condition = Condition {
             kind: "Progressing",
@@ -875,12 +853,7 @@ impl Controller {
                 "Deployment of version {latest_version} awaiting cancellation of older running deployments"
             );
             self.recorder
-                .event(
-                    dc.obj,
-                    EventType::Normal,
-                    "DeploymentAwaitingCancellation",
-                    &message,
-                )
+                .normal(dc.obj, "DeploymentAwaitingCancellation", &message)
                 .await;
             return Err(Error::Other(message));
         }

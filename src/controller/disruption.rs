@@ -29,7 +29,7 @@ use super::claim::{controller_ref, is_deleting, str_at};
 use super::deployment::scaled_int_or_percent;
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, Kind, catalog, key_of};
 use crate::types::disruption::{self, DISRUPTION_ALLOWED, selects};
 use crate::types::json::{array_at, int_at};
@@ -149,7 +149,7 @@ impl Controller {
             .collect();
         if pods.is_empty() {
             self.recorder
-                .event(pdb, EventType::Normal, "NoPods", "No matching pods found")
+                .normal(pdb, "NoPods", "No matching pods found")
                 .await;
         }
         let (expected, desired, unmanaged) = match self.expected_count(budget, &pods).await {
@@ -158,12 +158,7 @@ impl Controller {
             Err(Err(SyncError(why))) => {
                 let message = format!("Failed to calculate the number of expected pods: {why}");
                 self.recorder
-                    .event(
-                        pdb,
-                        EventType::Warning,
-                        "CalculateExpectedPodCountFailed",
-                        &message,
-                    )
+                    .warning(pdb, "CalculateExpectedPodCountFailed", &message)
                     .await;
                 return Err(Err(SyncError(why)));
             }
@@ -174,10 +169,7 @@ impl Controller {
                 &serde_json::to_value(selector).unwrap_or_default(),
             );
             self.recorder
-                .event(
-                    pdb,
-                    EventType::Warning,
-                    "UnmanagedPods",
+                .warning(pdb, "UnmanagedPods",
                     &format!(
                         "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
                     ),

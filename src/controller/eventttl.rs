@@ -116,10 +116,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let seen: Seen = decode(ev).unwrap_or_default();
             queue.add_after(key_of(ev), remaining(&seen, ttl, jiff::Timestamp::now()));
         })
-        .run(sup, move |key| {
-            let expiry = expiry.clone();
-            async move { expiry.reconcile(key).await }
-        });
+        .run_with(sup, expiry, |c, key| async move { c.reconcile(key).await });
 }
 
 #[cfg(test)]

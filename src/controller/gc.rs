@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use super::custom::{CustomKinds, KindChange};
 use super::{Action, Context, Error, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::Change;
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{self, Client, DeleteParams, ListParams, Patch, Propagation};
 use crate::client::{Kind, Resource, catalog};
 use crate::types::json::{array_at, str_at};
@@ -112,10 +112,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             })
         })
         .workers(WORKERS)
-        .run(sup, move |uid| {
-            let collector = collector.clone();
-            async move { collector.reconcile(&uid).await }
-        });
+        .run_with(
+            sup,
+            collector,
+            |c, uid| async move { c.reconcile(&uid).await },
+        );
 }
 
 /// What feeds the changes an informer of `res` applies into the graph, and the uids they
@@ -463,12 +464,7 @@ impl Collector {
             r.api_version, r.kind, r.name, r.uid,
         );
         self.recorder
-            .event(
-                obj,
-                EventType::Warning,
-                "OwnerRefInvalidNamespace",
-                &message,
-            )
+            .warning(obj, "OwnerRefInvalidNamespace", &message)
             .await;
     }
 

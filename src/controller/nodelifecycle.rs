@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use super::claim::is_deleting;
 use super::{Action, Context, Error, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{self, DeleteParams, key_of};
 use crate::client::{Kind, catalog};
 use crate::types::json::{array_at, str_at};
@@ -81,10 +81,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |name| {
-            let c = c.clone();
-            async move { c.reconcile(&name).await }
-        });
+        .run_with(sup, c, |c, name| async move { c.reconcile(&name).await });
 }
 
 /// When a node last showed it is alive: its lease's renewal (or acquisition, or creation),
@@ -438,9 +435,8 @@ impl Controller {
             if !was_unknown {
                 tracing::warn!(node = name, "heartbeat lost; node status is now Unknown");
                 self.recorder
-                    .event(
+                    .normal(
                         &node,
-                        EventType::Normal,
                         "NodeNotReady",
                         &format!("Node {name} status is now: NodeNotReady"),
                     )
@@ -507,12 +503,7 @@ impl Controller {
                 .await
                 .map_err(|e| context(format!("pod {key}: set Ready=False"), e))?;
             self.recorder
-                .event(
-                    &fresh,
-                    EventType::Warning,
-                    "NodeNotReady",
-                    "Node is not ready",
-                )
+                .warning(&fresh, "NodeNotReady", "Node is not ready")
                 .await;
         }
         Ok(())
@@ -525,9 +516,8 @@ impl Controller {
         let name = str_at(pod, "/metadata/name");
         tracing::info!(pod = %key, node = str_at(pod, "/spec/nodeName"), "evicting from an unreachable node");
         self.recorder
-            .event(
+            .normal(
                 pod,
-                EventType::Normal,
                 "TaintManagerEviction",
                 &format!("Marking for deletion Pod {key}"),
             )

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{self, Client, DeleteParams, Resource};
 use crate::types::json::str_at;
 
@@ -20,9 +20,7 @@ pub async fn create(
 ) -> client::Result<Value> {
     let made = client.create(pods, Some(ns), pod).await?;
     let message = format!("Created pod: {}", str_at(&made, "/metadata/name"));
-    recorder
-        .event(owner, EventType::Normal, "SuccessfulCreate", &message)
-        .await;
+    recorder.normal(owner, "SuccessfulCreate", &message).await;
     Ok(made)
 }
 
@@ -37,8 +35,6 @@ pub async fn delete(
 ) -> client::Result<()> {
     client.delete(pods, Some(ns), name, params).await?;
     let message = format!("Deleted pod: {name}");
-    recorder
-        .event(owner, EventType::Normal, "SuccessfulDelete", &message)
-        .await;
+    recorder.normal(owner, "SuccessfulDelete", &message).await;
     Ok(())
 }

@@ -31,7 +31,7 @@ use super::expectations::Expectations;
 use super::podcontrol;
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::Informer;
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, DeleteParams};
 use crate::client::{Kind, catalog};
 use crate::types::json::{array_at, int_at};
@@ -344,9 +344,7 @@ impl Manager {
                 self.expectations.observed(&key, (n - created) as i64, 0);
                 if let Some(e) = err {
                     let message = format!("Error creating: {e}");
-                    self.recorder
-                        .event(&rc, EventType::Warning, "FailedCreate", &message)
-                        .await;
+                    self.recorder.warning(&rc, "FailedCreate", &message).await;
                     failure = Some(message);
                 }
             } else if active.len() > want {

@@ -149,10 +149,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let publisher = publisher.clone();
-            async move { publisher.reconcile(key).await }
-        });
+        .run_with(
+            sup,
+            publisher,
+            |c, key| async move { c.reconcile(key).await },
+        );
     // The maps' informer is this controller's own (not one of the shared ones), run once
     // its handler is registered.
     let client = ctx.client.clone();

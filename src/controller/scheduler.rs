@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::claim::is_deleting;
 use super::{Action, Context, Error, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{self, key_of, split_key};
 use crate::client::{Kind, catalog};
 
@@ -180,10 +180,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let s = s.clone();
-            async move { s.reconcile(&key).await }
-        });
+        .run_with(sup, s, |c, key| async move { c.reconcile(&key).await });
 }
 
 fn is_finished(pod: &Value) -> bool {
@@ -350,9 +347,7 @@ impl Scheduler {
             Ok(()) => {
                 tracing::debug!(pod = %key, node, "scheduled");
                 let message = format!("Successfully assigned {key} to {node}");
-                self.recorder
-                    .event(pod, EventType::Normal, "Scheduled", &message)
-                    .await;
+                self.recorder.normal(pod, "Scheduled", &message).await;
                 Ok(Action::Done)
             }
             Err(e) => {
@@ -408,7 +403,7 @@ impl Scheduler {
         }
         tracing::debug!(pod = %key, message, "unschedulable");
         self.recorder
-            .event(&fresh, EventType::Warning, "FailedScheduling", message)
+            .warning(&fresh, "FailedScheduling", message)
             .await;
         Ok(Action::Done)
     }

@@ -47,7 +47,7 @@ use super::history::{self, History};
 use super::replication::{label_selector, spec_label_selector};
 use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, DeleteParams, Kind, catalog, key_of};
 use crate::types::json::{array_at, str_at};
 
@@ -574,19 +574,14 @@ impl Controller {
             None => {
                 let message = format!("{verb} Pod {pod} in StatefulSet {set_name} successful");
                 self.recorder
-                    .event(
-                        set,
-                        EventType::Normal,
-                        &format!("Successful{title}"),
-                        &message,
-                    )
+                    .normal(set, &format!("Successful{title}"), &message)
                     .await;
             }
             Some(e) => {
                 let message =
                     format!("{verb} Pod {pod} in StatefulSet {set_name} failed error: {e}");
                 self.recorder
-                    .event(set, EventType::Warning, &format!("Failed{title}"), &message)
+                    .warning(set, &format!("Failed{title}"), &message)
                     .await;
             }
         }
@@ -607,12 +602,7 @@ impl Controller {
                 let message =
                     format!("{verb} Claim {claim} Pod {pod} in StatefulSet {set_name} success");
                 self.recorder
-                    .event(
-                        set,
-                        EventType::Normal,
-                        &format!("Successful{title}"),
-                        &message,
-                    )
+                    .normal(set, &format!("Successful{title}"), &message)
                     .await;
             }
             Some(e) => {
@@ -620,7 +610,7 @@ impl Controller {
                     "{verb} Claim {claim} for Pod {pod} in StatefulSet {set_name} failed error: {e}"
                 );
                 self.recorder
-                    .event(set, EventType::Warning, &format!("Failed{title}"), &message)
+                    .warning(set, &format!("Failed{title}"), &message)
                     .await;
             }
         }

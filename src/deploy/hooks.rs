@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
 use super::{Deployer, by_name, name_of, pods, say};
-use crate::client::recorder::EventType;
 use crate::client::watcher::{Event as WatchEvent, Watcher};
 use crate::types::openshift::{self as os, ExecNewPodHook, LifecycleHook};
 
@@ -32,9 +31,7 @@ pub(super) async fn run(
                 "Running {label}-hook (\"{}\") for rc {ns}/{rc_name}",
                 exec.command.join(" ")
             );
-            d.recorder
-                .event(&dc, EventType::Normal, "Started", &message)
-                .await;
+            d.recorder.normal(&dc, "Started", &message).await;
             exec_new_pod(d, hook, exec, rc, label).await
         }
         None if !hook.tag_images.is_empty() => Err(super::fail!(
@@ -45,26 +42,20 @@ pub(super) async fn run(
     match outcome {
         Ok(()) => {
             let message = format!("The {label}-hook for rc {ns}/{rc_name} completed successfully");
-            d.recorder
-                .event(&dc, EventType::Normal, "Completed", &message)
-                .await;
+            d.recorder.normal(&dc, "Completed", &message).await;
             Ok(())
         }
         Err(e) if hook.failure_policy == "Ignore" => {
             let message = format!(
                 "The {label}-hook failed: {e:#} (ignore), rollout of {ns}/{rc_name} will continue"
             );
-            d.recorder
-                .event(&dc, EventType::Warning, "Failed", &message)
-                .await;
+            d.recorder.warning(&dc, "Failed", &message).await;
             Ok(())
         }
         Err(e) => {
             let message =
                 format!("The {label}-hook failed: {e:#}, aborting rollout of {ns}/{rc_name}");
-            d.recorder
-                .event(&dc, EventType::Warning, "Failed", &message)
-                .await;
+            d.recorder.warning(&dc, "Failed", &message).await;
             Err(super::fail!(
                 "the {label} hook failed: {e:#}, aborting rollout of {ns}/{rc_name}"
             ))

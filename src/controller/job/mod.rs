@@ -47,7 +47,7 @@ use super::claim::{Claim, OwnerKind, controller_ref, is_deleting};
 use super::expectations::Expectations;
 use super::{Action, Context, Queue, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, Kind, catalog, key_of};
 use crate::types::clock::Clock;
 use crate::types::json::{array_at, int_at, str_at};
@@ -345,9 +345,8 @@ impl Controller {
         let mode = job.spec.completion_mode.as_deref().unwrap_or("");
         if !mode.is_empty() && mode != "NonIndexed" && mode != "Indexed" {
             self.recorder
-                .event(
+                .warning(
                     job.raw,
-                    EventType::Warning,
                     "UnknownCompletionMode",
                     "Skipped Job sync because completion mode is unknown",
                 )
@@ -558,7 +557,7 @@ impl Controller {
                     ) {
                         suspend_changed = true;
                         self.recorder
-                            .event(&obj, EventType::Normal, "Suspended", "Job suspended")
+                            .normal(&obj, "Suspended", "Job suspended")
                             .await;
                     }
                 } else if ensure_condition(
@@ -570,9 +569,7 @@ impl Controller {
                     &now_str,
                 ) {
                     suspend_changed = true;
-                    self.recorder
-                        .event(&obj, EventType::Normal, "Resumed", "Job resumed")
-                        .await;
+                    self.recorder.normal(&obj, "Resumed", "Job resumed").await;
                     // The deadline counts from the resumption.
                     status_mut(&mut obj).insert("startTime".into(), now_str.clone().into());
                 }

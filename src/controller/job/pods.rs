@@ -16,7 +16,6 @@ use super::{
     IGNORED_FAILURE_COUNT_AT, JOBS, JobView, Sync, TRACKING_FINALIZER, annotation_count,
     finished_time, has_finalizer, index_of, is_ready, is_terminating, only_replace_failed, uid,
 };
-use crate::client::recorder::EventType;
 use crate::client::{DeleteParams, Patch};
 use crate::controller::Result;
 use crate::controller::podcontrol;
@@ -261,12 +260,7 @@ impl Controller {
         n_active += created as i64;
         if let Some(e) = err {
             self.recorder
-                .event(
-                    job.raw,
-                    EventType::Warning,
-                    "FailedCreate",
-                    &format!("Error creating: {e}"),
-                )
+                .warning(job.raw, "FailedCreate", &format!("Error creating: {e}"))
                 .await;
             return Err(e.into());
         }

@@ -15,7 +15,6 @@ use super::{
     Controller, JobView, Sync, finished_condition, has_finalizer, index_of, is_pod_failed,
     parse_time, phase, uid,
 };
-use crate::client::recorder::EventType;
 use crate::controller::{Action, Result};
 use crate::types::json::{array_at, int_at, str_at};
 
@@ -367,21 +366,18 @@ impl Controller {
                 .is_some_and(|c| int_at(obj, "/status/succeeded") > c)
             {
                 self.recorder
-                    .event(
+                    .warning(
                         obj,
-                        EventType::Warning,
                         "TooManySucceededPods",
                         "Too many succeeded pods running after completion count reached",
                     )
                     .await;
             }
             self.recorder
-                .event(obj, EventType::Normal, "Completed", "Job completed")
+                .normal(obj, "Completed", "Job completed")
                 .await;
         } else {
-            self.recorder
-                .event(obj, EventType::Warning, &f.reason, &f.message)
-                .await;
+            self.recorder.warning(obj, &f.reason, &f.message).await;
         }
     }
 

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use super::calculator::{Goal, Metrics, decimal_milli, pod_metrics, resource_replicas};
 use super::{Condition, Controller, Target, set};
-use crate::client::recorder::EventType;
 use crate::client::{Kind, ListParams, catalog};
 use crate::types::labels::Selector;
 use crate::types::quantity::Quantity;
@@ -45,12 +44,7 @@ impl Controller {
     ) -> (Option<i64>, String, Option<String>) {
         let selector = if target.selector.is_empty() {
             self.recorder
-                .event(
-                    original,
-                    EventType::Warning,
-                    "SelectorRequired",
-                    "selector is required",
-                )
+                .warning(original, "SelectorRequired", "selector is required")
                 .await;
             set(
                 hpa,
@@ -70,7 +64,7 @@ impl Controller {
                         "couldn't convert selector into a corresponding internal selector object: {e}"
                     );
                     self.recorder
-                        .event(original, EventType::Warning, "InvalidSelector", &message)
+                        .warning(original, "InvalidSelector", &message)
                         .await;
                     set(
                         hpa,
@@ -98,7 +92,7 @@ impl Controller {
                 Err(e) => {
                     statuses.push(json!({"type": ""}));
                     self.recorder
-                        .event(original, EventType::Warning, &e.condition.2, &e.message)
+                        .warning(original, &e.condition.2, &e.message)
                         .await;
                     invalid += 1;
                     first.get_or_insert(e);

@@ -47,7 +47,7 @@ use serde_json::{Value, json};
 use self::behavior::{History, Rules};
 use super::{Action, Context, Result, Supervisor, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::recorder::{EventType, Recorder};
+use crate::client::recorder::Recorder;
 use crate::client::{Client, Kind, Resource, catalog, key_of};
 use crate::types::clock::Clock;
 use crate::types::json::int_at;
@@ -113,9 +113,7 @@ impl Controller {
         let target = match self.target(&ns, &spec.scale_target_ref).await {
             Ok(t) => t,
             Err(e) => {
-                self.recorder
-                    .event(original, EventType::Warning, "FailedGetScale", &e)
-                    .await;
+                self.recorder.warning(original, "FailedGetScale", &e).await;
                 set(
                     &mut hpa,
                     (
@@ -181,12 +179,7 @@ impl Controller {
                 self.write_status(original, hpa).await?;
                 if let Some(e) = errors {
                     self.recorder
-                        .event(
-                            original,
-                            EventType::Warning,
-                            "FailedComputeMetricsReplicas",
-                            &e,
-                        )
+                        .warning(original, "FailedComputeMetricsReplicas", &e)
                         .await;
                 }
                 return Ok(());
@@ -216,9 +209,8 @@ impl Controller {
                 .await;
             if let Err(e) = scaled {
                 self.recorder
-                    .event(
+                    .warning(
                         original,
-                        EventType::Warning,
                         "FailedRescale",
                         &format!("New size: {desired}; reason: {reason}; error: {e}"),
                     )
@@ -245,9 +237,8 @@ impl Controller {
                 ),
             );
             self.recorder
-                .event(
+                .normal(
                     original,
-                    EventType::Normal,
                     "SuccessfulRescale",
                     &format!("New size: {desired}; reason: {reason}"),
                 )
@@ -377,8 +368,5 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         })
         .waits_for(&pods)
         .workers(WORKERS)
-        .run(sup, move |key| {
-            let c = c.clone();
-            async move { c.reconcile(key).await }
-        });
+        .run_with(sup, c, |c, key| async move { c.reconcile(key).await });
 }

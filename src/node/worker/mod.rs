@@ -26,7 +26,6 @@ use super::env::{self, expand};
 use super::probe::{self, Kind as ProbeKind, Tracker};
 use super::status::{self, Inputs, Waiting};
 use super::volume;
-use crate::client::recorder::EventType;
 use crate::client::{Kind, catalog};
 use crate::runtime::{ContainerId, ContainerSpec, ContainerStatus, Runtime, State};
 
@@ -423,7 +422,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 let message = format!("Resource limits are not enforced on this node: {why}");
                 self.shared
                     .recorder
-                    .event(pod, EventType::Warning, "LimitsNotEnforced", &message)
+                    .warning(pod, "LimitsNotEnforced", &message)
                     .await;
             }
         }
@@ -431,20 +430,10 @@ impl<R: Runtime + Clone> Worker<R> {
         match self.shared.runtime.start(&spec).await {
             Ok(id) => {
                 let rec = &self.shared.recorder;
-                rec.event(
-                    pod,
-                    EventType::Normal,
-                    "Created",
-                    &format!("Created container {name}"),
-                )
-                .await;
-                rec.event(
-                    pod,
-                    EventType::Normal,
-                    "Started",
-                    &format!("Started container {name}"),
-                )
-                .await;
+                rec.normal(pod, "Created", &format!("Created container {name}"))
+                    .await;
+                rec.normal(pod, "Started", &format!("Started container {name}"))
+                    .await;
                 if let Some(hook) = c.pointer("/lifecycle/postStart") {
                     let ran = tokio::time::timeout(
                         POST_START_LIMIT,
@@ -469,8 +458,7 @@ impl<R: Runtime + Clone> Worker<R> {
                             hook_kind(hook),
                             Self::full_name(pod)
                         );
-                        rec.event(pod, EventType::Warning, "FailedPostStartHook", &message)
-                            .await;
+                        rec.warning(pod, "FailedPostStartHook", &message).await;
                         // Killed as the kubelet does; the policy decides about a restart.
                         self.kill(pod, Some(c), &id, grace(pod), "FailedPostStartHook")
                             .await;
@@ -504,16 +492,13 @@ impl<R: Runtime + Clone> Worker<R> {
                         "ErrImagePull" => {
                             self.shared
                                 .recorder
-                                .event(pod, EventType::Warning, "Failed", &w.message)
+                                .warning(pod, "Failed", &w.message)
                                 .await;
                             format!("Error: {}", w.reason)
                         }
                         _ => format!("Error: {}", w.message),
                     };
-                    self.shared
-                        .recorder
-                        .event(pod, EventType::Warning, "Failed", &message)
-                        .await;
+                    self.shared.recorder.warning(pod, "Failed", &message).await;
                 }
                 waiting.insert(c["name"].as_str().unwrap_or("").to_string(), w);
                 self.retry = true;
@@ -533,7 +518,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 self.told_rejected = true;
                 self.shared
                     .recorder
-                    .event(pod, EventType::Warning, &r.reason, &r.message)
+                    .warning(pod, &r.reason, &r.message)
                     .await;
             }
             self.write_status(pod, r.status()).await;
@@ -556,7 +541,7 @@ impl<R: Runtime + Clone> Worker<R> {
             let message = format!("Failed to create pod sandbox: {why}");
             self.shared
                 .recorder
-                .event(pod, EventType::Warning, "FailedCreatePodSandBox", &message)
+                .warning(pod, "FailedCreatePodSandBox", &message)
                 .await;
             let waiting: HashMap<String, Waiting> = pod["spec"]["containers"]
                 .as_array()
@@ -655,10 +640,7 @@ impl<R: Runtime + Clone> Worker<R> {
                             "Back-off restarting failed container {name} in pod {}",
                             Self::full_name(pod)
                         );
-                        self.shared
-                            .recorder
-                            .event(pod, EventType::Warning, "BackOff", &event)
-                            .await;
+                        self.shared.recorder.warning(pod, "BackOff", &event).await;
                         waiting.insert(name.to_string(), w);
                         wake = min(wake, after);
                     }
@@ -776,7 +758,7 @@ impl<R: Runtime + Clone> Worker<R> {
             Err(why) => {
                 self.shared
                     .recorder
-                    .event(pod, EventType::Warning, "FailedMount", &why.message)
+                    .warning(pod, "FailedMount", &why.message)
                     .await;
                 let after = self.mount_retry;
                 self.mount_retry = (after * 2).min(MOUNT_RETRY_MAX);
@@ -802,7 +784,7 @@ impl<R: Runtime + Clone> Worker<R> {
         const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
         self.shared
             .recorder
-            .event(pod, EventType::Normal, "DeadlineExceeded", MESSAGE)
+            .normal(pod, "DeadlineExceeded", MESSAGE)
             .await;
         self.stop_all(pod).await;
         let mut st = self.final_status(pod);

@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Worker, grace, min, str_at};
-use crate::client::recorder::EventType;
 use crate::node::probe::{self, Kind as ProbeKind, Outcome, Tracker};
 use crate::runtime::{ContainerStatus, Runtime, State};
 
@@ -104,7 +103,7 @@ impl<R: Runtime + Clone> Worker<R> {
                     let message = format!("{} probe failed: {why}", kind.title());
                     self.shared
                         .recorder
-                        .event(pod, EventType::Warning, "Unhealthy", &message)
+                        .warning(pod, "Unhealthy", &message)
                         .await;
                 }
                 let Some((_, tracker)) = self.probes.get_mut(&key) else {

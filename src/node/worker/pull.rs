@@ -4,7 +4,6 @@
 use serde_json::Value;
 
 use super::{Worker, str_at};
-use crate::client::recorder::EventType;
 use crate::client::{Kind, catalog};
 use crate::node::status::Waiting;
 use crate::runtime::Runtime;
@@ -27,16 +26,12 @@ impl<R: Runtime + Clone> Worker<R> {
         if !pull {
             if present {
                 let message = format!("Container image {image:?} already present on machine");
-                recorder
-                    .event(pod, EventType::Normal, "Pulled", &message)
-                    .await;
+                recorder.normal(pod, "Pulled", &message).await;
             }
             return Ok(());
         }
         let message = format!("Pulling image {image:?}");
-        recorder
-            .event(pod, EventType::Normal, "Pulling", &message)
-            .await;
+        recorder.normal(pod, "Pulling", &message).await;
         let credentials = self.pull_credentials(pod).await;
         let began = tokio::time::Instant::now();
         match self.shared.puller.pull(image, credentials, None).await {
@@ -49,9 +44,7 @@ impl<R: Runtime + Clone> Worker<R> {
                     began.elapsed().as_secs_f64(),
                     p.image.size()
                 );
-                recorder
-                    .event(pod, EventType::Normal, "Pulled", &message)
-                    .await;
+                recorder.normal(pod, "Pulled", &message).await;
                 Ok(())
             }
             Err(e) => Err(Waiting {

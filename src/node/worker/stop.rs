@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{MIN_GRACE, Worker, grace, hook_kind, str_at};
-use crate::client::recorder::EventType;
 use crate::client::{Kind, catalog};
 use crate::node::probe;
 use crate::runtime::{ContainerId, Runtime, State};
@@ -46,10 +45,7 @@ impl<R: Runtime + Clone> Worker<R> {
         grace: Duration,
         message: &str,
     ) {
-        self.shared
-            .recorder
-            .event(pod, EventType::Normal, "Killing", message)
-            .await;
+        self.shared.recorder.normal(pod, "Killing", message).await;
         let began = self.shared.runtime.now();
         let hook = c.and_then(|c| c.pointer("/lifecycle/preStop").map(|h| (c, h)));
         if let (Some((c, hook)), false) = (hook, grace.is_zero()) {
@@ -72,7 +68,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 );
                 self.shared
                     .recorder
-                    .event(pod, EventType::Warning, "FailedPreStopHook", &message)
+                    .warning(pod, "FailedPreStopHook", &message)
                     .await;
             }
         }
