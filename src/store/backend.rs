@@ -94,6 +94,12 @@ pub trait Backend: Send + Sync + 'static {
     -> Result<()>;
     /// Makes everything written so far durable.
     fn flush(&self) -> Result<()>;
+    /// The last call, once nothing writes any more: makes everything durable and lets
+    /// go of the data directory, so that a berth started on it at once can open it even
+    /// while a task of this one still holds the store.
+    fn close(&self) -> Result<()> {
+        self.flush()
+    }
     /// Bytes the store takes on disk.
     fn disk_bytes(&self) -> u64 {
         0

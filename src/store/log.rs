@@ -257,7 +257,8 @@ pub(super) struct LogBackend {
     maintenance: Mutex<()>,
     /// Bytes of every file of the store (the spare one included).
     disk_bytes: Arc<AtomicU64>,
-    _lock: File,
+    /// The directory's lock (`flock`), let go at [`Backend::close`].
+    lock: Mutex<Option<File>>,
 }
 
 /// What a base file holds.
@@ -567,7 +568,7 @@ impl LogBackend {
             live: Mutex::new(live),
             maintenance: Mutex::new(()),
             disk_bytes: Arc::new(AtomicU64::new(disk)),
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
         };
         {
             let mut w = me.writer.lock().expect("writer lock");
@@ -1056,6 +1057,13 @@ impl Backend for LogBackend {
         w.file.sync_data().map_err(io("sync store log"))
     }
 
+    fn close(&self) -> Result<()> {
+        let flushed = self.flush();
+        // Closing the file drops its `flock`.
+        drop(self.lock.lock().expect("lock lock").take());
+        flushed
+    }
+
     fn disk_bytes(&self) -> u64 {
         self.disk_bytes.load(Ordering::Acquire)
     }
@@ -1262,6 +1270,20 @@ mod tests {
     fn a_second_opener_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let _a = LogBackend::open(dir.path(), 4096).unwrap();
+        assert!(matches!(
+            LogBackend::open(dir.path(), 4096),
+            Err(Error::InUse { .. })
+        ));
+    }
+
+    #[test]
+    fn a_closed_store_lets_the_next_opener_in_while_still_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = LogBackend::open(dir.path(), 4096).unwrap();
+        a.close().unwrap();
+        // `a` is still alive (a task of the old server may hold the store a moment).
+        let b = LogBackend::open(dir.path(), 4096).unwrap();
+        assert_eq!(b.meta().unwrap(), a.meta().unwrap());
         assert!(matches!(
             LogBackend::open(dir.path(), 4096),
             Err(Error::InUse { .. })

@@ -628,7 +628,7 @@ impl Store {
                 .ok();
         }
         self.shared.hub.close();
-        self.shared.backend.flush()
+        self.shared.backend.close()
     }
 }
 
