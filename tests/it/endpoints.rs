@@ -393,3 +393,49 @@ async fn invalid_slices_and_endpoints_are_refused_with_their_causes() {
         "{run:?}"
     );
 }
+
+#[tokio::test]
+async fn more_than_100_endpoints_take_a_second_slice() {
+    let s = TestServer::start().await;
+    let (code, out) = s
+        .post(
+            SERVICES,
+            service("many", json!([{"port": 80, "targetPort": 8080}])),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    for i in 0..101 {
+        let name = format!("p{i:03}");
+        make_pod(&s, &name, "many", false).await;
+        set_status(
+            &s,
+            &name,
+            &format!("10.2.{}.{}", i / 100, i % 100 + 1),
+            true,
+        )
+        .await;
+    }
+    eventually(30, "101 endpoints in slices of 100 and 1", || async {
+        let got = slices(&s, "many").await;
+        let mut sizes: Vec<usize> = got
+            .iter()
+            .map(|s| s["endpoints"].as_array().map_or(0, Vec::len))
+            .collect();
+        sizes.sort();
+        if sizes == [1, 100] {
+            Ok(())
+        } else {
+            Err(format!("{sizes:?}"))
+        }
+    })
+    .await;
+    eventually(20, "101 ready addresses in the Endpoints", || async {
+        let (ready, _) = endpoints_addresses(&s, "many").await;
+        if ready.len() == 101 {
+            Ok(())
+        } else {
+            Err(ready.len().to_string())
+        }
+    })
+    .await;
+}
