@@ -5,8 +5,10 @@
 //! `nodeName`, `targetRef`, `hostname` when the pod names the Service as its subdomain);
 //! endpoints are grouped by their resolved ports (a named `targetPort` is looked up in
 //! each pod's containers) and address type, and each group is cut into slices of at most
-//! `MAX_ENDPOINTS_PER_SLICE` (upstream's `--max-endpoints-per-slice` default). A Service
-//! without endpoints keeps one empty placeholder slice. A Service without selector is
+//! `MAX_ENDPOINTS_PER_SLICE` (upstream's `--max-endpoints-per-slice` default); as
+//! upstream, an endpoint stays in the slice that holds it and new ones fill the slices
+//! with room first ([`arrange`]). A Service without endpoints keeps one empty
+//! placeholder slice. A Service without selector is
 //! left alone; the slices of a deleted Service go with it by their owner reference.
 //!
 //! Slices are made with `generateName` `<service>-`, labelled `kubernetes.io/service-name`
@@ -272,6 +274,116 @@ pub fn desired(svc: &Service, pods: &[&Value], max: usize) -> Vec<Slice> {
     out
 }
 
+/// Which endpoint an endpoint of a stored slice is: its pod and address.
+fn endpoint_key(e: &Value) -> (String, String) {
+    (
+        str_at(e, "/targetRef/name").to_string(),
+        str_at(e, "/addresses/0").to_string(),
+    )
+}
+
+fn typed_key(e: &Endpoint) -> (String, String) {
+    let pod = e.target_ref.as_ref().and_then(|r| r.name.clone());
+    (
+        pod.unwrap_or_default(),
+        e.addresses.first().cloned().unwrap_or_default(),
+    )
+}
+
+/// Where the wanted slices go, given the stored ones (`have`): each `(Some(i), slice)`
+/// is what `have[i]` must hold, each `(None, slice)` a slice to make; a stored slice
+/// named nowhere is deleted. As upstream's reconciler, an endpoint stays in the slice
+/// that holds it (its content updated), new endpoints fill the slices of their ports
+/// that have room, then new slices; a slice left without endpoints is rewritten into one
+/// that would be made, or deleted.
+pub fn arrange(have: &[Value], want: Vec<Slice>, max: usize) -> Vec<(Option<usize>, Slice)> {
+    let max = max.max(1);
+    // The wanted endpoints of each (address type, ports), every group once.
+    let mut groups: Vec<Slice> = Vec::new();
+    for slice in want {
+        match groups
+            .iter_mut()
+            .find(|g| g.address_type == slice.address_type && g.ports == slice.ports)
+        {
+            Some(g) => g.endpoints.extend(slice.endpoints),
+            None => groups.push(slice),
+        }
+    }
+    let mut used = BTreeSet::new();
+    let mut out: Vec<(Option<usize>, Slice)> = Vec::new();
+    for group in groups {
+        let mut wanted: BTreeMap<(String, String), Endpoint> = group
+            .endpoints
+            .iter()
+            .map(|e| (typed_key(e), e.clone()))
+            .collect();
+        let first = out.len();
+        let ports = serde_json::to_value(&group.ports).unwrap_or(Value::Null);
+        for (i, h) in have.iter().enumerate() {
+            let same_ports = match &h["ports"] {
+                Value::Null => ports == json!([]),
+                p => *p == ports,
+            };
+            if used.contains(&i) || str_at(h, "/addressType") != group.address_type || !same_ports {
+                continue;
+            }
+            let kept: Vec<Endpoint> = array_at(h, "/endpoints")
+                .iter()
+                .filter_map(|e| wanted.remove(&endpoint_key(e)))
+                .collect();
+            if kept.is_empty() {
+                continue;
+            }
+            used.insert(i);
+            out.push((
+                Some(i),
+                Slice {
+                    endpoints: kept,
+                    ..group.clone()
+                },
+            ));
+        }
+        let mut rest = wanted.into_values();
+        for (_, slice) in &mut out[first..] {
+            while slice.endpoints.len() < max {
+                let Some(e) = rest.next() else { break };
+                slice.endpoints.push(e);
+            }
+        }
+        let rest: Vec<Endpoint> = rest.collect();
+        let placeholder = group.endpoints.is_empty();
+        for chunk in rest.chunks(max) {
+            out.push((
+                None,
+                Slice {
+                    endpoints: chunk.to_vec(),
+                    ..group.clone()
+                },
+            ));
+        }
+        if placeholder {
+            // Kept as it is when a stored slice is it already.
+            let held = (0..have.len()).find(|i| !used.contains(i) && group.is_held_by(&have[*i]));
+            if let Some(i) = held {
+                used.insert(i);
+            }
+            out.push((held, group));
+        }
+    }
+    // Rather than make a slice and delete another, rewrite the one to delete.
+    for (at, slice) in &mut out {
+        if at.is_none() {
+            *at = (0..have.len()).find(|i| {
+                !used.contains(i) && str_at(&have[*i], "/addressType") == slice.address_type
+            });
+            if let Some(i) = *at {
+                used.insert(i);
+            }
+        }
+    }
+    out
+}
+
 /// The labels of a Service's slices (and Endpoints): the Service's own, and whether it
 /// is headless.
 pub(super) fn service_labels(svc: &Service) -> BTreeMap<String, String> {
@@ -344,34 +456,22 @@ impl Controller {
         have.sort_by(|a, b| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")));
         let labels = json!(slice_labels(&svc));
         let owner = owner_ref(&svc);
-        // Slices that already hold what one of the wanted ones should stay as they are.
-        let mut taken = BTreeSet::new();
-        let mut left = Vec::new();
-        for slice in want {
-            let same = have.iter().enumerate().find(|(i, h)| {
-                !taken.contains(i)
-                    && slice.is_held_by(h)
-                    && h["metadata"]["labels"] == labels
-                    && h["metadata"]["ownerReferences"] == json!([owner])
-            });
-            match same {
-                Some((i, _)) => {
-                    taken.insert(i);
-                }
-                None => left.push(slice),
-            }
-        }
-        // The others are rewritten in place, of the same address type first, then made.
-        for slice in left {
-            let reuse = (0..have.len()).find(|i| {
-                !taken.contains(i) && str_at(&have[*i], "/addressType") == slice.address_type
-            });
-            match reuse {
+        let plan = arrange(&have, want, MAX_ENDPOINTS_PER_SLICE);
+        let taken: BTreeSet<usize> = plan.iter().filter_map(|(i, _)| *i).collect();
+        for (at, slice) in plan {
+            match at {
                 Some(i) => {
-                    taken.insert(i);
-                    let mut obj = have[i].clone();
+                    let h = &have[i];
+                    if slice.is_held_by(h)
+                        && h["metadata"]["labels"] == labels
+                        && h["metadata"]["ownerReferences"] == json!([owner])
+                    {
+                        continue;
+                    }
+                    let mut obj = h.clone();
                     obj["metadata"]["labels"] = labels.clone();
                     obj["metadata"]["ownerReferences"] = json!([owner]);
+                    obj["addressType"] = json!(slice.address_type);
                     obj["ports"] = slice.json_ports();
                     obj["endpoints"] = slice.json_endpoints();
                     self.client.update(res, &obj).await?;
@@ -594,6 +694,56 @@ mod tests {
                 .as_deref(),
             Some("p000")
         );
+    }
+
+    /// A stored slice (as the server keeps it) of `slice`.
+    fn stored(slice: &Slice) -> Value {
+        json!({"addressType": slice.address_type, "ports": slice.json_ports(),
+               "endpoints": slice.json_endpoints()})
+    }
+
+    #[test]
+    fn endpoints_stay_in_their_slices_and_new_ones_fill_the_room_there_is() {
+        let svc = service(json!({"selector": {"app": "web"},
+            "ports": [{"name": "web", "port": 80, "protocol": "TCP", "targetPort": 8080}]}));
+        let pods: Vec<Value> = (1..=150)
+            .map(|i| {
+                pod(
+                    &format!("p{i:03}"),
+                    &format!("10.0.{}.{}", i / 200, i % 200 + 1),
+                    true,
+                )
+            })
+            .collect();
+        let refs: Vec<&Value> = pods.iter().collect();
+        let have: Vec<Value> = desired(&svc, &refs, 100).iter().map(stored).collect();
+        assert_eq!(have.len(), 2);
+        // A pod that sorts first joins the slice with room; the full one is untouched.
+        let first = pod("p000", "10.0.9.9", true);
+        let more: Vec<&Value> = refs.iter().copied().chain([&first]).collect();
+        let plan = arrange(&have, desired(&svc, &more, 100), 100);
+        let changed: Vec<Option<usize>> = plan
+            .iter()
+            .filter(|(at, s)| at.is_none_or(|i| !s.is_held_by(&have[i])))
+            .map(|(at, _)| *at)
+            .collect();
+        assert_eq!(changed, [Some(1)]);
+        assert_eq!(
+            plan.iter().map(|(_, s)| s.endpoints.len()).sum::<usize>(),
+            151
+        );
+        // A pod gone leaves its slice only; with every pod gone, one slice is kept empty.
+        let fewer: Vec<&Value> = refs[1..].to_vec();
+        let plan = arrange(&have, desired(&svc, &fewer, 100), 100);
+        let changed: Vec<usize> = plan
+            .iter()
+            .filter(|(at, s)| !s.is_held_by(&have[at.unwrap()]))
+            .map(|(at, _)| at.unwrap())
+            .collect();
+        assert_eq!(changed, [0]);
+        let plan = arrange(&have, desired(&svc, &[], 100), 100);
+        assert_eq!(plan.len(), 1);
+        assert!(plan[0].0.is_some() && plan[0].1.endpoints.is_empty());
     }
 
     #[test]
