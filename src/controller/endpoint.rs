@@ -203,15 +203,10 @@ impl Controller {
         }
         ep["subsets"] = subsets;
         ep["metadata"]["labels"] = labels;
-        let annotations = ep["metadata"]
-            .as_object_mut()
-            .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
-        if let Some(Value::Object(a)) = annotations {
-            if truncated {
-                a.insert(OVER_CAPACITY.into(), json!("truncated"));
-            } else {
-                a.remove(OVER_CAPACITY);
-            }
+        if truncated {
+            ep["metadata"]["annotations"][OVER_CAPACITY] = json!("truncated");
+        } else if let Some(a) = ep["metadata"]["annotations"].as_object_mut() {
+            a.remove(OVER_CAPACITY);
         }
         self.client.update(res, &ep).await?;
         Ok(Action::Done)
