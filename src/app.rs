@@ -514,6 +514,13 @@ impl Cluster {
         let mut supervisor = Supervisor::new();
         if let Some(mut config) = self.controllers {
             config.api_port = Some(self.address.port());
+            // Where pods reach the API: the address served on, or, when that is every
+            // address, the node's (loopback without a node agent).
+            config.api_ip = match (self.address.ip(), &self.node) {
+                (ip, _) if !ip.is_unspecified() => ip.to_string(),
+                (_, Some((settings, _))) => settings.agent.node_ip.clone(),
+                _ => "127.0.0.1".into(),
+            };
             config.root_ca = Some(self.ca_pem.clone());
             let ctx = controller::Context::new(Client::local(self.registry.clone()), config);
             controller::start(&ctx, &mut supervisor);

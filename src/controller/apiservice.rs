@@ -1,7 +1,10 @@
 //! The `kubernetes` Service in `default`: how pods find the API server, as kube-apiserver's
 //! own service controller keeps it. It holds the first cluster IP (kept for it), port 443
 //! named `https` onto the port the API serves on, and is made again when deleted and set
-//! right when its ports are changed.
+//! right when its ports are changed. Its Endpoints and EndpointSlice (both named
+//! `kubernetes`, as kube-apiserver's endpoint reconciler writes them) point at the API's
+//! address and port; the Service has no selector, so the endpoints controllers leave
+//! them to this one.
 //!
 //! A reconcile decodes the Service it finds once as a k8s-openapi `Service`; the watch
 //! handler reads the informer's JSON through [`crate::types::json`].
@@ -12,6 +15,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
+use super::endpointslice::SERVICE_NAME;
 use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::Client;
 use crate::client::informer::Informer;
@@ -27,7 +31,10 @@ const NAME: &str = "kubernetes";
 struct ApiService {
     client: Client,
     services: Informer,
+    endpoints: Informer,
+    slices: Informer,
     port: u16,
+    ip: String,
 }
 
 /// The one port the Service must have: `https` on 443 onto the API's port `target`.
@@ -55,6 +62,70 @@ impl ApiService {
     }
 
     async fn reconcile(&self) -> Result<Action> {
+        self.keep_endpoints().await?;
+        self.keep_slice().await?;
+        self.keep_service().await
+    }
+
+    /// Makes the object `want` (named `kubernetes`), or sets the top-level `fields` of
+    /// the one there is to want's when they differ.
+    async fn keep(&self, res: &Informer, want: Value, fields: &[&str]) -> Result<()> {
+        let res = res.resource();
+        let mut current = match self.client.get(res, Some(NAMESPACE), NAME).await {
+            Ok(v) => v,
+            Err(e) if e.is_not_found() => {
+                return match self.client.create(res, Some(NAMESPACE), &want).await {
+                    Err(e) if !e.is_already_exists() => Err(e.into()),
+                    _ => Ok(()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if fields.iter().all(|f| current[f] == want[f]) {
+            return Ok(());
+        }
+        for f in fields {
+            current[f] = want[f].clone();
+        }
+        self.client.update(res, &current).await?;
+        Ok(())
+    }
+
+    /// The Endpoints `kubernetes`: the API's address and port (`https`).
+    async fn keep_endpoints(&self) -> Result<()> {
+        let want = json!({
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": NAME, "namespace": NAMESPACE,
+                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{
+                "addresses": [{"ip": self.ip}],
+                "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
+            }],
+        });
+        self.keep(&self.endpoints, want, &["subsets"]).await
+    }
+
+    /// The EndpointSlice `kubernetes`: the same, ready.
+    async fn keep_slice(&self) -> Result<()> {
+        let family = if self.ip.contains(':') {
+            "IPv6"
+        } else {
+            "IPv4"
+        };
+        let want = json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": NAME, "namespace": NAMESPACE,
+                         "labels": {SERVICE_NAME: NAME}},
+            "addressType": family,
+            "endpoints": [{"addresses": [self.ip], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
+        });
+        self.keep(&self.slices, want, &["endpoints", "ports"]).await
+    }
+
+    async fn keep_service(&self) -> Result<Action> {
         let Some(current) = self.services.get(&format!("{NAMESPACE}/{NAME}")) else {
             let svc = json!({
                 "apiVersion": "v1",
@@ -119,23 +190,30 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         return;
     };
     let services = ctx.informers.get(catalog::of(Kind::Service));
+    let endpoints = ctx.informers.get(catalog::of(Kind::Endpoints));
+    let slices = ctx.informers.get(catalog::of(Kind::EndpointSlice));
     let controller = Arc::new(ApiService {
         client: ctx.client.clone(),
         services: services.clone(),
+        endpoints: endpoints.clone(),
+        slices: slices.clone(),
         port,
+        ip: ctx.config.api_ip.clone(),
     });
+    let ours = |change: crate::client::informer::Change<'_>, queue: &Queue| {
+        let obj = change.object();
+        if str_at(obj, "/metadata/namespace") == NAMESPACE && str_at(obj, "/metadata/name") == NAME
+        {
+            queue.add(NAME.to_string());
+        }
+    };
     let queue = Queue::new();
     let first = queue.clone();
     runtime::Controller::new("kubernetes-service")
         .with_queue(queue)
-        .watches(&services, |change, queue| {
-            let obj = change.object();
-            if str_at(obj, "/metadata/namespace") == NAMESPACE
-                && str_at(obj, "/metadata/name") == NAME
-            {
-                queue.add(NAME.to_string());
-            }
-        })
+        .watches(&services, ours)
+        .watches(&endpoints, ours)
+        .watches(&slices, ours)
         // Looked at once the cache is filled, whether or not it holds the Service.
         .waits_until(move || {
             let queue = first.clone();

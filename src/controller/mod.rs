@@ -20,6 +20,8 @@ pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
 pub mod disruption;
+pub mod endpoint;
+pub mod endpointslice;
 pub mod eventttl;
 pub mod expectations;
 pub mod gc;
@@ -63,6 +65,8 @@ pub struct Config {
     /// The port the API serves on, for the `kubernetes` Service; `None` keeps no such
     /// Service.
     pub api_port: Option<u16>,
+    /// The address pods reach the API at: the `kubernetes` Service's endpoint.
+    pub api_ip: String,
     /// How often each HorizontalPodAutoscaler is synced.
     pub hpa_sync: Duration,
     /// How long an autoscaler without `behavior` (or with no scale-down window of its own)
@@ -81,6 +85,7 @@ impl Default for Config {
             event_ttl: Duration::from_secs(3600),
             deployments: true,
             api_port: None,
+            api_ip: "127.0.0.1".into(),
             hpa_sync: Duration::from_secs(15),
             hpa_downscale_window: Duration::from_secs(300),
             root_ca: None,
@@ -130,6 +135,8 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     cronjob::start(ctx, sup);
     daemonset::start(ctx, sup);
     disruption::start(ctx, sup);
+    endpoint::start(ctx, sup);
+    endpointslice::start(ctx, sup);
     deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);

@@ -25,6 +25,12 @@ pub enum Kind {
     /// core/v1 Service: stored with an allocated cluster IP and node ports (see
     /// `registry::service`); no proxy carries its traffic yet.
     Service,
+    /// core/v1 Endpoints: a Service's addresses, kept by the endpoints controller (see
+    /// `registry::endpoints`).
+    Endpoints,
+    /// discovery.k8s.io/v1 EndpointSlice: a Service's addresses in slices, kept by the
+    /// endpoint slice controller (see `registry::endpoints`).
+    EndpointSlice,
     /// core/v1 PodTemplate: a stored pod template, nothing runs it.
     PodTemplate,
     Lease,
@@ -739,6 +745,27 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::Endpoints,
+            group: "".into(),
+            version: "v1".into(),
+            kind_name: "Endpoints".into(),
+            plural: "endpoints".into(),
+            singular: "endpoints".into(),
+            short_names: names(&["ep"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            generation: false,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[]),
+            strategy: Arc::new(super::endpoints::Endpoints),
+            schema: Source::typed::<core::Endpoints>(),
+            table: Arc::new(table::ENDPOINTS),
+            conversion: None,
+        },
+        Resource {
             kind: Kind::Lease,
             group: "coordination.k8s.io".into(),
             version: "v1".into(),
@@ -757,6 +784,27 @@ fn builtin() -> Vec<Resource> {
             strategy: Arc::new(strategy::Lease),
             schema: Source::typed::<coordination::Lease>(),
             table: Arc::new(table::LEASE),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::EndpointSlice,
+            group: "discovery.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "EndpointSlice".into(),
+            plural: "endpointslices".into(),
+            singular: "endpointslice".into(),
+            short_names: names(&[]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: Vec::new(),
+            selectable: names(&[]),
+            strategy: Arc::new(super::endpoints::EndpointSlice),
+            schema: Source::typed::<k8s_openapi::api::discovery::v1::EndpointSlice>(),
+            table: Arc::new(table::ENDPOINT_SLICE),
             conversion: None,
         },
         Resource {
@@ -1264,6 +1312,7 @@ mod tests {
                 ("apps", vec!["v1"]),
                 ("batch", vec!["v1"]),
                 ("coordination.k8s.io", vec!["v1"]),
+                ("discovery.k8s.io", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
                 ("policy", vec!["v1"]),
                 ("autoscaling", vec!["v2", "v1"]),

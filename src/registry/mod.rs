@@ -14,6 +14,7 @@ mod convert;
 pub mod crd;
 mod delete;
 pub mod deploymentconfig;
+pub mod endpoints;
 mod error;
 pub mod metrics;
 pub mod node;

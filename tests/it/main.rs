@@ -24,6 +24,7 @@ mod deployer;
 mod deploymentconfigs;
 mod deployments;
 mod disruption;
+mod endpoints;
 mod exec;
 mod gc;
 mod https;

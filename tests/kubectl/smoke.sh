@@ -5,7 +5,7 @@
 # (logs, exec, exec -it and attach -it through a terminal), and the generators that send
 # protobuf bodies (create configmap|secret|namespace|serviceaccount|pdb|job|cronjob,
 # debug, drain), Jobs and CronJobs, DaemonSets and a drain through the eviction API that
-# a disruption budget stops, StatefulSets by ordinal with a partitioned update and undo,
+# a disruption budget stops, a Service's Endpoints and EndpointSlices, StatefulSets by ordinal with a partitioned update and undo,
 # and a HorizontalPodAutoscaler's conditions.
 # Usage: smoke.sh BERTH_BINARY KUBECTL_BINARY
 set -uo pipefail
@@ -116,6 +116,8 @@ check "create service (sent in protobuf)" "service/web created" k create service
 check "the kubernetes Service leads to the API" "kubernetes +ClusterIP +10\.96\.0\.1 +<none> +443/TCP" k get svc kubernetes
 check "discovery with a trailing slash" '"kind":"APIVersions"' k get --raw /api/
 check "get svc prints kubectl's columns" "web +NodePort +10\.96\.[0-9.]+ +<none> +80:3[0-9]{4}/TCP" k get svc web
+check "the kubernetes Endpoints lead to the API" "kubernetes +127\.0\.0\.1:[0-9]+" k get ep kubernetes
+check "get endpointslices prints kubectl's columns" "NAME +ADDRESSTYPE +PORTS +ENDPOINTS +AGE" k get endpointslices
 
 cat >"$work/rc.yaml" <<'YAML'
 apiVersion: v1

@@ -5,6 +5,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod corev1;
+mod endpoints;
 mod other_groups;
 
 use bytes::Bytes;
@@ -69,6 +70,8 @@ printers! {
     SECRET: corev1::secret_columns, corev1::secret_cells;
     SERVICE_ACCOUNT: corev1::service_account_columns, corev1::service_account_cells;
     SERVICE: corev1::service_columns, corev1::service_cells;
+    ENDPOINTS: endpoints::endpoints_columns, endpoints::endpoints_cells;
+    ENDPOINT_SLICE: endpoints::slice_columns, endpoints::slice_cells;
     LEASE: other_groups::lease_columns, other_groups::lease_cells;
     DEPLOYMENT_CONFIG: other_groups::deployment_config_columns, other_groups::deployment_config_cells;
     CUSTOM_RESOURCE_DEFINITION: other_groups::definition_columns, other_groups::definition_cells;
