@@ -283,7 +283,16 @@ async fn a_service_without_selector_is_left_alone_and_kubernetes_has_endpoints()
     assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "127.0.0.1");
     assert_eq!(ep["subsets"][0]["ports"][0]["port"], port);
     assert_eq!(ep["subsets"][0]["ports"][0]["name"], "https");
-    let kube = slices(&s, "kubernetes").await;
+    // Its slice is written just after the Endpoints.
+    let kube = eventually(20, "the kubernetes EndpointSlice", || async {
+        let kube = slices(&s, "kubernetes").await;
+        if kube.is_empty() {
+            Err("no slice yet".to_string())
+        } else {
+            Ok(kube)
+        }
+    })
+    .await;
     assert_eq!(kube.len(), 1, "{kube:?}");
     assert_eq!(kube[0]["endpoints"][0]["addresses"][0], "127.0.0.1");
     // Nothing was made for the Service without selector.
