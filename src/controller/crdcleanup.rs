@@ -29,7 +29,7 @@ struct Cleanup {
 }
 
 impl Cleanup {
-    async fn reconcile(&self, name: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, name: String) -> Result<Action> {
         let Some(crd) = self.definitions.get(&name) else {
             return Ok(Action::Done);
         };
@@ -139,5 +139,5 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 queue.add(str_at(change.object(), "/metadata/name").to_string());
             }
         })
-        .run_with(sup, cleanup, |c, key| async move { c.reconcile(key).await });
+        .run_with(sup, cleanup, Cleanup::reconcile);
 }

@@ -141,7 +141,7 @@ struct Controller {
 }
 
 impl Controller {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(shared) = self.cron_jobs.get(&key) else {
             return Ok(Action::Done);
         };
@@ -528,11 +528,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .reconciles(&cron_jobs)
         .owns(&jobs, CRON_JOBS)
         .workers(WORKERS)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Controller::reconcile);
 }
 
 #[cfg(test)]

@@ -521,7 +521,7 @@ struct Controller {
 }
 
 impl Controller {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(obj) = self.daemon_sets.get(&key) else {
             self.expectations.forget(&key);
             self.backoff.forget_daemon_set(&format!("{key}/"));
@@ -941,11 +941,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Controller::reconcile);
 }
 
 #[cfg(test)]

@@ -607,7 +607,7 @@ impl Controller {
     }
 
     /// One pass over a deployment (§11.3).
-    async fn handle(&self, key: String) -> Result<Action> {
+    async fn handle(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(obj) = self.rcs.get(&key) else {
             return Ok(Action::Done);
         };
@@ -697,7 +697,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run_with(sup, controller, |c, key| async move { c.handle(key).await });
+        .run_with(sup, controller, Controller::handle);
 }
 
 #[cfg(test)]

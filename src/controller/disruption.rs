@@ -116,7 +116,7 @@ struct Figures {
 }
 
 impl Controller {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(pdb) = self.pdbs.get(&key) else {
             return Ok(Action::Done);
         };
@@ -422,11 +422,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .waits_for(&deployments)
         .waits_for(&rcs)
         .workers(WORKERS)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Controller::reconcile);
 }
 
 #[cfg(test)]

@@ -140,7 +140,7 @@ fn is_ours(ep: &Value) -> bool {
 }
 
 impl Controller {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let (ns, name) = split_key(&key);
         let ns = ns.unwrap_or_default();
         let res = self.endpoints.resource();
@@ -234,11 +234,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(2)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Controller::reconcile);
 }
 
 #[cfg(test)]

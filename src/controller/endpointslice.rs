@@ -423,7 +423,7 @@ struct Controller {
 }
 
 impl Controller {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(obj) = self.services.get(&key) else {
             // Its slices go with it, by their owner reference.
             return Ok(Action::Done);
@@ -563,11 +563,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         .watches(&pods, pod_to_services(&services))
         .owns(&slices, SERVICE)
         .workers(2)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Controller::reconcile);
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ fn remaining(ev: &Seen, ttl: Duration, now: jiff::Timestamp) -> Duration {
 }
 
 impl Expiry {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(ev) = self.events.get(&key) else {
             return Ok(Action::Done);
         };
@@ -116,7 +116,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             let seen: Seen = decode(ev).unwrap_or_default();
             queue.add_after(key_of(ev), remaining(&seen, ttl, jiff::Timestamp::now()));
         })
-        .run_with(sup, expiry, |c, key| async move { c.reconcile(key).await });
+        .run_with(sup, expiry, Expiry::reconcile);
 }
 
 #[cfg(test)]

@@ -304,7 +304,7 @@ where
 }
 
 impl Manager {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(rc) = self.rcs.get(&key) else {
             self.expectations.forget(&key);
             return Ok(Action::Done);
@@ -503,7 +503,7 @@ fn keep(ctx: &Context, sup: &mut Supervisor, owner: Owner) {
         .reconciles_expecting(&rcs, &expectations)
         .owns_or_adopts_expecting(&pods, owner.controls(), matching, &expectations)
         .workers(WORKERS)
-        .run_with(sup, manager, |c, key| async move { c.reconcile(key).await });
+        .run_with(sup, manager, Manager::reconcile);
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ fn is_live(ns: &Namespace) -> bool {
 }
 
 impl Publisher {
-    async fn reconcile(&self, ns: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, ns: String) -> Result<Action> {
         let live = match self.namespaces.get(&ns) {
             Some(n) => is_live(&decode(&n)?),
             None => false,
@@ -149,11 +149,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run_with(
-            sup,
-            publisher,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, publisher, Publisher::reconcile);
     // The maps' informer is this controller's own (not one of the shared ones), run once
     // its handler is registered.
     let client = ctx.client.clone();

@@ -266,9 +266,10 @@ impl Controller {
             }
         });
     }
+
     /// [`Controller::run`] with the controller's own state, handed to each reconcile as
-    /// an `Arc` (kube-runtime's context): `.run_with(sup, state, |s, key| async move {
-    /// s.reconcile(key).await })`.
+    /// an `Arc` (kube-runtime's context): `.run_with(sup, state, State::reconcile)` for
+    /// `async fn reconcile(self: Arc<Self>, key: String) -> Result<Action>`.
     pub fn run_with<S, F, Fut>(self, sup: &mut Supervisor, state: Arc<S>, reconcile: F)
     where
         S: Send + Sync + 'static,

@@ -37,7 +37,7 @@ struct Accounts {
 pub use crate::types::accounts::token_secret_name;
 
 impl Accounts {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         match key.split_once(':') {
             Some(("ns", name)) => self.ensure_default(name).await,
             Some(("sa", account)) => self.ensure_token(account).await,
@@ -234,9 +234,5 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
             }
         })
         .workers(WORKERS)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Accounts::reconcile);
 }

@@ -472,7 +472,7 @@ impl Controller {
         }
     }
 
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(obj) = self.sets.get(&key) else {
             return Ok(Action::Done);
         };
@@ -518,7 +518,7 @@ impl Controller {
         .await?;
         let pods: Vec<Value> = pods.iter().map(|p| (**p).clone()).collect();
         let mut pass = Pass {
-            c: self,
+            c: &self,
             set: &set,
             current_template: history::template_of(&current_rev),
             update_template: history::template_of(&update_rev),
@@ -961,11 +961,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         )
         .watches(&claims, claim_deleted)
         .workers(WORKERS)
-        .run_with(
-            sup,
-            controller,
-            |c, key| async move { c.reconcile(key).await },
-        );
+        .run_with(sup, controller, Controller::reconcile);
 }
 
 #[cfg(test)]

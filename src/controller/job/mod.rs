@@ -324,7 +324,7 @@ impl Controller {
             .unwrap_or_default()
     }
 
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(shared) = self.jobs.get(&key) else {
             self.expectations.forget(&key);
             self.removing.lock().expect("lock").remove(&key);
@@ -619,7 +619,7 @@ impl Controller {
     }
 
     /// A pod with the finalizer whose Job is gone (or finished) lets go of it.
-    async fn release_orphan(&self, key: String) -> Result<Action> {
+    async fn release_orphan(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(pod) = self.pods.get(&key) else {
             return Ok(Action::Done);
         };
@@ -705,15 +705,9 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         clock: ctx.clock.clone(),
         queue: jobs_controller.queue(),
     });
-    jobs_controller.run_with(
-        sup,
-        c.clone(),
-        |c, key| async move { c.reconcile(key).await },
-    );
-    orphans.run_with(sup, c.clone(), |c, key| async move {
-        c.release_orphan(key).await
-    });
-    ttl.run_with(sup, c, |c, key| async move { c.expire(key).await });
+    jobs_controller.run_with(sup, c.clone(), Controller::reconcile);
+    orphans.run_with(sup, c.clone(), Controller::release_orphan);
+    ttl.run_with(sup, c, Controller::expire);
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! deleted (foreground) that long after it finished.
 
 use crate::types::meta::Meta;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -26,7 +27,7 @@ impl Controller {
 
     /// The TTL-after-finished controller's sync: deletes a due Job (foreground, so its
     /// pods go first).
-    pub(super) async fn expire(&self, key: String) -> Result<Action> {
+    pub(super) async fn expire(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(shared) = self.jobs.get(&key) else {
             return Ok(Action::Done);
         };

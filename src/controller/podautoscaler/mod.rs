@@ -93,7 +93,7 @@ struct Target {
 }
 
 impl Controller {
-    async fn reconcile(&self, key: String) -> Result<Action> {
+    async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         let Some(hpa) = self.hpas.get(&key) else {
             self.history.lock().expect("history lock").remove(&key);
             return Ok(Action::Done);
@@ -368,5 +368,5 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         })
         .waits_for(&pods)
         .workers(WORKERS)
-        .run_with(sup, c, |c, key| async move { c.reconcile(key).await });
+        .run_with(sup, c, Controller::reconcile);
 }
