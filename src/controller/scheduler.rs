@@ -10,8 +10,10 @@
 //! checks read, a placed pod deleted or finished, a binding undone); then they are all
 //! queued again. No timers.
 //!
-//! The pod being scheduled is decoded once as a `Pod` (its uid and its claims are read
-//! from that), and the claims it names as `PersistentVolumeClaim`s. Nodes stay JSON, as
+//! What the scheduler reads of the pod being scheduled beyond the fit (its namespace, uid
+//! and the claims its volumes name) is decoded once into a small view, [`Scheduling`]:
+//! the whole `Pod`, its status and managed fields among it, would be decoded for nothing
+//! at every attempt. The claims it names are decoded as `PersistentVolumeClaim`s. Nodes stay JSON, as
 //! [`fit`] reads them: every node is checked on every attempt, and the same rules serve
 //! the node agent's admission and the daemon set controller. So do the pods the informer
 //! handlers see on every change, and what a pod asks for, which [`fit`] reads too.
@@ -23,7 +25,8 @@ use crate::types::meta::Meta;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::claim::is_deleting;
@@ -272,6 +275,26 @@ impl Book {
     }
 }
 
+/// What the scheduler reads of the pod it schedules beyond the fit.
+#[derive(Debug, Default, Deserialize)]
+struct Scheduling {
+    #[serde(default)]
+    metadata: SchedulingMeta,
+    #[serde(default)]
+    spec: SchedulingSpec,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SchedulingMeta {
+    namespace: Option<String>,
+    uid: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SchedulingSpec {
+    volumes: Option<Vec<Volume>>,
+}
+
 impl Scheduler {
     async fn reconcile(&self, key: &str) -> Result<Action> {
         let Some(pod) = self.pods.get(key) else {
@@ -281,8 +304,8 @@ impl Scheduler {
             self.book.state().unschedulable.remove(key);
             return Ok(Action::Done);
         }
-        let typed: Pod = decode(&pod)?;
-        let uid = typed.metadata.uid();
+        let typed: Scheduling = decode(&pod)?;
+        let uid = typed.metadata.uid.as_deref().unwrap_or("");
         let needs = match fit::Needs::of(&pod) {
             Ok(n) => n,
             Err(problem) => {
@@ -314,9 +337,9 @@ impl Scheduler {
     /// Why the pod's claims keep it from any node (the volume binding filter): a claim
     /// that does not exist, is being deleted, or is bound to no volume (nothing
     /// provisions volumes yet, so every claim binds immediately or never).
-    fn claim_problem(&self, pod: &Pod) -> Result<Option<String>> {
-        let ns = pod.metadata.namespace();
-        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref());
+    fn claim_problem(&self, pod: &Scheduling) -> Result<Option<String>> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+        let volumes = pod.spec.volumes.as_deref();
         let mut unbound = false;
         for v in volumes.unwrap_or_default() {
             let Some(source) = &v.persistent_volume_claim else {
