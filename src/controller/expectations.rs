@@ -33,6 +33,17 @@ impl Expectations {
         }
     }
 
+    /// How long until `key`'s unmet expectations are given up; `None` when they are met.
+    /// A reconcile that waits on them asks to run again then, so that an event lost (or
+    /// seen before the expectation was set) delays it by the TTL, never for ever.
+    pub fn pending_for(&self, key: &str) -> Option<Duration> {
+        if self.satisfied(key) {
+            return None;
+        }
+        let at = self.inner.lock().expect("expectations lock").get(key)?.at;
+        Some(EXPECTATIONS_TTL.saturating_sub(at.elapsed()) + Duration::from_millis(1))
+    }
+
     pub fn expect(&self, key: &str, adds: i64, dels: i64) {
         self.inner.lock().expect("expectations lock").insert(
             key.to_string(),
@@ -59,6 +70,21 @@ impl Expectations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn unmet_expectations_say_when_they_expire() {
+        let e = Expectations::default();
+        assert_eq!(e.pending_for("ns/rc"), None);
+        e.expect("ns/rc", 1, 0);
+        tokio::time::advance(Duration::from_secs(100)).await;
+        let left = e.pending_for("ns/rc").unwrap();
+        assert!(
+            left > Duration::from_secs(199) && left <= Duration::from_secs(201),
+            "{left:?}"
+        );
+        e.observed("ns/rc", 1, 0);
+        assert_eq!(e.pending_for("ns/rc"), None);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn expectations_hold_until_observed_or_expired() {

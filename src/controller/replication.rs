@@ -366,6 +366,11 @@ impl Manager {
         let requeue = self
             .update_status(&rc, &view, &active, failure.as_deref())
             .await?;
+        // Waiting on its own writes: look again when the wait is given up at the latest.
+        let requeue = match (requeue, self.expectations.pending_for(&key)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if let Some(message) = failure {
             return Err(super::Error::Other(message));
         }
