@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use super::claim::OwnerKind;
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::{Client, DeleteParams, Kind, ListParams, catalog, key_of, split_key};
+use crate::client::{Client, DeleteParams, Kind, ListParams, catalog, split_key};
 use crate::types::json::{array_at, str_at};
 use crate::types::labels::{self, Selector};
 use crate::types::meta::Meta;
@@ -516,31 +516,19 @@ impl Controller {
     }
 }
 
-/// The keys of the Services of the pod's namespace that select it.
-pub(super) fn services_of(services: &Informer, pod: &Value) -> Vec<String> {
-    let labels = labels::map_at(pod, "/metadata/labels");
-    services
-        .list_namespace(str_at(pod, "/metadata/namespace"))
-        .iter()
-        .filter(|svc| {
-            let map = labels::map_at(svc, "/spec/selector");
-            !map.is_empty() && Selector::from_map(&map).matches(&labels)
-        })
-        .map(|svc| key_of(svc))
-        .collect()
-}
-
 /// A pod's change queues the Services that select it, before and after.
 pub(super) fn pod_to_services(
     services: &Informer,
 ) -> impl Fn(Change<'_>, &super::Queue) + Send + Sync + 'static {
-    let services = services.clone();
+    let selecting = runtime::selecting(services, |svc| {
+        Selector::from_map(&labels::map_at(svc, "/spec/selector"))
+    });
     move |change, queue| {
         let mut keys = BTreeSet::new();
         if let Change::Updated { old, .. } = change {
-            keys.extend(services_of(&services, old));
+            keys.extend(selecting(old));
         }
-        keys.extend(services_of(&services, change.object()));
+        keys.extend(selecting(change.object()));
         for key in keys {
             queue.add(key);
         }
