@@ -14,6 +14,8 @@
 //!   the event recorder, used by everything that acts on the cluster.
 //! - [`controller`] — the controller runtime (work queue, `run`) and the controllers.
 //! - [`node`] — the node agent: node registration and lease, pod workers, pod status.
+//! - [`net`] — the node's network: pod network namespaces on a bridge, Services in
+//!   nftables, the cluster DNS.
 //! - [`runtime`] — what runs containers for the node agent: the `Runtime` trait, the
 //!   `process` runtime and its `berth shim`.
 //! - [`cli`] — the client verbs of the `berth` binary (`get`, `describe`, `rollout`, ...).
@@ -36,6 +38,7 @@ pub mod client;
 pub mod controller;
 pub mod deploy;
 pub mod image;
+pub mod net;
 pub mod node;
 pub mod registry;
 pub mod runtime;
