@@ -50,6 +50,8 @@ pub struct NodeSettings {
     pub stop_pods_on_exit: bool,
     /// Which runtime runs the pods that name no RuntimeClass.
     pub runtime: DefaultRuntime,
+    /// The pod network (none: pods share this machine's network).
+    pub network: Option<crate::net::Config>,
 }
 
 /// Which runtime a node runs its pods with (`berth serve --default-runtime`).
@@ -76,6 +78,7 @@ impl NodeSettings {
             cgroups: true,
             stop_pods_on_exit: false,
             runtime: DefaultRuntime::Auto,
+            network: None,
         }
     }
 }
@@ -111,6 +114,8 @@ pub enum Error {
         context: String,
         source: std::io::Error,
     },
+    #[error("the pod network: {0}")]
+    Network(#[from] crate::net::pod::Error),
     #[error("data directory {dir} is in use by berth (pid {pid}); stop it first")]
     Serving { dir: String, pid: String },
     /// A data directory or secret file that others could read, write or plant.
@@ -435,6 +440,17 @@ impl Cluster {
                     "localhost".to_string(),
                 ];
                 hosts.extend(host_name());
+                if let Some(net) = config.node.as_ref().and_then(|n| n.network.as_ref()) {
+                    // Pods reach the API at the gateway, or through the `kubernetes`
+                    // Service by address or name.
+                    hosts.push(net.gateway().to_string());
+                    hosts.push(crate::types::KUBERNETES_SERVICE_IP.to_string());
+                    let domain = &net.cluster_domain;
+                    for name in ["kubernetes", "kubernetes.default", "kubernetes.default.svc"] {
+                        hosts.push(name.to_string());
+                    }
+                    hosts.push(format!("kubernetes.default.svc.{domain}"));
+                }
                 let ip = address.ip().to_string();
                 if !hosts.contains(&ip) {
                     hosts.push(ip);
@@ -489,6 +505,11 @@ impl Cluster {
                 Some(settings) => {
                     let mut settings = settings.clone();
                     let runtime = open_runtime(&data_dir, &mut settings)?;
+                    if let Some(net) = &settings.network {
+                        let network =
+                            crate::net::pod::PodNetwork::open(net.clone(), &data_dir).await?;
+                        settings.agent.network = Some(Arc::new(network));
+                    }
                     Some((settings, runtime))
                 }
                 None => None,
@@ -512,11 +533,27 @@ impl Cluster {
     ) -> Result<(), Error> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut supervisor = Supervisor::new();
+        let mut listeners = vec![listener];
+        // Pods on the pod network reach the API at its gateway (loopback is their own).
+        let gateway = self
+            .node
+            .as_ref()
+            .and_then(|(s, _)| s.network.as_ref())
+            .map(|n| n.gateway());
+        if let Some(gateway) = gateway.filter(|_| !self.address.ip().is_unspecified()) {
+            let at = SocketAddr::new(gateway.into(), self.address.port());
+            let extra = TcpListener::bind(at).await.map_err(|source| Error::Io {
+                context: format!("listen on {at} for the pods"),
+                source,
+            })?;
+            listeners.push(extra);
+        }
         if let Some(mut config) = self.controllers {
             config.api_port = Some(self.address.port());
             // Where pods reach the API: the address served on, or, when that is every
             // address, the node's (loopback without a node agent).
             config.api_ip = match (self.address.ip(), &self.node) {
+                _ if gateway.is_some() => gateway.map(|g| g.to_string()).unwrap_or_default(),
                 (ip, _) if !ip.is_unspecified() => ip.to_string(),
                 (_, Some((settings, _))) => settings.agent.node_ip.clone(),
                 _ => "127.0.0.1".into(),
@@ -545,7 +582,8 @@ impl Cluster {
                 agent.metrics = Some(self.registry.metrics().clone());
             }
             if agent.api.is_none() {
-                agent.api = Some((self.address.ip().to_string(), self.address.port()));
+                let ip = gateway.map_or_else(|| self.address.ip().to_string(), |g| g.to_string());
+                agent.api = Some((ip, self.address.port()));
             }
             // The deployer image runs `berth deploy` (the deployer pods' command), and
             // finds berth as `openshift-deploy` on its PATH (custom strategies call it).
@@ -603,7 +641,7 @@ impl Cluster {
             agent: agent_access,
             openapi: Arc::default(),
         };
-        api::serve(listener, self.tls, api::router(state), stop, shutdown).await;
+        api::serve(listeners, self.tls, api::router(state), stop, shutdown).await;
         tracing::info!("shutting down");
         supervisor.shutdown(Duration::from_secs(10)).await;
         if let Some(runtime) = stop_pods {

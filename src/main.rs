@@ -87,6 +87,13 @@ enum Command {
         /// machine; `auto` is `oci` where runc is installed and berth runs as root.
         #[arg(long, value_enum, default_value_t = berth::app::DefaultRuntime::Auto)]
         default_runtime: berth::app::DefaultRuntime,
+        /// The pods' addresses: each pod without hostNetwork gets a network namespace of
+        /// its own on the bridge berth0 with an address of this range (needs root).
+        #[arg(long, default_value = "10.42.0.0/16")]
+        pod_cidr: ipnet::Ipv4Net,
+        /// Run every pod in this machine's network (no pod network, as without root).
+        #[arg(long)]
+        no_pod_network: bool,
         /// The node's registries file (k3s's `registries.yaml` format): mirrors tried
         /// before a registry, plain-HTTP and self-signed registries with their CA, and
         /// credentials per registry.
@@ -213,6 +220,9 @@ enum Command {
         /// pause of its own (shareProcessNamespace).
         #[arg(long)]
         share_pids: bool,
+        /// A network namespace of the pod's own (the node wires it to the pod network).
+        #[arg(long)]
+        network: bool,
         /// Where the pid of the process holding the namespaces is written.
         #[arg(long)]
         pid_file: Option<PathBuf>,
@@ -505,6 +515,8 @@ fn main() -> anyhow::Result<()> {
             no_cgroups,
             stop_pods_on_exit,
             default_runtime,
+            pod_cidr,
+            no_pod_network,
             registries,
             image_gc_high_threshold,
             image_gc_low_threshold,
@@ -532,6 +544,17 @@ fn main() -> anyhow::Result<()> {
                 node.stop_pods_on_exit = stop_pods_on_exit;
                 node.runtime = default_runtime;
                 node.agent.metrics_every = metric_resolution;
+                let root = rustix::process::geteuid().is_root();
+                if !no_pod_network && root {
+                    node.network = Some(berth::net::Config {
+                        pod_cidr: pod_cidr.trunc(),
+                        ..Default::default()
+                    });
+                } else if !no_pod_network {
+                    tracing::warn!(
+                        "pods share this machine's network: a pod network needs berth to run as root (--no-pod-network silences this)"
+                    );
+                }
                 if image_gc_low_threshold >= image_gc_high_threshold {
                     anyhow::bail!(
                         "--image-gc-low-threshold ({image_gc_low_threshold}) must be below --image-gc-high-threshold ({image_gc_high_threshold})"
@@ -586,6 +609,7 @@ fn main() -> anyhow::Result<()> {
             host_uts,
             host_ipc,
             share_pids,
+            network,
             pid_file,
         } => {
             // The namespaces are made while this process has one thread.
@@ -595,6 +619,7 @@ fn main() -> anyhow::Result<()> {
                 holder = berth::runtime::oci::hold_namespaces(
                     (!host_uts).then_some(hostname.as_str()),
                     !host_ipc,
+                    network,
                     share_pids,
                     &[me.display().to_string(), "pause".to_string()],
                     pid_file,

@@ -535,7 +535,7 @@ async fn resource_request(
 /// Serves `router` over TLS on `listener` until `shutdown` completes; then stops
 /// accepting, ends open watches (through `stop`) and waits for requests in flight.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     stop: watch::Sender<bool>,
@@ -547,8 +547,10 @@ pub async fn serve(
     let stopping = stop.subscribe();
     tokio::pin!(shutdown);
     loop {
+        let accept_any =
+            futures_util::future::select_all(listeners.iter().map(|l| Box::pin(l.accept())));
         let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            (accepted, _, _) = accept_any => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -624,7 +626,7 @@ pub async fn serve(
             }
         });
     }
-    drop(listener);
+    drop(listeners);
     drop(alive);
     let _ = stop.send(true);
     if tokio::time::timeout(Duration::from_secs(10), all_done.recv())

@@ -43,3 +43,7 @@ impl Config {
         Ipv4Addr::from(first)
     }
 }
+
+pub mod ipam;
+pub mod link;
+pub mod pod;

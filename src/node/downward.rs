@@ -4,8 +4,16 @@
 use crate::types::json::str_at;
 use serde_json::Value;
 
+/// The addresses of a pod as the downward API shows them: its node's and its own (the
+/// node's too with the host's network).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ips<'a> {
+    pub host: &'a str,
+    pub pod: &'a str,
+}
+
 /// A downward-API field of the pod.
-pub(super) fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
+pub(super) fn field_value(pod: &Value, path: &str, ips: &Ips) -> String {
     if let Some(label) = path
         .strip_prefix("metadata.labels['")
         .and_then(|p| p.strip_suffix("']"))
@@ -32,7 +40,8 @@ pub(super) fn field_value(pod: &Value, path: &str, node_ip: &str) -> String {
         "metadata.uid" => str_at(pod, "/metadata/uid").into(),
         "spec.nodeName" => str_at(pod, "/spec/nodeName").into(),
         "spec.serviceAccountName" => str_at(pod, "/spec/serviceAccountName").into(),
-        "status.hostIP" | "status.podIP" => node_ip.into(),
+        "status.hostIP" => ips.host.into(),
+        "status.podIP" => ips.pod.into(),
         _ => String::new(),
     }
 }
@@ -112,14 +121,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const IPS: Ips = Ips {
+        host: "1.2.3.4",
+        pod: "10.42.0.7",
+    };
+
     #[test]
     fn field_references() {
         let pod = json!({"metadata": {"name": "p", "namespace": "n", "labels": {"app.io/x": "y"}},
                          "spec": {"nodeName": "node"}});
-        assert_eq!(field_value(&pod, "metadata.name", "1.2.3.4"), "p");
-        assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", ""), "y");
-        assert_eq!(field_value(&pod, "status.podIP", "1.2.3.4"), "1.2.3.4");
-        assert_eq!(field_value(&pod, "spec.nodeName", ""), "node");
+        assert_eq!(field_value(&pod, "metadata.name", &IPS), "p");
+        assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", &IPS), "y");
+        assert_eq!(field_value(&pod, "status.podIP", &IPS), "10.42.0.7");
+        assert_eq!(field_value(&pod, "status.hostIP", &IPS), "1.2.3.4");
+        assert_eq!(field_value(&pod, "spec.nodeName", &IPS), "node");
     }
 
     #[test]

@@ -93,7 +93,6 @@ pub(super) struct Security {
     pub run_as_group: Option<u32>,
     pub supplemental_groups: Vec<u32>,
     pub hardening: crate::runtime::oci::Hardening,
-    pub sandbox: crate::runtime::oci::Sandbox,
 }
 
 /// An image of the store, ready to run a container in.
@@ -168,7 +167,6 @@ pub(super) fn resolve(
             gid,
             additional_gids,
             hardening: security.hardening.clone(),
-            sandbox: security.sandbox.clone(),
         },
     })
 }

@@ -102,6 +102,31 @@ pub struct Config {
     pub image_gc_every: Duration,
     /// Images stored more recently than this are not removed.
     pub image_gc_min_age: Duration,
+    /// The pod network: pods without `hostNetwork` get a network namespace of their own
+    /// on it (none: every pod shares this machine's network).
+    pub network: Option<Arc<crate::net::pod::PodNetwork>>,
+}
+
+impl Config {
+    /// The address of pod `uid` on the pod network, if it has one.
+    pub fn pod_address(&self, pod_uid: &str) -> Option<std::net::Ipv4Addr> {
+        self.network.as_ref()?.address_of(pod_uid)
+    }
+
+    /// The pod's address: its own on the pod network, else the node's.
+    pub fn pod_ip(&self, pod: &Value) -> String {
+        self.pod_address(crate::types::json::str_at(pod, "/metadata/uid"))
+            .map_or_else(|| self.node_ip.clone(), |ip| ip.to_string())
+    }
+
+    /// The node's and the pod's addresses, for the downward API (`pod_ip` holds the
+    /// latter, made by [`Config::pod_ip`]).
+    pub(super) fn ips<'a>(&'a self, pod_ip: &'a str) -> downward::Ips<'a> {
+        downward::Ips {
+            host: &self.node_ip,
+            pod: pod_ip,
+        }
+    }
 }
 
 impl Config {
@@ -135,6 +160,7 @@ impl Config {
             // The kubelet's period.
             image_gc_every: Duration::from_secs(300),
             image_gc_min_age: Duration::from_secs(120),
+            network: None,
         }
     }
 }
@@ -533,6 +559,7 @@ impl<R: Runtime + Clone> Handle<R> {
             instances: &instances,
             waiting: &HashMap::new(),
             node_ip: &self.shared.config.node_ip,
+            pod_ip: &self.shared.config.pod_ip(pod),
             terminating: pod.pointer("/metadata/deletionTimestamp").is_some(),
             probed: &probed,
         })
@@ -1169,7 +1196,13 @@ async fn run<R: Runtime + Clone>(
         .chain(first_scan.iter().flat_map(|s| s.pods.iter()))
         .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
         .collect();
-    for uid in shared.runtime.pods().unwrap_or_default() {
+    let held = shared.runtime.pods().unwrap_or_default();
+    if let Some(network) = &shared.config.network {
+        // Addresses and links of pods gone with their records while berth was down.
+        let live = known.iter().chain(&held).cloned().collect();
+        network.retain(&live).await;
+    }
+    for uid in held {
         if !known.contains(&uid) {
             agent.spawn(uid, None, None);
         }

@@ -23,6 +23,9 @@ pub struct Inputs<'a> {
     /// Containers that wait for a reason of the agent's (back-off, config errors).
     pub waiting: &'a HashMap<String, Waiting>,
     pub node_ip: &'a str,
+    /// The pod's own address (the node's with the host's network; empty while its
+    /// network is not made yet).
+    pub pod_ip: &'a str,
     /// The pod is being terminated by the agent.
     pub terminating: bool,
     /// Probe verdicts of running containers: (ready, started). A container missing here
@@ -246,12 +249,14 @@ pub fn build(inp: &Inputs<'_>) -> Value {
         "phase": phase,
         "hostIP": inp.node_ip,
         "hostIPs": [{"ip": inp.node_ip}],
-        "podIP": inp.node_ip,
-        "podIPs": [{"ip": inp.node_ip}],
         "startTime": pod.pointer("/status/startTime").cloned().unwrap_or_else(|| json!(crate::types::now())),
         "containerStatuses": app,
         "qosClass": qos_class(spec),
     });
+    if !inp.pod_ip.is_empty() {
+        status["podIP"] = json!(inp.pod_ip);
+        status["podIPs"] = json!([{"ip": inp.pod_ip}]);
+    }
     if !init.is_empty() {
         status["initContainerStatuses"] = json!(init);
     }
@@ -420,6 +425,7 @@ mod tests {
             instances,
             waiting,
             node_ip: "10.0.0.1",
+            pod_ip: "10.0.0.1",
             terminating: false,
             probed: &HashMap::new(),
         })

@@ -84,6 +84,7 @@ pub async fn prepare(
     let mut out = Prepared::default();
     let ns = str_at(pod, "/metadata/namespace");
     let fetch = Fetch { client, ns };
+    let pod_ip = config.pod_ip(pod);
     for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
         let name = v["name"].as_str().unwrap_or("");
         let failed = |why: String| format!("MountVolume.SetUp failed for volume {name:?} : {why}");
@@ -112,11 +113,11 @@ pub async fn prepare(
                     pod,
                     d,
                     mode_of(d, "defaultMode", DEFAULT_MODE),
-                    &config.node_ip,
+                    &config.ips(&pod_ip),
                 )
             } else if let Some(p) = v.get("projected") {
                 let mode = mode_of(p, "defaultMode", DEFAULT_MODE);
-                fetch.projected(pod, p, mode, &config.node_ip).await
+                fetch.projected(pod, p, mode, &config.ips(&pod_ip)).await
             } else {
                 let kind = v
                     .as_object()
@@ -234,7 +235,7 @@ impl Fetch<'_> {
         pod: &Value,
         p: &Value,
         mode: u32,
-        node_ip: &str,
+        ips: &downward::Ips<'_>,
     ) -> Result<Payload, String> {
         let mut out = Payload::new();
         for s in p["sources"].as_array().into_iter().flatten() {
@@ -243,7 +244,7 @@ impl Fetch<'_> {
             } else if let Some(c) = s.get("secret") {
                 self.secret(c, mode).await?
             } else if let Some(d) = s.get("downwardAPI") {
-                downward(pod, d, mode, node_ip)?
+                downward(pod, d, mode, ips)?
             } else if let Some(t) = s.get("serviceAccountToken") {
                 let account = str_at(pod, "/spec/serviceAccountName");
                 let path = str_at(t, "/path").to_string();
@@ -347,7 +348,7 @@ fn project(
 }
 
 /// The files of a `downwardAPI` volume or projection source.
-fn downward(pod: &Value, d: &Value, mode: u32, node_ip: &str) -> Result<Payload, String> {
+fn downward(pod: &Value, d: &Value, mode: u32, ips: &downward::Ips) -> Result<Payload, String> {
     let mut out = Payload::new();
     for item in d["items"].as_array().into_iter().flatten() {
         let path = str_at(item, "/path").to_string();
@@ -367,7 +368,7 @@ fn downward(pod: &Value, d: &Value, mode: u32, node_ip: &str) -> Result<Payload,
                     lines.sort();
                     lines.join("\n")
                 }
-                _ => downward::field_value(pod, field, node_ip),
+                _ => downward::field_value(pod, field, ips),
             }
         } else if let Some(r) = item.get("resourceFieldRef") {
             downward::resource_value(pod, r)?
@@ -514,6 +515,7 @@ pub fn mounts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    const NO_IPS: downward::Ips = downward::Ips { host: "", pod: "" };
     use serde_json::json;
 
     #[test]
@@ -605,7 +607,7 @@ mod tests {
             {"path": "cpu-cores", "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"}},
             {"path": "req", "resourceFieldRef": {"containerName": "c", "resource": "requests.memory"}},
         ]});
-        let p = downward(&pod, &d, 0o644, "").unwrap();
+        let p = downward(&pod, &d, 0o644, &NO_IPS).unwrap();
         let text = |k: &str| String::from_utf8(p[k].data.clone()).unwrap();
         assert_eq!(text("labels"), "a=\"x\\\"y\"\nb=\"2\"");
         assert_eq!(text("annotations"), "k=\"v\"");
@@ -616,7 +618,7 @@ mod tests {
         assert_eq!(text("cpu-cores"), "1");
         assert_eq!(text("req"), "0");
         let bad = json!({"items": [{"path": "x", "resourceFieldRef": {"containerName": "nope", "resource": "limits.cpu"}}]});
-        assert!(downward(&pod, &bad, 0o644, "").is_err());
+        assert!(downward(&pod, &bad, 0o644, &NO_IPS).is_err());
     }
 
     #[test]

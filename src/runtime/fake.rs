@@ -377,6 +377,7 @@ mod tests {
             stdio: Default::default(),
             termination_message: Default::default(),
             rootfs: None,
+            sandbox: None,
         }
     }
 

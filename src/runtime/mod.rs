@@ -39,22 +39,34 @@ pub fn command(
     cmd
 }
 
-/// Makes `cmd` run in the mount namespace of the container process `pid` (when that is
-/// not berth's own), so it sees the container's volumes; `working_dir` is entered again
-/// after the switch (default `/`).
+/// Makes `cmd` run in the namespaces of the container process `pid` that are not berth's
+/// own — its network, host name and mount namespaces — so it sees the container's
+/// volumes and network; `working_dir` is entered again after the switch (default `/`).
 pub fn join_mounts(
     cmd: &mut tokio::process::Command,
     pid: i32,
     working_dir: Option<&std::path::Path>,
 ) -> std::io::Result<()> {
+    use rustix::thread::LinkNameSpaceType;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
-    let theirs = format!("/proc/{pid}/ns/mnt");
     let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
-    if ns(&theirs)? == ns("/proc/self/ns/mnt")? {
+    let mut join = Vec::new();
+    // The mount namespace last: /proc of the container's may not show the others.
+    for (file, kind) in [
+        ("net", LinkNameSpaceType::Network),
+        ("uts", LinkNameSpaceType::HostNameAndNISDomainName),
+        ("mnt", LinkNameSpaceType::Mount),
+    ] {
+        let theirs = format!("/proc/{pid}/ns/{file}");
+        if ns(&theirs)? != ns(&format!("/proc/self/ns/{file}"))? {
+            let fd = std::os::fd::OwnedFd::from(std::fs::File::open(&theirs)?);
+            join.push((fd, kind));
+        }
+    }
+    if join.is_empty() {
         return Ok(());
     }
-    let fd = std::os::fd::OwnedFd::from(std::fs::File::open(&theirs)?);
     let dir = std::ffi::CString::new(
         working_dir
             .unwrap_or(std::path::Path::new("/"))
@@ -65,13 +77,15 @@ pub fn join_mounts(
     // The working directory may lie in a volume: it is entered after the switch.
     cmd.current_dir("/");
     let enter = move || -> std::io::Result<()> {
-        use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+        use rustix::thread::move_into_link_name_space;
         use std::os::fd::AsFd;
-        move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Mount))?;
+        for (fd, kind) in &join {
+            move_into_link_name_space(fd.as_fd(), Some(*kind))?;
+        }
         rustix::process::chdir(dir.as_c_str())?;
         Ok(())
     };
-    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // SAFETY: the closure runs in the forked child before exec and only makes system
     // calls (setns, chdir) on values prepared before the fork; it allocates nothing.
     #[allow(unsafe_code)]
     unsafe {
@@ -120,6 +134,27 @@ impl Inside {
             join_mounts(&mut cmd, pid, working_dir)?;
         }
         Ok(cmd)
+    }
+}
+
+/// A pod's sandbox: the namespaces its containers share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSandbox {
+    pub pod_uid: String,
+    pub pod_name: String,
+    pub pod_namespace: String,
+    pub sandbox: oci::Sandbox,
+}
+
+impl PodSandbox {
+    /// The sandbox of the pod of the container `spec`.
+    pub fn of(spec: &ContainerSpec, sandbox: &oci::Sandbox) -> Self {
+        PodSandbox {
+            pod_uid: spec.pod_uid.clone(),
+            pod_name: spec.pod_name.clone(),
+            pod_namespace: spec.pod_namespace.clone(),
+            sandbox: sandbox.clone(),
+        }
     }
 }
 
@@ -185,6 +220,11 @@ pub struct ContainerSpec {
     /// its command on this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rootfs: Option<oci::Rootfs>,
+    /// The pod's sandbox, whose namespaces the container joins (always for a container
+    /// of an image; for a command on this machine, when its pod has a network of its
+    /// own). None: the container runs in berth's network and host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<oci::Sandbox>,
 }
 
 /// Where a container's termination message comes from (its `terminationMessagePath` and
@@ -342,6 +382,15 @@ pub trait Runtime: Send + Sync + 'static {
     /// Ends what holds a pod's shared namespaces (its sandbox), once its containers are
     /// stopped; none is a no-op.
     fn stop_sandbox(&self, _pod_uid: &str) {}
+
+    /// Makes a pod's sandbox unless it runs; returns the pid of the process that holds
+    /// its namespaces (the node wires its network namespace).
+    fn sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<i32>> + Send {
+        let _ = pod;
+        std::future::ready(Err(Error::Invalid(
+            "this runtime makes no pod sandboxes".to_string(),
+        )))
+    }
 
     /// The command line that runs a command inside an instance (empty: the instance's
     /// mount namespace is joined instead).

@@ -40,20 +40,20 @@ pub struct Rootfs {
     /// What its security context asks beyond the user.
     #[serde(default)]
     pub hardening: Hardening,
-    /// Which namespaces the pod shares with this machine or among its containers.
-    #[serde(default)]
-    pub sandbox: Sandbox,
 }
 
 /// The namespaces of a pod's sandbox: its containers share the IPC and UTS namespaces
 /// (host name: the pod's) that the pod's pause process holds, and its PID namespace with
 /// `shareProcessNamespace`; `hostNetwork` keeps this machine's network and host name,
-/// `hostIPC` and `hostPID` its IPC and PID namespaces.
+/// `hostIPC` and `hostPID` its IPC and PID namespaces. With `network`, the sandbox has a
+/// network namespace of its own, which the node wires to the pod network.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sandbox {
     #[serde(default)]
     pub host_network: bool,
+    #[serde(default)]
+    pub network: bool,
     #[serde(default)]
     pub host_ipc: bool,
     #[serde(default)]
@@ -63,13 +63,15 @@ pub struct Sandbox {
 }
 
 /// Makes the namespaces of a pod's sandbox and holds them (`berth pause --sandbox`): new
-/// UTS (named `hostname`) and IPC namespaces, and with `new_pid` a PID namespace whose
+/// UTS (named `hostname`) and IPC namespaces, with `new_net` a network namespace (empty:
+/// the node wires it), and with `new_pid` a PID namespace whose
 /// first process is `holder` (a plain `berth pause`, started here), which is then the
 /// process that holds them all. Writes the holder's pid to `pid_file` and returns the
 /// holder when there is one of its own. Must run while this process has one thread.
 pub fn hold_namespaces(
     hostname: Option<&str>,
     new_ipc: bool,
+    new_net: bool,
     new_pid: bool,
     holder: &[String],
     pid_file: &Path,
@@ -81,6 +83,9 @@ pub fn hold_namespaces(
     }
     if new_ipc {
         flags |= UnshareFlags::NEWIPC;
+    }
+    if new_net {
+        flags |= UnshareFlags::NEWNET;
     }
     if new_pid {
         flags |= UnshareFlags::NEWPID;
@@ -595,7 +600,7 @@ pub fn spec(
     root.set_path(PathBuf::from("rootfs"));
     root.set_readonly(Some(hardening.read_only_root));
     spec.set_root(Some(root));
-    let sandbox = &rootfs.sandbox;
+    let sandbox = c.sandbox.clone().unwrap_or_default();
     // With this machine's network, its host name too (as the kubelet does).
     spec.set_hostname((!sandbox.host_network).then(|| c.pod_name.clone()));
     let mut all = spec.mounts().clone().unwrap_or_default();
@@ -626,10 +631,13 @@ pub fn spec(
     };
     let mut namespaces = vec![join(LinuxNamespaceType::Mount, "mnt")];
     namespaces[0].set_path(None);
-    // The host's network until pods get their own; the host's cgroup view as the
-    // process runtime gives it.
+    // The sandbox's network when it has one of its own, else the host's; the host's
+    // cgroup view as the process runtime gives it.
     if !sandbox.host_network {
         namespaces.push(join(LinuxNamespaceType::Uts, "uts"));
+        if sandbox.network {
+            namespaces.push(join(LinuxNamespaceType::Network, "net"));
+        }
     }
     if !sandbox.host_ipc {
         namespaces.push(join(LinuxNamespaceType::Ipc, "ipc"));

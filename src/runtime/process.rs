@@ -353,6 +353,14 @@ impl ProcessRuntime {
         let mut argv = spec.argv.clone();
         if let Some(rootfs) = &spec.rootfs {
             argv = self.bundle(spec, rootfs, &dir, &mut mounts, holder)?;
+        } else if let Some(pid) = holder {
+            // A command on this machine joins its sandbox's network and host name.
+            let join = shim::Join {
+                pid,
+                start_ticks: shim::start_ticks(pid).unwrap_or(0),
+            };
+            shim::write_record(&dir, shim::JOIN_FILE, &join)
+                .map_err(|e| Error::io(format!("record the sandbox of {id}"), e))?;
         }
         if !mounts.is_empty() {
             let setup = shim::MountSetup {
@@ -555,9 +563,10 @@ impl ProcessRuntime {
     /// The pod's sandbox, started when it is not running: a `berth pause` under a shim
     /// of its own that holds the namespaces the pod's containers share. Returns the pid
     /// of the process holding them.
-    async fn sandbox(&self, spec: &ContainerSpec, sandbox: &super::oci::Sandbox) -> Result<i32> {
+    async fn ensure_sandbox(&self, pod: &super::PodSandbox) -> Result<i32> {
+        let sandbox = &pod.sandbox;
         let id = ContainerId {
-            pod_uid: spec.pod_uid.clone(),
+            pod_uid: pod.pod_uid.clone(),
             name: SANDBOX.to_string(),
             attempt: 0,
         };
@@ -567,7 +576,7 @@ impl ProcessRuntime {
         }
         if dir.exists() {
             // A sandbox that ended: a new one.
-            self.end_sandbox(&spec.pod_uid);
+            self.end_sandbox(&pod.pod_uid);
             fs::remove_dir_all(&dir)
                 .map_err(|e| Error::io(format!("remove {}", dir.display()), e))?;
         }
@@ -576,7 +585,7 @@ impl ProcessRuntime {
             program,
             "pause".into(),
             "--sandbox".into(),
-            spec.pod_name.clone(),
+            pod.pod_name.clone(),
             "--pid-file".into(),
             dir.join(HOLDER_FILE).display().to_string(),
         ];
@@ -584,12 +593,16 @@ impl ProcessRuntime {
             (sandbox.host_network, "--host-uts"),
             (sandbox.host_ipc, "--host-ipc"),
             (sandbox.share_pids && !sandbox.host_pid, "--share-pids"),
+            (sandbox.network && !sandbox.host_network, "--network"),
         ] {
             if on {
                 argv.push(flag.into());
             }
         }
         let pause = ContainerSpec {
+            pod_uid: pod.pod_uid.clone(),
+            pod_name: pod.pod_name.clone(),
+            pod_namespace: pod.pod_namespace.clone(),
             name: SANDBOX.to_string(),
             attempt: 0,
             hash: String::new(),
@@ -601,8 +614,9 @@ impl ProcessRuntime {
             resources: Default::default(),
             stdio: Default::default(),
             termination_message: Default::default(),
+            pod_resources: Default::default(),
             rootfs: None,
-            ..spec.clone()
+            sandbox: None,
         };
         let (_, stdout) = self.launch_open(&pause, None)?;
         Self::until_started(stdout).await;
@@ -654,8 +668,11 @@ impl Runtime for ProcessRuntime {
                 spec.name
             )));
         }
-        let holder = match &spec.rootfs {
-            Some(rootfs) => Some(self.sandbox(spec, &rootfs.sandbox).await?),
+        let holder = match &spec.sandbox {
+            Some(sandbox) => Some(
+                self.ensure_sandbox(&super::PodSandbox::of(spec, sandbox))
+                    .await?,
+            ),
             None => None,
         };
         let (id, stdout) = self.launch_open(spec, holder)?;
@@ -786,6 +803,10 @@ impl Runtime for ProcessRuntime {
 
     fn stop_sandbox(&self, pod_uid: &str) {
         self.end_sandbox(pod_uid);
+    }
+
+    async fn sandbox(&self, pod: &super::PodSandbox) -> Result<i32> {
+        self.ensure_sandbox(pod).await
     }
 
     fn exec_prefix(&self, id: &ContainerId) -> Vec<String> {

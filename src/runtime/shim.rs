@@ -54,6 +54,40 @@ pub const LOG_FILE: &str = "log";
 /// The volumes to mount (a [`MountSetup`]); absent when there are none.
 pub const MOUNTS_FILE: &str = "mounts";
 
+/// The sandbox whose network and UTS namespaces a command on this machine joins (a
+/// [`Join`]); absent when it runs in berth's.
+pub const JOIN_FILE: &str = "join";
+
+/// The process holding a pod sandbox's namespaces, told apart from a reused pid by its
+/// start time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Join {
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// Moves this (single-threaded) process into the network and UTS namespaces of the
+/// sandbox `join` names, which the container then inherits.
+pub fn join_sandbox(join: &Join) -> io::Result<()> {
+    use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+    if start_ticks(join.pid) != Some(join.start_ticks) {
+        return Err(io::Error::other(
+            "the pod's sandbox is gone (its holder of namespaces ended)",
+        ));
+    }
+    for (file, kind) in [
+        ("net", LinkNameSpaceType::Network),
+        ("uts", LinkNameSpaceType::HostNameAndNISDomainName),
+    ] {
+        let path = format!("/proc/{}/ns/{file}", join.pid);
+        let ns = File::open(&path)?;
+        move_into_link_name_space(std::os::fd::AsFd::as_fd(&ns), Some(kind))
+            .map_err(|e| io::Error::other(format!("join the pod's {file} namespace: {e}")))?;
+    }
+    Ok(())
+}
+
 /// What the shim of a container with volumes does before starting it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -578,6 +612,11 @@ fn supervise(
         // The root filesystem is mounted in a mount namespace of the shim's own: it goes
         // when the shim and the container are gone, however they end.
         if let Err(e) = enter_mounts(&[]).and_then(|()| super::oci::mount_rootfs(rootfs)) {
+            return finish(&cannot_run(e.to_string()));
+        }
+    }
+    if let Some(join) = read_record::<Join>(dir, JOIN_FILE) {
+        if let Err(e) = join_sandbox(&join) {
             return finish(&cannot_run(e.to_string()));
         }
     }

@@ -25,6 +25,7 @@ pub(crate) fn node_settings(
         cgroups: true,
         stop_pods_on_exit: false,
         runtime: berth::app::DefaultRuntime::Process,
+        network: None,
     };
     tune(&mut node);
     node

@@ -38,6 +38,7 @@ pub(crate) fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         stdio: Default::default(),
         termination_message: Default::default(),
         rootfs: None,
+        sandbox: None,
     }
 }
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 use self::pull::builtin_matches;
-use self::spec::{pod_resources, resources, security, spec_hash};
+use self::spec::{pod_resources, resources, sandbox, security, spec_hash};
 use super::Shared;
 use super::admission::Rejection;
 use super::env::{self, expand};
@@ -65,6 +65,8 @@ struct Worker<R> {
     uid: String,
     /// Per (container, spec hash).
     backoff: HashMap<(String, String), Backoff>,
+    /// The sandbox (the pid holding its namespaces) wired to the pod network.
+    wired: Option<i32>,
     /// Image "pulls" (lookups in the node's store) that failed, by (container, image):
     /// until the delay has passed, the container waits in `ImagePullBackOff`.
     pull_backoff: HashMap<(String, String), Backoff>,
@@ -414,6 +416,7 @@ impl<R: Runtime + Clone> Worker<R> {
                     .map(Into::into),
                 fallback_to_logs: c["terminationMessagePolicy"] == "FallbackToLogsOnError",
             },
+            sandbox: self.pod_sandbox(pod, rootfs.is_some()),
             rootfs,
         };
         if spec.resources.any_limit() && !self.told_unenforced {
@@ -437,13 +440,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 if let Some(hook) = c.pointer("/lifecycle/postStart") {
                     let ran = tokio::time::timeout(
                         POST_START_LIMIT,
-                        probe::act(
-                            hook,
-                            c,
-                            &env,
-                            &self.inside(&id),
-                            &self.shared.config.node_ip,
-                        ),
+                        probe::act(hook, c, &env, &self.inside(&id), &self.pod_ip(pod)),
                     )
                     .await
                     .unwrap_or_else(|_| {
@@ -527,7 +524,7 @@ impl<R: Runtime + Clone> Worker<R> {
         // A finished pod never runs again.
         if matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed") {
             self.stop_all(pod).await;
-            self.end_finished_sandbox();
+            self.end_finished_sandbox().await;
             return None;
         }
         let deadline = self.deadline_left(pod);
@@ -535,7 +532,11 @@ impl<R: Runtime + Clone> Worker<R> {
             self.end_past_deadline(pod).await;
             return None;
         }
-        if let Some(why) = self.sandbox_error(pod).await {
+        let mut failed = self.sandbox_error(pod).await;
+        if failed.is_none() {
+            failed = self.network_error(pod).await;
+        }
+        if let Some(why) = failed {
             // As the kubelet when the pod's runtime handler is not there: the containers
             // wait in ContainerCreating and the sandbox is tried again.
             let message = format!("Failed to create pod sandbox: {why}");
@@ -561,6 +562,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 instances: &[],
                 waiting: &waiting,
                 node_ip: &self.shared.config.node_ip,
+                pod_ip: &self.pod_ip(pod),
                 terminating: false,
                 probed: &HashMap::new(),
             });
@@ -669,6 +671,7 @@ impl<R: Runtime + Clone> Worker<R> {
             instances: &instances,
             waiting: &waiting,
             node_ip: &self.shared.config.node_ip,
+            pod_ip: &self.pod_ip(pod),
             terminating: pod_failed,
             probed: &probed,
         });
@@ -704,6 +707,75 @@ impl<R: Runtime + Clone> Worker<R> {
             }
             Err(e) if e.is_not_found() => Some(format!("RuntimeClass {class:?} not found")),
             Err(e) => Some(format!("cannot read RuntimeClass {class:?}: {e}")),
+        }
+    }
+
+    /// The sandbox a container of the pod joins: always for a container of an image; for
+    /// a command on this machine, when the pod has a network of its own (then only its
+    /// network and host name are the pod's).
+    fn pod_sandbox(&self, pod: &Value, image: bool) -> Option<crate::runtime::oci::Sandbox> {
+        let full = sandbox(pod, self.shared.config.network.is_some());
+        if image || self.handler.as_deref() == Some(super::OCI_HANDLER) {
+            return Some(full);
+        }
+        let network = full.network;
+        let own = crate::runtime::oci::Sandbox {
+            host_ipc: true,
+            host_pid: true,
+            share_pids: false,
+            ..full
+        };
+        network.then_some(own)
+    }
+
+    /// Why the pod's network could not be made, if it could not: its sandbox is made
+    /// (unless it runs) and wired to the node's pod network, once per sandbox.
+    async fn network_error(&mut self, pod: &Value) -> Option<String> {
+        let network = self.shared.config.network.clone()?;
+        let sandbox = self.pod_sandbox(pod, false).filter(|s| s.network)?;
+        let pod_sandbox = crate::runtime::PodSandbox {
+            pod_uid: self.uid.clone(),
+            pod_name: str_at(pod, "/metadata/name").into(),
+            pod_namespace: str_at(pod, "/metadata/namespace").into(),
+            sandbox,
+        };
+        let holder = match self.shared.runtime.sandbox(&pod_sandbox).await {
+            Ok(pid) => pid,
+            Err(e) => return Some(e.to_string()),
+        };
+        if self.wired == Some(holder) {
+            return None;
+        }
+        match network.attach(&self.uid, holder).await {
+            Ok(ip) => {
+                tracing::debug!(pod = %Self::full_name(pod), %ip, "pod network wired");
+                self.wired = Some(holder);
+                None
+            }
+            Err(e) => Some(format!("set up the pod's network: {e}")),
+        }
+    }
+
+    /// The pod's address: its own on the pod network (none until it is made), else the
+    /// node's.
+    fn pod_ip(&self, pod: &Value) -> String {
+        let config = &self.shared.config;
+        if let Some(ip) = config.pod_address(&self.uid) {
+            return ip.to_string();
+        }
+        match self.pod_sandbox(pod, false) {
+            Some(s) if s.network => String::new(),
+            _ => config.node_ip.clone(),
+        }
+    }
+
+    /// Removes what the pod had of the node's network (its veth and its address).
+    async fn unwire(&mut self) {
+        self.wired = None;
+        if let Some(network) = &self.shared.config.network {
+            if let Err(e) = network.detach(&self.uid).await {
+                tracing::warn!(pod = %self.uid, error = %e, "could not remove a pod's network");
+            }
         }
     }
 
@@ -796,13 +868,14 @@ impl<R: Runtime + Clone> Worker<R> {
 
     /// A finished pod's sandbox goes as soon as nothing runs in it, as the kubelet stops
     /// it, not when the pod is deleted.
-    fn end_finished_sandbox(&self) {
+    async fn end_finished_sandbox(&mut self) {
         let running = self
             .instances()
             .into_iter()
             .any(|s| matches!(s.state, State::Running | State::Created));
         if !running {
             self.shared.runtime.stop_sandbox(&self.uid);
+            self.unwire().await;
         }
     }
 }
@@ -823,6 +896,7 @@ impl<R: Runtime + Clone> Worker<R> {
             instances: &self.instances(),
             waiting: &HashMap::new(),
             node_ip: &self.shared.config.node_ip,
+            pod_ip: &self.pod_ip(pod),
             terminating: true,
             probed: &HashMap::new(),
         })
@@ -922,6 +996,7 @@ pub(super) async fn run<R: Runtime + Clone>(
         rejected,
         told_rejected: false,
         sandbox_ok: false,
+        wired: None,
         handler: None,
         pull_backoff: HashMap::new(),
     };

@@ -91,14 +91,7 @@ impl<R: Runtime + Clone> Worker<R> {
                     pid: latest.pid,
                     prefix: self.shared.runtime.exec_prefix(&latest.id),
                 };
-                let ran = probe::run(
-                    &c[kind.field()],
-                    c,
-                    &env,
-                    &inside,
-                    &self.shared.config.node_ip,
-                )
-                .await;
+                let ran = probe::run(&c[kind.field()], c, &env, &inside, &self.pod_ip(pod)).await;
                 if let Err(why) = &ran {
                     let message = format!("{} probe failed: {why}", kind.title());
                     self.shared

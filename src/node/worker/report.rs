@@ -17,7 +17,7 @@ impl<R: Runtime + Clone> Worker<R> {
     /// already shows is not sent again.
     pub(super) async fn write_status(&mut self, pod: &Value, mut st: Value) {
         if matches!(st["phase"].as_str(), Some("Succeeded" | "Failed")) {
-            self.end_finished_sandbox();
+            self.end_finished_sandbox().await;
         }
         self.reported = Some(st.clone());
         if pod.get("status").is_some_and(|api| covers(api, &st)) {

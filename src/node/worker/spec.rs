@@ -30,12 +30,21 @@ pub(super) fn security(pod: &Value, c: &Value) -> crate::node::images::Security 
             .filter_map(|n| u32::try_from(n).ok())
             .collect(),
         hardening: hardening(pod, c),
-        sandbox: crate::runtime::oci::Sandbox {
-            host_network: pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true)),
-            host_ipc: pod.pointer("/spec/hostIPC") == Some(&Value::Bool(true)),
-            host_pid: pod.pointer("/spec/hostPID") == Some(&Value::Bool(true)),
-            share_pids: pod.pointer("/spec/shareProcessNamespace") == Some(&Value::Bool(true)),
-        },
+    }
+}
+
+/// The namespaces a pod's containers share: of the host's, what the pod asks for; a
+/// network namespace of its own when the node has a pod network and the pod does not
+/// use the host's.
+pub(super) fn sandbox(pod: &Value, pod_network: bool) -> crate::runtime::oci::Sandbox {
+    let flag = |key: &str| pod.pointer(key) == Some(&Value::Bool(true));
+    let host_network = flag("/spec/hostNetwork");
+    crate::runtime::oci::Sandbox {
+        host_network,
+        network: pod_network && !host_network,
+        host_ipc: flag("/spec/hostIPC"),
+        host_pid: flag("/spec/hostPID"),
+        share_pids: flag("/spec/shareProcessNamespace"),
     }
 }
 

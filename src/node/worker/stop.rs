@@ -55,7 +55,7 @@ impl<R: Runtime + Clone> Worker<R> {
             };
             let ran = tokio::time::timeout(
                 grace,
-                probe::act(hook, c, &env, &self.inside(id), &self.shared.config.node_ip),
+                probe::act(hook, c, &env, &self.inside(id), &self.pod_ip(pod)),
             )
             .await
             .unwrap_or_else(|_| Err(format!("did not finish within {}s", grace.as_secs())));
@@ -101,6 +101,7 @@ impl<R: Runtime + Clone> Worker<R> {
         }
         // Its containers stopped, the pod's sandbox goes too (as the kubelet stops it).
         self.shared.runtime.stop_sandbox(&self.uid);
+        self.unwire().await;
         if let (Some(pod), true) = (pod, in_api) {
             let st = self.final_status(pod);
             self.write_status(pod, st).await;
