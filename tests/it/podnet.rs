@@ -1,0 +1,438 @@
+//! The pod network end to end: a real `berth serve` as root in a network namespace the
+//! test makes (so its bridge, veths and addresses never touch this machine's own
+//! network), driven by the `berth` CLI run in that namespace. Pods are process pods
+//! serving with busybox's httpd.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::support::CliRun;
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn busybox() -> Option<PathBuf> {
+    ["/bin/busybox", "/usr/bin/busybox", "/usr/sbin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// Skips a test that needs root, `ip` and busybox, saying so.
+fn can_run(test: &str) -> bool {
+    let ip = Command::new("ip").arg("-V").output().is_ok();
+    if root() && ip && busybox().is_some() {
+        return true;
+    }
+    eprintln!("skipping {test}: it needs root, iproute2 and busybox");
+    false
+}
+
+fn run(cmd: &mut Command) -> CliRun {
+    let o = cmd.stdin(Stdio::null()).output().expect("run a command");
+    CliRun {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A network namespace of the test's own, deleted when dropped.
+pub struct Netns(pub String);
+
+impl Netns {
+    pub fn new() -> Netns {
+        let name = format!(
+            "bt-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let made = run(Command::new("ip").args(["netns", "add", &name]));
+        assert_eq!(made.code, 0, "{made:?}");
+        let ns = Netns(name);
+        ns.sh("ip link set lo up");
+        ns
+    }
+
+    /// Runs `script` with `sh -c` in the namespace.
+    pub fn sh(&self, script: &str) -> CliRun {
+        run(Command::new("ip").args(["netns", "exec", &self.0, "sh", "-c", script]))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run(Command::new("ip").args(["netns", "del", &self.0]));
+    }
+}
+
+/// `berth serve` in a namespace of its own with a temporary data directory. Dropped, it
+/// stops, its pods are ended (`berth node reset`) and the namespace goes.
+pub struct NetNode {
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+    child: Option<Child>,
+    // Dropped last: after the server and its pods.
+    pub ns: Netns,
+}
+
+impl NetNode {
+    /// Starts `berth serve` with `args` added in a new namespace, and waits until its
+    /// node is Ready.
+    pub fn start(args: &[&str]) -> NetNode {
+        let mut node = NetNode {
+            dir: crate::support::private_dir(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            child: None,
+            ns: Netns::new(),
+        };
+        node.spawn();
+        node.until_ready();
+        node
+    }
+
+    /// Runs `berth serve` in the namespace; returns what it printed if it ended within
+    /// `wait` (it could not start).
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("serve.log")).unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns.0,
+                env!("CARGO_BIN_EXE_berth"),
+                "serve",
+            ])
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .args(["--listen", "127.0.0.1:6443"])
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// What the server logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
+    }
+
+    fn until_ready(&mut self) {
+        for _ in 0..600 {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("berth serve ended ({status}): {}", self.log());
+            }
+            let ready = self.cli(&[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+            ]);
+            if ready.code == 0 && ready.stdout == "True" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the node did not get ready: {}", self.log());
+    }
+
+    /// Runs the `berth` CLI in the namespace against this server.
+    pub fn cli(&self, args: &[&str]) -> CliRun {
+        run(Command::new("ip")
+            .args(["netns", "exec", &self.ns.0, env!("CARGO_BIN_EXE_berth")])
+            .args(args)
+            .env("KUBECONFIG", self.data_dir().join("kubeconfig"))
+            .env_remove("BERTH_LOG"))
+    }
+
+    /// Creates an object from its JSON.
+    pub fn create(&self, object: &serde_json::Value) {
+        let file = self.dir.path().join(format!(
+            "object-{}.json",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&file, object.to_string()).unwrap();
+        let made = self.cli(&["create", "-f", file.to_str().unwrap()]);
+        assert_eq!(made.code, 0, "{made:?}");
+    }
+
+    /// A directory of the test's for a pod's files.
+    pub fn web_root(&self, name: &str) -> PathBuf {
+        let dir = self.dir.path().join("www").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("index.html"), format!("{name}\n")).unwrap();
+        dir
+    }
+
+    /// Waits until `check` holds of the pod `name` (as JSON), returning the pod.
+    pub fn pod_until(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let mut last = serde_json::Value::Null;
+        for _ in 0..600 {
+            let got = self.cli(&["get", "pod", name, "-o", "json"]);
+            if got.code == 0 {
+                last = serde_json::from_str(&got.stdout).unwrap();
+                if check(&last) {
+                    return last;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "pod {name}: {what} did not happen: {last:#}\n{}",
+            self.log()
+        );
+    }
+
+    /// Stops the server gracefully (its pods run on).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+                rustix::process::Signal::TERM,
+            );
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on its data directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+        self.until_ready();
+    }
+
+    /// The links in the namespace, by name.
+    pub fn links(&self) -> Vec<String> {
+        self.ns
+            .sh("ip -o link show")
+            .stdout
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap_or(n).to_string())
+            .collect()
+    }
+
+    pub fn ipam_entries(&self) -> Vec<String> {
+        let dir = self.data_dir().join("net").join("ipam");
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "last")
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for NetNode {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let reset = run(Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["node", "reset", "--data-dir"])
+            .arg(self.data_dir()));
+        if reset.code != 0 {
+            eprintln!("berth node reset failed: {reset:?}");
+        }
+    }
+}
+
+/// A process pod serving its name over HTTP on port 8080 with busybox's httpd.
+pub fn web_pod(node: &NetNode, name: &str, labels: serde_json::Value) -> serde_json::Value {
+    let root = node.web_root(name);
+    let busybox = busybox().unwrap();
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "runtimeClassName": "process",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "web", "image": "busybox",
+                "command": [busybox, "httpd", "-f", "-p", "8080", "-h", root],
+                "ports": [{"containerPort": 8080}],
+                "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+            }],
+        },
+    })
+}
+
+fn running(p: &serde_json::Value) -> bool {
+    p["status"]["phase"] == "Running"
+        && p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn pod_ip(p: &serde_json::Value) -> String {
+    p["status"]["podIP"].as_str().unwrap_or("").to_string()
+}
+
+/// A shell command that prints the body of `GET /` from `host`:`port` (busybox's `nc`;
+/// its static `wget` cannot be used).
+pub fn get_script(host: &str, port: u16) -> String {
+    format!(
+        "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | {} nc -w 5 {host} {port}",
+        busybox().unwrap().display()
+    )
+}
+
+/// The body of an HTTP response `run` printed (empty when there was none).
+pub fn body(run: &CliRun) -> String {
+    run.stdout
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// `GET /` of `host`:`port` from inside pod `from` (through `berth exec`).
+fn fetch_from(node: &NetNode, from: &str, host: &str, port: u16) -> CliRun {
+    node.cli(&["exec", from, "--", "sh", "-c", &get_script(host, port)])
+}
+
+#[test]
+fn pods_get_addresses_of_their_own_and_reach_each_other() {
+    if !can_run("pods_get_addresses_of_their_own_and_reach_each_other") {
+        return;
+    }
+    let node = NetNode::start(&["--pod-cidr", "10.244.0.0/16"]);
+    node.create(&web_pod(&node, "a", serde_json::json!({"app": "web"})));
+    node.create(&web_pod(&node, "b", serde_json::json!({"app": "web"})));
+    let a = node.pod_until("a", "runs and is ready", running);
+    let b = node.pod_until("b", "runs and is ready", running);
+    let (ip_a, ip_b) = (pod_ip(&a), pod_ip(&b));
+    // Two pods listening on one port: each in a network of its own, with an address of
+    // the pod CIDR (the gateway .1 is the bridge's).
+    assert_ne!(ip_a, ip_b);
+    for ip in [&ip_a, &ip_b] {
+        let parsed: std::net::Ipv4Addr = ip.parse().unwrap();
+        assert_eq!(parsed.octets()[..2], [10, 244], "{ip}");
+        assert_ne!(ip, "10.244.0.1");
+    }
+    assert_eq!(a["status"]["podIPs"][0]["ip"], ip_a.as_str());
+    // Pod to pod, and the node to a pod.
+    let got = fetch_from(&node, "a", &ip_b, 8080);
+    assert_eq!((got.code, body(&got).as_str()), (0, "b\n"), "{got:?}");
+    let got = node.ns.sh(&get_script(&ip_a, 8080));
+    assert_eq!((got.code, body(&got).as_str()), (0, "a\n"), "{got:?}");
+    // The pod's host name is its own; its interface is eth0 with its address.
+    let host = node.cli(&["exec", "a", "--", "hostname"]);
+    assert_eq!(host.stdout.trim(), "a", "{host:?}");
+    let addr = node.cli(&["exec", "a", "--", "ip", "-o", "-4", "addr", "show", "eth0"]);
+    assert!(addr.stdout.contains(&format!("{ip_a}/16")), "{addr:?}");
+    // The API is reachable from the pod where its environment says.
+    let env = node.cli(&["exec", "a", "--", "printenv", "KUBERNETES_SERVICE_HOST"]);
+    assert_eq!(env.stdout.trim(), "10.244.0.1", "{env:?}");
+    let connect = format!(
+        "{} nc -w 5 10.244.0.1 6443 </dev/null",
+        busybox().unwrap().display()
+    );
+    let healthz = node.cli(&["exec", "a", "--", "sh", "-c", &connect]);
+    assert_eq!(
+        healthz.code, 0,
+        "the API answers pods at the gateway: {healthz:?}"
+    );
+    // A pod on the host's network has the node's address.
+    node.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "host"},
+        "spec": {"hostNetwork": true, "runtimeClassName": "process",
+                 "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]},
+    }));
+    let host = node.pod_until("host", "runs", |p| p["status"]["phase"] == "Running");
+    assert_eq!(host["status"]["podIP"], host["status"]["hostIP"]);
+}
+
+#[test]
+fn addresses_outlive_a_restart_and_everything_goes_with_the_pods() {
+    if !can_run("addresses_outlive_a_restart_and_everything_goes_with_the_pods") {
+        return;
+    }
+    let mut node = NetNode::start(&[]);
+    node.create(&web_pod(&node, "a", serde_json::json!({})));
+    let a = node.pod_until("a", "runs and is ready", running);
+    let ip_a = pod_ip(&a);
+    assert!(ip_a.starts_with("10.42."), "the default pod CIDR: {ip_a}");
+    node.restart();
+    // The running pod keeps its address and its network across the restart ...
+    let again = node.pod_until("a", "runs after the restart", running);
+    assert_eq!(pod_ip(&again), ip_a);
+    let got = node.ns.sh(&get_script(&ip_a, 8080));
+    assert_eq!(body(&got), "a\n", "{got:?}");
+    // ... and a new pod gets another one.
+    node.create(&web_pod(&node, "b", serde_json::json!({})));
+    let b = node.pod_until("b", "runs and is ready", running);
+    assert_ne!(pod_ip(&b), ip_a);
+    assert_eq!(node.ipam_entries().len(), 2);
+    let veths = |node: &NetNode| {
+        node.links()
+            .into_iter()
+            .filter(|l| l.starts_with("veth"))
+            .count()
+    };
+    assert_eq!(veths(&node), 2);
+    // Deleted, the pods take their links and addresses with them.
+    let deleted = node.cli(&["delete", "pod", "a", "b", "--wait"]);
+    assert_eq!(deleted.code, 0, "{deleted:?}");
+    for _ in 0..100 {
+        if veths(&node) == 0 && node.ipam_entries().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(veths(&node), 0, "{:?}", node.links());
+    assert!(node.ipam_entries().is_empty(), "{:?}", node.ipam_entries());
+}
+
+#[test]
+fn a_pod_cidr_that_overlaps_a_route_is_refused() {
+    if !can_run("a_pod_cidr_that_overlaps_a_route_is_refused") {
+        return;
+    }
+    let ns = Netns::new();
+    let made = ns.sh(
+        "ip link add d0 type veth peer name d1 && ip addr add 10.244.5.1/24 dev d0 && ip link set d0 up && ip link set d1 up",
+    );
+    assert_eq!(made.code, 0, "{made:?}");
+    let dir = crate::support::private_dir();
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_berth"), "serve"])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:6443", "--pod-cidr", "10.244.0.0/16"]));
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("10.244.0.0/16 overlaps")
+            && out.stderr.contains("10.244.5.0/24 via d0")
+            && out.stderr.contains("--pod-cidr"),
+        "{out:?}"
+    );
+    // Nothing was made.
+    let links = ns.sh("ip -o link show").stdout;
+    assert!(!links.contains("berth0"), "{links}");
+    assert!(!Path::new(&dir.path().join("data/net")).exists());
+}
