@@ -509,6 +509,13 @@ impl Cluster {
                         let network =
                             crate::net::pod::PodNetwork::open(net.clone(), &data_dir).await?;
                         settings.agent.network = Some(Arc::new(network));
+                        // With a network of their own, pods see the node at an address
+                        // of the machine's, not at loopback.
+                        if settings.agent.node_ip == "127.0.0.1" {
+                            if let Some(ip) = crate::net::primary_address() {
+                                settings.agent.node_ip = ip.to_string();
+                            }
+                        }
                     }
                     Some((settings, runtime))
                 }

@@ -44,6 +44,18 @@ impl Config {
     }
 }
 
+/// This machine's address toward its default route (its primary address), if it has
+/// one: the address a UDP socket connected toward a documentation address (TEST-NET-1,
+/// RFC 5737) would send from. Connecting a UDP socket sends nothing.
+pub fn primary_address() -> Option<Ipv4Addr> {
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    socket.connect((Ipv4Addr::new(192, 0, 2, 1), 9)).ok()?;
+    match socket.local_addr().ok()?.ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_loopback() && !ip.is_unspecified() => Some(ip),
+        _ => None,
+    }
+}
+
 pub mod ipam;
 pub mod link;
 pub mod pod;
