@@ -8,6 +8,7 @@ mod admission;
 mod atomic_writer;
 mod downward;
 mod env;
+mod etc;
 mod images;
 pub use images::GcThresholds;
 pub mod manifests;

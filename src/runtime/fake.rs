@@ -378,6 +378,7 @@ mod tests {
             termination_message: Default::default(),
             rootfs: None,
             sandbox: None,
+            etc: None,
         }
     }
 

@@ -225,6 +225,20 @@ pub struct ContainerSpec {
     /// own). None: the container runs in berth's network and host name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<oci::Sandbox>,
+    /// The pod's `/etc/hosts` and `/etc/resolv.conf`, as the agent made them for a pod
+    /// with a network of its own (none: a container of an image gets loopback names and
+    /// this machine's resolvers, a command on this machine this machine's files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etc: Option<EtcFiles>,
+}
+
+/// The files of a pod in `/etc` that the agent writes (the kubelet's managed hosts file
+/// and the resolver configuration of its DNS policy).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcFiles {
+    pub hosts: String,
+    pub resolv_conf: String,
 }
 
 /// Where a container's termination message comes from (its `terminationMessagePath` and

@@ -721,16 +721,26 @@ pub fn host_devices(dev: &Path) -> Vec<oci_spec::runtime::LinuxDevice> {
     out
 }
 
-/// The files every container of an image finds in `/etc`, written into `dir`: `hosts`
-/// (localhost and the pod's name), `hostname` and `resolv.conf` (this machine's, until
-/// the cluster has its own DNS). Returns them as mounts.
-pub fn etc_files(dir: &Path, pod_name: &str) -> io::Result<Vec<super::Mount>> {
-    let hosts = format!(
-        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{pod_name}\n"
-    );
-    let resolv = fs::read("/etc/resolv.conf").unwrap_or_default();
+/// The files every container of a pod finds in `/etc`, written into `dir`: `hosts`,
+/// `hostname` and `resolv.conf` — the agent's (`etc`) when it made them, else localhost
+/// and the pod's name, and this machine's resolvers. Returns them as mounts.
+pub fn etc_files(
+    dir: &Path,
+    pod_name: &str,
+    etc: Option<&super::EtcFiles>,
+) -> io::Result<Vec<super::Mount>> {
+    let (hosts, resolv) = match etc {
+        Some(etc) => (etc.hosts.clone().into_bytes(), etc.resolv_conf.clone().into_bytes()),
+        None => (
+            format!(
+                "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{pod_name}\n"
+            )
+            .into_bytes(),
+            fs::read("/etc/resolv.conf").unwrap_or_default(),
+        ),
+    };
     let files: [(&str, Vec<u8>); 3] = [
-        ("hosts", hosts.into_bytes()),
+        ("hosts", hosts),
         ("hostname", format!("{pod_name}\n").into_bytes()),
         ("resolv.conf", resolv),
     ];

@@ -354,7 +354,13 @@ impl ProcessRuntime {
         if let Some(rootfs) = &spec.rootfs {
             argv = self.bundle(spec, rootfs, &dir, &mut mounts, holder)?;
         } else if let Some(pid) = holder {
-            // A command on this machine joins its sandbox's network and host name.
+            // A command on this machine joins its sandbox's network and host name, and
+            // sees the pod's /etc files over this machine's.
+            if let Some(etc) = &spec.etc {
+                let files = super::oci::etc_files(&dir, &spec.pod_name, Some(etc))
+                    .map_err(|e| Error::io(format!("write the /etc files of {id}"), e))?;
+                mounts.extend(files);
+            }
             let join = shim::Join {
                 pid,
                 start_ticks: shim::start_ticks(pid).unwrap_or(0),
@@ -470,7 +476,8 @@ impl ProcessRuntime {
             move |e: std::io::Error| Error::io(what, e)
         };
         fs::create_dir_all(&bundle).map_err(io("create the container's bundle"))?;
-        let mut all = oci::etc_files(dir, &spec.pod_name).map_err(io("write /etc files"))?;
+        let mut all = oci::etc_files(dir, &spec.pod_name, spec.etc.as_ref())
+            .map_err(io("write /etc files"))?;
         all.append(mounts);
         // runc puts the container in a cgroup of its own below the container's (which
         // carries the limits and outlives runc's, so its counters tell an OOM kill);
@@ -617,6 +624,7 @@ impl ProcessRuntime {
             pod_resources: Default::default(),
             rootfs: None,
             sandbox: None,
+            etc: None,
         };
         let (_, stdout) = self.launch_open(&pause, None)?;
         Self::until_started(stdout).await;

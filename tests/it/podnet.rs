@@ -343,6 +343,13 @@ fn pods_get_addresses_of_their_own_and_reach_each_other() {
     assert_eq!(host.stdout.trim(), "a", "{host:?}");
     let addr = node.cli(&["exec", "a", "--", "ip", "-o", "-4", "addr", "show", "eth0"]);
     assert!(addr.stdout.contains(&format!("{ip_a}/16")), "{addr:?}");
+    // Its /etc/hosts is the pod's own, over this machine's.
+    let hosts = node.cli(&["exec", "a", "--", "cat", "/etc/hosts"]);
+    assert!(
+        hosts.stdout.starts_with("# Kubernetes-managed hosts file.")
+            && hosts.stdout.contains(&format!("{ip_a}\ta\n")),
+        "{hosts:?}"
+    );
     // The API is reachable from the pod where its environment says.
     let env = node.cli(&["exec", "a", "--", "printenv", "KUBERNETES_SERVICE_HOST"]);
     assert_eq!(env.stdout.trim(), "10.244.0.1", "{env:?}");

@@ -39,6 +39,7 @@ pub(crate) fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
         termination_message: Default::default(),
         rootfs: None,
         sandbox: None,
+        etc: None,
     }
 }
 

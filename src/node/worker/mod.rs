@@ -387,6 +387,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 targets.join(", ")
             )));
         }
+        let sandbox = self.pod_sandbox(pod, rootfs.is_some());
         let spec = ContainerSpec {
             pod_uid: self.uid.clone(),
             pod_name: str_at(pod, "/metadata/name").into(),
@@ -416,7 +417,8 @@ impl<R: Runtime + Clone> Worker<R> {
                     .map(Into::into),
                 fallback_to_logs: c["terminationMessagePolicy"] == "FallbackToLogsOnError",
             },
-            sandbox: self.pod_sandbox(pod, rootfs.is_some()),
+            sandbox: sandbox.clone(),
+            etc: sandbox.filter(|s| s.network).map(|_| self.etc_files(pod)),
             rootfs,
         };
         if spec.resources.any_limit() && !self.told_unenforced {
@@ -753,6 +755,20 @@ impl<R: Runtime + Clone> Worker<R> {
                 None
             }
             Err(e) => Some(format!("set up the pod's network: {e}")),
+        }
+    }
+
+    /// The `/etc` files of a pod with a network of its own.
+    fn etc_files(&self, pod: &Value) -> crate::runtime::EtcFiles {
+        let domain = self
+            .shared
+            .config
+            .network
+            .as_ref()
+            .map_or("cluster.local", |n| n.config().cluster_domain.as_str());
+        crate::runtime::EtcFiles {
+            hosts: super::etc::hosts(pod, &self.pod_ip(pod), domain),
+            resolv_conf: std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
         }
     }
 
