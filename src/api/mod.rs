@@ -13,6 +13,7 @@ pub mod logs;
 pub mod metrics;
 mod negotiate;
 pub mod openapi;
+pub mod portforward;
 mod protobuf;
 mod protobuf_schema;
 mod resources;
@@ -92,6 +93,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/v1/namespaces/{ns}/pods/{name}/attach",
             any(attach_request),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/portforward",
+            any(portforward_request),
         )
         .route("/api/v1/namespaces/{ns}/pods/{name}/log", any(log_request))
         .route("/api/v1/{*rest}", any(core_request))
@@ -343,6 +348,47 @@ fn stream_request(
             .ok_or_else(not_found)?;
         Ok(exec::serve(ws?, exec::Session::new(req, ctx)))
     }
+}
+
+/// `pods/{name}/portforward`: checks, then the upgrade to one of the port-forward
+/// protocols (see [`portforward`]).
+async fn portforward_request(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let (mut parts, _) = req.into_parts();
+    async {
+        if parts.method != Method::GET && parts.method != Method::POST {
+            return Err(Error::MethodNotAllowed(parts.method.to_string(), "GET, POST"));
+        }
+        if user.namespace.as_deref().is_some_and(|own| own != ns) {
+            return Err(Error::Forbidden(format!(
+                "pods {name:?} is forbidden: User {:?} cannot create resource \"pods/portforward\" in API group \"\" in the namespace {ns:?}",
+                user.name
+            )));
+        }
+        let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
+        let pod: serde_json::Value =
+            serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
+                .map_err(|e| Error::BadRequest(e.to_string()))?;
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or("");
+        if node.is_empty() {
+            return Err(Error::BadRequest(format!(
+                "pod {name} does not have a host assigned"
+            )));
+        }
+        if state.agent.as_ref().is_none_or(|a| a.node_name() != node) {
+            return Err(Error::Unavailable(format!(
+                "node {node:?} is not run by this berth process: pod {name} cannot be reached"
+            )));
+        }
+        let query = parts.uri.query().map(str::to_string);
+        portforward::serve(&mut parts, query.as_deref(), portforward::Target::new(pod)).await
+    }
+    .await
+    .unwrap_or_else(IntoResponse::into_response)
 }
 
 type Upgrade = Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>;

@@ -35,6 +35,7 @@ mod lifecycle;
 mod metrics;
 mod node;
 mod oci;
+mod portforward;
 mod probes;
 mod protobuf;
 mod pull;
