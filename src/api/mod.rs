@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, Query, Request, State};
+use axum::extract::{Extension, FromRequestParts, Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -397,11 +397,9 @@ async fn node_proxy_root(
     state: State<AppState>,
     user: Extension<User>,
     Path(node): Path<String>,
-    method: Method,
-    query: axum::extract::RawQuery,
-    ws: Upgrade,
+    req: Request,
 ) -> Response {
-    node_proxy(state, user, Path((node, String::new())), method, query, ws).await
+    node_proxy(state, user, Path((node, String::new())), req).await
 }
 
 /// `nodes/{node}/proxy/{path}`: the node agent's endpoints (see [`agent`]), for admins.
@@ -409,9 +407,7 @@ async fn node_proxy(
     State(state): State<AppState>,
     Extension(user): Extension<User>,
     Path((node, path)): Path<(String, String)>,
-    method: Method,
-    axum::extract::RawQuery(query): axum::extract::RawQuery,
-    ws: Upgrade,
+    req: Request,
 ) -> Response {
     if !user.groups.iter().any(|g| g == "system:masters") {
         return Error::Forbidden(format!(
@@ -430,13 +426,24 @@ async fn node_proxy(
         ))
         .into_response();
     };
+    let (mut parts, _) = req.into_parts();
+    let query = parts.uri.query().map(str::to_string);
+    // Port forwarding reads the upgrade itself; exec takes a WebSocket.
+    let ws = if path.starts_with("portForward") {
+        None
+    } else {
+        exec::Upgrade::from_request_parts(&mut parts, &state)
+            .await
+            .ok()
+    };
     agent::serve(agent::Request {
         agent,
         node: state.node.as_ref(),
-        method,
+        method: parts.method.clone(),
         path: &path,
         query: query.as_deref(),
-        ws: ws.ok(),
+        ws,
+        parts: Some(parts),
     })
     .await
 }

@@ -2,8 +2,9 @@
 //! what each connection sends: kubectl port-forward to the pod (over its WebSocket
 //! tunnel and over SPDY/3.1 as older kubectl speaks it) and to a Service by its named
 //! target port, two connections at once through one forward; and, without kubectl, raw
-//! clients of SPDY/3.1 over HTTP/1.1 and of the WebSocket channel protocol, where a port
-//! nobody listens on is told on its error stream while the other connections go on.
+//! clients of SPDY/3.1 over HTTP/1.1 and of the WebSocket channel protocol (also through
+//! the node agent's endpoint), where a port nobody listens on is told on its error stream
+//! while the other connections go on.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -18,7 +19,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use berth::api::portforward::spdy::{Decoder, Encoder, Frame, Headers};
 
-use crate::node::{PODS, delete_pod, pod_until, server};
+use crate::node::{NODE, PODS, delete_pod, pod_until, server};
 use crate::support::{TestServer, eventually, within};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
@@ -531,6 +532,28 @@ async fn the_websocket_channel_protocol_forwards_the_ports_in_its_query() {
     assert_eq!(
         channel_frame(&mut ws).await,
         Some((0, b"in base64".to_vec()))
+    );
+    ws.close(None).await.unwrap();
+
+    // The node agent's own endpoint, under the node proxy, as the kubelet's (`port`).
+    let (mut ws, _) = websocket(
+        &s,
+        &format!("/api/v1/nodes/{NODE}/proxy/portForward/default/raw-ws?port={port}"),
+        "v4.channel.k8s.io",
+    )
+    .await;
+    for channel in [0, 1] {
+        assert_eq!(
+            channel_frame(&mut ws).await,
+            Some((channel, port.to_le_bytes().to_vec()))
+        );
+    }
+    ws.send(Message::binary(b"\x00to the agent".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(
+        channel_frame(&mut ws).await,
+        Some((0, b"to the agent".to_vec()))
     );
     ws.close(None).await.unwrap();
     delete_pod(&s, "raw-ws").await;
