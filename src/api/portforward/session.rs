@@ -40,6 +40,9 @@ const INBOUND: usize = 16;
 const OUTBOUND: usize = 64;
 /// The most bytes of frames written to the client at once.
 const BATCH: usize = 64 * 1024;
+/// The most streams a client may have open at once (two per forwarded connection); more
+/// are refused.
+const MAX_STREAMS: usize = 1024;
 
 /// A connection that carries a SPDY session.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -282,6 +285,14 @@ impl Session {
             return;
         }
         self.last_stream = stream;
+        if self.streams.len() >= MAX_STREAMS {
+            self.send(Frame::RstStream {
+                stream,
+                status: rst::REFUSED_STREAM,
+            })
+            .await;
+            return;
+        }
         let (port, kind) = match check(headers) {
             Ok(checked) => checked,
             Err(e) => {
