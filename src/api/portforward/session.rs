@@ -204,13 +204,13 @@ async fn write_frames(mut frames: mpsc::Receiver<Frame>, mut writer: Writer) {
 
 /// A stream the client opened.
 enum Stream {
-    /// Its bytes go to the pod; dropping `cancel` ends its connection.
+    /// Its bytes go to the pod; dropping `_cancel` (the stream reset, or the session
+    /// over) ends its connection.
     Data {
         request: String,
         /// `None` once the client finished the stream or the pod reads no more.
         inbound: Option<mpsc::Sender<Bytes>>,
-        #[allow(dead_code)] // held for its drop
-        cancel: oneshot::Sender<()>,
+        _cancel: oneshot::Sender<()>,
     },
     /// The client only reads it.
     Error,
@@ -335,7 +335,7 @@ impl Session {
                     Stream::Data {
                         request: request.clone(),
                         inbound,
-                        cancel,
+                        _cancel: cancel,
                     },
                 );
             }
