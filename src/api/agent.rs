@@ -1,5 +1,6 @@
 //! The node agent's own endpoints (`/healthz`, `/pods`, `/runningpods`,
-//! `/containerLogs/...`, `/exec/...`, `/run/...`, `/podStatus`), served in-process under
+//! `/containerLogs/...`, `/exec/...`, `/run/...`, `/portForward/...`, `/podStatus`),
+//! served in-process under
 //! the node proxy subresource `/api/v1/nodes/{node}/proxy/{path}` (admins only). Their
 //! answers are the kubelet's: plain-text errors with the kubelet's texts and codes. A pod
 //! uid in a path or query may be a mirror pod's: it is translated to its static pod's.
@@ -42,6 +43,8 @@ pub struct Request<'a> {
     pub path: &'a str,
     pub query: Option<&'a str>,
     pub ws: Option<exec::Upgrade>,
+    /// The request's head, for the upgrades an endpoint reads itself (port forwarding).
+    pub parts: Option<axum::http::request::Parts>,
 }
 
 /// A plain-text answer, as Go's `http.Error` writes it.
@@ -83,14 +86,25 @@ pub async fn serve(req: Request<'_>) -> Response {
         (&Method::GET, ["containerLogs", rest @ ..]) => container_logs(&req, rest),
         (&Method::GET | &Method::POST, ["exec", ..]) => exec_in(req),
         (&Method::POST, ["run", ..]) => run_in(&req).await,
+        (&Method::GET | &Method::POST, ["portForward", rest @ ..]) => port_forward(req, rest).await,
         (_, [endpoint, ..])
             if matches!(
                 *endpoint,
-                "healthz" | "pods" | "runningpods" | "podStatus" | "containerLogs" | "run"
+                "healthz"
+                    | "pods"
+                    | "runningpods"
+                    | "podStatus"
+                    | "containerLogs"
+                    | "run"
+                    | "portForward"
             ) =>
         {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed");
-            let allow = if *endpoint == "run" { "POST" } else { "GET" };
+            let allow = match *endpoint {
+                "run" => "POST",
+                "portForward" => "GET, POST",
+                _ => "GET",
+            };
             r.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static(allow));
             r
@@ -292,6 +306,42 @@ fn exec_in(req: Request<'_>) -> Response {
     }
 }
 
+/// `/portForward/{namespace}/{pod}[/{uid}]`: the same port forwarding as
+/// `pods/{name}/portforward` (see [`super::portforward`]), the ports of the channel
+/// protocol in `port`.
+async fn port_forward(req: Request<'_>, rest: &[&str]) -> Response {
+    let (ns, name, uid) = match *rest {
+        [ns, name] if !ns.is_empty() && !name.is_empty() => (ns, name, ""),
+        [ns, name, uid] if !ns.is_empty() && !name.is_empty() => (ns, name, uid),
+        _ => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "Unexpected path /{}. Expected /portForward/<namespace>/<pod> or /portForward/<namespace>/<pod>/<uid>",
+                    req.path
+                ),
+            );
+        }
+    };
+    let Some(mut pod) = find_pod(req.agent.as_ref(), ns, name, uid) else {
+        return text(StatusCode::NOT_FOUND, "pod does not exist");
+    };
+    if pod["status"]["podIP"].as_str().unwrap_or("").is_empty() {
+        pod["status"] = req.agent.pod_status(&pod);
+    }
+    let Some(mut parts) = req.parts else {
+        return text(StatusCode::BAD_REQUEST, "port forwarding needs an upgrade");
+    };
+    let target = super::portforward::Target::new(pod);
+    match super::portforward::serve(&mut parts, req.query, target).await {
+        Ok(r) => r,
+        Err(e) => {
+            let (code, status) = e.status();
+            text(code, status["message"].as_str().unwrap_or(""))
+        }
+    }
+}
+
 /// A `{"message": ...}` error of `/containerLogs`, as the kubelet writes them.
 fn log_error(code: StatusCode, message: &str) -> Response {
     text(code, &format!("{{\"message\": \"{message}\"}}"))
@@ -449,6 +499,7 @@ mod tests {
             path,
             query,
             ws: None,
+            parts: None,
         })
         .await;
         body_text(r).await
@@ -526,6 +577,33 @@ mod tests {
         assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
         let (code, _) = call(Method::GET, "nothing").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn port_forward_checks_its_path_and_pod() {
+        let (code, body) = call(Method::GET, "portForward/default").await;
+        assert_eq!(code, StatusCode::BAD_REQUEST);
+        assert!(
+            body.starts_with("Unexpected path /portForward/default."),
+            "{body}"
+        );
+        let (code, body) = call(Method::POST, "portForward/default/nope").await;
+        assert_eq!(
+            (code, body.as_str()),
+            (StatusCode::NOT_FOUND, "pod does not exist\n")
+        );
+        let (code, _) = call(Method::GET, "portForward/default/web-n1/other").await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "another pod's uid");
+        let (code, body) = call(Method::GET, "portForward/default/web-n1/mirror").await;
+        assert_eq!(
+            (code, body.as_str()),
+            (
+                StatusCode::BAD_REQUEST,
+                "port forwarding needs an upgrade\n"
+            )
+        );
+        let (code, _) = call(Method::DELETE, "portForward/default/web-n1").await;
+        assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
     }
 
     #[tokio::test]

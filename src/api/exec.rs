@@ -109,22 +109,23 @@ impl Protocol {
         }
     }
 
-    /// The stream and data of a frame from the client, if it is one.
+    /// The stream and data of a frame from the client, if it is one. Binary and text
+    /// frames are read alike, as kube-apiserver reads them: the Python client sends its
+    /// input as text (`chr(stream) + data`) whenever it is given a string.
     pub fn decode(self, msg: &Message) -> Option<(u8, Bytes)> {
-        match msg {
-            Message::Binary(b) if !self.base64() => {
-                let (&stream, data) = b.split_first()?;
-                Some((stream, b.slice(1..1 + data.len())))
-            }
-            Message::Text(t) if self.base64() => {
-                let t = t.as_str();
-                let stream = t.as_bytes().first()?.checked_sub(b'0')?;
-                let data = base64::engine::general_purpose::STANDARD
-                    .decode(&t[1..])
-                    .ok()?;
-                Some((stream, Bytes::from(data)))
-            }
-            _ => None,
+        let bytes = match msg {
+            Message::Binary(b) => b.clone(),
+            Message::Text(t) => Bytes::copy_from_slice(t.as_str().as_bytes()),
+            _ => return None,
+        };
+        let (&first, rest) = bytes.split_first()?;
+        if self.base64() {
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(rest)
+                .ok()?;
+            Some((first.checked_sub(b'0')?, Bytes::from(data)))
+        } else {
+            Some((first, bytes.slice(1..)))
         }
     }
 
@@ -910,6 +911,25 @@ mod tests {
             Protocol::V4.frame(STDERR, b"x"),
             Message::Binary(Bytes::from_static(b"\x02x"))
         );
+    }
+
+    #[test]
+    fn text_frames_carry_input_like_binary_ones() {
+        // The Python client's stdin and resizes: `chr(stream) + data` as text.
+        assert_eq!(
+            Protocol::V4.decode(&Message::Text("\u{0}ls -l\n".into())),
+            Some((STDIN, Bytes::from_static(b"ls -l\n")))
+        );
+        assert_eq!(
+            Protocol::V5.decode(&Message::Text("\u{4}{\"Width\":80,\"Height\":24}".into())),
+            Some((RESIZE, Bytes::from_static(b"{\"Width\":80,\"Height\":24}")))
+        );
+        // And a base64 protocol's frame may come binary.
+        assert_eq!(
+            Protocol::V4Base64.decode(&Message::Binary(Bytes::from_static(b"0aGk="))),
+            Some((STDIN, Bytes::from_static(b"hi")))
+        );
+        assert_eq!(Protocol::V4.decode(&Message::Text("".into())), None);
     }
 
     #[test]

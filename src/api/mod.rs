@@ -13,6 +13,7 @@ pub mod logs;
 pub mod metrics;
 mod negotiate;
 pub mod openapi;
+pub mod portforward;
 mod protobuf;
 mod protobuf_schema;
 mod resources;
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, Query, Request, State};
+use axum::extract::{Extension, FromRequestParts, Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -92,6 +93,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/v1/namespaces/{ns}/pods/{name}/attach",
             any(attach_request),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/portforward",
+            any(portforward_request),
         )
         .route("/api/v1/namespaces/{ns}/pods/{name}/log", any(log_request))
         .route("/api/v1/{*rest}", any(core_request))
@@ -345,17 +350,56 @@ fn stream_request(
     }
 }
 
+/// `pods/{name}/portforward`: checks, then the upgrade to one of the port-forward
+/// protocols (see [`portforward`]).
+async fn portforward_request(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let (mut parts, _) = req.into_parts();
+    async {
+        if parts.method != Method::GET && parts.method != Method::POST {
+            return Err(Error::MethodNotAllowed(parts.method.to_string(), "GET, POST"));
+        }
+        if user.namespace.as_deref().is_some_and(|own| own != ns) {
+            return Err(Error::Forbidden(format!(
+                "pods {name:?} is forbidden: User {:?} cannot create resource \"pods/portforward\" in API group \"\" in the namespace {ns:?}",
+                user.name
+            )));
+        }
+        let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
+        let pod: serde_json::Value =
+            serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
+                .map_err(|e| Error::BadRequest(e.to_string()))?;
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or("");
+        if node.is_empty() {
+            return Err(Error::BadRequest(format!(
+                "pod {name} does not have a host assigned"
+            )));
+        }
+        if state.agent.as_ref().is_none_or(|a| a.node_name() != node) {
+            return Err(Error::Unavailable(format!(
+                "node {node:?} is not run by this berth process: pod {name} cannot be reached"
+            )));
+        }
+        let query = parts.uri.query().map(str::to_string);
+        portforward::serve(&mut parts, query.as_deref(), portforward::Target::new(pod)).await
+    }
+    .await
+    .unwrap_or_else(IntoResponse::into_response)
+}
+
 type Upgrade = Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>;
 
 async fn node_proxy_root(
     state: State<AppState>,
     user: Extension<User>,
     Path(node): Path<String>,
-    method: Method,
-    query: axum::extract::RawQuery,
-    ws: Upgrade,
+    req: Request,
 ) -> Response {
-    node_proxy(state, user, Path((node, String::new())), method, query, ws).await
+    node_proxy(state, user, Path((node, String::new())), req).await
 }
 
 /// `nodes/{node}/proxy/{path}`: the node agent's endpoints (see [`agent`]), for admins.
@@ -363,9 +407,7 @@ async fn node_proxy(
     State(state): State<AppState>,
     Extension(user): Extension<User>,
     Path((node, path)): Path<(String, String)>,
-    method: Method,
-    axum::extract::RawQuery(query): axum::extract::RawQuery,
-    ws: Upgrade,
+    req: Request,
 ) -> Response {
     if !user.groups.iter().any(|g| g == "system:masters") {
         return Error::Forbidden(format!(
@@ -384,13 +426,24 @@ async fn node_proxy(
         ))
         .into_response();
     };
+    let (mut parts, _) = req.into_parts();
+    let query = parts.uri.query().map(str::to_string);
+    // Port forwarding reads the upgrade itself; exec takes a WebSocket.
+    let ws = if path.starts_with("portForward") {
+        None
+    } else {
+        exec::Upgrade::from_request_parts(&mut parts, &state)
+            .await
+            .ok()
+    };
     agent::serve(agent::Request {
         agent,
         node: state.node.as_ref(),
-        method,
+        method: parts.method.clone(),
         path: &path,
         query: query.as_deref(),
-        ws: ws.ok(),
+        ws,
+        parts: Some(parts),
     })
     .await
 }

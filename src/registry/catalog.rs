@@ -101,8 +101,8 @@ pub enum Serves {
     /// The log of a DeploymentConfig's latest deployment: its deployer pod's, then its
     /// pods'.
     DeploymentLog,
-    /// Not on this path: routed on its own (a pod's `exec` and `attach` upgrade to a
-    /// stream) or listed for discovery only (a node's `proxy`).
+    /// Not on this path: routed on its own (a pod's `exec`, `attach` and `portforward`
+    /// upgrade to a stream) or listed for discovery only (a node's `proxy`).
     Elsewhere,
 }
 
@@ -349,6 +349,10 @@ fn builtin() -> Vec<Resource> {
                     Serves::Elsewhere,
                 ),
                 served_by(sub("log", &["get"], "Pod"), Serves::PodLog),
+                served_by(
+                    sub("portforward", &["create", "get"], "PodPortForwardOptions"),
+                    Serves::Elsewhere,
+                ),
             ],
             selectable: names(&[
                 "spec.nodeName",

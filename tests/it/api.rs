@@ -131,7 +131,15 @@ async fn discovery_is_served_aggregated_and_legacy() {
                 .collect();
             assert_eq!(
                 pods,
-                ["status", "attach", "binding", "eviction", "exec", "log"]
+                [
+                    "status",
+                    "attach",
+                    "binding",
+                    "eviction",
+                    "exec",
+                    "log",
+                    "portforward"
+                ]
             );
             assert!(v["items"][0]["metadata"].get("name").is_none());
         } else {

@@ -1,7 +1,7 @@
 //! `pods/exec` over WebSocket against a real server and node: a terminal (`tty`) with its
 //! size, resizes and input, the end of input on a terminal, the `v4` and base64
-//! protocols, a client going away taking its command with it, and `pods/attach` to a
-//! container with a terminal and to one with output only.
+//! protocols, input in text frames, a client going away taking its command with it, and
+//! `pods/attach` to a container with a terminal and to one with output only.
 
 use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
@@ -25,7 +25,7 @@ pub(crate) struct Client {
     err: Vec<u8>,
 }
 
-fn tls(ca_pem: &str) -> tokio_rustls::TlsConnector {
+pub(crate) fn tls(ca_pem: &str) -> tokio_rustls::TlsConnector {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -323,6 +323,29 @@ async fn the_v4_and_base64_protocols_carry_streams_and_exit_codes() {
         "{st}"
     );
     delete(&s, "old", "7323").await;
+}
+
+#[tokio::test]
+async fn stdin_may_come_in_text_frames_as_the_python_client_sends_it() {
+    let s = server().await;
+    running(&s, "text", "7328").await;
+    let mut c = Client::connect(
+        &s,
+        &format!(
+            "{PODS}/text/exec?command=sh&command=-c&command=read%20x%3Becho%20got-%24x&stdin=true&stdout=true"
+        ),
+        "v4.channel.k8s.io",
+    )
+    .await;
+    // `chr(0) + data` as text, as the Python client writes a string to stdin.
+    c.ws.send(Message::text("\u{0}typed\n")).await.unwrap();
+    let status = c.finish().await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&status).unwrap()["status"],
+        "Success"
+    );
+    assert_eq!(c.out(), "got-typed\n");
+    delete(&s, "text", "7328").await;
 }
 
 #[tokio::test]

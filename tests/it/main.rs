@@ -36,6 +36,7 @@ mod metrics;
 mod node;
 mod oci;
 mod podnet;
+mod portforward;
 mod probes;
 mod protobuf;
 mod pull;
