@@ -1,1 +1,2 @@
+//! `cargo bench --bench dns`: placeholder.
 fn main() {}
