@@ -88,6 +88,11 @@ impl Dns {
         &self.addresses
     }
 
+    /// How many Services it answers for.
+    pub fn services(&self) -> usize {
+        self.index.services()
+    }
+
     /// Waits until the cluster's names are known (until then they are SERVFAIL).
     pub async fn synced(&self) {
         for informer in self.informers.iter() {
