@@ -358,6 +358,12 @@ async fn services_endpoints_pods_and_other_names_answer_over_udp_and_tcp() {
         both(server, pod, RecordType::A).await.answers,
         [format!("{pod} 10.42.0.9")]
     );
+    assert!(no_data(&both(server, pod, RecordType::AAAA).await));
+    let pod6 = "fd00--9.shop.pod.cluster.local.";
+    assert_eq!(
+        both(server, pod6, RecordType::AAAA).await.answers,
+        [format!("{pod6} fd00::9")]
+    );
     assert!(nx_domain(
         &both(
             server,
