@@ -414,7 +414,10 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+                // The DNS server's library logs every answer at info.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(format!("{level},hickory_server=warn"))
+                }),
         )
         .with_writer(std::io::stderr)
         .init();

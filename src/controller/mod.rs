@@ -20,6 +20,7 @@ pub mod deployer;
 pub mod deployment;
 pub mod deploymentconfig;
 pub mod disruption;
+pub mod dnsservice;
 pub mod endpoint;
 pub mod endpointslice;
 pub mod eventttl;
@@ -75,6 +76,9 @@ pub struct Config {
     /// The CA (PEM) that signed the API's serving certificate, published in every
     /// namespace as the ConfigMap `kube-root-ca.crt`; `None` publishes nothing.
     pub root_ca: Option<String>,
+    /// The cluster DNS that `kube-system/kube-dns` publishes; `None` keeps no such
+    /// Service.
+    pub dns: Option<dnsservice::DnsService>,
 }
 
 impl Default for Config {
@@ -89,6 +93,7 @@ impl Default for Config {
             hpa_sync: Duration::from_secs(15),
             hpa_downscale_window: Duration::from_secs(300),
             root_ca: None,
+            dns: None,
         }
     }
 }
@@ -135,6 +140,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     cronjob::start(ctx, sup);
     daemonset::start(ctx, sup);
     disruption::start(ctx, sup);
+    dnsservice::start(ctx, sup);
     endpoint::start(ctx, sup);
     endpointslice::start(ctx, sup);
     deployment::start(ctx, sup);

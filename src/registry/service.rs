@@ -49,10 +49,11 @@ impl Strategy for Service {
 }
 
 /// Cluster IPs come from 10.96.0.0/16 (the start of kubeadm's default range); the first
-/// two addresses are not handed out, as Kubernetes keeps `.1` for its own service.
+/// two addresses are not handed out, as Kubernetes keeps `.1` for its own service, nor
+/// is the DNS Service's (`.10`): they are given only to Services that ask for them.
 const CLUSTER_IPS: (u32, u32) = (u32::from_be_bytes([10, 96, 0, 0]), 1 << 16);
 
-pub use crate::types::KUBERNETES_SERVICE_IP;
+pub use crate::types::{DNS_SERVICE_IP, KUBERNETES_SERVICE_IP};
 
 /// Node ports, as Kubernetes' default range.
 const NODE_PORTS: std::ops::RangeInclusive<u16> = 30000..=32767;
@@ -269,8 +270,9 @@ fn allocate(svc: &mut Value, taken: &Taken) -> Result<(), Cause> {
     if kind != "ExternalName" {
         let ip = match spec.get("clusterIP").and_then(Value::as_str) {
             None | Some("") => {
+                let dns = cluster_ip_index(DNS_SERVICE_IP);
                 let free = (2..CLUSTER_IPS.1 - 1)
-                    .find(|i| !taken.ips.contains(i))
+                    .find(|i| !taken.ips.contains(i) && Some(*i) != dns)
                     .ok_or_else(|| {
                         Cause::invalid(
                             "spec.clusterIP",
@@ -458,6 +460,21 @@ mod tests {
             super::cluster_ip_index(super::KUBERNETES_SERVICE_IP),
             Some(1)
         );
+    }
+
+    #[test]
+    fn the_dns_services_address_is_given_only_to_who_asks_for_it() {
+        let mut taken = Taken::default();
+        for _ in 2..12 {
+            let mut s = svc(json!({"ports": [{"port": 80}]}));
+            allocate(&mut s, &taken).unwrap();
+            assert_ne!(s["spec"]["clusterIP"], DNS_SERVICE_IP);
+            taken.add(&s);
+        }
+        assert_eq!(taken.ips.len(), 10);
+        let mut dns = svc(json!({"clusterIP": DNS_SERVICE_IP, "ports": [{"port": 53}]}));
+        allocate(&mut dns, &taken).unwrap();
+        assert_eq!(dns["spec"]["clusterIP"], DNS_SERVICE_IP);
     }
 
     use super::*;

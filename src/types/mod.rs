@@ -333,6 +333,10 @@ pub fn is_mirror_pod(pod: &serde_json::Value) -> bool {
 /// Services' range (10.96.0.0/16).
 pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 
+/// The cluster IP of the DNS Service `kube-system/kube-dns` (kubeadm's: the tenth of the
+/// Services' range); no other Service is given it.
+pub const DNS_SERVICE_IP: &str = "10.96.0.10";
+
 /// The finalizer that holds a CustomResourceDefinition until its objects are gone.
 pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 

@@ -24,6 +24,7 @@ mod deployer;
 mod deploymentconfigs;
 mod deployments;
 mod disruption;
+mod dns;
 mod endpoints;
 mod exec;
 mod gc;
