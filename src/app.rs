@@ -114,6 +114,8 @@ pub enum Error {
         context: String,
         source: std::io::Error,
     },
+    #[error("the cluster DNS: {0}")]
+    Dns(#[from] crate::net::dns::Error),
     #[error("the pod network: {0}")]
     Network(#[from] crate::net::pod::Error),
     #[error("data directory {dir} is in use by berth (pid {pid}); stop it first")]
@@ -555,8 +557,29 @@ impl Cluster {
             })?;
             listeners.push(extra);
         }
+        // The cluster DNS answers pods at the gateway, published as kube-dns.
+        let mut dns_service = None;
+        if let (Some(gateway), Some((settings, _))) = (gateway, &self.node) {
+            let net = settings.network.clone().unwrap_or_default();
+            let dns = crate::net::dns::start(
+                &mut supervisor,
+                &Client::local(self.registry.clone()),
+                crate::net::dns::DnsConfig {
+                    listen: vec![SocketAddr::new(gateway.into(), 53)],
+                    domain: net.cluster_domain.clone(),
+                    upstream: crate::net::dns::Upstream::ResolvConf("/etc/resolv.conf".into()),
+                },
+            )?;
+            dns_service = Some(controller::dnsservice::DnsService {
+                cluster_ip: net.dns_service_ip.to_string(),
+                address: dns.addresses()[0],
+            });
+        }
         if let Some(mut config) = self.controllers {
             config.api_port = Some(self.address.port());
+            if dns_service.is_some() {
+                config.dns = dns_service;
+            }
             // Where pods reach the API: the address served on, or, when that is every
             // address, the node's (loopback without a node agent).
             config.api_ip = match (self.address.ip(), &self.node) {

@@ -94,6 +94,9 @@ enum Command {
         /// Run every pod in this machine's network (no pod network, as without root).
         #[arg(long)]
         no_pod_network: bool,
+        /// The cluster's DNS domain: Services are <name>.<namespace>.svc.<domain>.
+        #[arg(long, default_value = "cluster.local")]
+        cluster_domain: String,
         /// The node's registries file (k3s's `registries.yaml` format): mirrors tried
         /// before a registry, plain-HTTP and self-signed registries with their CA, and
         /// credentials per registry.
@@ -520,6 +523,7 @@ fn main() -> anyhow::Result<()> {
             default_runtime,
             pod_cidr,
             no_pod_network,
+            cluster_domain,
             registries,
             image_gc_high_threshold,
             image_gc_low_threshold,
@@ -551,6 +555,7 @@ fn main() -> anyhow::Result<()> {
                 if !no_pod_network && root {
                     node.network = Some(berth::net::Config {
                         pod_cidr: pod_cidr.trunc(),
+                        cluster_domain: cluster_domain.trim_matches('.').to_string(),
                         ..Default::default()
                     });
                 } else if !no_pod_network {

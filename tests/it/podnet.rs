@@ -350,6 +350,27 @@ fn pods_get_addresses_of_their_own_and_reach_each_other() {
             && hosts.stdout.contains(&format!("{ip_a}\ta\n")),
         "{hosts:?}"
     );
+    // Its resolver is the cluster DNS (ClusterFirst), which answers at the gateway.
+    let resolv = node.cli(&["exec", "a", "--", "cat", "/etc/resolv.conf"]);
+    assert!(
+        resolv.stdout.contains("nameserver 10.96.0.10\n")
+            && resolv
+                .stdout
+                .contains("search default.svc.cluster.local svc.cluster.local cluster.local")
+            && resolv.stdout.contains("options ndots:5"),
+        "{resolv:?}"
+    );
+    let busybox_path = busybox().unwrap();
+    let lookup = node.cli(&[
+        "exec",
+        "a",
+        "--",
+        busybox_path.to_str().unwrap(),
+        "nslookup",
+        "kubernetes.default.svc.cluster.local",
+        "10.244.0.1",
+    ]);
+    assert!(lookup.stdout.contains("Address: 10.96.0.1"), "{lookup:?}");
     // The API is reachable from the pod where its environment says.
     let env = node.cli(&["exec", "a", "--", "printenv", "KUBERNETES_SERVICE_HOST"]);
     assert_eq!(env.stdout.trim(), "10.244.0.1", "{env:?}");

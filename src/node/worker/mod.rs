@@ -760,15 +760,22 @@ impl<R: Runtime + Clone> Worker<R> {
 
     /// The `/etc` files of a pod with a network of its own.
     fn etc_files(&self, pod: &Value) -> crate::runtime::EtcFiles {
-        let domain = self
+        let net = self
             .shared
             .config
             .network
             .as_ref()
-            .map_or("cluster.local", |n| n.config().cluster_domain.as_str());
+            .map(|n| n.config().clone())
+            .unwrap_or_default();
+        let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        let dns = crate::net::dns::resolv_conf(
+            pod,
+            &crate::net::dns::ResolvConf::parse(&host),
+            &crate::net::dns::ClusterDns::from(&net),
+        );
         crate::runtime::EtcFiles {
-            hosts: super::etc::hosts(pod, &self.pod_ip(pod), domain),
-            resolv_conf: std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
+            hosts: super::etc::hosts(pod, &self.pod_ip(pod), &net.cluster_domain),
+            resolv_conf: dns,
         }
     }
 
