@@ -808,6 +808,13 @@ impl api::agent::Agent for AgentAccess {
         self.handle.node_name()
     }
 
+    fn pod_netns(&self, uid: &str) -> Option<PathBuf> {
+        let uid = self.handle.translate_uid(uid);
+        self.handle.pod_address(&uid)?;
+        let holder = self.runtime.sandbox_holder(&uid)?;
+        Some(PathBuf::from(format!("/proc/{holder}/ns/net")))
+    }
+
     fn healthy(&self) -> Result<(), String> {
         self.handle.healthy()
     }

@@ -32,6 +32,12 @@ pub trait Agent: Send + Sync {
     fn translate_uid(&self, uid: &str) -> String;
     /// The pod's status as its containers are now.
     fn pod_status(&self, pod: &Value) -> Value;
+
+    /// The network namespace of pod `uid`'s sandbox (`/proc/PID/ns/net`), when the pod
+    /// has a network of its own: port forwarding connects from inside it.
+    fn pod_netns(&self, _uid: &str) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// One request to the agent, after the node and the user were checked.
@@ -332,7 +338,10 @@ async fn port_forward(req: Request<'_>, rest: &[&str]) -> Response {
     let Some(mut parts) = req.parts else {
         return text(StatusCode::BAD_REQUEST, "port forwarding needs an upgrade");
     };
-    let target = super::portforward::Target::new(pod);
+    let netns = req
+        .agent
+        .pod_netns(crate::types::json::str_at(&pod, "/metadata/uid"));
+    let target = super::portforward::Target::new(pod).with_netns(netns);
     match super::portforward::serve(&mut parts, req.query, target).await {
         Ok(r) => r,
         Err(e) => {

@@ -385,7 +385,12 @@ async fn portforward_request(
             )));
         }
         let query = parts.uri.query().map(str::to_string);
-        portforward::serve(&mut parts, query.as_deref(), portforward::Target::new(pod)).await
+        let netns = state
+            .agent
+            .as_ref()
+            .and_then(|a| a.pod_netns(crate::types::json::str_at(&pod, "/metadata/uid")));
+        let target = portforward::Target::new(pod).with_netns(netns);
+        portforward::serve(&mut parts, query.as_deref(), target).await
     }
     .await
     .unwrap_or_else(IntoResponse::into_response)

@@ -536,6 +536,11 @@ impl<R: Runtime + Clone> Handle<R> {
     }
 
     /// The uid the agent knows a pod by (a mirror pod's uid is its static pod's).
+    /// The address of pod `uid` on the pod network, if it has one.
+    pub fn pod_address(&self, uid: &str) -> Option<std::net::Ipv4Addr> {
+        self.shared.config.pod_address(uid)
+    }
+
     pub fn translate_uid(&self, uid: &str) -> String {
         self.shared.pods.translate_uid(uid)
     }

@@ -553,6 +553,16 @@ impl ProcessRuntime {
         let _ = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;
     }
 
+    /// The process holding pod `uid`'s sandbox namespaces, if its sandbox runs.
+    pub fn sandbox_holder(&self, pod_uid: &str) -> Option<i32> {
+        let id = ContainerId {
+            pod_uid: pod_uid.to_string(),
+            name: SANDBOX.to_string(),
+            attempt: 0,
+        };
+        self.holder(&self.dir(&id))
+    }
+
     /// The live holder of a pod sandbox's namespaces, if there is one.
     fn holder(&self, dir: &Path) -> Option<i32> {
         let shim: Started = shim::read_record(dir, SHIM_FILE)?;

@@ -464,3 +464,54 @@ fn a_pod_cidr_that_overlaps_a_route_is_refused() {
     assert!(!links.contains("berth0"), "{links}");
     assert!(!Path::new(&dir.path().join("data/net")).exists());
 }
+
+#[test]
+fn port_forward_reaches_a_server_on_the_pods_own_loopback() {
+    if !can_run("port_forward_reaches_a_server_on_the_pods_own_loopback") {
+        return;
+    }
+    let Some(kubectl) = crate::portforward::kubectl() else {
+        eprintln!("no kubectl: port-forward into a pod's namespace is not tried");
+        return;
+    };
+    let node = NetNode::start(&[]);
+    let root = node.web_root("lo");
+    // Listening on the pod's loopback only: not reachable at the pod's address.
+    node.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "lo"},
+        "spec": {"runtimeClassName": "process", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "web", "image": "busybox",
+                     "command": [busybox().unwrap(), "httpd", "-f", "-p", "127.0.0.1:8081", "-h", root],
+                     "readinessProbe": {"exec": {"command": ["sh", "-c", get_script("127.0.0.1", 8081)]},
+                                        "periodSeconds": 1}}]},
+    }));
+    node.pod_until("lo", "runs and is ready", running);
+    let port = 20_000 + (std::process::id() % 10_000) as u16;
+    let mut forward = Command::new("ip")
+        .args(["netns", "exec", &node.ns.0])
+        .arg(&kubectl)
+        .arg("--kubeconfig")
+        .arg(node.data_dir().join("kubeconfig"))
+        .args(["port-forward", "pod/lo", &format!("{port}:8081")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut got = CliRun {
+        code: -1,
+        stdout: String::new(),
+        stderr: String::new(),
+    };
+    for _ in 0..100 {
+        got = node.ns.sh(&get_script("127.0.0.1", port));
+        if body(&got) == "lo\n" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = forward.kill();
+    let _ = forward.wait();
+    assert_eq!(body(&got), "lo\n", "{got:?}");
+}

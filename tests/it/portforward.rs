@@ -121,7 +121,7 @@ async fn two_connections(local: u16) {
 }
 
 /// kubectl: the virtualenv's that CI installs, else one on `PATH`.
-fn kubectl() -> Option<PathBuf> {
+pub(crate) fn kubectl() -> Option<PathBuf> {
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-kubectl/bin/kubectl");
     if venv.is_file() {
         return Some(venv);

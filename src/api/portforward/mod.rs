@@ -75,11 +75,20 @@ pub fn pod_address(pod: &Value, port: u16) -> Result<SocketAddr, String> {
 /// The pod a port-forward session reaches.
 pub struct Target {
     pod: Value,
+    /// The pod's own network namespace, when it has one: connections are made from
+    /// inside it to its loopback, as the kubelet does, so a server listening only on
+    /// 127.0.0.1 in the pod is reached too.
+    netns: Option<std::path::PathBuf>,
 }
 
 impl Target {
     pub fn new(pod: Value) -> Self {
-        Target { pod }
+        Target { pod, netns: None }
+    }
+
+    pub fn with_netns(mut self, netns: Option<std::path::PathBuf>) -> Self {
+        self.netns = netns;
+        self
     }
 
     /// Connects to `port` of the pod; the error is the message its error stream carries,
@@ -93,6 +102,16 @@ impl Target {
         let uid = str_at(&self.pod, "/metadata/uid");
         let failed =
             |e: String| format!("error forwarding port {port} to pod {name}, uid {uid}: {e}");
+        if let Some(netns) = &self.netns {
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            return connect_in(netns.clone(), addr)
+                .await
+                .map(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                    tcp
+                })
+                .map_err(|e| failed(format!("failed to connect to localhost:{port} inside the pod's network namespace: {e}")));
+        }
         let addr = pod_address(&self.pod, port).map_err(failed)?;
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
             Ok(Ok(tcp)) => {
@@ -106,6 +125,31 @@ impl Target {
             ))),
         }
     }
+}
+
+/// Connects to `addr` from inside the network namespace `netns`: a thread of its own
+/// enters it and makes the socket there (a socket stays in the namespace it was made in).
+async fn connect_in(netns: std::path::PathBuf, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("berth-portforward".into())
+        .spawn(move || {
+            let run = || -> std::io::Result<std::net::TcpStream> {
+                let ns = std::fs::File::open(&netns)?;
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&ns),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )?;
+                let tcp = std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
+                tcp.set_nonblocking(true)?;
+                Ok(tcp)
+            };
+            let _ = tx.send(run());
+        })?;
+    let tcp = rx
+        .await
+        .map_err(|_| std::io::Error::other("the connecting thread ended early"))??;
+    TcpStream::from_std(tcp)
 }
 
 /// The ports of a channel-protocol request: `ports` (the API's name) or `port` (the
