@@ -106,9 +106,8 @@ impl Target {
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             return connect_in(netns.clone(), addr)
                 .await
-                .map(|tcp| {
+                .inspect(|tcp| {
                     let _ = tcp.set_nodelay(true);
-                    tcp
                 })
                 .map_err(|e| failed(format!("failed to connect to localhost:{port} inside the pod's network namespace: {e}")));
         }
