@@ -3,6 +3,8 @@
 //! programmed into the kernel as kube-proxy's nftables mode does ([`proxy`]), and the
 //! cluster's DNS ([`dns`]).
 
+pub mod proxy;
+
 use std::net::Ipv4Addr;
 
 /// What the node's network is made of; `berth serve` flags set it.
