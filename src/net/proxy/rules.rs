@@ -7,12 +7,12 @@
 //! picks an endpoint with `numgen random mod N vmap { … }`, an anonymous map per
 //! Service; the kernel takes about 150 µs for each anonymous map and each chain costs
 //! too, so 1,000 Services took over 300 ms to load. Here the Services share a handful
-//! of chains, one per kind of destination and number of endpoints (`internal-3`,
-//! `external-local-3-1`, …), which pick the endpoint from a named map keyed by the
+//! of chains, one per kind of destination, protocol and number of endpoints
+//! (`internal-tcp-3`, `external-local-tcp-3-1`, …), which pick the endpoint from a named map keyed by the
 //! destination and a random number:
 //!
 //! ```text
-//! dnat ip addr . port to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints
+//! meta l4proto tcp dnat ip addr . port to ip daddr . th dport . numgen random mod 3 map @endpoints-tcp
 //! ```
 //!
 //! so a Service is only map elements, and a change of its endpoints only changes
@@ -29,7 +29,7 @@ use std::net::Ipv4Addr;
 
 use sha2::{Digest, Sha256};
 
-use super::model::{PortName, ServicePort, Target};
+use super::model::{PortName, Proto, ServicePort, Target};
 
 /// The table's maps and sets whose elements Services own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,60 +43,76 @@ pub enum Map {
     NoEndpointServices,
     /// The same for node ports.
     NoEndpointNodePorts,
-    /// `address . protocol . port . index : endpoint address . port`.
-    Endpoints,
+    /// `address . port . index : endpoint address . port`, one map per protocol.
+    Endpoints(Proto),
     /// The same with this node's endpoints, for `externalTrafficPolicy: Local`.
-    LocalEndpoints,
-    /// `protocol . port . index : endpoint address . port`, for node ports.
-    NodePortEndpoints,
+    LocalEndpoints(Proto),
+    /// `port . index : endpoint address . port`, for node ports.
+    NodePortEndpoints(Proto),
     /// The same with this node's endpoints.
-    NodePortLocalEndpoints,
+    NodePortLocalEndpoints(Proto),
     /// The set `address . address` of every endpoint (hairpin traffic).
     Hairpin,
 }
 
-impl Map {
-    pub const ALL: [Map; 9] = [
-        Map::ServiceIps,
-        Map::ServiceNodePorts,
-        Map::NoEndpointServices,
-        Map::NoEndpointNodePorts,
-        Map::Endpoints,
-        Map::LocalEndpoints,
-        Map::NodePortEndpoints,
-        Map::NodePortLocalEndpoints,
-        Map::Hairpin,
-    ];
+const PROTOS: [Proto; 3] = [Proto::Tcp, Proto::Udp, Proto::Sctp];
 
-    pub fn name(self) -> &'static str {
+impl Map {
+    /// Every map and set of the table.
+    pub fn all() -> Vec<Map> {
+        let mut out = vec![
+            Map::ServiceIps,
+            Map::ServiceNodePorts,
+            Map::NoEndpointServices,
+            Map::NoEndpointNodePorts,
+        ];
+        for p in PROTOS {
+            out.extend([
+                Map::Endpoints(p),
+                Map::LocalEndpoints(p),
+                Map::NodePortEndpoints(p),
+                Map::NodePortLocalEndpoints(p),
+            ]);
+        }
+        out.push(Map::Hairpin);
+        out
+    }
+
+    pub fn name(self) -> String {
         match self {
-            Map::ServiceIps => "service-ips",
-            Map::ServiceNodePorts => "service-nodeports",
-            Map::NoEndpointServices => "no-endpoint-services",
-            Map::NoEndpointNodePorts => "no-endpoint-nodeports",
-            Map::Endpoints => "endpoints",
-            Map::LocalEndpoints => "local-endpoints",
-            Map::NodePortEndpoints => "nodeport-endpoints",
-            Map::NodePortLocalEndpoints => "nodeport-local-endpoints",
-            Map::Hairpin => "hairpin",
+            Map::ServiceIps => "service-ips".into(),
+            Map::ServiceNodePorts => "service-nodeports".into(),
+            Map::NoEndpointServices => "no-endpoint-services".into(),
+            Map::NoEndpointNodePorts => "no-endpoint-nodeports".into(),
+            Map::Endpoints(p) => format!("endpoints-{}", p.nft()),
+            Map::LocalEndpoints(p) => format!("local-endpoints-{}", p.nft()),
+            Map::NodePortEndpoints(p) => format!("nodeport-endpoints-{}", p.nft()),
+            Map::NodePortLocalEndpoints(p) => format!("nodeport-local-endpoints-{}", p.nft()),
+            Map::Hairpin => "hairpin".into(),
         }
     }
 
-    /// Its declaration (`add map` / `add set` body).
-    fn declaration(self) -> &'static str {
-        const BY_IP: &str = "typeof ip daddr . meta l4proto . th dport . numgen random mod 1 : ip daddr . th dport;";
-        const BY_PORT: &str =
-            "typeof meta l4proto . th dport . numgen random mod 1 : ip daddr . th dport;";
+    /// Its declaration (`add map` / `add set` body). The endpoint maps are one per
+    /// protocol because nft 1.0.6 cannot add a rule that uses a map whose value is
+    /// declared `typeof … th dport` once that map is in the kernel; `tcp dport` with a
+    /// rule matching `meta l4proto tcp` it can.
+    fn declaration(self) -> String {
+        let lookup = |key: &str, p: Proto| {
+            format!(
+                "typeof {key} . numgen random mod 1 : ip daddr . {} dport;",
+                p.nft()
+            )
+        };
         match self {
             Map::ServiceIps | Map::NoEndpointServices => {
-                "type ipv4_addr . inet_proto . inet_service : verdict;"
+                "type ipv4_addr . inet_proto . inet_service : verdict;".into()
             }
             Map::ServiceNodePorts | Map::NoEndpointNodePorts => {
-                "type inet_proto . inet_service : verdict;"
+                "type inet_proto . inet_service : verdict;".into()
             }
-            Map::Endpoints | Map::LocalEndpoints => BY_IP,
-            Map::NodePortEndpoints | Map::NodePortLocalEndpoints => BY_PORT,
-            Map::Hairpin => "type ipv4_addr . ipv4_addr;",
+            Map::Endpoints(p) | Map::LocalEndpoints(p) => lookup("ip daddr . th dport", p),
+            Map::NodePortEndpoints(p) | Map::NodePortLocalEndpoints(p) => lookup("th dport", p),
+            Map::Hairpin => "type ipv4_addr . ipv4_addr;".into(),
         }
     }
 
@@ -107,20 +123,20 @@ impl Map {
 }
 
 /// A chain several Services share: it picks one of `n` endpoints (`m` of this node's)
-/// from the endpoint maps, keyed by where the packet was going.
+/// from the endpoint maps of its protocol, keyed by where the packet was going.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Shared {
     /// Cluster IP traffic: masqueraded when it does not come from a pod.
-    Internal(usize),
+    Internal(Proto, usize),
     /// External IP traffic, `Cluster` policy: always masqueraded.
-    External(usize),
+    External(Proto, usize),
     /// External IP traffic, `Local` policy: pods and the node itself reach all `n`
     /// endpoints (the node masqueraded), others this node's `m` with their source kept.
-    ExternalLocal(usize, usize),
+    ExternalLocal(Proto, usize, usize),
     /// Node port traffic, `Cluster` policy.
-    NodePort(usize),
+    NodePort(Proto, usize),
     /// Node port traffic, `Local` policy.
-    NodePortLocal(usize, usize),
+    NodePortLocal(Proto, usize, usize),
 }
 
 /// The masquerade mark, kube-proxy's bit.
@@ -151,13 +167,14 @@ impl Layout {
     }
 }
 
-fn dnat(map: Map, n: usize) -> String {
+fn dnat(map: Map, proto: Proto, n: usize) -> String {
     let key = match map {
-        Map::NodePortEndpoints | Map::NodePortLocalEndpoints => "meta l4proto . th dport",
-        _ => "ip daddr . meta l4proto . th dport",
+        Map::NodePortEndpoints(_) | Map::NodePortLocalEndpoints(_) => "th dport",
+        _ => "ip daddr . th dport",
     };
     format!(
-        "meta l4proto {{ tcp, udp, sctp }} dnat ip addr . port to {key} . numgen random mod {n} map @{}",
+        "meta l4proto {} dnat ip addr . port to {key} . numgen random mod {n} map @{}",
+        proto.nft(),
         map.name()
     )
 }
@@ -165,41 +182,49 @@ fn dnat(map: Map, n: usize) -> String {
 impl Shared {
     pub fn name(self) -> String {
         match self {
-            Shared::Internal(n) => format!("internal-{n}"),
-            Shared::External(n) => format!("external-{n}"),
-            Shared::ExternalLocal(n, m) => format!("external-local-{n}-{m}"),
-            Shared::NodePort(n) => format!("nodeport-{n}"),
-            Shared::NodePortLocal(n, m) => format!("nodeport-local-{n}-{m}"),
+            Shared::Internal(p, n) => format!("internal-{}-{n}", p.nft()),
+            Shared::External(p, n) => format!("external-{}-{n}", p.nft()),
+            Shared::ExternalLocal(p, n, m) => format!("external-local-{}-{n}-{m}", p.nft()),
+            Shared::NodePort(p, n) => format!("nodeport-{}-{n}", p.nft()),
+            Shared::NodePortLocal(p, n, m) => format!("nodeport-local-{}-{n}-{m}", p.nft()),
         }
     }
 
     pub fn rules(self, layout: &Layout) -> Vec<String> {
         let pods = layout.pod_cidr;
-        let local = |all: Map, mine: Map, n: usize, m: usize| {
+        let local = |all: Map, mine: Map, p: Proto, n: usize, m: usize| {
             let mut rules = vec![
-                format!("ip saddr {pods} {}", dnat(all, n)),
+                format!("ip saddr {pods} {}", dnat(all, p, n)),
                 format!("fib saddr type local jump {MARK_CHAIN}"),
-                format!("fib saddr type local {}", dnat(all, n)),
+                format!("fib saddr type local {}", dnat(all, p, n)),
             ];
             if m > 0 {
-                rules.push(dnat(mine, m));
+                rules.push(dnat(mine, p, m));
             }
             rules
         };
         match self {
-            Shared::Internal(n) => vec![
+            Shared::Internal(p, n) => vec![
                 format!("ip saddr != {pods} jump {MARK_CHAIN}"),
-                dnat(Map::Endpoints, n),
+                dnat(Map::Endpoints(p), p, n),
             ],
-            Shared::External(n) => vec![format!("jump {MARK_CHAIN}"), dnat(Map::Endpoints, n)],
-            Shared::NodePort(n) => vec![
-                format!("jump {MARK_CHAIN}"),
-                dnat(Map::NodePortEndpoints, n),
-            ],
-            Shared::ExternalLocal(n, m) => local(Map::Endpoints, Map::LocalEndpoints, n, m),
-            Shared::NodePortLocal(n, m) => {
-                local(Map::NodePortEndpoints, Map::NodePortLocalEndpoints, n, m)
+            Shared::External(p, n) => {
+                vec![format!("jump {MARK_CHAIN}"), dnat(Map::Endpoints(p), p, n)]
             }
+            Shared::NodePort(p, n) => vec![
+                format!("jump {MARK_CHAIN}"),
+                dnat(Map::NodePortEndpoints(p), p, n),
+            ],
+            Shared::ExternalLocal(p, n, m) => {
+                local(Map::Endpoints(p), Map::LocalEndpoints(p), p, n, m)
+            }
+            Shared::NodePortLocal(p, n, m) => local(
+                Map::NodePortEndpoints(p),
+                Map::NodePortLocalEndpoints(p),
+                p,
+                n,
+                m,
+            ),
         }
     }
 }
@@ -208,8 +233,24 @@ impl Shared {
 /// local address. Each is one Service's; a second Service asking for it is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dest {
-    Ip(Ipv4Addr, super::model::Proto, u16),
-    NodePort(super::model::Proto, u16),
+    Ip(Ipv4Addr, Proto, u16),
+    NodePort(Proto, u16),
+}
+
+impl Dest {
+    fn proto(&self) -> Proto {
+        match self {
+            Dest::Ip(_, p, _) | Dest::NodePort(p, _) => *p,
+        }
+    }
+
+    /// Its key in the endpoint maps of its protocol (without the protocol).
+    fn endpoint_key(&self) -> String {
+        match self {
+            Dest::Ip(ip, _, port) => format!("{ip} . {port}"),
+            Dest::NodePort(_, port) => port.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for Dest {
@@ -343,36 +384,38 @@ impl Fragment {
         let (n, m) = (sp.cluster.len(), sp.local.len());
         let fill = |f: &mut Fragment, map: Map, d: &Dest, targets: &[Target]| {
             for (i, t) in targets.iter().enumerate() {
-                f.put(map, format!("{d} . {i}"), format!("{} . {}", t.ip, t.port));
+                let key = format!("{} . {i}", d.endpoint_key());
+                f.put(map, key, format!("{} . {}", t.ip, t.port));
             }
         };
         if let Some(d) = internal {
             let targets = sp.internal();
             if !targets.is_empty() {
-                let chain = Shared::Internal(targets.len());
+                let chain = Shared::Internal(d.proto(), targets.len());
                 self.put(
                     Map::ServiceIps,
                     d.to_string(),
                     format!("goto {}", chain.name()),
                 );
                 self.shared.insert(chain);
-                fill(self, Map::Endpoints, &d, targets);
+                fill(self, Map::Endpoints(d.proto()), &d, targets);
             }
         }
         for d in externals {
+            let p = d.proto();
             let by_port = matches!(d, Dest::NodePort(..));
             let (all, mine, chain) = match (by_port, sp.external_local) {
-                (false, false) => (Map::Endpoints, None, Shared::External(n)),
+                (false, false) => (Map::Endpoints(p), None, Shared::External(p, n)),
                 (false, true) => (
-                    Map::Endpoints,
-                    Some(Map::LocalEndpoints),
-                    Shared::ExternalLocal(n, m),
+                    Map::Endpoints(p),
+                    Some(Map::LocalEndpoints(p)),
+                    Shared::ExternalLocal(p, n, m),
                 ),
-                (true, false) => (Map::NodePortEndpoints, None, Shared::NodePort(n)),
+                (true, false) => (Map::NodePortEndpoints(p), None, Shared::NodePort(p, n)),
                 (true, true) => (
-                    Map::NodePortEndpoints,
-                    Some(Map::NodePortLocalEndpoints),
-                    Shared::NodePortLocal(n, m),
+                    Map::NodePortEndpoints(p),
+                    Some(Map::NodePortLocalEndpoints(p)),
+                    Shared::NodePortLocal(p, n, m),
                 ),
             };
             let (_, verdicts) = no_endpoint_map(d);
@@ -508,7 +551,7 @@ pub fn base(layout: &Layout) -> Vec<String> {
     let t = format!("ip {}", layout.table);
     let (pods, services, bridge) = (layout.pod_cidr, layout.service_cidr, &layout.bridge);
     let mut c = Vec::new();
-    for m in Map::ALL {
+    for m in Map::all() {
         let what = if m.is_set() { "set" } else { "map" };
         c.push(format!(
             "add {what} {t} {} {{ {} }}",
@@ -524,6 +567,9 @@ pub fn base(layout: &Layout) -> Vec<String> {
         ("nat-prerouting", "nat hook prerouting priority -100"),
         ("nat-output", "nat hook output priority -100"),
         ("nat-postrouting", "nat hook postrouting priority 100"),
+        // Where the interface a packet leaves through is known (in `output` it is still
+        // the one routed to before DNAT).
+        ("filter-postrouting", "filter hook postrouting priority 100"),
     ];
     for (name, hook) in base_chains {
         c.push(format!(
@@ -562,12 +608,13 @@ pub fn base(layout: &Layout) -> Vec<String> {
             "endpoints-check",
             "fib daddr type local meta l4proto . th dport vmap @no-endpoint-nodeports".into(),
         ),
-        // Nothing for a pod or Service address leaves through another interface: an
-        // unallocated cluster IP is refused here rather than routed out.
+        // Nothing for a Service or pod address leaves through an uplink: an unallocated
+        // cluster IP is refused here rather than routed out, and a pod address is only
+        // reached through the bridge.
         ("guard", format!("ip daddr {services} reject")),
         (
-            "guard",
-            format!("ip daddr {pods} oifname != \"{bridge}\" reject"),
+            "filter-postrouting",
+            format!("ip daddr {pods} oifname != \"{bridge}\" drop"),
         ),
         (REJECT_CHAIN, "reject".into()),
         (

@@ -65,9 +65,9 @@ fn set(t: &mut Table, svc: &Service, slices: &[EndpointSlice]) {
 }
 
 const INTERNAL_2: [&str; 3] = [
-    "add chain ip berth internal-2",
-    "add rule ip berth internal-2 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
-    "add rule ip berth internal-2 meta l4proto { tcp, udp, sctp } dnat ip addr . port to ip daddr . meta l4proto . th dport . numgen random mod 2 map @endpoints",
+    "add chain ip berth internal-tcp-2",
+    "add rule ip berth internal-tcp-2 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
+    "add rule ip berth internal-tcp-2 meta l4proto tcp dnat ip addr . port to ip daddr . th dport . numgen random mod 2 map @endpoints-tcp",
 ];
 
 fn web() -> Service {
@@ -84,7 +84,7 @@ fn the_fixed_part_hooks_the_chains_and_guards_the_addresses() {
         "add map ip berth service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }",
         "add chain ip berth nat-prerouting { type nat hook prerouting priority -100; policy accept; }",
         "add rule ip berth guard ip daddr 10.96.0.0/16 reject",
-        "add rule ip berth guard ip daddr 10.42.0.0/16 oifname != \"berth0\" reject",
+        "add rule ip berth filter-postrouting ip daddr 10.42.0.0/16 oifname != \"berth0\" drop",
         "add rule ip berth nat-postrouting ip saddr 10.42.0.0/16 ip daddr != 10.42.0.0/16 oifname != \"berth0\" masquerade",
         "add rule ip berth services fib daddr type local meta l4proto . th dport vmap @service-nodeports",
         "add rule ip berth masquerading ct status dnat ip saddr . ip daddr @hairpin jump mark-for-masquerade",
@@ -99,8 +99,8 @@ fn a_cluster_ip_is_map_elements_and_a_shared_chain() {
     let (_, c) = full(&[web()], &[s]);
     let mut want: Vec<&str> = INTERNAL_2.to_vec();
     want.extend([
-        "add element ip berth service-ips { 10.96.0.5 . tcp . 80 : goto internal-2 }",
-        "add element ip berth endpoints { 10.96.0.5 . tcp . 80 . 0 : 10.42.0.2 . 8080, 10.96.0.5 . tcp . 80 . 1 : 10.42.0.3 . 8080 }",
+        "add element ip berth service-ips { 10.96.0.5 . tcp . 80 : goto internal-tcp-2 }",
+        "add element ip berth endpoints-tcp { 10.96.0.5 . 80 . 0 : 10.42.0.2 . 8080, 10.96.0.5 . 80 . 1 : 10.42.0.3 . 8080 }",
         "add element ip berth hairpin { 10.42.0.2 . 10.42.0.2, 10.42.0.3 . 10.42.0.3 }",
     ]);
     assert_eq!(c, want);
@@ -122,19 +122,19 @@ fn node_ports_and_load_balancer_ips_are_external_destinations() {
     assert_eq!(
         c,
         [
-            "add chain ip berth external-1",
-            "add chain ip berth internal-1",
-            "add chain ip berth nodeport-1",
-            "add rule ip berth external-1 jump mark-for-masquerade",
-            "add rule ip berth external-1 meta l4proto { tcp, udp, sctp } dnat ip addr . port to ip daddr . meta l4proto . th dport . numgen random mod 1 map @endpoints",
-            "add rule ip berth internal-1 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
-            "add rule ip berth internal-1 meta l4proto { tcp, udp, sctp } dnat ip addr . port to ip daddr . meta l4proto . th dport . numgen random mod 1 map @endpoints",
-            "add rule ip berth nodeport-1 jump mark-for-masquerade",
-            "add rule ip berth nodeport-1 meta l4proto { tcp, udp, sctp } dnat ip addr . port to meta l4proto . th dport . numgen random mod 1 map @nodeport-endpoints",
-            "add element ip berth service-ips { 10.96.0.7 . tcp . 80 : goto internal-1, 192.0.2.1 . tcp . 80 : goto external-1 }",
-            "add element ip berth service-nodeports { tcp . 30080 : goto nodeport-1 }",
-            "add element ip berth endpoints { 10.96.0.7 . tcp . 80 . 0 : 10.42.0.2 . 8080, 192.0.2.1 . tcp . 80 . 0 : 10.42.0.2 . 8080 }",
-            "add element ip berth nodeport-endpoints { tcp . 30080 . 0 : 10.42.0.2 . 8080 }",
+            "add chain ip berth external-tcp-1",
+            "add chain ip berth internal-tcp-1",
+            "add chain ip berth nodeport-tcp-1",
+            "add rule ip berth external-tcp-1 jump mark-for-masquerade",
+            "add rule ip berth external-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . th dport . numgen random mod 1 map @endpoints-tcp",
+            "add rule ip berth internal-tcp-1 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
+            "add rule ip berth internal-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . th dport . numgen random mod 1 map @endpoints-tcp",
+            "add rule ip berth nodeport-tcp-1 jump mark-for-masquerade",
+            "add rule ip berth nodeport-tcp-1 meta l4proto tcp dnat ip addr . port to th dport . numgen random mod 1 map @nodeport-endpoints-tcp",
+            "add element ip berth service-ips { 10.96.0.7 . tcp . 80 : goto internal-tcp-1, 192.0.2.1 . tcp . 80 : goto external-tcp-1 }",
+            "add element ip berth service-nodeports { tcp . 30080 : goto nodeport-tcp-1 }",
+            "add element ip berth endpoints-tcp { 10.96.0.7 . 80 . 0 : 10.42.0.2 . 8080, 192.0.2.1 . 80 . 0 : 10.42.0.2 . 8080 }",
+            "add element ip berth nodeport-endpoints-tcp { 30080 . 0 : 10.42.0.2 . 8080 }",
             "add element ip berth hairpin { 10.42.0.2 . 10.42.0.2 }",
         ]
     );
@@ -180,19 +180,19 @@ fn local_policies_use_this_nodes_endpoints_and_drop_without_them() {
     assert_eq!(
         c,
         [
-            "add chain ip berth internal-1",
-            "add chain ip berth nodeport-local-2-1",
-            "add rule ip berth internal-1 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
-            "add rule ip berth internal-1 meta l4proto { tcp, udp, sctp } dnat ip addr . port to ip daddr . meta l4proto . th dport . numgen random mod 1 map @endpoints",
-            "add rule ip berth nodeport-local-2-1 ip saddr 10.42.0.0/16 meta l4proto { tcp, udp, sctp } dnat ip addr . port to meta l4proto . th dport . numgen random mod 2 map @nodeport-endpoints",
-            "add rule ip berth nodeport-local-2-1 fib saddr type local jump mark-for-masquerade",
-            "add rule ip berth nodeport-local-2-1 fib saddr type local meta l4proto { tcp, udp, sctp } dnat ip addr . port to meta l4proto . th dport . numgen random mod 2 map @nodeport-endpoints",
-            "add rule ip berth nodeport-local-2-1 meta l4proto { tcp, udp, sctp } dnat ip addr . port to meta l4proto . th dport . numgen random mod 1 map @nodeport-local-endpoints",
-            "add element ip berth service-ips { 10.96.0.9 . tcp . 80 : goto internal-1 }",
-            "add element ip berth service-nodeports { tcp . 30082 : goto nodeport-local-2-1 }",
-            "add element ip berth endpoints { 10.96.0.9 . tcp . 80 . 0 : 10.42.0.2 . 8080 }",
-            "add element ip berth nodeport-endpoints { tcp . 30082 . 0 : 10.42.0.2 . 8080, tcp . 30082 . 1 : 10.42.0.3 . 8080 }",
-            "add element ip berth nodeport-local-endpoints { tcp . 30082 . 0 : 10.42.0.2 . 8080 }",
+            "add chain ip berth internal-tcp-1",
+            "add chain ip berth nodeport-local-tcp-2-1",
+            "add rule ip berth internal-tcp-1 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
+            "add rule ip berth internal-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . th dport . numgen random mod 1 map @endpoints-tcp",
+            "add rule ip berth nodeport-local-tcp-2-1 ip saddr 10.42.0.0/16 meta l4proto tcp dnat ip addr . port to th dport . numgen random mod 2 map @nodeport-endpoints-tcp",
+            "add rule ip berth nodeport-local-tcp-2-1 fib saddr type local jump mark-for-masquerade",
+            "add rule ip berth nodeport-local-tcp-2-1 fib saddr type local meta l4proto tcp dnat ip addr . port to th dport . numgen random mod 2 map @nodeport-endpoints-tcp",
+            "add rule ip berth nodeport-local-tcp-2-1 meta l4proto tcp dnat ip addr . port to th dport . numgen random mod 1 map @nodeport-local-endpoints-tcp",
+            "add element ip berth service-ips { 10.96.0.9 . tcp . 80 : goto internal-tcp-1 }",
+            "add element ip berth service-nodeports { tcp . 30082 : goto nodeport-local-tcp-2-1 }",
+            "add element ip berth endpoints-tcp { 10.96.0.9 . 80 . 0 : 10.42.0.2 . 8080 }",
+            "add element ip berth nodeport-endpoints-tcp { 30082 . 0 : 10.42.0.2 . 8080, 30082 . 1 : 10.42.0.3 . 8080 }",
+            "add element ip berth nodeport-local-endpoints-tcp { 30082 . 0 : 10.42.0.2 . 8080 }",
             "add element ip berth hairpin { 10.42.0.2 . 10.42.0.2, 10.42.0.3 . 10.42.0.3 }",
         ]
     );
@@ -203,14 +203,14 @@ fn local_policies_use_this_nodes_endpoints_and_drop_without_them() {
     assert_eq!(
         c,
         [
-            "add chain ip berth nodeport-local-1-0",
-            "add rule ip berth nodeport-local-1-0 ip saddr 10.42.0.0/16 meta l4proto { tcp, udp, sctp } dnat ip addr . port to meta l4proto . th dport . numgen random mod 1 map @nodeport-endpoints",
-            "add rule ip berth nodeport-local-1-0 fib saddr type local jump mark-for-masquerade",
-            "add rule ip berth nodeport-local-1-0 fib saddr type local meta l4proto { tcp, udp, sctp } dnat ip addr . port to meta l4proto . th dport . numgen random mod 1 map @nodeport-endpoints",
-            "add element ip berth service-nodeports { tcp . 30082 : goto nodeport-local-1-0 }",
+            "add chain ip berth nodeport-local-tcp-1-0",
+            "add rule ip berth nodeport-local-tcp-1-0 ip saddr 10.42.0.0/16 meta l4proto tcp dnat ip addr . port to th dport . numgen random mod 1 map @nodeport-endpoints-tcp",
+            "add rule ip berth nodeport-local-tcp-1-0 fib saddr type local jump mark-for-masquerade",
+            "add rule ip berth nodeport-local-tcp-1-0 fib saddr type local meta l4proto tcp dnat ip addr . port to th dport . numgen random mod 1 map @nodeport-endpoints-tcp",
+            "add element ip berth service-nodeports { tcp . 30082 : goto nodeport-local-tcp-1-0 }",
             "add element ip berth no-endpoint-services { 10.96.0.9 . tcp . 80 : drop }",
             "add element ip berth no-endpoint-nodeports { tcp . 30082 : drop }",
-            "add element ip berth nodeport-endpoints { tcp . 30082 . 0 : 10.42.0.3 . 8080 }",
+            "add element ip berth nodeport-endpoints-tcp { 30082 . 0 : 10.42.0.3 . 8080 }",
             "add element ip berth hairpin { 10.42.0.3 . 10.42.0.3 }",
         ]
     );
@@ -283,9 +283,9 @@ fn a_change_is_only_its_delta_and_unused_chains_go_later() {
     assert_eq!(
         t.commands(Instant::now()),
         [
-            "delete element ip berth endpoints { 10.96.0.5 . tcp . 80 . 1 }",
+            "delete element ip berth endpoints-tcp { 10.96.0.5 . 80 . 1 }",
             "delete element ip berth hairpin { 10.42.0.3 . 10.42.0.3 }",
-            "add element ip berth endpoints { 10.96.0.5 . tcp . 80 . 1 : 10.42.0.4 . 8080 }",
+            "add element ip berth endpoints-tcp { 10.96.0.5 . 80 . 1 : 10.42.0.4 . 8080 }",
             "add element ip berth hairpin { 10.42.0.4 . 10.42.0.4 }",
         ]
     );
@@ -298,21 +298,21 @@ fn a_change_is_only_its_delta_and_unused_chains_go_later() {
     assert_eq!(
         t.commands(now),
         [
-            "add chain ip berth internal-1",
-            "add rule ip berth internal-1 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
-            "add rule ip berth internal-1 meta l4proto { tcp, udp, sctp } dnat ip addr . port to ip daddr . meta l4proto . th dport . numgen random mod 1 map @endpoints",
+            "add chain ip berth internal-tcp-1",
+            "add rule ip berth internal-tcp-1 ip saddr != 10.42.0.0/16 jump mark-for-masquerade",
+            "add rule ip berth internal-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . th dport . numgen random mod 1 map @endpoints-tcp",
             "delete element ip berth service-ips { 10.96.0.5 . tcp . 80 }",
-            "delete element ip berth endpoints { 10.96.0.5 . tcp . 80 . 1 }",
+            "delete element ip berth endpoints-tcp { 10.96.0.5 . 80 . 1 }",
             "delete element ip berth hairpin { 10.42.0.4 . 10.42.0.4 }",
-            "add element ip berth service-ips { 10.96.0.5 . tcp . 80 : goto internal-1 }",
-            "flush chain ip berth internal-2",
+            "add element ip berth service-ips { 10.96.0.5 . tcp . 80 : goto internal-tcp-1 }",
+            "flush chain ip berth internal-tcp-2",
         ]
     );
     assert_eq!(t.next_cleanup(), Some(now + STALE_AFTER));
     assert_eq!(t.commands(now), Vec::<String>::new());
     assert_eq!(
         t.commands(now + STALE_AFTER),
-        ["delete chain ip berth internal-2"]
+        ["delete chain ip berth internal-tcp-2"]
     );
     assert_eq!(t.next_cleanup(), None);
 
@@ -330,9 +330,9 @@ fn a_change_is_only_its_delta_and_unused_chains_go_later() {
         t.commands(now),
         [
             "delete element ip berth service-ips { 10.96.0.5 . tcp . 80 }",
-            "delete element ip berth endpoints { 10.96.0.5 . tcp . 80 . 0, 10.96.0.5 . tcp . 80 . 1 }",
+            "delete element ip berth endpoints-tcp { 10.96.0.5 . 80 . 0, 10.96.0.5 . 80 . 1 }",
             "delete element ip berth hairpin { 10.42.0.2 . 10.42.0.2, 10.42.0.3 . 10.42.0.3 }",
-            "flush chain ip berth internal-2",
+            "flush chain ip berth internal-tcp-2",
         ]
     );
     assert!(t.is_empty());
