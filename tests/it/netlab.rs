@@ -258,22 +258,19 @@ impl Lab {
             let udp = UdpSocket::bind(("0.0.0.0", UDP_PORT)).unwrap();
             (tcp, udp)
         });
-        tcp.set_nonblocking(true).unwrap();
         udp.set_read_timeout(Some(Duration::from_millis(20)))
             .unwrap();
         let stop = self.stop.clone();
         let who = name.clone();
+        // Blocking accepts (a bench measures through them); Drop wakes the last one.
         self.servers.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                match tcp.accept() {
-                    Ok((mut c, peer)) => {
-                        c.set_nonblocking(false).unwrap();
-                        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                        let mut buf = [0u8; 64];
-                        let _ = c.read(&mut buf);
-                        let _ = c.write_all(format!("{who} {}", peer.ip()).as_bytes());
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                if let Ok((mut c, peer)) = tcp.accept() {
+                    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                    let _ = c.set_nodelay(true);
+                    let mut buf = [0u8; 64];
+                    let _ = c.read(&mut buf);
+                    let _ = c.write_all(format!("{who} {}", peer.ip()).as_bytes());
                 }
             }
         }));
@@ -314,6 +311,25 @@ impl Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        for pod in &self.pods {
+            let ns = pod.ns.clone();
+            let _ = std::thread::spawn(move || {
+                let Ok(f) = std::fs::File::open(format!("/run/netns/{ns}")) else {
+                    return;
+                };
+                let entered = rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&f),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                );
+                if entered.is_ok() {
+                    let _ = TcpStream::connect_timeout(
+                        &SocketAddr::from(([127, 0, 0, 1], TCP_PORT)),
+                        Duration::from_secs(1),
+                    );
+                }
+            })
+            .join();
+        }
         for s in self.servers.drain(..) {
             let _ = s.join();
         }
