@@ -224,10 +224,7 @@ async fn latency() -> Value {
         node_name: NODE.into(),
         sctp: false,
     };
-    table.set_service(
-        "default/web",
-        &model::service_ports(&svc, [&eps], &opts),
-    );
+    table.set_service("default/web", &model::service_ports(&svc, [&eps], &opts));
     let nft = Nft::new(lab.nft());
     nft.run(&table.commands(tokio::time::Instant::now()))
         .await

@@ -496,3 +496,56 @@ async fn the_proxier_follows_services_and_slices_from_the_api() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn service_lb_gives_load_balancers_the_nodes_addresses() {
+    let s = crate::support::TestServer::start().await;
+    let (code, _) = s
+        .post("/api/v1/nodes", json!({"metadata": {"name": "n1"}}))
+        .await;
+    assert_eq!(code, 201);
+    let (code, _) = s
+        .patch(
+            "/api/v1/nodes/n1/status",
+            "application/merge-patch+json",
+            json!({"status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.7"},
+                                            {"type": "Hostname", "address": "n1"}]}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = s
+        .post(
+            "/api/v1/namespaces/default/services",
+            json!({"metadata": {"name": "lb"},
+                   "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let ingress = || async {
+        let (_, svc) = s.get("/api/v1/namespaces/default/services/lb").await;
+        svc["status"]["loadBalancer"]["ingress"].clone()
+    };
+    crate::support::eventually(10, "the load balancer's ingress", || async {
+        let i = ingress().await;
+        (i == json!([{"ip": "192.0.2.7", "ipMode": "VIP"}]))
+            .then_some(())
+            .ok_or(i.to_string())
+    })
+    .await;
+    // No longer a load balancer: the ingress goes.
+    let (code, body) = s
+        .patch(
+            "/api/v1/namespaces/default/services/lb",
+            "application/merge-patch+json",
+            json!({"spec": {"type": "NodePort", "allocateLoadBalancerNodePorts": null}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    crate::support::eventually(10, "the ingress cleared", || async {
+        let i = ingress().await;
+        (i.is_null() || i == json!([]))
+            .then_some(())
+            .ok_or(i.to_string())
+    })
+    .await;
+}
