@@ -406,7 +406,7 @@ pub(crate) mod tests {
                 {"addresses": ["not-an-ip"]},
             ]),
         );
-        let got = all_ports(&[svc.clone()], &[s], &opts());
+        let got = all_ports(std::slice::from_ref(&svc), &[s], &opts());
         let (name, sp) = got.first_key_value().unwrap();
         assert_eq!(name.to_string(), "default/web:http/tcp");
         assert_eq!(sp.cluster, vec![t("10.42.0.2", 8080)]);

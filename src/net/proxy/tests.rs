@@ -176,7 +176,7 @@ fn local_policies_use_this_nodes_endpoints_and_drop_without_them() {
                "ports": [{"name": "http", "port": 80, "nodePort": 30082}]}),
     );
     let s = http_slice("loc", json!([ep("10.42.0.2", "n1"), ep("10.42.0.3", "n2")]));
-    let (_, c) = full(&[svc.clone()], &[s]);
+    let (_, c) = full(std::slice::from_ref(&svc), &[s]);
     assert_eq!(
         c,
         [
