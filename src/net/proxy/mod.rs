@@ -287,11 +287,15 @@ async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
     let mut localnet_set = false;
     let mut localnet_tried: Option<Instant> = None;
     loop {
+        let localnet_retry = localnet_tried
+            .filter(|_| !localnet_set)
+            .map(|at| at + LOCALNET_RETRY);
         let wake = table
             .as_ref()
             .and_then(Table::next_cleanup)
             .into_iter()
             .chain(retry_at)
+            .chain(localnet_retry)
             .min();
         if table.is_some() || retry_at.is_some() {
             tokio::select! {
@@ -312,7 +316,7 @@ async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
         let started = Instant::now();
         last_sync = Some(started);
         // route_localnet, once the bridge exists: tried again every few seconds.
-        if !localnet_set && localnet_tried.is_none_or(|at| started - at > LOCALNET_RETRY) {
+        if !localnet_set && localnet_tried.is_none_or(|at| started - at >= LOCALNET_RETRY) {
             localnet_tried = Some(started);
             match allow_localnet(&cfg.nft, &cfg.net.bridge).await {
                 Ok(()) => localnet_set = true,

@@ -3,10 +3,12 @@
 //! network namespace).
 //!
 //! The commands are nft's text syntax, written by hand rather than through the
-//! `nftables` crate (nft's JSON): the bench (`cargo bench --bench net`) loads the same
-//! table both ways, and nft 1.0.6 (Debian 12's) refuses the JSON of the endpoint maps,
-//! whose values are concatenations (`ip daddr . th dport`), and crashes on parts of it;
-//! the text form loads 1,000 Services in one transaction.
+//! `nftables` crate (nft's JSON, as netavark uses it): the bench (`cargo bench --bench
+//! net`, its `json` figures) lists the table of 1,000 Services as JSON and loads it back
+//! as the crate would send it. The crate cannot read that JSON (the endpoint maps,
+//! whose values are concatenations, fit none of its types), and nft 1.0.6 (Debian 12's)
+//! refuses it ("Invalid map type"), so the crate cannot program this table at all; the
+//! text form loads it in one transaction.
 //!
 //! A full table is one `nft -f -` run. Smaller changes go to one `nft -i` that stays
 //! running, a line per transaction: a new `nft` process costs about 15 ms on its own
