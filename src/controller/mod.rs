@@ -38,6 +38,7 @@ pub mod rootca;
 pub mod runtime;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod servicelb;
 pub mod statefulset;
 
 use std::sync::Arc;
@@ -153,6 +154,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     replication::start(ctx, sup);
     scheduler::start(ctx, sup);
     serviceaccount::start(ctx, sup);
+    servicelb::start(ctx, sup);
     rootca::start(ctx, sup);
     statefulset::start(ctx, sup);
     let definitions = ctx

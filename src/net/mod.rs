@@ -4,6 +4,7 @@
 //! cluster's DNS ([`dns`]).
 
 pub mod dns;
+pub mod proxy;
 
 use std::net::Ipv4Addr;
 

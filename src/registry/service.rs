@@ -1,7 +1,7 @@
 //! Services: their defaults and rules, their Table cells, and the cluster IPs and node
 //! ports they are given. berth keeps Services as the API server does, so that manifests
-//! and clients that carry them work (`kubectl cluster-info` lists them); no proxy carries
-//! their traffic yet.
+//! and clients that carry them work (`kubectl cluster-info` lists them); the service
+//! proxy (`net::proxy`) carries their traffic.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
