@@ -574,6 +574,12 @@ impl Cluster {
                 cluster_ip: net.dns_service_ip.to_string(),
                 address: dns.addresses()[0],
             });
+            // Services carried in the kernel, in berth's own nftables table.
+            crate::net::proxy::start(
+                &mut supervisor,
+                &Client::local(self.registry.clone()),
+                crate::net::proxy::ProxyConfig::new(net, settings.agent.node_name.clone()),
+            );
         }
         if let Some(mut config) = self.controllers {
             config.api_port = Some(self.address.port());

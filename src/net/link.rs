@@ -219,6 +219,20 @@ impl Links {
         Ok(out)
     }
 
+    /// A route of `cidr` through the link `index` (scope link), added unless there.
+    pub async fn ensure_route(&self, cidr: Ipv4Net, index: u32) -> Result<(), Error> {
+        let route = RouteMessageBuilder::<Ipv4Addr>::new()
+            .destination_prefix(cidr.network(), cidr.prefix_len())
+            .output_interface(index)
+            .scope(rtnetlink::packet_route::route::RouteScope::Link)
+            .build();
+        match self.handle.route().add(route).execute().await {
+            Ok(()) => Ok(()),
+            Err(e) if code(&e) == EEXIST => Ok(()),
+            Err(e) => Err(netlink(format!("route {cidr} to the bridge"))(e)),
+        }
+    }
+
     /// The name of the link with index `index` (for messages).
     pub async fn name_of(&self, index: u32) -> String {
         let found = self

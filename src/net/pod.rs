@@ -79,6 +79,10 @@ impl PodNetwork {
         let bridge = links
             .ensure_bridge(&config.bridge, gateway, config.pod_cidr)
             .await?;
+        // Cluster IPs are routed to the bridge, so this machine's own connections to them
+        // reach the Services' rules even without a default route, and nothing of the
+        // range is ever sent toward an uplink.
+        links.ensure_route(config.service_cidr, bridge).await?;
         link::sysctl("net/ipv4/ip_forward", "1")?;
         if Path::new("/proc/sys/net/bridge").exists() {
             link::sysctl("net/bridge/bridge-nf-call-iptables", "1")?;

@@ -515,3 +515,58 @@ fn port_forward_reaches_a_server_on_the_pods_own_loopback() {
     let _ = forward.wait();
     assert_eq!(body(&got), "lo\n", "{got:?}");
 }
+
+#[test]
+fn a_pod_calls_a_service_by_name_and_the_node_reaches_its_node_port() {
+    if !can_run("a_pod_calls_a_service_by_name_and_the_node_reaches_its_node_port") {
+        return;
+    }
+    if !Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipping: nft is not installed");
+        return;
+    }
+    let node = NetNode::start(&[]);
+    node.create(&web_pod(
+        &node,
+        "backend",
+        serde_json::json!({"app": "backend"}),
+    ));
+    node.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "backend"},
+        "spec": {"type": "NodePort", "selector": {"app": "backend"},
+                 "ports": [{"port": 80, "targetPort": 8080}]},
+    }));
+    node.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"runtimeClassName": "process", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]},
+    }));
+    node.pod_until("backend", "runs and is ready", running);
+    node.pod_until("web", "runs", |p| p["status"]["phase"] == "Running");
+    // The web pod finds the backend by its Service's name (the cluster DNS through its
+    // Service address, then the Service's cluster IP), as a two-tier application does.
+    let mut got = fetch_from(&node, "web", "backend", 80);
+    for _ in 0..50 {
+        if body(&got) == "backend\n" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        got = fetch_from(&node, "web", "backend", 80);
+    }
+    assert_eq!(body(&got), "backend\n", "{got:?}");
+    // The node reaches the Service at its node port on 127.0.0.1, and at its cluster IP.
+    let svc = node.cli(&["get", "svc", "backend", "-o", "json"]);
+    let svc: serde_json::Value = serde_json::from_str(&svc.stdout).unwrap();
+    let node_port = svc["spec"]["ports"][0]["nodePort"].as_u64().unwrap() as u16;
+    let cluster_ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let got = node.ns.sh(&get_script("127.0.0.1", node_port));
+    assert_eq!(body(&got), "backend\n", "{got:?}");
+    let got = node.ns.sh(&get_script(&cluster_ip, 80));
+    assert_eq!(body(&got), "backend\n", "{got:?}");
+}
