@@ -92,7 +92,7 @@ enum Command {
         #[arg(long, default_value = "10.42.0.0/16")]
         pod_cidr: ipnet::Ipv4Net,
         /// Run every pod in this machine's network (no pod network, as without root).
-        #[arg(long)]
+        #[arg(long, env = "BERTH_NO_POD_NETWORK")]
         no_pod_network: bool,
         /// The cluster's DNS domain: Services are <name>.<namespace>.svc.<domain>.
         #[arg(long, default_value = "cluster.local")]

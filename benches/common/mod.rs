@@ -93,6 +93,8 @@ pub async fn start_with(extra: &[&str]) -> Server {
         std::env::var_os("BERTH_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into()),
     )
     .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+    // Pods share this machine's network: nothing is programmed into it.
+    .env("BERTH_NO_POD_NETWORK", "true")
     .arg(dir.path())
     .args(extra)
     // The benchmarks' pods run commands of this machine unless a bench asks otherwise.

@@ -49,7 +49,8 @@ export function startBerth(listen = '127.0.0.1:0') {
   s.log = '';
   s.berth = spawn(berthBin, ['serve', '--data-dir', dataDir, '--listen', listen, '--default-runtime', 'process'], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NO_COLOR: '1' },
+    // Pods share this machine's network: nothing is programmed into it.
+    env: { ...process.env, NO_COLOR: '1', BERTH_NO_POD_NETWORK: 'true' },
   });
   s.exited = once(s.berth, 'exit');
   const append = (chunk) => {

@@ -27,6 +27,8 @@ fn text(o: &Output) -> String {
 fn serve_once(dir: &Path) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        // Not this machine's network: the pod network's tests run in namespaces of theirs.
+        .env("BERTH_NO_POD_NETWORK", "true")
         .arg(dir)
         .env("BERTH_LOG", "info")
         .env("NO_COLOR", "1")
@@ -161,6 +163,8 @@ fn a_data_directory_in_use_is_refused_with_a_clear_message() {
     let dir = crate::support::private_dir();
     let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        // Not this machine's network: the pod network's tests run in namespaces of theirs.
+        .env("BERTH_NO_POD_NETWORK", "true")
         .arg(dir.path())
         .env("NO_COLOR", "1")
         .stderr(Stdio::piped())

@@ -112,6 +112,7 @@ impl NetNode {
             .arg(self.data_dir())
             .args(["--listen", "127.0.0.1:6443"])
             .args(&self.args)
+            .env_remove("BERTH_NO_POD_NETWORK")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -449,6 +450,7 @@ fn a_pod_cidr_that_overlaps_a_route_is_refused() {
     let dir = crate::support::private_dir();
     let out = run(Command::new("ip")
         .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_berth"), "serve"])
+        .env_remove("BERTH_NO_POD_NETWORK")
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .args(["--listen", "127.0.0.1:6443", "--pod-cidr", "10.244.0.0/16"]));

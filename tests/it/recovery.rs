@@ -47,6 +47,8 @@ impl Served {
     /// Starts `berth serve` on `dir` and waits until it is ready.
     fn start(dir: &Path) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+            // Not this machine's network: the pod network's tests run in namespaces.
+            .env("BERTH_NO_POD_NETWORK", "true")
             .args([
                 "serve",
                 "--listen",

@@ -13,7 +13,7 @@ berth=${1:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 kubectl_bin=${2:?usage: smoke.sh BERTH_BINARY KUBECTL_BINARY}
 work=$(mktemp -d)
 mkdir -p "$work/manifests"
-"$berth" serve --data-dir "$work/data" --listen 127.0.0.1:0 --node-name n1 \
+BERTH_NO_POD_NETWORK=true "$berth" serve --data-dir "$work/data" --listen 127.0.0.1:0 --node-name n1 \
   --default-runtime process --pod-manifest-path "$work/manifests" >"$work/berth.log" 2>&1 &
 server=$!
 cleanup() {
