@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
-use super::endpointslice::SERVICE_NAME;
+use super::selfendpoints::SelfEndpoints;
 use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::Client;
 use crate::client::informer::Informer;
@@ -62,67 +62,16 @@ impl ApiService {
     }
 
     async fn reconcile(&self) -> Result<Action> {
-        self.keep_endpoints().await?;
-        self.keep_slice().await?;
+        let endpoint = SelfEndpoints {
+            namespace: NAMESPACE,
+            name: NAME,
+            ip: &self.ip,
+            ports: json!([{"name": "https", "port": self.port, "protocol": "TCP"}]),
+        };
+        endpoint
+            .keep(&self.client, &self.endpoints, &self.slices)
+            .await?;
         self.keep_service().await
-    }
-
-    /// Makes the object `want` (named `kubernetes`), or sets the top-level `fields` of
-    /// the one there is to want's when they differ.
-    async fn keep(&self, res: &Informer, want: Value, fields: &[&str]) -> Result<()> {
-        let res = res.resource();
-        let mut current = match self.client.get(res, Some(NAMESPACE), NAME).await {
-            Ok(v) => v,
-            Err(e) if e.is_not_found() => {
-                return match self.client.create(res, Some(NAMESPACE), &want).await {
-                    Err(e) if !e.is_already_exists() => Err(e.into()),
-                    _ => Ok(()),
-                };
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if fields.iter().all(|f| current[f] == want[f]) {
-            return Ok(());
-        }
-        for f in fields {
-            current[f] = want[f].clone();
-        }
-        self.client.update(res, &current).await?;
-        Ok(())
-    }
-
-    /// The Endpoints `kubernetes`: the API's address and port (`https`).
-    async fn keep_endpoints(&self) -> Result<()> {
-        let want = json!({
-            "apiVersion": "v1",
-            "kind": "Endpoints",
-            "metadata": {"name": NAME, "namespace": NAMESPACE,
-                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-            "subsets": [{
-                "addresses": [{"ip": self.ip}],
-                "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
-            }],
-        });
-        self.keep(&self.endpoints, want, &["subsets"]).await
-    }
-
-    /// The EndpointSlice `kubernetes`: the same, ready.
-    async fn keep_slice(&self) -> Result<()> {
-        let family = if self.ip.contains(':') {
-            "IPv6"
-        } else {
-            "IPv4"
-        };
-        let want = json!({
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {"name": NAME, "namespace": NAMESPACE,
-                         "labels": {SERVICE_NAME: NAME}},
-            "addressType": family,
-            "endpoints": [{"addresses": [self.ip], "conditions": {"ready": true}}],
-            "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
-        });
-        self.keep(&self.slices, want, &["endpoints", "ports"]).await
     }
 
     async fn keep_service(&self) -> Result<Action> {

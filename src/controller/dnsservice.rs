@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::endpointslice::SERVICE_NAME;
+use super::selfendpoints::SelfEndpoints;
 use super::{Action, Context, Queue, Result, Supervisor, decode, runtime};
 use crate::client::Client;
 use crate::client::informer::Informer;
@@ -81,76 +81,19 @@ struct Controller {
 
 impl Controller {
     async fn reconcile(self: Arc<Self>, _key: String) -> Result<Action> {
-        self.keep_endpoints().await?;
-        self.keep_slice().await?;
-        self.keep_service().await
-    }
-
-    /// The endpoint's ports: the server's port under both names.
-    fn endpoint_ports(&self) -> Value {
+        // The server's port under both names.
         let port = self.dns.address.port();
-        json!([{"name": "dns", "port": port, "protocol": "UDP"},
-               {"name": "dns-tcp", "port": port, "protocol": "TCP"}])
-    }
-
-    /// Makes the object `want` (named `kube-dns`), or sets the top-level `fields` of the
-    /// one there is to want's when they differ.
-    async fn keep(&self, res: &Informer, want: Value, fields: &[&str]) -> Result<()> {
-        let res = res.resource();
-        let mut current = match self.client.get(res, Some(NAMESPACE), NAME).await {
-            Ok(v) => v,
-            Err(e) if e.is_not_found() => {
-                return match self.client.create(res, Some(NAMESPACE), &want).await {
-                    Err(e) if !e.is_already_exists() => Err(e.into()),
-                    _ => Ok(()),
-                };
-            }
-            Err(e) => return Err(e.into()),
+        let endpoint = SelfEndpoints {
+            namespace: NAMESPACE,
+            name: NAME,
+            ip: &self.dns.address.ip().to_string(),
+            ports: json!([{"name": "dns", "port": port, "protocol": "UDP"},
+                          {"name": "dns-tcp", "port": port, "protocol": "TCP"}]),
         };
-        if fields.iter().all(|f| current[f] == want[f]) {
-            return Ok(());
-        }
-        for f in fields {
-            current[f] = want[f].clone();
-        }
-        self.client.update(res, &current).await?;
-        Ok(())
-    }
-
-    /// The Endpoints `kube-dns`: the server's address and port.
-    async fn keep_endpoints(&self) -> Result<()> {
-        let want = json!({
-            "apiVersion": "v1",
-            "kind": "Endpoints",
-            "metadata": {"name": NAME, "namespace": NAMESPACE,
-                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-            "subsets": [{
-                "addresses": [{"ip": self.dns.address.ip().to_string()}],
-                "ports": self.endpoint_ports(),
-            }],
-        });
-        self.keep(&self.endpoints, want, &["subsets"]).await
-    }
-
-    /// The EndpointSlice `kube-dns`: the same, ready.
-    async fn keep_slice(&self) -> Result<()> {
-        let family = if self.dns.address.is_ipv6() {
-            "IPv6"
-        } else {
-            "IPv4"
-        };
-        let want = json!({
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {"name": NAME, "namespace": NAMESPACE,
-                         "labels": {SERVICE_NAME: NAME}},
-            "addressType": family,
-            "endpoints": [{"addresses": [self.dns.address.ip().to_string()],
-                           "conditions": {"ready": true}}],
-            "ports": self.endpoint_ports(),
-        });
-        self.keep(&self.slices, want, &["addressType", "endpoints", "ports"])
-            .await
+        endpoint
+            .keep(&self.client, &self.endpoints, &self.slices)
+            .await?;
+        self.keep_service().await
     }
 
     async fn keep_service(&self) -> Result<Action> {

@@ -37,6 +37,7 @@ pub mod replication;
 pub mod rootca;
 pub mod runtime;
 pub mod scheduler;
+mod selfendpoints;
 pub mod serviceaccount;
 pub mod servicelb;
 pub mod statefulset;

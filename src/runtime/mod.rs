@@ -42,7 +42,7 @@ pub fn command(
 /// Makes `cmd` run in the namespaces of the container process `pid` that are not berth's
 /// own — its network, host name and mount namespaces — so it sees the container's
 /// volumes and network; `working_dir` is entered again after the switch (default `/`).
-pub fn join_mounts(
+pub fn join_namespaces(
     cmd: &mut tokio::process::Command,
     pid: i32,
     working_dir: Option<&std::path::Path>,
@@ -131,7 +131,7 @@ impl Inside {
         let mut cmd = command(program, env, working_dir);
         cmd.args(args);
         if let Some(pid) = self.pid {
-            join_mounts(&mut cmd, pid, working_dir)?;
+            join_namespaces(&mut cmd, pid, working_dir)?;
         }
         Ok(cmd)
     }

@@ -253,7 +253,7 @@ async fn mounts_are_private_to_the_container_and_joined_by_commands_beside_it() 
     let pid = status(&rt, &id).pid.unwrap();
     let mut cmd = berth::runtime::command("cat", &[], Some(target.path()));
     cmd.arg("f");
-    berth::runtime::join_mounts(&mut cmd, pid, Some(target.path())).unwrap();
+    berth::runtime::join_namespaces(&mut cmd, pid, Some(target.path())).unwrap();
     let out = cmd.output().await.unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(out.stdout, b"inside\n");
