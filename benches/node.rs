@@ -7,7 +7,13 @@
 //! - berth's RSS growth per running pod, and the shims' RSS and PSS per pod (each
 //!   container runs under a `berth shim` process of its own).
 //!
+//! - `network` (as root): pod create → Ready with its address in `status.podIP`, over
+//!   N pods (100; 20 quick), with the pod network and, in the same run, without it
+//!   (`--no-pod-network`), both in a network namespace the bench makes (never the
+//!   machine's own).
+//!
 //! Every pod is deleted (and its processes stopped) before the server stops.
+//! `BERTH_BENCH_ONLY=pods` or `=network` runs one part.
 
 // A benchmark measures the wall clock (`std::time::Instant`).
 #![allow(clippy::disallowed_types)]
@@ -67,14 +73,24 @@ fn pids_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// What a pod of [`create_and_wait`] waits for.
+#[derive(Clone, Copy, PartialEq)]
+enum Until {
+    /// Phase Running.
+    Running,
+    /// The Ready condition under an exec readiness probe of period 1 s.
+    ReadyWithProbe,
+    /// The Ready condition (no probe) with its address in `status.podIP`.
+    ReadyWithAddress,
+}
+
 /// Creates `n` pods `<prefix>-<i>` one after another and returns, per pod, the time from
-/// its create call to its phase Running (or, with `probe`, to its Ready condition under an
-/// exec readiness probe of period 1 s), and how many got there.
+/// its create call to what `until` names, and how many got there.
 async fn create_and_wait(
     c: &Client,
     prefix: &str,
     n: usize,
-    probe: bool,
+    until: Until,
 ) -> (Vec<Duration>, usize) {
     let pods = catalog::of(Kind::Pod);
     let reached: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -87,10 +103,15 @@ async fn create_and_wait(
                 .unwrap();
             while let Some(Ok(ev)) = w.next().await {
                 if let Event::Added(p) | Event::Modified(p) = ev {
-                    let there = if probe {
+                    let ready = || {
                         berth::types::condition(&p, "Ready").is_some_and(|c| c["status"] == "True")
-                    } else {
-                        p["status"]["phase"] == "Running"
+                    };
+                    let there = match until {
+                        Until::Running => p["status"]["phase"] == "Running",
+                        Until::ReadyWithProbe => ready(),
+                        Until::ReadyWithAddress => {
+                            ready() && p["status"]["podIP"].as_str().is_some_and(|a| !a.is_empty())
+                        }
                     };
                     if there {
                         let name = p["metadata"]["name"].as_str().unwrap().to_string();
@@ -109,7 +130,7 @@ async fn create_and_wait(
         let name = format!("{prefix}-{i}");
         let mut container =
             json!({"name": "main", "image": "busybox", "command": ["sleep", "86401"]});
-        if probe {
+        if until == Until::ReadyWithProbe {
             container["readinessProbe"] =
                 json!({"exec": {"command": ["true"]}, "periodSeconds": 1});
         }
@@ -163,7 +184,7 @@ async fn run() -> Value {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_before = rss_kib(s.child.id());
 
-    let (latencies, ran) = create_and_wait(&c, "bench", n, false).await;
+    let (latencies, ran) = create_and_wait(&c, "bench", n, Until::Running).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_loaded = rss_kib(s.child.id());
     let shims: Vec<u32> = pids_with("shim --dir")
@@ -177,7 +198,7 @@ async fn run() -> Value {
     let shim_pss: u64 = shims.iter().map(|p| pss_kib(*p)).sum();
 
     // With an exec readiness probe (period 1 s): create -> Ready.
-    let (ready_latencies, readied) = create_and_wait(&c, "probed", n, true).await;
+    let (ready_latencies, readied) = create_and_wait(&c, "probed", n, Until::ReadyWithProbe).await;
 
     // Clean up: every pod deleted and its processes gone before the server stops.
     for i in 0..n * 2 {
@@ -207,11 +228,82 @@ async fn run() -> Value {
     })
 }
 
+/// Waits until the server's node is Ready.
+async fn node_ready(c: &Client) {
+    let nodes = catalog::of(Kind::Node);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = c.list(nodes, None, &ListParams::default()).await.unwrap();
+        if list
+            .items
+            .iter()
+            .any(|n| berth::types::condition(n, "Ready").is_some_and(|c| c["status"] == "True"))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the node did not get ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Pod create → Ready with its address, with the pod network (a network namespace, a
+/// veth on the bridge, an address from IPAM, the sandbox holding it) and, in the same
+/// run and namespace, without it (`--no-pod-network`: the pod shares the node's
+/// address) — the network's share of a pod's start. Runs in a network namespace of the
+/// bench's own (as root), on a thread of its own that entered it.
+fn network() -> Value {
+    std::thread::spawn(|| {
+        let ns = common::enter_new_netns();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let out = rt.block_on(async {
+            let n = if quick() { 20 } else { 100 };
+            let mut out = serde_json::Map::new();
+            for (key, flags) in [
+                ("with_pod_network", &["--max-pods", "500"][..]),
+                (
+                    "without_pod_network",
+                    &["--max-pods", "500", "--no-pod-network"][..],
+                ),
+            ] {
+                let s = common::start_in(Some(&ns.0), flags).await;
+                let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
+                node_ready(&c).await;
+                let (latencies, got) = create_and_wait(&c, key, n, Until::ReadyWithAddress).await;
+                out.insert(
+                    key.to_string(),
+                    json!({"pods": n, "pods_ready": got,
+                           "create_to_ready": percentiles(latencies, Unit::Millis)}),
+                );
+                // Dropping the server ends its pods (`berth node reset`).
+                drop(s);
+            }
+            Value::Object(out)
+        });
+        drop(ns);
+        out
+    })
+    .join()
+    .unwrap()
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let out = rt.block_on(run());
+    let mut out = serde_json::Map::new();
+    if common::phase("pods") {
+        out = match rt.block_on(run()) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+    }
+    let root = rustix::process::geteuid().is_root();
+    if common::phase("network") && root {
+        out.insert("network".into(), network());
+    }
     println!("{}", json!({ "node": out }));
 }

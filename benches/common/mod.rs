@@ -56,6 +56,8 @@ pub struct Server {
     pub ca: String,
     _dir: tempfile::TempDir,
     pub cold_start_ms: f64,
+    /// The network namespace of the bench's own it runs in, with its pod network.
+    netns: Option<String>,
 }
 
 impl Server {
@@ -70,6 +72,27 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(ns) = &self.netns {
+            // Its pods (and their network) end; the namespace is its maker's.
+            let bin = std::env::var_os("BERTH_BENCH_BIN")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into());
+            let _ = Command::new("ip")
+                .args(["netns", "exec", ns])
+                .arg(bin)
+                .args(["node", "reset", "--data-dir"])
+                .arg(self._dir.path())
+                .status();
+        }
+    }
+}
+
+/// A network namespace of the bench's own, deleted when dropped (after the servers
+/// that ran in it).
+pub struct Netns(pub String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
 }
 
@@ -80,6 +103,41 @@ pub async fn start() -> Server {
 
 /// [`start`] with more `serve` arguments.
 pub async fn start_with(extra: &[&str]) -> Server {
+    start_in(None, extra).await
+}
+
+/// Makes a network namespace of the bench's own (loopback up) and moves the calling
+/// thread into it: sockets the thread opens from then on are the namespace's. A server
+/// started with [`start_in`] there has its pod network without touching the machine's.
+pub fn enter_new_netns() -> Netns {
+    let name = format!("bb-{}", std::process::id());
+    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["netns", "exec", &name, "ip", "link", "set", "lo", "up"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let ns = std::fs::File::open(format!("/run/netns/{name}")).unwrap();
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&ns),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .unwrap();
+    Netns(name)
+}
+
+/// [`start_with`], in network namespace `netns` (made by [`enter_new_netns`]) with the
+/// pod network on; the namespace goes with the server.
+pub async fn start_in(netns: Option<&str>, extra: &[&str]) -> Server {
     // berth serves only a data directory that is its user's alone.
     let dir = {
         use std::os::unix::fs::PermissionsExt;
@@ -89,28 +147,40 @@ pub async fn start_with(extra: &[&str]) -> Server {
             .unwrap()
     };
     let started = Instant::now();
-    let mut child = Command::new(
-        std::env::var_os("BERTH_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into()),
-    )
-    .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-    // Pods share this machine's network: nothing is programmed into it.
-    .env("BERTH_NO_POD_NETWORK", "true")
-    .arg(dir.path())
-    .args(extra)
-    // The benchmarks' pods run commands of this machine unless a bench asks otherwise.
-    .args(
-        (!extra
-            .iter()
-            .any(|a| *a == "--no-node" || *a == "--default-runtime"))
-        .then_some(["--default-runtime", "process"])
-        .into_iter()
-        .flatten(),
-    )
-    .env("NO_COLOR", "1")
-    .env("BERTH_LOG", "info")
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let bin =
+        std::env::var_os("BERTH_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into());
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(bin);
+            c.env_remove("BERTH_NO_POD_NETWORK");
+            c
+        }
+        None => {
+            let mut c = Command::new(bin);
+            // Pods share this machine's network: nothing is programmed into it.
+            c.env("BERTH_NO_POD_NETWORK", "true");
+            c
+        }
+    };
+    let mut child = command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .args(extra)
+        // The benchmarks' pods run commands of this machine unless a bench asks otherwise.
+        .args(
+            (!extra
+                .iter()
+                .any(|a| *a == "--no-node" || *a == "--default-runtime"))
+            .then_some(["--default-runtime", "process"])
+            .into_iter()
+            .flatten(),
+        )
+        .env("NO_COLOR", "1")
+        .env("BERTH_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -143,6 +213,7 @@ pub async fn start_with(extra: &[&str]) -> Server {
         ca,
         _dir: dir,
         cold_start_ms,
+        netns: netns.map(str::to_string),
     }
 }
 

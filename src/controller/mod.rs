@@ -23,6 +23,7 @@ pub mod disruption;
 pub mod dnsservice;
 pub mod endpoint;
 pub mod endpointslice;
+pub mod endpointslicemirroring;
 pub mod eventttl;
 pub mod expectations;
 pub mod gc;
@@ -145,6 +146,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
     dnsservice::start(ctx, sup);
     endpoint::start(ctx, sup);
     endpointslice::start(ctx, sup);
+    endpointslicemirroring::start(ctx, sup);
     deployment::start(ctx, sup);
     eventttl::start(ctx, sup);
     gc::start(ctx, sup);

@@ -448,3 +448,125 @@ async fn more_than_100_endpoints_take_a_second_slice() {
     })
     .await;
 }
+
+/// The upstream conformance case ("EndpointSliceMirroring should mirror a custom
+/// Endpoints resource through create update and delete"), and a selector added to the
+/// Service ending the mirror.
+#[tokio::test]
+async fn endpoints_of_a_service_without_selector_are_mirrored_into_slices() {
+    let s = TestServer::start().await;
+    let (code, out) = s
+        .post(
+            SERVICES,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"},
+                   "spec": {"ports": [{"name": "pg", "port": 5432}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    let (code, out) = s
+        .post(
+            ENDPOINTS,
+            json!({"apiVersion": "v1", "kind": "Endpoints",
+                   "metadata": {"name": "db", "labels": {"team": "data"},
+                                "annotations": {"note": "outside"}},
+                   "subsets": [{"addresses": [{"ip": "10.1.2.3"}],
+                                "notReadyAddresses": [{"ip": "10.1.2.4"}],
+                                "ports": [{"name": "pg", "port": 5432}]}]}),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    let mirrored = |want: Vec<(&'static str, bool)>| {
+        let s = &s;
+        async move {
+            eventually(
+                20,
+                &format!("db's mirrored slices hold {want:?}"),
+                || async {
+                    let got = slices(s, "db").await;
+                    let mut have: Vec<(String, bool)> = got
+                        .iter()
+                        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+                        .map(|e| {
+                            let ip = e["addresses"][0].as_str().unwrap_or_default().to_string();
+                            (ip, e["conditions"]["ready"] == true)
+                        })
+                        .collect();
+                    have.sort();
+                    let want: Vec<(String, bool)> =
+                        want.iter().map(|(a, r)| (a.to_string(), *r)).collect();
+                    if have == want {
+                        Ok(got)
+                    } else {
+                        Err(format!("{have:?}"))
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let got = mirrored(vec![("10.1.2.3", true), ("10.1.2.4", false)]).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let slice = &got[0];
+    let labels = &slice["metadata"]["labels"];
+    assert_eq!(
+        labels["endpointslice.kubernetes.io/managed-by"],
+        "endpointslicemirroring-controller.k8s.io"
+    );
+    assert_eq!(labels["team"], "data");
+    assert_eq!(slice["metadata"]["annotations"]["note"], "outside");
+    assert_eq!(slice["metadata"]["ownerReferences"][0]["kind"], "Endpoints");
+    assert_eq!(slice["ports"][0]["port"], 5432);
+    assert_eq!(slice["addressType"], "IPv4");
+
+    // Updated: the slice follows, in place.
+    let (code, mut ep) = s.get(&format!("{ENDPOINTS}/db")).await;
+    assert_eq!(code, 200);
+    ep["subsets"] =
+        json!([{"addresses": [{"ip": "10.2.3.4"}], "ports": [{"name": "pg", "port": 5432}]}]);
+    let (code, out) = s.put(&format!("{ENDPOINTS}/db"), ep).await;
+    assert_eq!(code, 200, "{out}");
+    let got = mirrored(vec![("10.2.3.4", true)]).await;
+    assert_eq!(got[0]["metadata"]["uid"], slice["metadata"]["uid"]);
+
+    // Deleted: the slices go.
+    let (code, out) = s.delete(&format!("{ENDPOINTS}/db")).await;
+    assert_eq!(code, 200, "{out}");
+    mirrored(vec![]).await;
+
+    // Made again, then the Service gains a selector: the endpoint slice controller's
+    // slices replace the mirror.
+    let (code, out) = s
+        .post(
+            ENDPOINTS,
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "db"},
+                   "subsets": [{"addresses": [{"ip": "10.3.3.3"}], "ports": [{"port": 5432}]}]}),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    mirrored(vec![("10.3.3.3", true)]).await;
+    let (code, out) = s
+        .patch(
+            &format!("{SERVICES}/db"),
+            "application/merge-patch+json",
+            json!({"spec": {"selector": {"app": "db"}}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    eventually(20, "only the controller's placeholder slice", || async {
+        let got = slices(&s, "db").await;
+        let managers: Vec<&str> = got
+            .iter()
+            .map(|s| {
+                s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
+                    .as_str()
+                    .unwrap_or_default()
+            })
+            .collect();
+        if managers == ["endpointslice-controller.k8s.io"] {
+            Ok(())
+        } else {
+            Err(format!("{managers:?}"))
+        }
+    })
+    .await;
+}
