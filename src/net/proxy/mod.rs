@@ -6,6 +6,8 @@
 //! - [`model`]: Services and EndpointSlices (typed) to the ports to proxy and their
 //!   endpoints (ready ones, else serving and terminating ones; this node's for `Local`
 //!   traffic policies);
+//! - [`hostport`]: pods' host ports (`hostPort`), as the CNI `portmap` plugin gives
+//!   them, and their nftables objects;
 //! - [`rules`]: the nftables objects of a Service and the table's fixed part;
 //! - [`table`]: what the table holds, and the commands of a full or a partial sync;
 //! - [`nft`]: running them through the `nft` command.
@@ -21,13 +23,27 @@
 //! bridge: no packet for a pod or Service address leaves through an uplink. Pods reach
 //! the world masqueraded.
 //!
-//! The proxier follows Services and EndpointSlices with informers (no polling); changes
-//! wait coalesced (a `Notify` holds one wake-up however many come) and a sync runs at
-//! most every [`MIN_SYNC_INTERVAL`]. The first sync replaces the whole table in one
-//! transaction, so nothing of an earlier run survives; later ones change only what
+//! It also gives this node's pods their host ports, as `portmap` does for kubelet:
+//! traffic to `hostPort` on `hostIP`, or on every local address when that is unset or
+//! `0.0.0.0`, goes to the pod's address and `containerPort`, from outside and from pods
+//! (their source kept; a pod may reach its own host port) and from the node itself
+//! (127.0.0.1 too; masqueraded as for node ports). A `hostIP` that is not one of the
+//! node's addresses captures nothing. Host ports are looked up before the Services, so
+//! a pod's host port wins over a node port or a load balancer address on the same
+//! port. Pods on the host's network, without an IPv4 address or finished get none: a
+//! pod's host ports go in the first sync after it is deleted, finishes or loses its
+//! address. Conntrack entries are not flushed when a UDP host port changes (`portmap`
+//! does).
+//!
+//! The proxier follows Services, EndpointSlices and this node's pods with informers
+//! (no polling; a pod's change that leaves its host ports as they were wakes nothing);
+//! changes wait coalesced (a `Notify` holds one wake-up however many come) and a sync
+//! runs at most every [`MIN_SYNC_INTERVAL`]. The first sync replaces the whole table in
+//! one transaction, so nothing of an earlier run survives; later ones change only what
 //! changed. A failed transaction changes nothing (the kernel applies it whole or not
 //! at all) and is followed by a full one after a backoff. When berth stops the rules
-//! stay, so running pods keep their Services; [`remove`] deletes the table.
+//! stay, so running pods keep their Services and host ports; [`remove`] deletes the
+//! table.
 
 pub mod hostport;
 pub mod model;
@@ -67,7 +83,8 @@ const LOCALNET_RETRY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
     pub net: crate::net::Config,
-    /// This node's name (`Local` traffic policies use the endpoints on it).
+    /// This node's name (`Local` traffic policies use the endpoints on it, and the pods
+    /// bound to it get their host ports).
     pub node_name: String,
     /// The command that runs `nft` in the node's network namespace: `["nft"]`, or
     /// `["ip", "netns", "exec", NS, "nft"]` for another namespace. What comes before the

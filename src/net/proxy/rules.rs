@@ -23,6 +23,12 @@
 //! A pod that reaches itself through its Service (hairpin) is masqueraded, or it would
 //! drop the answer as coming from its own address: the `hairpin` set holds each
 //! endpoint's `address . address`, looked up on `saddr . daddr` after DNAT.
+//!
+//! Pods' host ports ([`super::hostport`]) are the same kind of objects: the `hostports`
+//! chain, ahead of `services` in `nat-prerouting` and `nat-output`, looks local
+//! destinations up in the verdict maps `hostport-ips` and `hostport-any`, which lead
+//! to a shared chain per protocol (`hostport-tcp`, `hostport-any-tcp`, …) that DNATs
+//! through a target map; each host port's pod address is in the `hairpin` set.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -31,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 use super::model::{PortName, Proto, ServicePort, Target};
 
-/// The table's maps and sets whose elements Services own.
+/// The table's maps and sets whose elements Services and pods' host ports own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Map {
     /// `address . protocol . port : verdict`: cluster, external and load balancer IPs.
@@ -321,7 +327,7 @@ impl std::fmt::Display for Dest {
     }
 }
 
-/// What one Service puts in the table.
+/// What one Service (or one pod's host ports) puts in the table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fragment {
     /// Map elements: `(map, key) → value` (empty for set elements).
