@@ -572,3 +572,86 @@ fn a_pod_calls_a_service_by_name_and_the_node_reaches_its_node_port() {
     let got = node.ns.sh(&get_script(&cluster_ip, 80));
     assert_eq!(body(&got), "backend\n", "{got:?}");
 }
+
+/// Runs `get` (a `GET /`) until the body it prints is `want`: the proxy programs a new
+/// pod's host port a moment after the pod has its address.
+fn until_body(what: &str, want: &str, get: impl Fn() -> CliRun) {
+    let mut got = get();
+    for _ in 0..100 {
+        if body(&got) == want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        got = get();
+    }
+    panic!("{what}: {got:?}");
+}
+
+#[test]
+fn a_pods_host_port_is_reached_at_the_nodes_addresses() {
+    if !can_run("a_pods_host_port_is_reached_at_the_nodes_addresses") {
+        return;
+    }
+    if !Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipping: nft is not installed");
+        return;
+    }
+    let node = NetNode::start(&[]);
+    // The node's address, on an uplink of its own (the namespace has only loopback).
+    let node_ip = "192.0.2.10";
+    let made = node.ns.sh(&format!(
+        "ip link add up0 type veth peer name up1 && ip addr add {node_ip}/24 dev up0 && ip link set up0 up && ip link set up1 up"
+    ));
+    assert_eq!(made.code, 0, "{made:?}");
+    let mut hp = web_pod(&node, "hp", serde_json::json!({}));
+    hp["spec"]["containers"][0]["ports"] =
+        serde_json::json!([{"containerPort": 8080, "hostPort": 18080}]);
+    let mut local = web_pod(&node, "local", serde_json::json!({}));
+    local["spec"]["containers"][0]["ports"] = serde_json::json!([
+        {"containerPort": 8080, "hostPort": 18081, "hostIP": "127.0.0.1"}]);
+    node.create(&hp);
+    node.create(&local);
+    node.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "client"},
+        "spec": {"runtimeClassName": "process", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]},
+    }));
+    node.pod_until("hp", "runs and is ready", running);
+    node.pod_until("local", "runs and is ready", running);
+    node.pod_until("client", "runs", |p| p["status"]["phase"] == "Running");
+    // From the node: on 127.0.0.1, its address and the bridge's.
+    for host in ["127.0.0.1", node_ip, "10.42.0.1"] {
+        until_body(&format!("the host port on {host}"), "hp\n", || {
+            node.ns.sh(&get_script(host, 18080))
+        });
+    }
+    // From another pod and from the pod itself, through the node's address.
+    for from in ["client", "hp"] {
+        until_body(&format!("the host port from pod {from}"), "hp\n", || {
+            fetch_from(&node, from, node_ip, 18080)
+        });
+    }
+    // A host port on 127.0.0.1 only.
+    until_body("the host port on 127.0.0.1", "local\n", || {
+        node.ns.sh(&get_script("127.0.0.1", 18081))
+    });
+    let elsewhere = node.ns.sh(&get_script(node_ip, 18081));
+    assert_eq!(body(&elsewhere), "", "{elsewhere:?}");
+    // Deleted, the pod takes its host port with it.
+    let deleted = node.cli(&["delete", "pod", "hp", "--wait"]);
+    assert_eq!(deleted.code, 0, "{deleted:?}");
+    let mut got = node.ns.sh(&get_script("127.0.0.1", 18080));
+    for _ in 0..50 {
+        if body(&got).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        got = node.ns.sh(&get_script("127.0.0.1", 18080));
+    }
+    assert_eq!(body(&got), "", "{got:?}");
+}

@@ -1,13 +1,13 @@
 //! The service proxy's rules in a node's network namespace, with real traffic: pods
 //! behind a cluster IP, node ports on the node's address and on 127.0.0.1, load
-//! balancer ingress, hairpin, session affinity, `Local` policies, rejections, and the
-//! proxier itself following a real API server.
+//! balancer ingress, hairpin, session affinity, `Local` policies, rejections, pods'
+//! host ports, and the proxier itself following a real API server.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use berth::net::proxy::model::{self, Options};
-use berth::net::proxy::{Layout, Nft, Table};
+use berth::net::proxy::{HostPort, Layout, Nft, Proto, Table, Target};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{Value, json};
@@ -81,6 +81,18 @@ impl Proxy {
             let ports = model::service_ports(svc, slices.iter(), &self.opts);
             assert!(self.table.set_service(&key, &ports).is_empty());
         }
+        self.commit().await;
+    }
+
+    /// Sets pods' host ports (`(key, ports)`) and syncs.
+    async fn sync_pods(&mut self, pods: &[(&str, &[HostPort])]) {
+        for (key, ports) in pods {
+            assert!(self.table.set_pod(key, ports).is_empty());
+        }
+        self.commit().await;
+    }
+
+    async fn commit(&mut self) {
         let whole = self.table.is_full();
         let commands = self.table.commands(tokio::time::Instant::now());
         let done = if whole {
@@ -492,6 +504,246 @@ async fn the_proxier_follows_services_and_slices_from_the_api() {
     sup.shutdown(Duration::from_secs(5)).await;
     // The rules stay when the proxy stops.
     assert!(listing().await.is_ok());
+    berth::net::proxy::remove(&lab.nft(), "berth")
+        .await
+        .unwrap();
+}
+
+/// Host port `port` (on `host_ip`, or every local address) of pod `i` to its server.
+fn host_port(lab: &Lab, i: usize, host_ip: Option<Ipv4Addr>, proto: Proto, port: u16) -> HostPort {
+    let to = if proto == Proto::Udp {
+        UDP_PORT
+    } else {
+        TCP_PORT
+    };
+    HostPort {
+        host_ip,
+        proto,
+        port,
+        target: Target {
+            ip: lab.pods[i].ip,
+            port: to,
+        },
+    }
+}
+
+/// Whether a request failed (refused, timed out or unreachable): nobody answered.
+fn unanswered(r: std::io::Result<String>, what: &str) {
+    assert!(r.is_err(), "{what}: answered {r:?}");
+}
+
+#[tokio::test]
+async fn host_ports_reach_pods_from_outside_the_node_and_other_pods() {
+    if !available() {
+        eprintln!("needs root, ip and nft: skipped");
+        return;
+    }
+    let lab = Lab::new(3);
+    let mut proxy = Proxy::new(&lab);
+    let (node_ip, lo) = (lab.node_ip, Ipv4Addr::LOCALHOST);
+    // pod0 on every address; as the conformance test, one port for three pods on
+    // different addresses and protocols: 127.0.0.1 (pod1), the node's address (pod2),
+    // and UDP on the node's address (pod0).
+    let pod0 = [
+        host_port(&lab, 0, None, Proto::Tcp, 9080),
+        host_port(&lab, 0, Some(node_ip), Proto::Udp, 9081),
+    ];
+    let pod1 = [host_port(&lab, 1, Some(lo), Proto::Tcp, 9081)];
+    let pod2 = [
+        host_port(&lab, 2, Some(node_ip), Proto::Tcp, 9081),
+        // Not an address of the node: nothing is captured.
+        host_port(
+            &lab,
+            2,
+            Some("192.0.2.99".parse().unwrap()),
+            Proto::Tcp,
+            9082,
+        ),
+    ];
+    proxy
+        .sync_pods(&[
+            ("default/p0", &pod0),
+            ("default/p1", &pod1),
+            ("default/p2", &pod2),
+        ])
+        .await;
+    let gateway = lab.gateway.to_string();
+
+    // From outside: the source is kept.
+    let (pod, peer) = who(tcp(&lab.outside, at(node_ip, 9080)));
+    assert_eq!((pod.as_str(), peer), ("pod0", lab.outside_ip.to_string()));
+    // From the node, on any of its addresses, 127.0.0.1 included: masqueraded.
+    for ip in [lo, node_ip, lab.gateway] {
+        let (pod, peer) = who(tcp(&lab.node, at(ip, 9080)));
+        assert_eq!(
+            (pod.as_str(), peer.as_str()),
+            ("pod0", gateway.as_str()),
+            "{ip}"
+        );
+    }
+    // From another pod through the node's address: its own source; from the pod
+    // itself (hairpin): masqueraded, so it takes its own answer.
+    let (pod, peer) = who(tcp(&lab.pods[1].ns, at(node_ip, 9080)));
+    assert_eq!((pod.as_str(), peer), ("pod0", lab.pods[1].ip.to_string()));
+    let (pod, peer) = who(tcp(&lab.pods[0].ns, at(node_ip, 9080)));
+    assert_eq!((pod.as_str(), peer.as_str()), ("pod0", gateway.as_str()));
+
+    // One port, three pods: by address and protocol.
+    assert_eq!(who(tcp(&lab.node, at(lo, 9081))).0, "pod1");
+    assert_eq!(who(tcp(&lab.node, at(node_ip, 9081))).0, "pod2");
+    assert_eq!(who(tcp(&lab.outside, at(node_ip, 9081))).0, "pod2");
+    assert_eq!(who(tcp(&lab.pods[0].ns, at(node_ip, 9081))).0, "pod2");
+    assert_eq!(who(udp(&lab.outside, at(node_ip, 9081))).0, "pod0");
+    assert_eq!(who(udp(&lab.node, at(node_ip, 9081))).0, "pod0");
+    // 127.0.0.1 only: not on the node's other addresses.
+    unanswered(
+        tcp(&lab.node, at(lab.gateway, 9081)),
+        "pod1's port on the gateway",
+    );
+    unanswered(
+        tcp(&lab.pods[0].ns, at("192.0.2.99".parse().unwrap(), 9082)),
+        "a hostIP that is not the node's",
+    );
+
+    // A pod's host ports go with it; the others stay.
+    proxy.sync_pods(&[("default/p0", &[])]).await;
+    for (ns, ip) in [
+        (&lab.node, lo),
+        (&lab.node, node_ip),
+        (&lab.outside, node_ip),
+    ] {
+        unanswered(tcp(ns, at(ip, 9080)), "a removed host port");
+    }
+    assert_eq!(who(tcp(&lab.node, at(lo, 9081))).0, "pod1");
+    let listing = proxy.listing().await;
+    assert!(!listing.contains(&lab.pods[0].ip.to_string()), "{listing}");
+}
+
+#[tokio::test]
+async fn the_proxier_follows_pods_host_ports_from_the_api() {
+    use berth::client::{Client, DeleteParams, Kind, Patch, catalog};
+    if !available() {
+        eprintln!("needs root, ip and nft: skipped");
+        return;
+    }
+    let lab = Lab::new(2);
+    let s = crate::support::TestServer::start().await;
+    let client = Client::http(&s.url, &s.ca_pem, &s.token).unwrap();
+    let mut sup = berth::supervisor::Supervisor::new();
+    let net = berth::net::Config {
+        pod_cidr: lab.pod_cidr.parse().unwrap(),
+        bridge: lab.bridge.clone(),
+        ..berth::net::Config::default()
+    };
+    let cfg = berth::net::proxy::ProxyConfig {
+        net,
+        node_name: NODE.into(),
+        nft: lab.nft(),
+    };
+    berth::net::proxy::start(&mut sup, &client, cfg);
+    let nft = Nft::new(lab.nft());
+    let listing = || async {
+        nft.output(&["list", "map", "ip", "berth", "hostport-any-targets-tcp"])
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let pods = catalog::of(Kind::Pod);
+    // A pod of this node with a host port, one on the host's network, one of another
+    // node; the API gives them their addresses as a node agent would.
+    let pod = |name: &str, node: &str, port: u16, host_network: bool| {
+        json!({"metadata": {"name": name},
+               "spec": {"nodeName": node, "hostNetwork": host_network,
+                        "containers": [{"name": "c", "image": "i",
+                            "ports": [{"containerPort": TCP_PORT, "hostPort": port}]}]}})
+    };
+    let running = |ip: Ipv4Addr| {
+        Patch::Merge(
+            json!({"status": {"phase": "Running", "podIP": ip.to_string(),
+                                       "podIPs": [{"ip": ip.to_string()}]}}),
+        )
+    };
+    for (name, node, port, host, i) in [
+        ("web", NODE, 9090, false, 0),
+        ("host", NODE, 9091, true, 1),
+        ("elsewhere", "node-b", 9092, false, 1),
+    ] {
+        client
+            .create(pods, Some("default"), &pod(name, node, port, host))
+            .await
+            .unwrap();
+        client
+            .patch_status(pods, Some("default"), name, &running(lab.pods[i].ip))
+            .await
+            .unwrap();
+    }
+    crate::support::eventually(10, "the pod's host port", || async {
+        let l = listing().await?;
+        l.contains(&format!("9090 : {} . {TCP_PORT}", lab.pods[0].ip))
+            .then_some(())
+            .ok_or(l)
+    })
+    .await;
+    let l = listing().await.unwrap();
+    assert!(!l.contains("9091") && !l.contains("9092"), "{l}");
+    let outside = lab.outside.clone();
+    let to = at(lab.node_ip, 9090);
+    let answer = tokio::task::spawn_blocking(move || tcp(&outside, to))
+        .await
+        .unwrap();
+    assert_eq!(who(answer).0, "pod0");
+
+    // A new address (the pod's network made again): the port follows.
+    client
+        .patch_status(pods, Some("default"), "web", &running(lab.pods[1].ip))
+        .await
+        .unwrap();
+    crate::support::eventually(10, "the host port moved", || async {
+        let l = listing().await?;
+        l.contains(&format!("9090 : {} . {TCP_PORT}", lab.pods[1].ip))
+            .then_some(())
+            .ok_or(l)
+    })
+    .await;
+    // Finished: the port goes.
+    client
+        .patch_status(
+            pods,
+            Some("default"),
+            "web",
+            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .unwrap();
+    crate::support::eventually(10, "the finished pod's host port gone", || async {
+        let l = listing().await?;
+        (!l.contains("9090")).then_some(()).ok_or(l)
+    })
+    .await;
+    // Running again (a test's stand-in for a new pod of the name), then deleted.
+    client
+        .patch_status(pods, Some("default"), "web", &running(lab.pods[0].ip))
+        .await
+        .unwrap();
+    crate::support::eventually(10, "the host port back", || async {
+        let l = listing().await?;
+        l.contains("9090").then_some(()).ok_or(l)
+    })
+    .await;
+    // Deleted at once (no node agent here ends it gracefully).
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    client
+        .delete(pods, Some("default"), "web", &now)
+        .await
+        .unwrap();
+    crate::support::eventually(10, "the deleted pod's host port gone", || async {
+        let l = listing().await?;
+        (!l.contains("9090")).then_some(()).ok_or(l)
+    })
+    .await;
+    sup.shutdown(Duration::from_secs(5)).await;
     berth::net::proxy::remove(&lab.nft(), "berth")
         .await
         .unwrap();

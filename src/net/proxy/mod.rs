@@ -6,6 +6,8 @@
 //! - [`model`]: Services and EndpointSlices (typed) to the ports to proxy and their
 //!   endpoints (ready ones, else serving and terminating ones; this node's for `Local`
 //!   traffic policies);
+//! - [`hostport`]: pods' host ports (`hostPort`), as the CNI `portmap` plugin gives
+//!   them, and their nftables objects;
 //! - [`rules`]: the nftables objects of a Service and the table's fixed part;
 //! - [`table`]: what the table holds, and the commands of a full or a partial sync;
 //! - [`nft`]: running them through the `nft` command.
@@ -21,14 +23,29 @@
 //! bridge: no packet for a pod or Service address leaves through an uplink. Pods reach
 //! the world masqueraded.
 //!
-//! The proxier follows Services and EndpointSlices with informers (no polling); changes
-//! wait coalesced (a `Notify` holds one wake-up however many come) and a sync runs at
-//! most every [`MIN_SYNC_INTERVAL`]. The first sync replaces the whole table in one
-//! transaction, so nothing of an earlier run survives; later ones change only what
+//! It also gives this node's pods their host ports, as `portmap` does for kubelet:
+//! traffic to `hostPort` on `hostIP`, or on every local address when that is unset or
+//! `0.0.0.0`, goes to the pod's address and `containerPort`, from outside and from pods
+//! (their source kept; a pod may reach its own host port) and from the node itself
+//! (127.0.0.1 too; masqueraded as for node ports). A `hostIP` that is not one of the
+//! node's addresses captures nothing. Host ports are looked up before the Services, so
+//! a pod's host port wins over a node port or a load balancer address on the same
+//! port. Pods on the host's network, without an IPv4 address or finished get none: a
+//! pod's host ports go in the first sync after it is deleted, finishes or loses its
+//! address. Conntrack entries are not flushed when a UDP host port changes (`portmap`
+//! does).
+//!
+//! The proxier follows Services, EndpointSlices and this node's pods with informers
+//! (no polling; a pod's change that leaves its host ports as they were wakes nothing);
+//! changes wait coalesced (a `Notify` holds one wake-up however many come) and a sync
+//! runs at most every [`MIN_SYNC_INTERVAL`]. The first sync replaces the whole table in
+//! one transaction, so nothing of an earlier run survives; later ones change only what
 //! changed. A failed transaction changes nothing (the kernel applies it whole or not
 //! at all) and is followed by a full one after a backoff. When berth stops the rules
-//! stay, so running pods keep their Services; [`remove`] deletes the table.
+//! stay, so running pods keep their Services and host ports; [`remove`] deletes the
+//! table.
 
+pub mod hostport;
 pub mod model;
 pub mod nft;
 pub mod rules;
@@ -38,16 +55,18 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::informer::{Change, Informer};
-use crate::client::{Client, Kind, catalog, key_of};
+use crate::client::{Client, Kind, ListParams, catalog, key_of};
 use crate::supervisor::Supervisor;
 
+pub use hostport::HostPort;
 pub use model::{Options, PortName, Proto, ServicePort, Target};
 pub use nft::{Error, Nft};
 pub use rules::Layout;
@@ -64,7 +83,8 @@ const LOCALNET_RETRY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
     pub net: crate::net::Config,
-    /// This node's name (`Local` traffic policies use the endpoints on it).
+    /// This node's name (`Local` traffic policies use the endpoints on it, and the pods
+    /// bound to it get their host ports).
     pub node_name: String,
     /// The command that runs `nft` in the node's network namespace: `["nft"]`, or
     /// `["ip", "netns", "exec", NS, "nft"]` for another namespace. What comes before the
@@ -130,13 +150,28 @@ async fn allow_localnet(nft: &[String], bridge: &str) -> Result<(), String> {
 }
 
 /// The Services and EndpointSlices the informers hold, decoded, and which Services
-/// changed since the last sync.
+/// changed since the last sync; this node's pods' host ports, and which pods changed.
 #[derive(Default)]
 struct Tracked {
     services: HashMap<String, Service>,
     slices: HashMap<String, (String, EndpointSlice)>,
     by_service: HashMap<String, BTreeSet<String>>,
     dirty: BTreeSet<String>,
+    host_ports: HashMap<String, Vec<HostPort>>,
+    dirty_pods: BTreeSet<String>,
+    /// Pods refused a host port another pod held: tried again at every sync.
+    refused_pods: BTreeSet<String>,
+}
+
+/// Whether a pod's containers ask for a host port (read before the pod is decoded:
+/// most pods do not).
+fn asks_for_host_ports(pod: &Value) -> bool {
+    pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+        .any(|p| p["hostPort"].as_i64().is_some_and(|h| h > 0))
 }
 
 impl Tracked {
@@ -196,6 +231,34 @@ impl Tracked {
         self.dirty.insert(svc);
     }
 
+    /// Notes a pod's change; whether its host ports changed.
+    fn on_pod(&mut self, change: Change<'_>, opts: &Options) -> bool {
+        let object = change.object();
+        let key = key_of(object);
+        let ports = match change {
+            Change::Deleted(_) => Vec::new(),
+            _ if !asks_for_host_ports(object) => Vec::new(),
+            Change::Added(o) | Change::Updated { new: o, .. } => match Pod::deserialize(o) {
+                Ok(pod) => hostport::host_ports(&pod, opts),
+                Err(e) => {
+                    tracing::debug!(pod = %key, error = %e, "not a Pod the proxy can read; its host ports are left out");
+                    Vec::new()
+                }
+            },
+        };
+        let before = self.host_ports.get(&key).map_or(&[][..], Vec::as_slice);
+        if before == ports.as_slice() {
+            return false;
+        }
+        if ports.is_empty() {
+            self.host_ports.remove(&key);
+        } else {
+            self.host_ports.insert(key.clone(), ports);
+        }
+        self.dirty_pods.insert(key);
+        true
+    }
+
     /// The ports of the Service `key` as they are now (none when it is gone).
     fn ports(&self, key: &str, opts: &Options) -> Vec<(PortName, ServicePort)> {
         let Some(svc) = self.services.get(key) else {
@@ -222,8 +285,20 @@ pub fn start(sup: &mut Supervisor, client: &Client, cfg: ProxyConfig) {
         tracked: Mutex::new(Tracked::default()),
         changed: tokio::sync::Notify::new(),
     });
+    let opts = Options {
+        node_name: cfg.node_name.clone(),
+        sctp: kernel_has_sctp(),
+    };
     let services = Informer::new(catalog::of(Kind::Service));
     let slices = Informer::new(catalog::of(Kind::EndpointSlice));
+    // This node's pods, for their host ports.
+    let pods = Informer::with_selection(
+        catalog::of(Kind::Pod),
+        ListParams {
+            field_selector: Some(format!("spec.nodeName={}", cfg.node_name)),
+            ..ListParams::default()
+        },
+    );
     {
         let shared = shared.clone();
         services.on_change(move |change| {
@@ -242,9 +317,23 @@ pub fn start(sup: &mut Supervisor, client: &Client, cfg: ProxyConfig) {
             shared.changed.notify_one();
         });
     }
+    {
+        let (shared, opts) = (shared.clone(), opts.clone());
+        pods.on_change(move |change| {
+            let changed = shared
+                .tracked
+                .lock()
+                .expect("proxy lock")
+                .on_pod(change, &opts);
+            if changed {
+                shared.changed.notify_one();
+            }
+        });
+    }
     for (name, informer) in [
         ("proxy-services", services.clone()),
         ("proxy-endpointslices", slices.clone()),
+        ("proxy-pods", pods.clone()),
     ] {
         let client = client.clone();
         sup.spawn(name, move |cancel| {
@@ -252,31 +341,25 @@ pub fn start(sup: &mut Supervisor, client: &Client, cfg: ProxyConfig) {
         });
     }
     sup.spawn("proxy", move |cancel| {
-        let (shared, cfg, services, slices) = (
-            shared.clone(),
-            cfg.clone(),
-            services.clone(),
-            slices.clone(),
-        );
+        let (shared, cfg, opts) = (shared.clone(), cfg.clone(), opts.clone());
+        let (services, slices, pods) = (services.clone(), slices.clone(), pods.clone());
         async move {
             tokio::select! {
-                () = async { services.synced().await; slices.synced().await } => {}
+                () = async { services.synced().await; slices.synced().await; pods.synced().await } => {}
                 () = cancel.cancelled() => return,
             }
-            run(shared, cfg, cancel).await;
+            run(shared, cfg, opts, cancel).await;
         }
     });
 }
 
 /// The sync loop: waits for changes (or a stale chain's deletion, or a retry), and
 /// makes them in one transaction.
-async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
-    let opts = Options {
-        node_name: cfg.node_name.clone(),
-        sctp: kernel_has_sctp(),
-    };
+async fn run(shared: Arc<Shared>, cfg: ProxyConfig, opts: Options, cancel: CancellationToken) {
     if !opts.sctp {
-        tracing::info!("this kernel has no SCTP: SCTP Service ports are not proxied");
+        tracing::info!(
+            "this kernel has no SCTP: SCTP Service ports and host ports are not proxied"
+        );
     }
     let layout = Layout::new(&cfg.net);
     let mut nft = Nft::new(cfg.nft.clone());
@@ -325,7 +408,7 @@ async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
                 }
             }
         }
-        let (commands, services) = {
+        let (commands, services, pods) = {
             let mut tracked = shared.tracked.lock().expect("proxy lock");
             let dirty = std::mem::take(&mut tracked.dirty);
             let t = table.get_or_insert_with(|| Table::new(layout.clone()));
@@ -338,10 +421,11 @@ async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
             };
             for key in keys {
                 for r in t.set_service(&key, &tracked.ports(&key, &opts)) {
-                    tracing::warn!(service = %r.service, destination = %r.dest, holder = %r.holder, "another Service has this destination; this one is not reachable there");
+                    tracing::warn!(service = %r.owner, destination = %r.dest, holder = %r.holder, "another Service has this destination; this one is not reachable there");
                 }
             }
-            (t.commands(Instant::now()), t.len())
+            sync_pods(&mut tracked, t);
+            (t.commands(Instant::now()), t.len(), t.pods())
         };
         if commands.is_empty() {
             continue;
@@ -359,6 +443,7 @@ async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
                 tracing::debug!(
                     whole,
                     services,
+                    pods,
                     commands = commands.len(),
                     elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
                     "proxy rules synced"
@@ -371,6 +456,42 @@ async fn run(shared: Arc<Shared>, cfg: ProxyConfig, cancel: CancellationToken) {
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
+    }
+}
+
+/// Sets the host ports of the pods that changed (all of them for a whole table), and
+/// of those refused a host port before: pods that let go of host ports first, and those
+/// refused once more at the end, so that a pod taking over another's host port in the
+/// same sync gets it.
+fn sync_pods(tracked: &mut Tracked, t: &mut Table) {
+    let dirty = std::mem::take(&mut tracked.dirty_pods);
+    let before = std::mem::take(&mut tracked.refused_pods);
+    let mut keys: Vec<String> = if t.is_full() {
+        tracked.host_ports.keys().cloned().collect()
+    } else {
+        dirty.into_iter().chain(before.iter().cloned()).collect()
+    };
+    keys.sort();
+    keys.dedup();
+    keys.sort_by_key(|k| tracked.host_ports.contains_key(k));
+    let ports = |k: &str| tracked.host_ports.get(k).map_or(&[][..], Vec::as_slice);
+    let mut refused = Vec::new();
+    for key in keys {
+        if !t.set_pod(&key, ports(&key)).is_empty() {
+            refused.push(key);
+        }
+    }
+    for key in refused {
+        let r = t.set_pod(&key, ports(&key));
+        if r.is_empty() {
+            continue;
+        }
+        if !before.contains(&key) {
+            for r in r {
+                tracing::warn!(pod = %key, destination = %r.dest, holder = %r.holder, "another pod has this host port; this one is not reachable there");
+            }
+        }
+        tracked.refused_pods.insert(key);
     }
 }
 

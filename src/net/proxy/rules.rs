@@ -23,6 +23,12 @@
 //! A pod that reaches itself through its Service (hairpin) is masqueraded, or it would
 //! drop the answer as coming from its own address: the `hairpin` set holds each
 //! endpoint's `address . address`, looked up on `saddr . daddr` after DNAT.
+//!
+//! Pods' host ports ([`super::hostport`]) are the same kind of objects: the `hostports`
+//! chain, ahead of `services` in `nat-prerouting` and `nat-output`, looks local
+//! destinations up in the verdict maps `hostport-ips` and `hostport-any`, which lead
+//! to a shared chain per protocol (`hostport-tcp`, `hostport-any-tcp`, …) that DNATs
+//! through a target map; each host port's pod address is in the `hairpin` set.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -31,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 use super::model::{PortName, Proto, ServicePort, Target};
 
-/// The table's maps and sets whose elements Services own.
+/// The table's maps and sets whose elements Services and pods' host ports own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Map {
     /// `address . protocol . port : verdict`: cluster, external and load balancer IPs.
@@ -53,6 +59,15 @@ pub enum Map {
     NodePortLocalEndpoints(Proto),
     /// The set `address . address` of every endpoint (hairpin traffic).
     Hairpin,
+    /// `address . protocol . port : verdict`: host ports of pods on one address
+    /// (`hostIP`).
+    HostPortIps,
+    /// `protocol . port : verdict`: host ports of pods on every local address.
+    HostPortAny,
+    /// `address . port : pod address . port`, one map per protocol.
+    HostPortTargets(Proto),
+    /// `port : pod address . port`, one map per protocol.
+    HostPortAnyTargets(Proto),
 }
 
 const PROTOS: [Proto; 3] = [Proto::Tcp, Proto::Udp, Proto::Sctp];
@@ -75,6 +90,10 @@ impl Map {
             ]);
         }
         out.push(Map::Hairpin);
+        out.extend([Map::HostPortIps, Map::HostPortAny]);
+        for p in PROTOS {
+            out.extend([Map::HostPortTargets(p), Map::HostPortAnyTargets(p)]);
+        }
         out
     }
 
@@ -89,6 +108,10 @@ impl Map {
             Map::NodePortEndpoints(p) => format!("nodeport-endpoints-{}", p.nft()),
             Map::NodePortLocalEndpoints(p) => format!("nodeport-local-endpoints-{}", p.nft()),
             Map::Hairpin => "hairpin".into(),
+            Map::HostPortIps => "hostport-ips".into(),
+            Map::HostPortAny => "hostport-any".into(),
+            Map::HostPortTargets(p) => format!("hostport-targets-{}", p.nft()),
+            Map::HostPortAnyTargets(p) => format!("hostport-any-targets-{}", p.nft()),
         }
     }
 
@@ -103,16 +126,19 @@ impl Map {
                 p.nft()
             )
         };
+        let target = |key: &str, p: Proto| format!("typeof {key} : ip daddr . {} dport;", p.nft());
         match self {
-            Map::ServiceIps | Map::NoEndpointServices => {
+            Map::ServiceIps | Map::NoEndpointServices | Map::HostPortIps => {
                 "type ipv4_addr . inet_proto . inet_service : verdict;".into()
             }
-            Map::ServiceNodePorts | Map::NoEndpointNodePorts => {
+            Map::ServiceNodePorts | Map::NoEndpointNodePorts | Map::HostPortAny => {
                 "type inet_proto . inet_service : verdict;".into()
             }
             Map::Endpoints(p) | Map::LocalEndpoints(p) => lookup("ip daddr . th dport", p),
             Map::NodePortEndpoints(p) | Map::NodePortLocalEndpoints(p) => lookup("th dport", p),
             Map::Hairpin => "type ipv4_addr . ipv4_addr;".into(),
+            Map::HostPortTargets(p) => target("ip daddr . th dport", p),
+            Map::HostPortAnyTargets(p) => target("th dport", p),
         }
     }
 
@@ -137,6 +163,10 @@ pub enum Shared {
     NodePort(Proto, usize),
     /// Node port traffic, `Local` policy.
     NodePortLocal(Proto, usize, usize),
+    /// Host port traffic to one address (`hostIP`): the node's own masqueraded.
+    HostPort(Proto),
+    /// Host port traffic to any local address.
+    HostPortAny(Proto),
 }
 
 /// The masquerade mark, kube-proxy's bit.
@@ -144,6 +174,8 @@ pub const MASQ_MARK: &str = "0x4000";
 /// The chain that rejects (services without endpoints).
 pub const REJECT_CHAIN: &str = "reject-chain";
 const MARK_CHAIN: &str = "mark-for-masquerade";
+/// The chain that sends traffic to pods' host ports.
+const HOSTPORTS_CHAIN: &str = "hostports";
 
 /// What the rules need of the node's network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,6 +219,8 @@ impl Shared {
             Shared::ExternalLocal(p, n, m) => format!("external-local-{}-{n}-{m}", p.nft()),
             Shared::NodePort(p, n) => format!("nodeport-{}-{n}", p.nft()),
             Shared::NodePortLocal(p, n, m) => format!("nodeport-local-{}-{n}-{m}", p.nft()),
+            Shared::HostPort(p) => format!("hostport-{}", p.nft()),
+            Shared::HostPortAny(p) => format!("hostport-any-{}", p.nft()),
         }
     }
 
@@ -225,44 +259,75 @@ impl Shared {
                 n,
                 m,
             ),
+            Shared::HostPort(p) => vec![
+                format!("fib saddr type local jump {MARK_CHAIN}"),
+                format!(
+                    "meta l4proto {} dnat ip addr . port to ip daddr . th dport map @{}",
+                    p.nft(),
+                    Map::HostPortTargets(p).name()
+                ),
+            ],
+            Shared::HostPortAny(p) => vec![
+                format!("fib saddr type local jump {MARK_CHAIN}"),
+                format!(
+                    "meta l4proto {} dnat ip addr . port to th dport map @{}",
+                    p.nft(),
+                    Map::HostPortAnyTargets(p).name()
+                ),
+            ],
         }
     }
 }
 
-/// Where traffic to a Service arrives: an address and port, or a node port on every
-/// local address. Each is one Service's; a second Service asking for it is refused.
+/// Where traffic arrives: at a Service, an address and port or a node port on every
+/// local address; at a pod's host port, a local address and port or a port on every
+/// local address. Each is one Service's or pod's; a second one asking for it is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dest {
     Ip(Ipv4Addr, Proto, u16),
     NodePort(Proto, u16),
+    HostIp(Ipv4Addr, Proto, u16),
+    HostPort(Proto, u16),
 }
 
 impl Dest {
-    fn proto(&self) -> Proto {
+    pub(super) fn proto(&self) -> Proto {
         match self {
             Dest::Ip(_, p, _) | Dest::NodePort(p, _) => *p,
+            Dest::HostIp(_, p, _) | Dest::HostPort(p, _) => *p,
         }
     }
 
-    /// Its key in the endpoint maps of its protocol (without the protocol).
-    fn endpoint_key(&self) -> String {
+    /// Its key in the endpoint (or host port target) maps of its protocol, without the
+    /// protocol.
+    pub(super) fn endpoint_key(&self) -> String {
         match self {
-            Dest::Ip(ip, _, port) => format!("{ip} . {port}"),
-            Dest::NodePort(_, port) => port.to_string(),
+            Dest::Ip(ip, _, port) | Dest::HostIp(ip, _, port) => format!("{ip} . {port}"),
+            Dest::NodePort(_, port) | Dest::HostPort(_, port) => port.to_string(),
         }
+    }
+
+    /// Whether it is a port on every local address.
+    fn any_address(&self) -> bool {
+        matches!(self, Dest::NodePort(..) | Dest::HostPort(..))
     }
 }
 
+/// Its key in its verdict map (`address . protocol . port` or `protocol . port`).
 impl std::fmt::Display for Dest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Dest::Ip(ip, proto, port) => write!(f, "{ip} . {} . {port}", proto.nft()),
-            Dest::NodePort(proto, port) => write!(f, "{} . {port}", proto.nft()),
+            Dest::Ip(ip, proto, port) | Dest::HostIp(ip, proto, port) => {
+                write!(f, "{ip} . {} . {port}", proto.nft())
+            }
+            Dest::NodePort(proto, port) | Dest::HostPort(proto, port) => {
+                write!(f, "{} . {port}", proto.nft())
+            }
         }
     }
 }
 
-/// What one Service puts in the table.
+/// What one Service (or one pod's host ports) puts in the table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fragment {
     /// Map elements: `(map, key) → value` (empty for set elements).
@@ -315,7 +380,12 @@ impl Fragment {
         (f, refused)
     }
 
-    fn claim(&mut self, d: Dest, taken: &impl Fn(&Dest) -> bool, refused: &mut Vec<Dest>) -> bool {
+    pub(super) fn claim(
+        &mut self,
+        d: Dest,
+        taken: &impl Fn(&Dest) -> bool,
+        refused: &mut Vec<Dest>,
+    ) -> bool {
         if taken(&d) || self.dests.contains(&d) {
             refused.push(d);
             return false;
@@ -324,7 +394,7 @@ impl Fragment {
         true
     }
 
-    fn put(&mut self, map: Map, key: String, value: impl Into<String>) {
+    pub(super) fn put(&mut self, map: Map, key: String, value: impl Into<String>) {
         self.elements.insert((map, key), value.into());
     }
 
@@ -363,7 +433,7 @@ impl Fragment {
             }
         }
         for d in &externals {
-            let (no_endpoints, _) = no_endpoint_map(d);
+            let (no_endpoints, _) = no_endpoint_map(d.any_address());
             if !has {
                 self.put(no_endpoints, d.to_string(), REJECT);
             } else if sp.external_local && sp.local.is_empty() {
@@ -403,7 +473,7 @@ impl Fragment {
         }
         for d in externals {
             let p = d.proto();
-            let by_port = matches!(d, Dest::NodePort(..));
+            let by_port = d.any_address();
             let (all, mine, chain) = match (by_port, sp.external_local) {
                 (false, false) => (Map::Endpoints(p), None, Shared::External(p, n)),
                 (false, true) => (
@@ -418,7 +488,7 @@ impl Fragment {
                     Shared::NodePortLocal(p, n, m),
                 ),
             };
-            let (_, verdicts) = no_endpoint_map(d);
+            let (_, verdicts) = no_endpoint_map(d.any_address());
             self.put(verdicts, d.to_string(), format!("goto {}", chain.name()));
             self.shared.insert(chain);
             fill(self, all, d, &sp.cluster);
@@ -531,17 +601,19 @@ impl Fragment {
         };
         self.chains.insert(external_chain.clone(), rules);
         for d in externals {
-            let (_, verdicts) = no_endpoint_map(d);
+            let (_, verdicts) = no_endpoint_map(d.any_address());
             self.put(verdicts, d.to_string(), format!("goto {external_chain}"));
         }
     }
 }
 
-/// The no-endpoint map and the verdict map of a destination.
-fn no_endpoint_map(d: &Dest) -> (Map, Map) {
-    match d {
-        Dest::Ip(..) => (Map::NoEndpointServices, Map::ServiceIps),
-        Dest::NodePort(..) => (Map::NoEndpointNodePorts, Map::ServiceNodePorts),
+/// The no-endpoint map and the verdict map of a Service's destination: a node port
+/// (`by_port`) or an address.
+fn no_endpoint_map(by_port: bool) -> (Map, Map) {
+    if by_port {
+        (Map::NoEndpointNodePorts, Map::ServiceNodePorts)
+    } else {
+        (Map::NoEndpointServices, Map::ServiceIps)
     }
 }
 
@@ -580,6 +652,7 @@ pub fn base(layout: &Layout) -> Vec<String> {
         "endpoints-check",
         "guard",
         REJECT_CHAIN,
+        HOSTPORTS_CHAIN,
         "services",
         MARK_CHAIN,
         "masquerading",
@@ -592,7 +665,12 @@ pub fn base(layout: &Layout) -> Vec<String> {
         ("filter-forward", "jump guard".into()),
         ("filter-output", "ct state new jump endpoints-check".into()),
         ("filter-output", "jump guard".into()),
+        // Host ports first: a pod asked for this node's port (and the node admitted it
+        // alone on it), where a Service's node port or load balancer address is the
+        // same port on every node.
+        ("nat-prerouting", format!("jump {HOSTPORTS_CHAIN}")),
         ("nat-prerouting", "jump services".into()),
+        ("nat-output", format!("jump {HOSTPORTS_CHAIN}")),
         ("nat-output", "jump services".into()),
         ("nat-postrouting", "jump masquerading".into()),
         // Pods reach the world with the node's address.
@@ -617,6 +695,17 @@ pub fn base(layout: &Layout) -> Vec<String> {
             format!("ip daddr {pods} oifname != \"{bridge}\" drop"),
         ),
         (REJECT_CHAIN, "reject".into()),
+        // A host port is a port of one of the node's own addresses (a `hostIP` that is
+        // not the node's would otherwise capture traffic passing through to it).
+        (HOSTPORTS_CHAIN, "fib daddr type != local return".into()),
+        (
+            HOSTPORTS_CHAIN,
+            "ip daddr . meta l4proto . th dport vmap @hostport-ips".into(),
+        ),
+        (
+            HOSTPORTS_CHAIN,
+            "meta l4proto . th dport vmap @hostport-any".into(),
+        ),
         (
             "services",
             "ip daddr . meta l4proto . th dport vmap @service-ips".into(),

@@ -1,4 +1,5 @@
-//! What berth's table holds, Service by Service, and the commands that change it: the
+//! What berth's table holds, Service by Service and pod by pod (host ports), and the
+//! commands that change it: the
 //! whole table in one transaction (`add table; delete table; add table; …`, so nothing
 //! of an earlier run survives), or only what changed since the last commands (map
 //! elements added and deleted, chains added or flushed and rewritten), as kube-proxy's
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::hostport::{self, HostPort};
 use super::model::{PortName, ServicePort};
 use super::rules::{self, Dest, Fragment, Layout, Map, Shared};
 
@@ -33,6 +35,9 @@ struct Pending {
 pub struct Table {
     layout: Layout,
     fragments: HashMap<String, Fragment>,
+    /// The pods' host ports, by pod key.
+    pods: HashMap<String, Fragment>,
+    /// Who holds each destination: a Service's key, or `pod ` and a pod's key.
     owners: HashMap<Dest, String>,
     shared: BTreeMap<Shared, usize>,
     hairpin: BTreeMap<Ipv4Addr, usize>,
@@ -50,10 +55,11 @@ pub struct Table {
     chains_changed: bool,
 }
 
-/// What refused a Service a destination: another Service has it.
+/// What refused a Service or a pod a destination: another one has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
-    pub service: String,
+    /// The Service's key, or `pod ` and the pod's key.
+    pub owner: String,
     pub dest: String,
     pub holder: String,
 }
@@ -64,6 +70,7 @@ impl Table {
         Table {
             layout,
             fragments: HashMap::new(),
+            pods: HashMap::new(),
             owners: HashMap::new(),
             shared: BTreeMap::new(),
             hairpin: BTreeMap::new(),
@@ -85,6 +92,11 @@ impl Table {
 
     pub fn is_empty(&self) -> bool {
         self.fragments.is_empty()
+    }
+
+    /// How many pods' host ports it holds.
+    pub fn pods(&self) -> usize {
+        self.pods.len()
     }
 
     fn note(&mut self, map: Map, key: &str, was: Option<&str>, now: Option<&str>) {
@@ -110,30 +122,59 @@ impl Table {
                 owners.get(d).is_some_and(|holder| holder != key)
             })
         };
-        let refused = refused
+        let refused = self.refusals(key, refused);
+        let old = self.fragments.remove(key).unwrap_or_default();
+        self.replace(key, &old, &new);
+        if !new.dests.is_empty() {
+            self.fragments.insert(key.to_string(), new);
+        }
+        refused
+    }
+
+    /// Sets the host ports of the pod `key` (none: it is gone, or has none any more).
+    /// Host ports another pod holds are left out and returned.
+    pub fn set_pod(&mut self, key: &str, ports: &[HostPort]) -> Vec<Refused> {
+        let owner = format!("pod {key}");
+        let (new, refused) = {
+            let owners = &self.owners;
+            hostport::fragment(ports, |d| {
+                owners.get(d).is_some_and(|holder| *holder != owner)
+            })
+        };
+        let refused = self.refusals(&owner, refused);
+        let old = self.pods.remove(key).unwrap_or_default();
+        self.replace(&owner, &old, &new);
+        if !new.dests.is_empty() {
+            self.pods.insert(key.to_string(), new);
+        }
+        refused
+    }
+
+    fn refusals(&self, owner: &str, refused: Vec<Dest>) -> Vec<Refused> {
+        refused
             .into_iter()
             .map(|d| Refused {
-                service: key.to_string(),
+                owner: owner.to_string(),
                 dest: d.to_string(),
                 holder: self
                     .owners
                     .get(&d)
                     .cloned()
-                    .unwrap_or_else(|| key.to_string()),
+                    .unwrap_or_else(|| owner.to_string()),
             })
-            .collect();
-        let old = self.fragments.remove(key).unwrap_or_default();
+            .collect()
+    }
+
+    /// Notes the changes from `old` to `new`, the objects of `owner`.
+    fn replace(&mut self, owner: &str, old: &Fragment, new: &Fragment) {
         if old == new {
-            if !new.dests.is_empty() {
-                self.fragments.insert(key.to_string(), new);
-            }
-            return refused;
+            return;
         }
         for d in &old.dests {
             self.owners.remove(d);
         }
         for d in &new.dests {
-            self.owners.insert(*d, key.to_string());
+            self.owners.insert(*d, owner.to_string());
         }
         // Elements: the old ones that went or changed, the new ones that came or changed.
         for ((map, k), v) in &old.elements {
@@ -188,10 +229,6 @@ impl Table {
                 .extend(new.sets.iter().map(|(k, v)| (k.clone(), *v)));
             self.chains_changed = true;
         }
-        if !new.dests.is_empty() {
-            self.fragments.insert(key.to_string(), new);
-        }
-        refused
     }
 
     /// The chains the table must have, with their rules.
@@ -328,12 +365,19 @@ impl Table {
         c
     }
 
-    /// The fragments in the order of their Services' keys (stable commands).
+    /// The fragments in the order of their Services' keys, then the pods' (stable
+    /// commands).
     fn sorted_fragments(&self) -> Vec<&Fragment> {
-        let mut keys: Vec<&String> = self.fragments.keys().collect();
-        keys.sort();
-        keys.into_iter().map(|k| &self.fragments[k]).collect()
+        let mut out = sorted(&self.fragments);
+        out.extend(sorted(&self.pods));
+        out
     }
+}
+
+fn sorted(all: &HashMap<String, Fragment>) -> Vec<&Fragment> {
+    let mut keys: Vec<&String> = all.keys().collect();
+    keys.sort();
+    keys.into_iter().map(|k| &all[k]).collect()
 }
 
 fn element(map: Map, key: &str, value: &str) -> String {

@@ -426,3 +426,256 @@ fn tracked_objects_follow_the_informers_changes() {
     tr.on_service(Change::Deleted(&svc));
     assert!(tr.ports("default/web", &opts()).is_empty());
 }
+
+fn host_port(host_ip: Option<&str>, proto: Proto, port: u16, pod_ip: &str, to: u16) -> HostPort {
+    HostPort {
+        host_ip: host_ip.map(|h| h.parse().unwrap()),
+        proto,
+        port,
+        target: Target {
+            ip: pod_ip.parse().unwrap(),
+            port: to,
+        },
+    }
+}
+
+#[test]
+fn host_ports_come_before_services_on_the_nodes_own_addresses() {
+    let base = rules::base(&layout());
+    let at = |want: &str| {
+        base.iter()
+            .position(|c| c == want)
+            .unwrap_or_else(|| panic!("{want}\nnot in\n{base:#?}"))
+    };
+    for hook in ["nat-prerouting", "nat-output"] {
+        assert!(
+            at(&format!("add rule ip berth {hook} jump hostports"))
+                < at(&format!("add rule ip berth {hook} jump services"))
+        );
+    }
+    for want in [
+        "add map ip berth hostport-ips { type ipv4_addr . inet_proto . inet_service : verdict; }",
+        "add map ip berth hostport-any { type inet_proto . inet_service : verdict; }",
+        "add map ip berth hostport-targets-udp { typeof ip daddr . th dport : ip daddr . udp dport; }",
+        "add map ip berth hostport-any-targets-sctp { typeof th dport : ip daddr . sctp dport; }",
+        "add rule ip berth hostports fib daddr type != local return",
+        "add rule ip berth hostports ip daddr . meta l4proto . th dport vmap @hostport-ips",
+        "add rule ip berth hostports meta l4proto . th dport vmap @hostport-any",
+    ] {
+        at(want);
+    }
+}
+
+#[test]
+fn a_pods_host_ports_are_elements_and_go_with_it() {
+    let s = http_slice("web", json!([ep("10.42.0.2", "n1")]));
+    let (mut t, _) = full(&[web()], &[s]);
+    let ports = [
+        host_port(None, Proto::Tcp, 80, "10.42.0.2", 8080),
+        host_port(Some("127.0.0.1"), Proto::Tcp, 81, "10.42.0.2", 8081),
+    ];
+    assert!(t.set_pod("default/a", &ports).is_empty());
+    assert_eq!(t.pods(), 1);
+    // The pod is also the Service's endpoint: its hairpin element is there already.
+    assert_eq!(
+        t.commands(Instant::now()),
+        [
+            "add chain ip berth hostport-any-tcp",
+            "add chain ip berth hostport-tcp",
+            "add rule ip berth hostport-any-tcp fib saddr type local jump mark-for-masquerade",
+            "add rule ip berth hostport-any-tcp meta l4proto tcp dnat ip addr . port to th dport map @hostport-any-targets-tcp",
+            "add rule ip berth hostport-tcp fib saddr type local jump mark-for-masquerade",
+            "add rule ip berth hostport-tcp meta l4proto tcp dnat ip addr . port to ip daddr . th dport map @hostport-targets-tcp",
+            "add element ip berth hostport-ips { 127.0.0.1 . tcp . 81 : goto hostport-tcp }",
+            "add element ip berth hostport-any { tcp . 80 : goto hostport-any-tcp }",
+            "add element ip berth hostport-targets-tcp { 127.0.0.1 . 81 : 10.42.0.2 . 8081 }",
+            "add element ip berth hostport-any-targets-tcp { 80 : 10.42.0.2 . 8080 }",
+        ]
+    );
+    // A status update that changes nothing changes nothing.
+    assert!(t.set_pod("default/a", &ports).is_empty());
+    assert_eq!(t.commands(Instant::now()), Vec::<String>::new());
+    // The pod gets another address (a new sandbox): only the targets change.
+    let moved = ports.map(|p| HostPort {
+        target: Target {
+            ip: "10.42.0.3".parse().unwrap(),
+            ..p.target
+        },
+        ..p
+    });
+    t.set_pod("default/a", &moved);
+    assert_eq!(
+        t.commands(Instant::now()),
+        [
+            "delete element ip berth hostport-targets-tcp { 127.0.0.1 . 81 }",
+            "delete element ip berth hostport-any-targets-tcp { 80 }",
+            "add element ip berth hairpin { 10.42.0.3 . 10.42.0.3 }",
+            "add element ip berth hostport-targets-tcp { 127.0.0.1 . 81 : 10.42.0.3 . 8081 }",
+            "add element ip berth hostport-any-targets-tcp { 80 : 10.42.0.3 . 8080 }",
+        ]
+    );
+    // The pod goes: its elements now, its chains a moment later; the Service's
+    // endpoint keeps its hairpin element.
+    t.set_pod("default/a", &[]);
+    let now = Instant::now();
+    assert_eq!(
+        t.commands(now),
+        [
+            "delete element ip berth hairpin { 10.42.0.3 . 10.42.0.3 }",
+            "delete element ip berth hostport-ips { 127.0.0.1 . tcp . 81 }",
+            "delete element ip berth hostport-any { tcp . 80 }",
+            "delete element ip berth hostport-targets-tcp { 127.0.0.1 . 81 }",
+            "delete element ip berth hostport-any-targets-tcp { 80 }",
+            "flush chain ip berth hostport-any-tcp",
+            "flush chain ip berth hostport-tcp",
+        ]
+    );
+    assert_eq!(t.pods(), 0);
+    assert_eq!(
+        t.commands(now + STALE_AFTER),
+        [
+            "delete chain ip berth hostport-any-tcp",
+            "delete chain ip berth hostport-tcp"
+        ]
+    );
+}
+
+#[test]
+fn a_whole_table_has_the_pods_host_ports_after_the_services() {
+    let mut t = Table::new(layout());
+    t.set_pod(
+        "default/dns",
+        &[host_port(
+            Some("192.0.2.1"),
+            Proto::Udp,
+            53,
+            "10.42.0.9",
+            5353,
+        )],
+    );
+    t.set_service(
+        "default/web",
+        &service_ports(
+            &web(),
+            [http_slice("web", json!([ep("10.42.0.2", "n1")]))].iter(),
+            &opts(),
+        ),
+    );
+    let c = t.commands(Instant::now());
+    let base = rules::base(&layout()).len();
+    let elements: Vec<&str> = c[3 + base..]
+        .iter()
+        .filter(|c| c.starts_with("add element"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        elements,
+        [
+            "add element ip berth service-ips { 10.96.0.5 . tcp . 80 : goto internal-tcp-1 }",
+            "add element ip berth endpoints-tcp { 10.96.0.5 . 80 . 0 : 10.42.0.2 . 8080 }",
+            "add element ip berth hairpin { 10.42.0.2 . 10.42.0.2, 10.42.0.9 . 10.42.0.9 }",
+            "add element ip berth hostport-ips { 192.0.2.1 . udp . 53 : goto hostport-udp }",
+            "add element ip berth hostport-targets-udp { 192.0.2.1 . 53 : 10.42.0.9 . 5353 }",
+        ]
+    );
+}
+
+#[test]
+fn a_host_port_another_pod_holds_is_refused_until_it_lets_go() {
+    let pod = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"nodeName": "n1", "containers": [{"name": "c",
+                   "ports": [{"containerPort": 8080, "hostPort": 80}]}]},
+               "status": {"phase": "Running", "podIP": ip}})
+    };
+    let (a, b) = (pod("a", "10.42.0.2"), pod("b", "10.42.0.3"));
+    let mut tr = Tracked::default();
+    assert!(tr.on_pod(Change::Added(&b), &opts()));
+    assert!(tr.on_pod(Change::Added(&a), &opts()));
+    let mut t = Table::new(layout());
+    sync_pods(&mut tr, &mut t);
+    t.commands(Instant::now());
+    assert_eq!(
+        tr.refused_pods.iter().collect::<Vec<_>>(),
+        ["default/b"],
+        "the first in order holds it"
+    );
+    // The holder goes while nothing else changes: the refused pod gets the port.
+    assert!(tr.on_pod(Change::Deleted(&a), &opts()));
+    sync_pods(&mut tr, &mut t);
+    assert!(tr.refused_pods.is_empty());
+    assert_eq!(
+        t.commands(Instant::now()),
+        [
+            "delete element ip berth hairpin { 10.42.0.2 . 10.42.0.2 }",
+            "delete element ip berth hostport-any-targets-tcp { 80 }",
+            "add element ip berth hairpin { 10.42.0.3 . 10.42.0.3 }",
+            "add element ip berth hostport-any-targets-tcp { 80 : 10.42.0.3 . 8080 }",
+        ]
+    );
+    // One pod hands its port to another in one sync, whatever their order.
+    let c = pod("c", "10.42.0.4");
+    let mut b_elsewhere = b.clone();
+    b_elsewhere["spec"]["containers"][0]["ports"][0]["hostPort"] = json!(81);
+    assert!(tr.on_pod(Change::Added(&c), &opts()));
+    assert!(tr.on_pod(
+        Change::Updated {
+            old: &b,
+            new: &b_elsewhere
+        },
+        &opts()
+    ));
+    sync_pods(&mut tr, &mut t);
+    assert!(tr.refused_pods.is_empty(), "{:?}", tr.refused_pods);
+    let c = t.commands(Instant::now());
+    assert!(
+        c.contains(&"add element ip berth hostport-any-targets-tcp { 80 : 10.42.0.4 . 8080, 81 : 10.42.0.3 . 8080 }".to_string()),
+        "{c:#?}"
+    );
+}
+
+#[test]
+fn pods_without_host_ports_or_changes_to_them_wake_nothing() {
+    let mut tr = Tracked::default();
+    let plain = json!({"metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"nodeName": "n1", "containers": [{"name": "c",
+                           "ports": [{"containerPort": 8080}]}]},
+                       "status": {"phase": "Running", "podIP": "10.42.0.2"}});
+    assert!(!tr.on_pod(Change::Added(&plain), &opts()));
+    let mut with = plain.clone();
+    with["spec"]["containers"][0]["ports"][0]["hostPort"] = json!(80);
+    let mut pending = with.clone();
+    pending["status"] = json!({"phase": "Pending"});
+    assert!(
+        !tr.on_pod(Change::Added(&pending), &opts()),
+        "no address yet"
+    );
+    assert!(tr.on_pod(
+        Change::Updated {
+            old: &pending,
+            new: &with
+        },
+        &opts()
+    ));
+    let mut ready = with.clone();
+    ready["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+    assert!(!tr.on_pod(
+        Change::Updated {
+            old: &with,
+            new: &ready
+        },
+        &opts()
+    ));
+    let mut done = ready.clone();
+    done["status"]["phase"] = json!("Succeeded");
+    assert!(tr.on_pod(
+        Change::Updated {
+            old: &ready,
+            new: &done
+        },
+        &opts()
+    ));
+    assert!(tr.host_ports.is_empty());
+    assert!(!tr.on_pod(Change::Deleted(&done), &opts()));
+}
