@@ -179,8 +179,12 @@ impl Error {
     /// The Status object for this error.
     pub fn status(&self) -> (StatusCode, Value) {
         let (code, reason, details) = self.parts();
+        // What a 503 says is for the client: what is missing, and to try again.
         let shown = code == StatusCode::GATEWAY_TIMEOUT
-            || matches!(self, Error::Registry(registry::Error::Unsupported(_)));
+            || matches!(
+                self,
+                Error::Registry(registry::Error::Unsupported(_)) | Error::Unavailable(_)
+            );
         let out_of_space = match self {
             Error::Registry(registry::Error::Store(e)) => e.out_of_space_message(),
             _ => None,

@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod portforward;
 mod protobuf;
 mod protobuf_schema;
+mod proxy;
 mod resources;
 mod review;
 pub mod tls;
@@ -99,6 +100,24 @@ pub fn router(state: AppState) -> Router {
             any(portforward_request),
         )
         .route("/api/v1/namespaces/{ns}/pods/{name}/log", any(log_request))
+        .route("/api/v1/namespaces/{ns}/pods/{name}/proxy", any(pod_proxy))
+        .route("/api/v1/namespaces/{ns}/pods/{name}/proxy/", any(pod_proxy))
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/proxy/{*path}",
+            any(pod_proxy),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/services/{name}/proxy",
+            any(service_proxy),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/services/{name}/proxy/",
+            any(service_proxy),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/services/{name}/proxy/{*path}",
+            any(service_proxy),
+        )
         .route("/api/v1/{*rest}", any(core_request))
         .route("/apis/{group}/{version}/{*rest}", any(group_request))
         .fallback(|| async { Error::NoRoute })
@@ -394,6 +413,28 @@ async fn portforward_request(
     }
     .await
     .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `pods/{name}/proxy[/{path}]` (see [`proxy`]).
+async fn pod_proxy(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path(path): Path<HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    let (ns, name) = (path["ns"].clone(), path["name"].clone());
+    proxy::serve(state, user, proxy::Through::Pod, ns, name, req).await
+}
+
+/// `services/{name}/proxy[/{path}]` (see [`proxy`]).
+async fn service_proxy(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    Path(path): Path<HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    let (ns, name) = (path["ns"].clone(), path["name"].clone());
+    proxy::serve(state, user, proxy::Through::Service, ns, name, req).await
 }
 
 type Upgrade = Result<exec::Upgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>;

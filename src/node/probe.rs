@@ -138,74 +138,6 @@ fn port(spec: &Value, container: &Value) -> Result<u16, String> {
     }
 }
 
-/// Accepts any server certificate: probes check that a container answers, not who it is.
-#[derive(Debug)]
-struct AnyCertificate(rustls::crypto::CryptoProvider);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// The TLS client configuration of HTTPS probes, made once.
-fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
-    static CONFIG: std::sync::OnceLock<std::sync::Arc<rustls::ClientConfig>> =
-        std::sync::OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = rustls::crypto::ring::default_provider();
-            let config =
-                rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider.clone()))
-                    .with_safe_default_protocol_versions()
-                    .expect("ring supports the default protocol versions")
-                    .dangerous()
-                    .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
-                    .with_no_client_auth();
-            std::sync::Arc::new(config)
-        })
-        .clone()
-}
-
 /// The gRPC health checking protocol (`grpc.health.v1.Health/Check`) over HTTP/2
 /// without TLS, as the kubelet's gRPC probe: `Ok` when the service answers `SERVING`.
 async fn grpc_health(host: &str, port: u16, service: &str) -> Result<(), String> {
@@ -408,10 +340,11 @@ pub async fn act(
                 // As the kubelet: TLS without verifying the container's certificate.
                 let name = rustls::pki_types::ServerName::try_from(host.to_string())
                     .map_err(|e| format!("Get \"{url}\": {e}"))?;
-                let mut tls = tokio_rustls::TlsConnector::from(insecure_tls())
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| format!("Get \"{url}\": {e}"))?;
+                let mut tls =
+                    tokio_rustls::TlsConnector::from(crate::types::tls::insecure_client())
+                        .connect(name, tcp)
+                        .await
+                        .map_err(|e| format!("Get \"{url}\": {e}"))?;
                 tls.write_all(req.as_bytes())
                     .await
                     .map_err(|e| e.to_string())?;

@@ -117,6 +117,9 @@ impl Subresource {
     }
 }
 
+/// The verbs of a `proxy` subresource (the methods a proxied request may take).
+const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
 /// One served resource: a kind's descriptor, shared as an `Arc` (the built-in kinds'
 /// live as long as the process; a custom resource's as long as its definition serves it).
 pub struct Resource {
@@ -351,6 +354,10 @@ fn builtin() -> Vec<Resource> {
                 served_by(sub("log", &["get"], "Pod"), Serves::PodLog),
                 served_by(
                     sub("portforward", &["create", "get"], "PodPortForwardOptions"),
+                    Serves::Elsewhere,
+                ),
+                served_by(
+                    sub("proxy", PROXY_VERBS, "PodProxyOptions"),
                     Serves::Elsewhere,
                 ),
             ],
@@ -597,11 +604,7 @@ fn builtin() -> Vec<Resource> {
             scale: false,
             verbs: VERBS,
             subresources: vec![served_by(
-                sub(
-                    "proxy",
-                    &["create", "delete", "get", "patch", "update"],
-                    "NodeProxyOptions",
-                ),
+                sub("proxy", PROXY_VERBS, "NodeProxyOptions"),
                 Serves::Elsewhere,
             )],
             selectable: names(&["spec.unschedulable"]),
@@ -741,7 +744,10 @@ fn builtin() -> Vec<Resource> {
             generation: true,
             scale: false,
             verbs: VERBS,
-            subresources: Vec::new(),
+            subresources: vec![served_by(
+                sub("proxy", PROXY_VERBS, "ServiceProxyOptions"),
+                Serves::Elsewhere,
+            )],
             selectable: names(&["spec.clusterIP", "spec.type"]),
             strategy: Arc::new(super::service::Service),
             schema: Source::typed::<core::Service>(),

@@ -17,6 +17,7 @@ pub mod openshift;
 pub mod private;
 pub mod quantity;
 pub mod taints;
+pub mod tls;
 
 /// The current time as an API timestamp (RFC 3339, UTC, whole seconds). Every object
 /// timestamp comes from here.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::{TestServer, eventually};
 
 /// Waits for the token of `namespace/account` and returns it with its Secret.
-async fn token(s: &TestServer, namespace: &str, account: &str) -> (String, Value) {
+pub async fn token(s: &TestServer, namespace: &str, account: &str) -> (String, Value) {
     let path = format!("/api/v1/namespaces/{namespace}/secrets/{account}-token");
     let secret = eventually(20, "a token Secret", || async {
         let (code, secret) = s.get(&path).await;

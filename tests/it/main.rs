@@ -6,6 +6,7 @@
 
 mod accounts;
 mod api;
+mod api_proxy;
 mod autoscaling;
 mod cleanup;
 mod cli;

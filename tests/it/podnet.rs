@@ -259,6 +259,42 @@ impl Drop for NetNode {
     }
 }
 
+/// `method path` against the node's API from inside its namespace (a thread that
+/// entered it opens the connection), as the admin: the status and the body.
+pub fn api_call(node: &NetNode, method: &str, path: &str) -> (u16, String) {
+    let ns = std::fs::File::open(format!("/run/netns/{}", node.ns.0)).unwrap();
+    let ca = std::fs::read_to_string(node.data_dir().join("ca.crt")).unwrap();
+    let token = std::fs::read_to_string(node.data_dir().join("admin.token")).unwrap();
+    let (method, path) = (
+        reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+        path.to_string(),
+    );
+    std::thread::spawn(move || {
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&ns),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let c = crate::https::client_with(&ca, false);
+            let r = c
+                .request(method, format!("https://127.0.0.1:6443{path}"))
+                .bearer_auth(token.trim())
+                .timeout(Duration::from_secs(20))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        })
+    })
+    .join()
+    .unwrap()
+}
+
 /// A process pod serving its name over HTTP on port 8080 with busybox's httpd.
 pub fn web_pod(node: &NetNode, name: &str, labels: serde_json::Value) -> serde_json::Value {
     let root = node.web_root(name);
@@ -571,6 +607,33 @@ fn a_pod_calls_a_service_by_name_and_the_node_reaches_its_node_port() {
     assert_eq!(body(&got), "backend\n", "{got:?}");
     let got = node.ns.sh(&get_script(&cluster_ip, 80));
     assert_eq!(body(&got), "backend\n", "{got:?}");
+    // The API reaches the pod's port through the pods and services proxy, a
+    // redirect of the pod's (busybox's httpd sends one for a directory) kept inside it.
+    let dir = node.web_root("backend").join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("index.html"), "inner\n").unwrap();
+    let base = "/api/v1/namespaces/default";
+    for path in [
+        "pods/backend:8080/proxy/",
+        "pods/backend/proxy/",
+        "pods/http:backend:8080/proxy/index.html",
+        "services/backend/proxy/",
+        "services/backend:80/proxy/",
+    ] {
+        let got = api_call(&node, "GET", &format!("{base}/{path}"));
+        assert_eq!(got, (200, "backend\n".to_string()), "{path}");
+    }
+    let got = api_call(&node, "GET", &format!("{base}/pods/backend:8080/proxy/dir"));
+    assert_eq!(got, (200, "inner\n".to_string()));
+    let (code, _) = api_call(
+        &node,
+        "GET",
+        &format!("{base}/services/backend/proxy/missing"),
+    );
+    assert_eq!(code, 404);
+    let (code, body) = api_call(&node, "GET", &format!("{base}/services/backend:81/proxy/"));
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("no service port 81"), "{body}");
 }
 
 /// Runs `get` (a `GET /`) until the body it prints is `want`: the proxy programs a new
