@@ -255,7 +255,7 @@ fn locate(target: &Path) -> io::Result<Option<(PathBuf, Vec<OsString>)>> {
 /// Makes `missing` below the directory `at`: directories, then the last one as a
 /// directory when `dir`, else as an empty file. Nothing is followed: all of it is new.
 fn create(mut at: OwnedFd, missing: &[OsString], dir: bool) -> io::Result<()> {
-    let at_fd = |name: &OsString, e| fail(format!("make {}", name.display()), e);
+    let at_fd = |name: &OsString, e| fail(format!("make {}", name.to_string_lossy()), e);
     for (i, name) in missing.iter().enumerate() {
         if i + 1 == missing.len() && !dir {
             return rustix::fs::openat(
@@ -499,12 +499,14 @@ mod tests {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        // Under `/` itself, under a directory of the host's root filesystem, under /dev.
+        // Under `/` itself, under a directory of the host's root filesystem, under /dev
+        // (devices, sockets, mounts below it) and under /var/run (a link to /run).
         let top = Path::new("/").join(&tag);
         let nested = Path::new("/var/lib").join(&tag);
         let dev = Path::new("/dev").join(&tag);
-        let _remove = Remove(vec![top.clone(), nested.clone(), dev.clone()]);
-        for p in [&top, &nested, &dev] {
+        let run = fs::canonicalize("/var/run").unwrap().join(&tag);
+        let _remove = Remove(vec![top.clone(), nested.clone(), dev.clone(), run.clone()]);
+        for p in [&top, &nested, &dev, &run] {
             assert!(!p.exists(), "{} exists before the test", p.display());
         }
         let tmp = tempfile::tempdir().unwrap();
@@ -516,9 +518,18 @@ mod tests {
             t.join("ro"),
             t.join("instance"),
         );
-        for d in [&vol, &rw.join("locked"), &rw.join("open"), &ro, &cwd] {
+        let ro_vol = t.join("ro-vol");
+        for d in [
+            &vol,
+            &rw.join("locked"),
+            &rw.join("open"),
+            &ro,
+            &cwd,
+            &ro_vol,
+        ] {
             fs::create_dir_all(d).unwrap();
         }
+        fs::write(ro_vol.join("a"), "in-ro-vol").unwrap();
         fs::write(&conf, "conf-text").unwrap();
         fs::write(ro.join("kept"), "kept-text").unwrap();
         let mount = |source: &Path, target: PathBuf| Mount {
@@ -532,8 +543,15 @@ mod tests {
             mount(&vol, top.join("vol/inner/z")),
             mount(&vol, nested.join("x")),
             mount(&vol, dev.join("x")),
+            mount(&vol, Path::new("/var/run").join(&tag).join("x")),
             mount(&vol, rw.join("new/x")),
             mount(&vol, ro.join("new/y")),
+            // A read-only volume cannot hold a mount point: it is shadowed too.
+            Mount {
+                read_only: true,
+                ..mount(&ro_vol, top.join("ro-vol"))
+            },
+            mount(&vol, top.join("ro-vol/sub/w")),
         ];
         let (top_s, nested_s, dev_s, rw_s, ro_s) = (
             top.display(),
@@ -549,12 +567,15 @@ mod tests {
              ls {top_s}/vol/inner
              test -c /dev/null && echo > /dev/null && test -d /dev/pts && echo dev-kept
              cat {dev_s}/x/f
+             cat /var/run/{tag}/x/f
              touch {rw_s}/locked/f 2>/dev/null || echo locked-read-only
              touch {rw_s}/open/f && echo open-writable
              touch {rw_s}/made && echo shadow-writable
              touch {ro_s}/other 2>/dev/null || echo shadow-read-only
              cat {ro_s}/kept; echo
              touch {ro_s}/new/y/w && echo volume-writable
+             cat {top_s}/ro-vol/a; echo; ls {top_s}/ro-vol/sub
+             touch {top_s}/ro-vol/b 2>/dev/null || echo ro-vol-read-only
              echo root; ls -A /; echo var-lib; ls -A /var/lib; echo end
              echo pid $$; read line"
         );
@@ -565,7 +586,7 @@ mod tests {
             script,
         };
         let (root_before, var_lib_before) =
-            (listing(Path::new("/")), listing(&nested.parent().unwrap()));
+            (listing(Path::new("/")), listing(nested.parent().unwrap()));
         let mut helper = Helper(
             Command::new(std::env::current_exe().unwrap())
                 .args([
@@ -626,8 +647,9 @@ mod tests {
         let (checks, rest) = text.split_once("\nroot\n").unwrap();
         assert_eq!(
             checks,
-            "hi\nconf-text\nhi\nz\ndev-kept\nhi\nlocked-read-only\nopen-writable\n\
-             shadow-writable\nshadow-read-only\nkept-text\nvolume-writable"
+            "hi\nconf-text\nhi\nz\ndev-kept\nhi\nhi\nlocked-read-only\nopen-writable\n\
+             shadow-writable\nshadow-read-only\nkept-text\nvolume-writable\nin-ro-vol\nw\n\
+             ro-vol-read-only"
         );
         let (root, rest) = rest.split_once("\nvar-lib\n").unwrap();
         let (var_lib, _) = rest.split_once("\nend").unwrap();
@@ -647,6 +669,7 @@ mod tests {
             &top,
             &nested,
             &dev,
+            &run,
             &rw.join("new"),
             &rw.join("made"),
             &ro.join("new"),
@@ -654,6 +677,7 @@ mod tests {
             assert!(!p.exists(), "{} was made on the host", p.display());
         }
         assert!(!ro.join("other").exists());
+        assert_eq!(listing(&ro_vol), ["a"]);
         assert!(rw.join("open/f").exists());
         assert!(!rw.join("locked/f").exists());
         assert_eq!(fs::read_to_string(vol.join("f")).unwrap(), "hi\n");

@@ -762,7 +762,9 @@ fn leave_cgroups(cgroups: Option<&Placement>) {
 }
 
 /// Moves this (single-threaded) process into a mount namespace of its own in which every
-/// mount is private and `mounts` are bind-mounted, read-only where asked.
+/// mount is private and `mounts` are bind-mounted, read-only where asked. A mount point the
+/// host lacks is made in that namespace only ([`super::mountpoint`]), which may give this
+/// process another root (a tmpfs over `/`); its working directory is kept.
 pub fn enter_mounts(mounts: &[Mount]) -> io::Result<()> {
     use rustix::mount::{
         MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change, mount_remount,
