@@ -6,6 +6,7 @@
 pub mod cgroup;
 pub mod fake;
 pub mod logs;
+mod mountpoint;
 pub mod oci;
 pub mod process;
 pub mod pty;

@@ -7,9 +7,9 @@
 //!
 //! A container with volumes gets a mount namespace of its own: the shim unshares it before
 //! starting the container (which inherits it), makes every mount private and bind-mounts
-//! each volume at its path. There is no root filesystem of its own, so a mount point the
-//! host lacks is created on the host (directories, or an empty file for a file), and left
-//! there empty.
+//! each volume at its path. There is no root filesystem of its own: a mount point the
+//! host lacks is made in the container's namespace only, over a shadow of the directory
+//! above it ([`super::mountpoint`]), so the host's filesystem is never written.
 //!
 //! For `kubectl attach` the shim serves the unix socket `attach` in the instance
 //! directory: an attached client gets the container's output from then on and, when the
@@ -762,7 +762,9 @@ fn leave_cgroups(cgroups: Option<&Placement>) {
 }
 
 /// Moves this (single-threaded) process into a mount namespace of its own in which every
-/// mount is private and `mounts` are bind-mounted, read-only where asked.
+/// mount is private and `mounts` are bind-mounted, read-only where asked. A mount point the
+/// host lacks is made in that namespace only ([`super::mountpoint`]), which may give this
+/// process another root (a tmpfs over `/`); its working directory is kept.
 pub fn enter_mounts(mounts: &[Mount]) -> io::Result<()> {
     use rustix::mount::{
         MountFlags, MountPropagationFlags, mount_bind_recursive, mount_change, mount_remount,
@@ -792,17 +794,20 @@ pub fn enter_mounts(mounts: &[Mount]) -> io::Result<()> {
     }
     // Outer paths first, so a volume inside another one lands on top of it.
     held.sort_by_key(|(_, m)| m.target.components().count());
+    let mut points = super::mountpoint::MountPoints::default();
     for (fd, m) in &held {
         use std::os::fd::AsRawFd;
         let src = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         let dst = &m.target;
-        mount_point(&src, dst)
+        fs::metadata(&src)
+            .and_then(|source| points.make(dst, source.is_dir()))
             .map_err(|e| io::Error::other(format!("create mount point {}: {e}", dst.display())))?;
         mount_bind_recursive(&src, dst).map_err(fail(format!(
             "bind-mount {} at {}",
             m.source.display(),
             dst.display()
         )))?;
+        points.mounted(dst);
         if m.read_only {
             // A remount keeps only the flags it names: keep the ones the mount had.
             let had = rustix::fs::statvfs(dst)
@@ -819,27 +824,7 @@ pub fn enter_mounts(mounts: &[Mount]) -> io::Result<()> {
                 .map_err(fail(format!("make {} read-only", dst.display())))?;
         }
     }
-    Ok(())
-}
-
-/// Makes sure `target` exists to mount `source` on: a directory for a directory, an empty
-/// file otherwise (with the directories above it).
-pub fn mount_point(source: &Path, target: &Path) -> io::Result<()> {
-    if fs::symlink_metadata(target).is_ok() {
-        return Ok(());
-    }
-    if fs::metadata(source)?.is_dir() {
-        return fs::create_dir_all(target);
-    }
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(target)
-        .map(drop)
+    points.finish()
 }
 
 #[cfg(test)]
@@ -977,25 +962,6 @@ mod tests {
         );
         assert!(!marker.exists());
         assert_eq!(exit.reason, None);
-    }
-
-    #[test]
-    fn mount_points_are_made_to_match_their_source() {
-        let dir = tempfile::tempdir().unwrap();
-        let (src_dir, src_file) = (dir.path().join("vol"), dir.path().join("file"));
-        fs::create_dir(&src_dir).unwrap();
-        fs::write(&src_file, "x").unwrap();
-        let (a, b) = (dir.path().join("a/b/c"), dir.path().join("d/e/f.conf"));
-        mount_point(&src_dir, &a).unwrap();
-        mount_point(&src_file, &b).unwrap();
-        assert!(a.is_dir());
-        assert!(b.is_file());
-        assert_eq!(fs::read(&b).unwrap(), b"");
-        // What exists is left as it is.
-        fs::write(&b, "kept").unwrap();
-        mount_point(&src_file, &b).unwrap();
-        assert_eq!(fs::read_to_string(&b).unwrap(), "kept");
-        assert!(mount_point(&dir.path().join("missing"), &dir.path().join("g")).is_err());
     }
 
     /// Tells the test when the shim says its container runs.

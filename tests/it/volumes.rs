@@ -4,7 +4,8 @@
 //! namespaces, and the OnFailure acceptance scenario with a counter in an emptyDir.
 //!
 //! Mount points are temporary directories of the test: the container sees the volume
-//! there, the host keeps seeing an empty directory.
+//! there, the host keeps seeing an empty directory. A mount point the host lacks is the
+//! container's only: the host never sees it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -271,7 +272,7 @@ async fn secret_downward_api_and_read_only_mounts() {
         {"name": "creds", "mountPath": sec, "readOnly": true},
         {"name": "meta", "mountPath": down},
         {"name": "scratch", "mountPath": ro, "readOnly": true},
-        // One key of the whole secret, as a file (its mount point is made on the host).
+        // One key of the whole secret, as a file (its mount point is the container's only).
         {"name": "all-creds", "mountPath": format!("{single}/user.txt"), "subPath": "user"},
     ]);
     s.post(PODS, p).await;
@@ -283,9 +284,89 @@ async fn secret_downward_api_and_read_only_mounts() {
         log(&s, "files", "c").await,
         "400\ns3cret\nonly-items\napp=\"files\"\ntier=\"back\"\nfiles\n600\nrefused\nadmin\n"
     );
-    // The file mount point was made on the host, and stays empty there.
-    assert_eq!(std::fs::read(dirs[3].path().join("user.txt")).unwrap(), b"");
+    // The file mount point was never made on the host.
+    assert!(is_empty_dir(dirs[3].path()));
     crate::node::delete_pod(&s, "files").await;
+}
+
+/// Removes what a test made outside its temporary directories, even when it fails
+/// (nothing, when all goes well).
+struct Remove(Vec<std::path::PathBuf>);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_mount_point_the_host_lacks_is_never_made_on_the_host() {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let tag = format!(
+        "berth-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    // Right under `/`, under a directory of the host's, and the termination message's
+    // file under /dev.
+    let top = Path::new("/").join(&tag);
+    let nested = Path::new("/var/lib").join(&tag);
+    let dev = Path::new("/dev").join(&tag);
+    let _remove = Remove(vec![top.clone(), nested.clone(), dev.clone()]);
+    assert!(!top.exists() && !nested.exists() && !dev.exists());
+    let (t, n, d) = (path(&top), path(&nested), path(&dev));
+    let s = server().await;
+    let mut p = pod(
+        "nowhere",
+        "OnFailure",
+        &format!(
+            "echo from-pod > {t}/vol/f && cat {n}/x/f && ls -d /usr && ls / | grep -c {tag}; \
+             sleep 600"
+        ),
+    );
+    p["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+    p["spec"]["containers"][0]["volumeMounts"] = json!([
+        {"name": "scratch", "mountPath": format!("{t}/vol")},
+        {"name": "scratch", "mountPath": format!("{n}/x")},
+    ]);
+    // Probes join the container's mounts: they see its mount points too.
+    p["spec"]["containers"][0]["readinessProbe"] = json!({
+        "exec": {"command": ["cat", format!("{t}/vol/f")]},
+        "periodSeconds": 1,
+    });
+    p["spec"]["containers"].as_array_mut().unwrap().push(json!({
+        "name": "done", "image": "busybox",
+        "command": ["sh", "-c", format!("echo bye > {d}/termination-log")],
+        "terminationMessagePath": format!("{d}/termination-log"),
+    }));
+    let (code, made) = s.post(PODS, p).await;
+    assert_eq!(code, 201, "{made}");
+    let status = |p: &Value, name: &str| {
+        p["status"]["containerStatuses"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    pod_until(&s, "nowhere", "c ready, done with a message", |p| {
+        status(p, "c")["ready"] == true
+            && status(p, "done")["state"]["terminated"]["message"] == "bye\n"
+    })
+    .await;
+    assert_eq!(log(&s, "nowhere", "c").await, "from-pod\n/usr\n1\n");
+    for p in [&top, &nested, &dev] {
+        assert!(!p.exists(), "{} was made on the host", p.display());
+    }
+    let uid = made["metadata"]["uid"].as_str().unwrap();
+    let volume = s.dir.path().join(format!("pods/{uid}/.volumes/scratch"));
+    assert_eq!(
+        std::fs::read_to_string(volume.join("f")).unwrap(),
+        "from-pod\n"
+    );
+    crate::node::delete_pod(&s, "nowhere").await;
+    assert!(!top.exists() && !nested.exists() && !dev.exists());
 }
 
 #[tokio::test]
