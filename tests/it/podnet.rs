@@ -756,13 +756,47 @@ fn dual_stack_pods_have_an_ipv6_address_too_and_reach_each_other_and_the_world_o
         node.ipam_entries(),
         node.address_records("ipam6")
     );
-    // The IPv6 table stays when berth stops, and goes with the removal of its rules.
+    // The IPv6 table stays when berth stops (pods running on keep their traffic) ...
     node.stop();
     assert_eq!(node.ns.sh("nft list table ip6 berth").code, 0);
+    // ... and goes when berth comes back without IPv6 ...
+    node.args = vec!["--pod-cidr".into(), "10.245.0.0/16".into()];
+    node.restart();
+    assert_ne!(node.ns.sh("nft list table ip6 berth").code, 0);
+    // ... or with its removal, which finds nothing left to remove now.
+    node.stop();
     let nft = ["ip", "netns", "exec", &node.ns.0, "nft"].map(str::to_string);
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(berth::net::pod::remove_ipv6_rules(&nft, "berth"))
         .unwrap();
-    assert_ne!(node.ns.sh("nft list table ip6 berth").code, 0);
+}
+
+#[test]
+fn an_ipv6_pod_cidr_that_overlaps_a_route_is_refused() {
+    if !can_run("an_ipv6_pod_cidr_that_overlaps_a_route_is_refused") {
+        return;
+    }
+    let ns = Netns::new();
+    let made = ns.sh(
+        "ip link add d0 type veth peer name d1 && ip -6 addr add fd00:246:0:0:5::1/80 dev d0 nodad && ip link set d0 up && ip link set d1 up",
+    );
+    assert_eq!(made.code, 0, "{made:?}");
+    let dir = crate::support::private_dir();
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_berth"), "serve"])
+        .env_remove("BERTH_NO_POD_NETWORK")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:6443"])
+        .args(["--pod-cidr", "10.246.0.0/16,fd00:246::/64"]));
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("fd00:246::/64 overlaps")
+            && out.stderr.contains("fd00:246:0:0:5::/80 via d0")
+            && out.stderr.contains("--pod-cidr"),
+        "{out:?}"
+    );
+    let links = ns.sh("ip -o link show").stdout;
+    assert!(!links.contains("berth0"), "{links}");
 }
