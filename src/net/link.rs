@@ -6,9 +6,9 @@
 //! netlink socket of its own opened there.
 //!
 //! IPv6 addresses (of a dual-stack network) are added without duplicate address
-//! detection (`IFA_F_NODAD`, as the CNI bridge plugin does once it has checked): the
-//! addresses are berth's to hand out, and a tentative address could not be used for
-//! the second or so that detection takes.
+//! detection (`IFA_F_NODAD`): the addresses are berth's to hand out, unique by its
+//! records, and a tentative address could not be used for the second or so that
+//! detection takes.
 
 use std::fs::File;
 use std::io;
