@@ -88,9 +88,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = berth::app::DefaultRuntime::Auto)]
         default_runtime: berth::app::DefaultRuntime,
         /// The pods' addresses: each pod without hostNetwork gets a network namespace of
-        /// its own on the bridge berth0 with an address of this range (needs root).
+        /// its own on the bridge berth0 with an address of this range (needs root). An
+        /// IPv6 range after a comma makes the pods dual-stack (10.42.0.0/16,fd42::/64:
+        /// an IPv6 address each too, a /64 to a /120); IPv4 stays the primary family.
         #[arg(long, default_value = "10.42.0.0/16")]
-        pod_cidr: ipnet::Ipv4Net,
+        pod_cidr: berth::net::PodCidrs,
         /// Run every pod in this machine's network (no pod network, as without root).
         #[arg(long, env = "BERTH_NO_POD_NETWORK")]
         no_pod_network: bool,
@@ -554,7 +556,8 @@ fn main() -> anyhow::Result<()> {
                 let root = rustix::process::geteuid().is_root();
                 if !no_pod_network && root {
                     node.network = Some(berth::net::Config {
-                        pod_cidr: pod_cidr.trunc(),
+                        pod_cidr: pod_cidr.v4,
+                        pod_cidr_v6: pod_cidr.v6,
                         cluster_domain: cluster_domain.trim_matches('.').to_string(),
                         ..Default::default()
                     });

@@ -680,6 +680,39 @@ mod tests {
         );
     }
 
+    #[test]
+    fn dual_stack_pods_give_a_slice_per_family_of_the_service() {
+        let mut a = pod("a", "10.42.0.2", true);
+        a["status"]["podIPs"] = json!([{"ip": "10.42.0.2"}, {"ip": "fd42::2"}]);
+        let refs = [&a];
+        let families = |svc: &Service| -> Vec<(&'static str, Vec<String>)> {
+            desired(svc, &refs, 100)
+                .into_iter()
+                .map(|s| {
+                    let ips = s
+                        .endpoints
+                        .iter()
+                        .flat_map(|e| e.addresses.clone())
+                        .collect();
+                    (s.address_type, ips)
+                })
+                .collect()
+        };
+        // A single-stack IPv4 Service (berth's Services all are): IPv4 slices only.
+        let v4 = service(json!({"selector": {"app": "web"}, "ipFamilies": ["IPv4"]}));
+        assert_eq!(families(&v4), [("IPv4", vec!["10.42.0.2".to_string()])]);
+        // A headless Service asking for both families: one slice of each.
+        let dual = service(json!({"selector": {"app": "web"}, "clusterIP": "None",
+            "ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv4", "IPv6"]}));
+        assert_eq!(
+            families(&dual),
+            [
+                ("IPv4", vec!["10.42.0.2".to_string()]),
+                ("IPv6", vec!["fd42::2".to_string()])
+            ]
+        );
+    }
+
     /// A stored slice (as the server keeps it) of `slice`.
     fn stored(slice: &Slice) -> Value {
         json!({"addressType": slice.address_type, "ports": slice.json_ports(),

@@ -4,18 +4,25 @@
 //! bridge in hairpin mode (a pod reaching itself through a Service gets its packets
 //! back). Inside a pod's namespace the work is done by a thread that entered it, with a
 //! netlink socket of its own opened there.
+//!
+//! IPv6 addresses (of a dual-stack network) are added without duplicate address
+//! detection (`IFA_F_NODAD`): the addresses are berth's to hand out, unique by its
+//! records, and a tentative address could not be used for the second or so that
+//! detection takes.
 
 use std::fs::File;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use futures_util::TryStreamExt;
-use ipnet::Ipv4Net;
-use rtnetlink::packet_route::address::AddressAttribute;
+use ipnet::{IpNet, Ipv4Net};
+use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
-use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteType};
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteType,
+};
 use rtnetlink::{
     Handle, LinkBridge, LinkBridgePort, LinkMessageBuilder, LinkUnspec, LinkVeth,
     RouteMessageBuilder,
@@ -56,6 +63,15 @@ fn code(e: &rtnetlink::Error) -> i32 {
     }
 }
 
+/// An address of a pod's `eth0`: the address, its range's prefix length, and the
+/// gateway (the bridge's address of the family) its default route goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodAddress {
+    pub ip: IpAddr,
+    pub prefix: u8,
+    pub gateway: IpAddr,
+}
+
 /// A netlink connection in the namespace it was opened in.
 #[derive(Clone)]
 pub struct Links {
@@ -91,13 +107,12 @@ impl Links {
         }
     }
 
-    /// The bridge `name` with the address `gateway` in `cidr`, made and brought up if
-    /// missing. Returns its index.
+    /// The bridge `name` with `addresses` (each with its prefix length), made and
+    /// brought up if missing. Returns its index.
     pub async fn ensure_bridge(
         &self,
         name: &str,
-        gateway: Ipv4Addr,
-        cidr: Ipv4Net,
+        addresses: &[(IpAddr, u8)],
     ) -> Result<u32, Error> {
         let link = match self.link(name).await? {
             Some(link) => link,
@@ -132,22 +147,12 @@ impl Links {
                 "a link named {name} exists and is not a bridge: remove it, or run berth with another bridge"
             )));
         }
-        if !self.has_address(index, gateway).await? {
-            match self
-                .handle
-                .address()
-                .add(index, IpAddr::V4(gateway), cidr.prefix_len())
-                .execute()
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if code(&e) == EEXIST => {}
-                Err(e) => {
-                    return Err(netlink(format!(
-                        "give the bridge {name} the address {gateway}"
-                    ))(e));
-                }
+        for &(ip, prefix) in addresses {
+            if ip.is_ipv6() {
+                enable_ipv6(name)?;
             }
+            self.ensure_address(index, ip, prefix, &format!("the bridge {name}"))
+                .await?;
         }
         self.handle
             .link()
@@ -158,7 +163,34 @@ impl Links {
         Ok(index)
     }
 
-    async fn has_address(&self, index: u32, ip: Ipv4Addr) -> Result<bool, Error> {
+    /// Gives the link `index` (`what`, for messages) the address `ip`/`prefix` unless it
+    /// has it; an IPv6 address without duplicate address detection.
+    async fn ensure_address(
+        &self,
+        index: u32,
+        ip: IpAddr,
+        prefix: u8,
+        what: &str,
+    ) -> Result<(), Error> {
+        if self.has_address(index, ip).await? {
+            return Ok(());
+        }
+        let mut add = self.handle.address().add(index, ip, prefix);
+        if ip.is_ipv6() {
+            let message = add.message_mut();
+            message.header.flags = AddressHeaderFlags::Nodad;
+            message
+                .attributes
+                .push(AddressAttribute::Flags(AddressFlags::Nodad));
+        }
+        match add.execute().await {
+            Ok(()) => Ok(()),
+            Err(e) if code(&e) == EEXIST => Ok(()),
+            Err(e) => Err(netlink(format!("give {what} the address {ip}/{prefix}"))(e)),
+        }
+    }
+
+    async fn has_address(&self, index: u32, ip: IpAddr) -> Result<bool, Error> {
         let mut addrs = self
             .handle
             .address()
@@ -167,7 +199,7 @@ impl Links {
             .execute();
         while let Some(a) = addrs.try_next().await.map_err(netlink("list addresses"))? {
             let has = a.attributes.iter().any(|attr| {
-                matches!(attr, AddressAttribute::Local(IpAddr::V4(v)) | AddressAttribute::Address(IpAddr::V4(v)) if *v == ip)
+                matches!(attr, AddressAttribute::Local(v) | AddressAttribute::Address(v) if *v == ip)
             });
             if has {
                 return Ok(true);
@@ -176,21 +208,16 @@ impl Links {
         Ok(false)
     }
 
-    /// The routes of the main table that overlap `cidr` and leave through another link
-    /// than `own` (the bridge): `(destination, link index)`. The default route overlaps
-    /// everything and is not counted.
+    /// The routes of the main table of `cidr`'s family that overlap `cidr` and leave
+    /// through another link than `own` (the bridge): `(destination, link index)`. The
+    /// default route overlaps everything and is not counted.
     pub async fn overlapping_routes(
         &self,
-        cidr: Ipv4Net,
+        cidr: IpNet,
         own: Option<u32>,
-    ) -> Result<Vec<(Ipv4Net, u32)>, Error> {
-        let mut routes = self
-            .handle
-            .route()
-            .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
-            .execute();
+    ) -> Result<Vec<(IpNet, u32)>, Error> {
         let mut out = Vec::new();
-        while let Some(r) = routes.try_next().await.map_err(netlink("list routes"))? {
+        for r in self.routes(cidr.network().is_ipv6()).await? {
             let h = &r.header;
             if h.table != RouteHeader::RT_TABLE_MAIN
                 || h.kind != RouteType::Unicast
@@ -199,23 +226,58 @@ impl Links {
                 continue;
             }
             let mut dst = None;
-            let mut oif = 0;
             for a in &r.attributes {
                 match a {
-                    RouteAttribute::Destination(RouteAddress::Inet(ip)) => dst = Some(*ip),
-                    RouteAttribute::Oif(i) => oif = *i,
+                    RouteAttribute::Destination(RouteAddress::Inet(ip)) => {
+                        dst = Some(IpAddr::V4(*ip));
+                    }
+                    RouteAttribute::Destination(RouteAddress::Inet6(ip)) => {
+                        dst = Some(IpAddr::V6(*ip));
+                    }
                     _ => {}
                 }
             }
             let Some(dst) = dst else { continue };
-            let Ok(net) = Ipv4Net::new(dst, h.destination_prefix_length) else {
+            let Ok(net) = IpNet::new(dst, h.destination_prefix_length) else {
                 continue;
             };
-            let overlaps = net.contains(&cidr.network()) || cidr.contains(&net.network());
-            if overlaps && Some(oif) != own {
+            let oif = oif_of(&r);
+            if overlaps(net, cidr) && Some(oif) != own {
                 out.push((net, oif));
             }
         }
+        Ok(out)
+    }
+
+    /// The routes of this namespace of one family (IPv6 when `v6`).
+    async fn routes(&self, v6: bool) -> Result<Vec<RouteMessage>, Error> {
+        let query = if v6 {
+            RouteMessageBuilder::<Ipv6Addr>::new().build()
+        } else {
+            RouteMessageBuilder::<Ipv4Addr>::new().build()
+        };
+        self.handle
+            .route()
+            .get(query)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(netlink("list routes"))
+    }
+
+    /// The links that have IPv6 routes learned from router advertisements (a host whose
+    /// IPv6 default route comes from its router), by index.
+    pub async fn links_with_ra_routes(&self) -> Result<Vec<u32>, Error> {
+        let mut out: Vec<u32> = self
+            .routes(true)
+            .await?
+            .iter()
+            .filter(|r| r.header.protocol == RouteProtocol::Ra)
+            .map(oif_of)
+            .filter(|i| *i != 0)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
         Ok(out)
     }
 
@@ -257,27 +319,32 @@ impl Links {
 
     /// Wires the network namespace `netns` (a `/proc/PID/ns/net` path) to the bridge
     /// `bridge`: a veth pair, `host_name` on the bridge, `eth0` in the namespace with
-    /// `ip` in `cidr`, loopback up and the default route through `gateway`. Nothing is
-    /// done when the namespace already has its `eth0` with `ip` and `host_name` exists.
+    /// `addresses`, loopback up and a default route of each address's family through
+    /// its gateway. Nothing is done when the namespace already has its `eth0` with all
+    /// of `addresses` and `host_name` exists.
     pub async fn attach(
         &self,
         bridge: u32,
         host_name: &str,
         netns: &Path,
-        ip: Ipv4Addr,
-        cidr: Ipv4Net,
-        gateway: Ipv4Addr,
+        addresses: &[PodAddress],
     ) -> Result<(), Error> {
         let ns = File::open(netns).map_err(|source| Error::Io {
             context: format!("open the network namespace {}", netns.display()),
             source,
         })?;
         let host = self.link(host_name).await?;
+        let ips: Vec<IpAddr> = addresses.iter().map(|a| a.ip).collect();
         let wired = in_namespace(&ns, move |links| async move {
             let Some(eth) = links.link(POD_INTERFACE).await? else {
                 return Ok(false);
             };
-            links.has_address(eth.header.index, ip).await
+            for ip in ips {
+                if !links.has_address(eth.header.index, ip).await? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
         })
         .await?;
         if wired && host.is_some() {
@@ -325,34 +392,28 @@ impl Links {
             .execute()
             .await
             .map_err(netlink(format!("set hairpin mode on {host_name}")))?;
+        let addresses = addresses.to_vec();
         in_namespace(&ns, move |links| async move {
-            links.configure_pod(ip, cidr, gateway).await.map(|()| true)
+            links.configure_pod(&addresses).await.map(|()| true)
         })
         .await?;
         Ok(())
     }
 
-    /// Inside a pod's namespace: `eth0` gets `ip`, it and loopback go up, and the
-    /// default route goes through `gateway`.
-    async fn configure_pod(
-        &self,
-        ip: Ipv4Addr,
-        cidr: Ipv4Net,
-        gateway: Ipv4Addr,
-    ) -> Result<(), Error> {
+    /// Inside a pod's namespace: `eth0` gets `addresses`, it and loopback go up, and the
+    /// default route of each family goes through its gateway.
+    async fn configure_pod(&self, addresses: &[PodAddress]) -> Result<(), Error> {
         let eth = self
             .link(POD_INTERFACE)
             .await?
             .ok_or_else(|| Error::Invalid("the pod's eth0 is missing".into()))?
             .header
             .index;
-        if !self.has_address(eth, ip).await? {
-            self.handle
-                .address()
-                .add(eth, IpAddr::V4(ip), cidr.prefix_len())
-                .execute()
-                .await
-                .map_err(netlink(format!("give eth0 the address {ip}")))?;
+        if addresses.iter().any(|a| a.ip.is_ipv6()) {
+            enable_ipv6(POD_INTERFACE)?;
+        }
+        for a in addresses {
+            self.ensure_address(eth, a.ip, a.prefix, "eth0").await?;
         }
         for name in ["lo", POD_INTERFACE] {
             let index = self
@@ -368,15 +429,24 @@ impl Links {
                 .await
                 .map_err(netlink(format!("bring {name} up")))?;
         }
-        let route = RouteMessageBuilder::<Ipv4Addr>::new()
-            .gateway(gateway)
-            .output_interface(eth)
-            .build();
-        match self.handle.route().add(route).execute().await {
-            Ok(()) => Ok(()),
-            Err(e) if code(&e) == EEXIST => Ok(()),
-            Err(e) => Err(netlink(format!("route through {gateway}"))(e)),
+        for a in addresses {
+            let route = match a.gateway {
+                IpAddr::V4(gateway) => RouteMessageBuilder::<Ipv4Addr>::new()
+                    .gateway(gateway)
+                    .output_interface(eth)
+                    .build(),
+                IpAddr::V6(gateway) => RouteMessageBuilder::<Ipv6Addr>::new()
+                    .gateway(gateway)
+                    .output_interface(eth)
+                    .build(),
+            };
+            match self.handle.route().add(route).execute().await {
+                Ok(()) => {}
+                Err(e) if code(&e) == EEXIST => {}
+                Err(e) => return Err(netlink(format!("route through {}", a.gateway))(e)),
+            }
         }
+        Ok(())
     }
 
     /// Deletes the link `name` (and a veth's peer with it); a missing one is no error.
@@ -434,6 +504,46 @@ where
         })?;
     rx.await
         .map_err(|_| Error::Invalid("the pod namespace's thread ended early".into()))?
+}
+
+/// The link a route leaves through (0: none named).
+fn oif_of(r: &RouteMessage) -> u32 {
+    r.attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Oif(i) => Some(*i),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+/// Whether two ranges share an address.
+pub fn overlaps(a: IpNet, b: IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// Whether this kernel has IPv6 (not turned off with `ipv6.disable=1`).
+pub fn kernel_has_ipv6() -> bool {
+    Path::new("/proc/sys/net/ipv6").exists()
+}
+
+/// Turns IPv6 on for the link `name` of the calling thread's network namespace if it
+/// was off (`disable_ipv6`, which a namespace takes from its defaults), so it can take
+/// IPv6 addresses.
+pub fn enable_ipv6(name: &str) -> Result<(), Error> {
+    let key = format!("net/ipv6/conf/{name}/disable_ipv6");
+    let path = Path::new("/proc/sys").join(&key);
+    match std::fs::read_to_string(&path) {
+        Ok(v) if v.trim() == "1" => sysctl(&key, "0"),
+        Ok(_) => Ok(()),
+        Err(source) => Err(Error::Io {
+            context: format!(
+                "read {}: this kernel may have IPv6 turned off; drop the IPv6 CIDR of --pod-cidr",
+                key.replace('/', ".")
+            ),
+            source,
+        }),
+    }
 }
 
 /// Sets a sysctl of this network namespace (`net/ipv4/ip_forward`, ...).

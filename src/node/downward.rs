@@ -4,12 +4,12 @@
 use crate::types::json::str_at;
 use serde_json::Value;
 
-/// The addresses of a pod as the downward API shows them: its node's and its own (the
-/// node's too with the host's network).
+/// The addresses of a pod as the downward API shows them: its node's and its own, the
+/// primary (IPv4) one first (the node's too with the host's network).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ips<'a> {
     pub host: &'a str,
-    pub pod: &'a str,
+    pub pods: &'a [String],
 }
 
 /// A downward-API field of the pod.
@@ -40,8 +40,10 @@ pub(super) fn field_value(pod: &Value, path: &str, ips: &Ips) -> String {
         "metadata.uid" => str_at(pod, "/metadata/uid").into(),
         "spec.nodeName" => str_at(pod, "/spec/nodeName").into(),
         "spec.serviceAccountName" => str_at(pod, "/spec/serviceAccountName").into(),
-        "status.hostIP" => ips.host.into(),
-        "status.podIP" => ips.pod.into(),
+        "status.hostIP" | "status.hostIPs" => ips.host.into(),
+        "status.podIP" => ips.pods.first().cloned().unwrap_or_default(),
+        // As the kubelet gives them: every address, separated by commas.
+        "status.podIPs" => ips.pods.join(","),
         _ => String::new(),
     }
 }
@@ -121,20 +123,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const IPS: Ips = Ips {
-        host: "1.2.3.4",
-        pod: "10.42.0.7",
-    };
-
     #[test]
     fn field_references() {
+        let pods = ["10.42.0.7".to_string(), "fd42::7".to_string()];
+        let ips = Ips {
+            host: "1.2.3.4",
+            pods: &pods,
+        };
         let pod = json!({"metadata": {"name": "p", "namespace": "n", "labels": {"app.io/x": "y"}},
                          "spec": {"nodeName": "node"}});
-        assert_eq!(field_value(&pod, "metadata.name", &IPS), "p");
-        assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", &IPS), "y");
-        assert_eq!(field_value(&pod, "status.podIP", &IPS), "10.42.0.7");
-        assert_eq!(field_value(&pod, "status.hostIP", &IPS), "1.2.3.4");
-        assert_eq!(field_value(&pod, "spec.nodeName", &IPS), "node");
+        assert_eq!(field_value(&pod, "metadata.name", &ips), "p");
+        assert_eq!(field_value(&pod, "metadata.labels['app.io/x']", &ips), "y");
+        assert_eq!(field_value(&pod, "status.podIP", &ips), "10.42.0.7");
+        assert_eq!(
+            field_value(&pod, "status.podIPs", &ips),
+            "10.42.0.7,fd42::7"
+        );
+        assert_eq!(field_value(&pod, "status.hostIPs", &ips), "1.2.3.4");
+        assert_eq!(field_value(&pod, "status.hostIP", &ips), "1.2.3.4");
+        assert_eq!(field_value(&pod, "spec.nodeName", &ips), "node");
     }
 
     #[test]

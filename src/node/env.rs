@@ -16,7 +16,7 @@ pub(super) async fn resolve(
     c: &Value,
 ) -> Result<Vec<(String, String)>, String> {
     let ns = str_at(pod, "/metadata/namespace");
-    let pod_ip = config.pod_ip(pod);
+    let pod_ips = config.pod_ips(pod);
     // As in Kubernetes, HOSTNAME is the pod's name unless the spec sets it.
     let mut out = vec![(
         "HOSTNAME".to_string(),
@@ -75,7 +75,10 @@ pub(super) async fn resolve(
         };
         if let Some(f) = from.get("fieldRef") {
             let path = f["fieldPath"].as_str().unwrap_or("");
-            out.push((name, downward::field_value(pod, path, &config.ips(&pod_ip))));
+            out.push((
+                name,
+                downward::field_value(pod, path, &config.ips(&pod_ips)),
+            ));
         } else if let Some(r) = from.get("resourceFieldRef") {
             // As the downward API's files: in units of the divisor, an unset limit
             // the node's capacity; the container is this one unless named.

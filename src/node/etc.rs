@@ -1,13 +1,14 @@
 //! A pod's files in `/etc` that the agent writes for a pod with a network of its own: the
-//! kubelet's managed hosts file (localhost, the pod's own name at its address, with its
-//! subdomain's name when it has one, and its `hostAliases`) and its resolver settings.
+//! kubelet's managed hosts file (localhost, the pod's own name at each of its addresses,
+//! with its subdomain's name when it has one, and its `hostAliases`) and its resolver
+//! settings.
 
 use serde_json::Value;
 
 use crate::types::json::str_at;
 
-/// The pod's `/etc/hosts`, as the kubelet writes it.
-pub(super) fn hosts(pod: &Value, pod_ip: &str, cluster_domain: &str) -> String {
+/// The pod's `/etc/hosts`, as the kubelet writes it: a line for each of `pod_ips`.
+pub(super) fn hosts(pod: &Value, pod_ips: &[String], cluster_domain: &str) -> String {
     let mut out = String::from(
         "# Kubernetes-managed hosts file.\n\
          127.0.0.1\tlocalhost\n\
@@ -21,7 +22,7 @@ pub(super) fn hosts(pod: &Value, pod_ip: &str, cluster_domain: &str) -> String {
         "" => str_at(pod, "/metadata/name"),
         h => h,
     };
-    if !pod_ip.is_empty() {
+    for pod_ip in pod_ips.iter().filter(|ip| !ip.is_empty()) {
         match str_at(pod, "/spec/subdomain") {
             "" => out.push_str(&format!("{pod_ip}\t{name}\n")),
             sub => {
@@ -58,7 +59,7 @@ mod tests {
         let pod = json!({"metadata": {"name": "web-0", "namespace": "shop"},
                          "spec": {"hostname": "web-0", "subdomain": "web",
                                   "hostAliases": [{"ip": "10.1.2.3", "hostnames": ["db", "db.local"]}]}});
-        let text = hosts(&pod, "10.42.0.9", "cluster.local");
+        let text = hosts(&pod, &["10.42.0.9".into()], "cluster.local");
         assert!(text.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"));
         assert!(
             text.contains("10.42.0.9\tweb-0.web.shop.svc.cluster.local\tweb-0\n"),
@@ -69,6 +70,24 @@ mod tests {
             "{text}"
         );
         let plain = json!({"metadata": {"name": "a", "namespace": "d"}, "spec": {}});
-        assert!(hosts(&plain, "10.42.0.2", "cluster.local").ends_with("10.42.0.2\ta\n"));
+        assert!(hosts(&plain, &["10.42.0.2".into()], "cluster.local").ends_with("10.42.0.2\ta\n"));
+    }
+
+    #[test]
+    fn a_dual_stack_pod_has_a_line_for_each_address() {
+        let pod = json!({"metadata": {"name": "web-0", "namespace": "shop"},
+                         "spec": {"hostname": "web-0", "subdomain": "web"}});
+        let text = hosts(
+            &pod,
+            &["10.42.0.9".into(), "fd42::9".into()],
+            "cluster.local",
+        );
+        assert!(
+            text.ends_with(
+                "10.42.0.9\tweb-0.web.shop.svc.cluster.local\tweb-0\n\
+                 fd42::9\tweb-0.web.shop.svc.cluster.local\tweb-0\n"
+            ),
+            "{text}"
+        );
     }
 }

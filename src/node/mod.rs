@@ -114,18 +114,36 @@ impl Config {
         self.network.as_ref()?.address_of(pod_uid)
     }
 
+    /// Every address of pod `uid` on the pod network, IPv4 first (none without one).
+    pub fn pod_addresses(&self, pod_uid: &str) -> Vec<std::net::IpAddr> {
+        self.network
+            .as_ref()
+            .map(|n| n.addresses_of(pod_uid))
+            .unwrap_or_default()
+    }
+
     /// The pod's address: its own on the pod network, else the node's.
     pub fn pod_ip(&self, pod: &Value) -> String {
         self.pod_address(crate::types::json::str_at(pod, "/metadata/uid"))
             .map_or_else(|| self.node_ip.clone(), |ip| ip.to_string())
     }
 
-    /// The node's and the pod's addresses, for the downward API (`pod_ip` holds the
-    /// latter, made by [`Config::pod_ip`]).
-    pub(super) fn ips<'a>(&'a self, pod_ip: &'a str) -> downward::Ips<'a> {
+    /// The pod's addresses, the primary (IPv4) one first: its own on the pod network
+    /// (an IPv6 one too on a dual-stack network), else the node's.
+    pub fn pod_ips(&self, pod: &Value) -> Vec<String> {
+        let own = self.pod_addresses(crate::types::json::str_at(pod, "/metadata/uid"));
+        if own.is_empty() {
+            return vec![self.node_ip.clone()];
+        }
+        own.iter().map(ToString::to_string).collect()
+    }
+
+    /// The node's and the pod's addresses, for the downward API (`pod_ips` holds the
+    /// latter, made by [`Config::pod_ips`]).
+    pub(super) fn ips<'a>(&'a self, pod_ips: &'a [String]) -> downward::Ips<'a> {
         downward::Ips {
             host: &self.node_ip,
-            pod: pod_ip,
+            pods: pod_ips,
         }
     }
 }
@@ -565,7 +583,7 @@ impl<R: Runtime + Clone> Handle<R> {
             instances: &instances,
             waiting: &HashMap::new(),
             node_ip: &self.shared.config.node_ip,
-            pod_ip: &self.shared.config.pod_ip(pod),
+            pod_ips: &self.shared.config.pod_ips(pod),
             terminating: pod.pointer("/metadata/deletionTimestamp").is_some(),
             probed: &probed,
         })

@@ -23,9 +23,9 @@ pub struct Inputs<'a> {
     /// Containers that wait for a reason of the agent's (back-off, config errors).
     pub waiting: &'a HashMap<String, Waiting>,
     pub node_ip: &'a str,
-    /// The pod's own address (the node's with the host's network; empty while its
-    /// network is not made yet).
-    pub pod_ip: &'a str,
+    /// The pod's own addresses, the primary (IPv4) one first (the node's with the
+    /// host's network; none while its network is not made yet).
+    pub pod_ips: &'a [String],
     /// The pod is being terminated by the agent.
     pub terminating: bool,
     /// Probe verdicts of running containers: (ready, started). A container missing here
@@ -253,9 +253,10 @@ pub fn build(inp: &Inputs<'_>) -> Value {
         "containerStatuses": app,
         "qosClass": qos_class(spec),
     });
-    if !inp.pod_ip.is_empty() {
-        status["podIP"] = json!(inp.pod_ip);
-        status["podIPs"] = json!([{"ip": inp.pod_ip}]);
+    if let Some(primary) = inp.pod_ips.first() {
+        status["podIP"] = json!(primary);
+        let all: Vec<Value> = inp.pod_ips.iter().map(|ip| json!({"ip": ip})).collect();
+        status["podIPs"] = Value::Array(all);
     }
     if !init.is_empty() {
         status["initContainerStatuses"] = json!(init);
@@ -425,7 +426,7 @@ mod tests {
             instances,
             waiting,
             node_ip: "10.0.0.1",
-            pod_ip: "10.0.0.1",
+            pod_ips: &["10.0.0.1".to_string()],
             terminating: false,
             probed: &HashMap::new(),
         })
@@ -455,6 +456,36 @@ mod tests {
         );
         assert_eq!(st["qosClass"], "BestEffort");
         assert_eq!(st["podIP"], "10.0.0.1");
+    }
+
+    #[test]
+    fn a_dual_stack_pod_lists_both_addresses_ipv4_first() {
+        let ips = ["10.42.0.5".to_string(), "fd42::5".to_string()];
+        let st = build(&Inputs {
+            pod: &pod("Always"),
+            instances: &[],
+            waiting: &HashMap::new(),
+            node_ip: "10.0.0.1",
+            pod_ips: &ips,
+            terminating: false,
+            probed: &HashMap::new(),
+        });
+        assert_eq!(st["podIP"], "10.42.0.5");
+        assert_eq!(
+            st["podIPs"],
+            json!([{"ip": "10.42.0.5"}, {"ip": "fd42::5"}])
+        );
+        assert_eq!(st["hostIPs"], json!([{"ip": "10.0.0.1"}]));
+        let none = build(&Inputs {
+            pod: &pod("Always"),
+            instances: &[],
+            waiting: &HashMap::new(),
+            node_ip: "10.0.0.1",
+            pod_ips: &[],
+            terminating: false,
+            probed: &HashMap::new(),
+        });
+        assert!(none.get("podIP").is_none() && none.get("podIPs").is_none());
     }
 
     #[test]

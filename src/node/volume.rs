@@ -84,7 +84,7 @@ pub async fn prepare(
     let mut out = Prepared::default();
     let ns = str_at(pod, "/metadata/namespace");
     let fetch = Fetch { client, ns };
-    let pod_ip = config.pod_ip(pod);
+    let pod_ips = config.pod_ips(pod);
     for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
         let name = v["name"].as_str().unwrap_or("");
         let failed = |why: String| format!("MountVolume.SetUp failed for volume {name:?} : {why}");
@@ -113,11 +113,11 @@ pub async fn prepare(
                     pod,
                     d,
                     mode_of(d, "defaultMode", DEFAULT_MODE),
-                    &config.ips(&pod_ip),
+                    &config.ips(&pod_ips),
                 )
             } else if let Some(p) = v.get("projected") {
                 let mode = mode_of(p, "defaultMode", DEFAULT_MODE);
-                fetch.projected(pod, p, mode, &config.ips(&pod_ip)).await
+                fetch.projected(pod, p, mode, &config.ips(&pod_ips)).await
             } else {
                 let kind = v
                     .as_object()
@@ -515,7 +515,10 @@ pub fn mounts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    const NO_IPS: downward::Ips = downward::Ips { host: "", pod: "" };
+    const NO_IPS: downward::Ips = downward::Ips {
+        host: "",
+        pods: &[],
+    };
     use serde_json::json;
 
     #[test]

@@ -231,7 +231,12 @@ impl NetNode {
     }
 
     pub fn ipam_entries(&self) -> Vec<String> {
-        let dir = self.data_dir().join("net").join("ipam");
+        self.address_records("ipam")
+    }
+
+    /// The address records of one family (`ipam`, `ipam6`), by address.
+    pub fn address_records(&self, family_dir: &str) -> Vec<String> {
+        let dir = self.data_dir().join("net").join(family_dir);
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .into_iter()
             .flatten()
@@ -717,4 +722,227 @@ fn a_pods_host_port_is_reached_at_the_nodes_addresses() {
         got = node.ns.sh(&get_script("127.0.0.1", 18080));
     }
     assert_eq!(body(&got), "", "{got:?}");
+}
+
+fn nft_installed() -> bool {
+    Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A process the test started, ended when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The addresses of `status.podIPs`.
+fn pod_ips(p: &serde_json::Value) -> Vec<String> {
+    p["status"]["podIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|ip| ip["ip"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Runs `check` until it is true or about ten seconds have passed; its last answer.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    for _ in 0..50 {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+#[test]
+fn dual_stack_pods_have_an_ipv6_address_too_and_reach_each_other_and_the_world_over_it() {
+    let test =
+        "dual_stack_pods_have_an_ipv6_address_too_and_reach_each_other_and_the_world_over_it";
+    if !can_run(test) {
+        return;
+    }
+    if !nft_installed() {
+        eprintln!("skipping {test}: nft is not installed");
+        return;
+    }
+    let mut node = NetNode::start(&["--pod-cidr", "10.245.0.0/16,fd00:245::/64"]);
+    node.create(&web_pod(&node, "a", serde_json::json!({"app": "dual"})));
+    node.create(&web_pod(&node, "b", serde_json::json!({"app": "dual"})));
+    let a = node.pod_until("a", "runs and is ready", running);
+    let b = node.pod_until("b", "runs and is ready", running);
+    // Both families, IPv4 first (the primary one, which podIP stays).
+    let (ips_a, ips_b) = (pod_ips(&a), pod_ips(&b));
+    assert_eq!(ips_a.len(), 2, "{a:#}");
+    assert_eq!(pod_ip(&a), ips_a[0]);
+    assert!(ips_a[0].starts_with("10.245."), "{ips_a:?}");
+    let (v6_a, v6_b) = (ips_a[1].clone(), ips_b[1].clone());
+    for ip in [&v6_a, &v6_b] {
+        let parsed: std::net::Ipv6Addr = ip.parse().unwrap();
+        assert_eq!(parsed.segments()[..4], [0xfd00, 0x245, 0, 0], "{ip}");
+        assert_ne!(ip, "fd00:245::1", "the bridge's own");
+    }
+    assert_ne!(v6_a, v6_b);
+    // The pod's eth0 has the address ready for use (no duplicate address detection to
+    // wait out), and the bridge has the gateway.
+    let addr = node.cli(&["exec", "a", "--", "ip", "-o", "-6", "addr", "show", "eth0"]);
+    let line = addr
+        .stdout
+        .lines()
+        .find(|l| l.contains(&format!("{v6_a}/64")));
+    assert!(line.is_some_and(|l| !l.contains("tentative")), "{addr:?}");
+    let bridge = node.ns.sh("ip -o -6 addr show berth0");
+    assert!(bridge.stdout.contains("fd00:245::1/64"), "{bridge:?}");
+    // Pod to pod and node to pod over IPv6 (busybox's httpd listens on both families).
+    let got = fetch_from(&node, "a", &v6_b, 8080);
+    assert_eq!((got.code, body(&got).as_str()), (0, "b\n"), "{got:?}");
+    let got = node.ns.sh(&get_script(&v6_a, 8080));
+    assert_eq!((got.code, body(&got).as_str()), (0, "a\n"), "{got:?}");
+    // The hosts file names the pod at both addresses, as the kubelet writes it.
+    let hosts = node.cli(&["exec", "a", "--", "cat", "/etc/hosts"]);
+    assert!(
+        hosts
+            .stdout
+            .contains(&format!("{}\ta\n{v6_a}\ta\n", ips_a[0])),
+        "{hosts:?}"
+    );
+    // The cluster DNS: the pod's IPv6 name, and a headless Service asking for both
+    // families answers AAAA with its pods' IPv6 addresses (from its IPv6 slice).
+    node.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "dual"},
+        "spec": {"clusterIP": "None", "selector": {"app": "dual"},
+                 "ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv4", "IPv6"],
+                 "ports": [{"port": 8080}]},
+    }));
+    let busybox_path = busybox().unwrap();
+    let lookup = |name: &str| {
+        node.cli(&[
+            "exec",
+            "a",
+            "--",
+            busybox_path.to_str().unwrap(),
+            "nslookup",
+            "-type=AAAA",
+            name,
+            "10.245.0.1",
+        ])
+    };
+    let pod_name = format!("{}.default.pod.cluster.local", v6_b.replace(':', "-"));
+    let got = lookup(&pod_name);
+    assert!(got.stdout.contains(&format!("Address: {v6_b}")), "{got:?}");
+    let mut got = lookup("dual.default.svc.cluster.local");
+    let answered = eventually(|| {
+        got = lookup("dual.default.svc.cluster.local");
+        got.stdout.contains(&format!("Address: {v6_a}"))
+            && got.stdout.contains(&format!("Address: {v6_b}"))
+    });
+    assert!(answered, "{got:?}");
+    // The world (a namespace beyond an uplink, with no route back to the pods) is
+    // reached masqueraded.
+    let outside = Netns::new();
+    let wired = node.ns.sh(&format!(
+        "ip link add up0 type veth peer name up1 netns {} && ip -6 addr add fd99:245::1/64 dev up0 nodad && ip link set up0 up",
+        outside.0
+    ));
+    assert_eq!(wired.code, 0, "{wired:?}");
+    let wired = outside.sh("ip -6 addr add fd99:245::2/64 dev up1 nodad && ip link set up1 up");
+    assert_eq!(wired.code, 0, "{wired:?}");
+    let root = node.web_root("outside");
+    let _server = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", &outside.0])
+            .arg(busybox().unwrap())
+            .args(["httpd", "-f", "-p", "8080", "-h"])
+            .arg(&root)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut got = fetch_from(&node, "a", "fd99:245::2", 8080);
+    let reached = eventually(|| {
+        got = fetch_from(&node, "a", "fd99:245::2", 8080);
+        body(&got) == "outside\n"
+    });
+    assert!(reached, "{got:?}");
+    let rules = node.ns.sh("nft list table ip6 berth");
+    assert!(
+        rules.stdout.contains("masquerade")
+            && rules
+                .stdout
+                .contains("ip6 daddr fd00:245::/64 oifname != \"berth0\" drop"),
+        "{rules:?}"
+    );
+    // A restart keeps both addresses, and the network of the running pods.
+    node.restart();
+    let again = node.pod_until("a", "runs after the restart", running);
+    assert_eq!(pod_ips(&again), ips_a);
+    let got = node.ns.sh(&get_script(&v6_a, 8080));
+    assert_eq!(body(&got), "a\n", "{got:?}");
+    assert_eq!(node.address_records("ipam6").len(), 2);
+    // Deleted, the pods take their links and both addresses with them.
+    let deleted = node.cli(&["delete", "pod", "a", "b", "--wait"]);
+    assert_eq!(deleted.code, 0, "{deleted:?}");
+    let gone = eventually(|| {
+        !node.links().iter().any(|l| l.starts_with("veth"))
+            && node.ipam_entries().is_empty()
+            && node.address_records("ipam6").is_empty()
+    });
+    assert!(
+        gone,
+        "{:?} {:?} {:?}",
+        node.links(),
+        node.ipam_entries(),
+        node.address_records("ipam6")
+    );
+    // The IPv6 table stays when berth stops (pods running on keep their traffic) ...
+    node.stop();
+    assert_eq!(node.ns.sh("nft list table ip6 berth").code, 0);
+    // ... and goes when berth comes back without IPv6 ...
+    node.args = vec!["--pod-cidr".into(), "10.245.0.0/16".into()];
+    node.restart();
+    assert_ne!(node.ns.sh("nft list table ip6 berth").code, 0);
+    // ... or with its removal, which finds nothing left to remove now.
+    node.stop();
+    let nft = ["ip", "netns", "exec", &node.ns.0, "nft"].map(str::to_string);
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(berth::net::pod::remove_ipv6_rules(&nft, "berth"))
+        .unwrap();
+}
+
+#[test]
+fn an_ipv6_pod_cidr_that_overlaps_a_route_is_refused() {
+    if !can_run("an_ipv6_pod_cidr_that_overlaps_a_route_is_refused") {
+        return;
+    }
+    let ns = Netns::new();
+    let made = ns.sh(
+        "ip link add d0 type veth peer name d1 && ip -6 addr add fd00:246:0:0:5::1/80 dev d0 nodad && ip link set d0 up && ip link set d1 up",
+    );
+    assert_eq!(made.code, 0, "{made:?}");
+    let dir = crate::support::private_dir();
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_berth"), "serve"])
+        .env_remove("BERTH_NO_POD_NETWORK")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:6443"])
+        .args(["--pod-cidr", "10.246.0.0/16,fd00:246::/64"]));
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("fd00:246::/64 overlaps")
+            && out.stderr.contains("fd00:246:0:0:5::/80 via d0")
+            && out.stderr.contains("--pod-cidr"),
+        "{out:?}"
+    );
+    let links = ns.sh("ip -o link show").stdout;
+    assert!(!links.contains("berth0"), "{links}");
 }

@@ -564,7 +564,7 @@ impl<R: Runtime + Clone> Worker<R> {
                 instances: &[],
                 waiting: &waiting,
                 node_ip: &self.shared.config.node_ip,
-                pod_ip: &self.pod_ip(pod),
+                pod_ips: &self.pod_ips(pod),
                 terminating: false,
                 probed: &HashMap::new(),
             });
@@ -673,7 +673,7 @@ impl<R: Runtime + Clone> Worker<R> {
             instances: &instances,
             waiting: &waiting,
             node_ip: &self.shared.config.node_ip,
-            pod_ip: &self.pod_ip(pod),
+            pod_ips: &self.pod_ips(pod),
             terminating: pod_failed,
             probed: &probed,
         });
@@ -749,8 +749,8 @@ impl<R: Runtime + Clone> Worker<R> {
             return None;
         }
         match network.attach(&self.uid, holder).await {
-            Ok(ip) => {
-                tracing::debug!(pod = %Self::full_name(pod), %ip, "pod network wired");
+            Ok(ips) => {
+                tracing::debug!(pod = %Self::full_name(pod), ?ips, "pod network wired");
                 self.wired = Some(holder);
                 None
             }
@@ -774,7 +774,7 @@ impl<R: Runtime + Clone> Worker<R> {
             &crate::net::dns::ClusterDns::from(&net),
         );
         crate::runtime::EtcFiles {
-            hosts: super::etc::hosts(pod, &self.pod_ip(pod), &net.cluster_domain),
+            hosts: super::etc::hosts(pod, &self.pod_ips(pod), &net.cluster_domain),
             resolv_conf: dns,
         }
     }
@@ -790,6 +790,17 @@ impl<R: Runtime + Clone> Worker<R> {
             Some(s) if s.network => String::new(),
             _ => config.node_ip.clone(),
         }
+    }
+
+    /// The pod's addresses, the primary (IPv4) one first: its own on the pod network
+    /// (none until they are made), else the node's.
+    fn pod_ips(&self, pod: &Value) -> Vec<String> {
+        let own = self.shared.config.pod_addresses(&self.uid);
+        if !own.is_empty() {
+            return own.iter().map(ToString::to_string).collect();
+        }
+        let ip = self.pod_ip(pod);
+        if ip.is_empty() { Vec::new() } else { vec![ip] }
     }
 
     /// Removes what the pod had of the node's network (its veth and its address).
@@ -919,7 +930,7 @@ impl<R: Runtime + Clone> Worker<R> {
             instances: &self.instances(),
             waiting: &HashMap::new(),
             node_ip: &self.shared.config.node_ip,
-            pod_ip: &self.pod_ip(pod),
+            pod_ips: &self.pod_ips(pod),
             terminating: true,
             probed: &HashMap::new(),
         })

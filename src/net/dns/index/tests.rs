@@ -439,3 +439,40 @@ fn another_cluster_domain_is_served() {
     assert_eq!(set.answers[0].ttl, TTL);
     assert!(matches!(set.answers[0].data, RData::A(_)));
 }
+
+#[test]
+fn a_dual_stack_headless_service_answers_a_and_aaaa_from_its_slice_of_each_family() {
+    let index = index();
+    index.service_changed(Change::Added(&service(
+        "db",
+        json!({"clusterIP": "None", "ipFamilies": ["IPv4", "IPv6"],
+               "ports": [{"name": "pg", "port": 5432}]}),
+    )));
+    let endpoint = |ip: &str| json!([{"addresses": [ip], "hostname": "db-0"}]);
+    let ports = json!([{"name": "pg", "port": 5432, "protocol": "TCP"}]);
+    index.slice_changed(Change::Added(&slice(
+        "db-v4",
+        "db",
+        endpoint("10.42.0.5"),
+        ports.clone(),
+    )));
+    let mut v6 = slice("db-v6", "db", endpoint("fd42::5"), ports);
+    v6["addressType"] = json!("IPv6");
+    index.slice_changed(Change::Added(&v6));
+    let svc = "db.shop.svc.cluster.local.";
+    assert_eq!(q(&index, svc, RecordType::A), format!("{svc} 10.42.0.5"));
+    assert_eq!(q(&index, svc, RecordType::AAAA), format!("{svc} fd42::5"));
+    let host = format!("db-0.{svc}");
+    assert_eq!(q(&index, &host, RecordType::A), format!("{host} 10.42.0.5"));
+    assert_eq!(
+        q(&index, &host, RecordType::AAAA),
+        format!("{host} fd42::5")
+    );
+    // Its pod by the IPv6 address's name, and the address's PTR.
+    assert_eq!(
+        q(&index, "fd42--5.shop.pod.cluster.local.", RecordType::AAAA),
+        "fd42--5.shop.pod.cluster.local. fd42::5"
+    );
+    let ptr = reverse_name("fd42::5".parse().unwrap()).to_string();
+    assert_eq!(q(&index, &ptr, RecordType::PTR), format!("{ptr} {host}"));
+}
