@@ -261,17 +261,19 @@ fn network() -> Value {
         let out = rt.block_on(async {
             let n = if quick() { 20 } else { 100 };
             let mut out = serde_json::Map::new();
-            for (key, flags) in [
-                ("with_pod_network", &["--max-pods", "500"][..]),
+            for (key, prefix, flags) in [
+                ("with_pod_network", "net", &["--max-pods", "500"][..]),
                 (
                     "without_pod_network",
+                    "nonet",
                     &["--max-pods", "500", "--no-pod-network"][..],
                 ),
             ] {
                 let s = common::start_in(Some(&ns.0), flags).await;
                 let c = Client::http(&s.url, &s.ca, &s.token).unwrap();
                 node_ready(&c).await;
-                let (latencies, got) = create_and_wait(&c, key, n, Until::ReadyWithAddress).await;
+                let (latencies, got) =
+                    create_and_wait(&c, prefix, n, Until::ReadyWithAddress).await;
                 out.insert(
                     key.to_string(),
                     json!({"pods": n, "pods_ready": got,

@@ -111,7 +111,10 @@ pub async fn start_with(extra: &[&str]) -> Server {
 /// started with [`start_in`] there has its pod network without touching the machine's.
 pub fn enter_new_netns() -> Netns {
     let name = format!("bb-{}", std::process::id());
-    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    let _ = Command::new("ip")
+        .args(["netns", "del", &name])
+        .stderr(Stdio::null())
+        .status();
     assert!(
         Command::new("ip")
             .args(["netns", "add", &name])
