@@ -149,7 +149,8 @@ fn service_location(state: &AppState, ns: &str, name: &str, port: &str) -> Resul
     }
     let no_endpoints =
         || Error::Unavailable(format!("no endpoints available for service {name:?}"));
-    let endpoints = match get(state, Kind::Endpoints, ns, name) {
+    let found = get(state, Kind::Endpoints, ns, name);
+    let endpoints = match found {
         Ok(e) => e,
         Err(Error::Registry(crate::registry::Error::NotFound { .. })) => {
             // A Service that is there, without Endpoints, is unavailable; one that is
