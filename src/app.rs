@@ -216,13 +216,38 @@ pub fn pods_dir(data_dir: &Path) -> PathBuf {
 
 /// `berth node reset`: ends every container of a stopped berth's data directory (its
 /// shims and their process groups, whatever is in its cgroups) and removes its cgroups
-/// and mounts. Refused while a berth serves the directory; a second reset finds nothing.
-pub fn reset_node(data_dir: &Path) -> Result<crate::runtime::reset::Report, Error> {
+/// and mounts, then the pod network it had (bridge, nftables tables, address records;
+/// see [`crate::net::pod::remove`]) — the answer says whether there was one. Refused
+/// while a berth serves the directory; a second reset finds nothing.
+pub fn reset_node(data_dir: &Path) -> Result<(crate::runtime::reset::Report, bool), Error> {
     let _lock = lock_data_dir(data_dir)?;
-    crate::runtime::reset::reset(&pods_dir(data_dir)).map_err(|source| Error::Io {
+    let report = crate::runtime::reset::reset(&pods_dir(data_dir)).map_err(|source| Error::Io {
         context: format!("reset the node of {}", data_dir.display()),
         source,
+    })?;
+    let io = |source| Error::Io {
+        context: format!("remove the pod network of {}", data_dir.display()),
+        source,
+    };
+    if !data_dir.join("net").exists() {
+        return Ok((report, false));
+    }
+    // On a thread of its own: the caller may be inside a runtime already.
+    let dir = data_dir.to_path_buf();
+    let network = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(crate::net::pod::remove(
+                &crate::net::Config::default(),
+                &dir,
+            ))
+            .map_err(|e| std::io::Error::other(e.to_string()))
     })
+    .join()
+    .map_err(|_| io(std::io::Error::other("the removal panicked")))?
+    .map_err(io)?;
+    Ok((report, network))
 }
 
 /// Opens the container runtime of `data_dir` (adopting the containers that still run),

@@ -593,8 +593,13 @@ fn main() -> anyhow::Result<()> {
             command: NodeCommand::Reset { data_dir: dir },
         } => {
             let dir = data_dir(dir);
-            let report = berth::app::reset_node(&dir)?;
+            let (report, network) = berth::app::reset_node(&dir)?;
             println!("{report}");
+            if network {
+                println!(
+                    "removed the pod network (the bridge, berth's nftables tables, the address records)"
+                );
+            }
         }
         Command::Node {
             command: NodeCommand::Leftovers { data_dir: dir },

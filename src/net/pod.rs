@@ -34,6 +34,16 @@ pub enum Error {
         "the pod CIDR {0} is IPv6, and this kernel has IPv6 turned off (ipv6.disable=1): turn it on, or give --pod-cidr only an IPv4 CIDR"
     )]
     NoIpv6(ipnet::Ipv6Net),
+    #[error("remove the table {table}: {source}")]
+    Table {
+        table: String,
+        source: super::proxy::Error,
+    },
+    #[error("remove {path}: {source}")]
+    Records {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// The node's pod network.
@@ -229,6 +239,39 @@ impl PodNetwork {
             }
         }
     }
+}
+
+/// `berth node reset`'s part: once a data directory's pods are gone, the pod network
+/// they had goes too — berth's nftables tables (`ip` and `ip6`), the bridge (with the
+/// routes through it) and the address records. Only a data directory that set a pod
+/// network up (it has `DATA/net`) removes anything; the answer says whether it did.
+/// Runs in the caller's network namespace, the one the node served in.
+pub async fn remove(config: &Config, data_dir: &Path) -> Result<bool, Error> {
+    let records = data_dir.join("net");
+    if !records.exists() {
+        return Ok(false);
+    }
+    let nft = ["nft".to_string()];
+    let table = |source| Error::Table {
+        table: config.table.clone(),
+        source,
+    };
+    for removed in [
+        super::proxy::remove(&nft, &config.table).await,
+        remove_ipv6_rules(&nft, &config.table).await,
+    ] {
+        match removed {
+            // Without nft no table was ever made.
+            Ok(()) | Err(super::proxy::Error::Spawn { .. }) => {}
+            Err(e) => return Err(table(e)),
+        }
+    }
+    Links::open()?.delete(&config.bridge).await?;
+    std::fs::remove_dir_all(&records).map_err(|source| Error::Records {
+        path: records.display().to_string(),
+        source,
+    })?;
+    Ok(true)
 }
 
 /// Where a node keeps its pods' IPv4 address records.

@@ -138,7 +138,8 @@ async fn discovery_is_served_aggregated_and_legacy() {
                     "eviction",
                     "exec",
                     "log",
-                    "portforward"
+                    "portforward",
+                    "proxy"
                 ]
             );
             assert!(v["items"][0]["metadata"].get("name").is_none());

@@ -255,7 +255,9 @@ impl Drop for NetNode {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let reset = run(Command::new(env!("CARGO_BIN_EXE_berth"))
+        // In the namespace: the pod network it removes is the node's there.
+        let reset = run(Command::new("ip")
+            .args(["netns", "exec", &self.ns.0, env!("CARGO_BIN_EXE_berth")])
             .args(["node", "reset", "--data-dir"])
             .arg(self.data_dir()));
         if reset.code != 0 {
@@ -476,6 +478,39 @@ fn addresses_outlive_a_restart_and_everything_goes_with_the_pods() {
     }
     assert_eq!(veths(&node), 0, "{:?}", node.links());
     assert!(node.ipam_entries().is_empty(), "{:?}", node.ipam_entries());
+    // Stopped, the node keeps its network (pods would keep theirs); `berth node reset`
+    // then removes the bridge, the tables and the records.
+    node.stop();
+    assert!(node.links().contains(&"berth0".to_string()));
+    let reset = node.cli(&[
+        "node",
+        "reset",
+        "--data-dir",
+        node.data_dir().to_str().unwrap(),
+    ]);
+    assert_eq!(reset.code, 0, "{reset:?}");
+    assert!(
+        reset.stdout.contains("removed the pod network"),
+        "{reset:?}"
+    );
+    assert!(
+        !node.links().contains(&"berth0".to_string()),
+        "{:?}",
+        node.links()
+    );
+    let tables = node.ns.sh("nft list tables");
+    assert!(!tables.stdout.contains("berth"), "{tables:?}");
+    assert!(!node.data_dir().join("net").exists());
+    let again = node.cli(&[
+        "node",
+        "reset",
+        "--data-dir",
+        node.data_dir().to_str().unwrap(),
+    ]);
+    assert!(
+        !again.stdout.contains("removed the pod network"),
+        "{again:?}"
+    );
 }
 
 #[test]
