@@ -164,10 +164,10 @@ async fn rc_until(c: &Client, done: impl Fn(&Value) -> bool) {
     };
     let mut watch = c.watch(rcs, Some("default"), &params).await.unwrap();
     while let Some(ev) = watch.next().await {
-        if let Event::Added(rc) | Event::Modified(rc) = ev.unwrap() {
-            if done(&rc) {
-                return;
-            }
+        if let Event::Added(rc) | Event::Modified(rc) = ev.unwrap()
+            && done(&rc)
+        {
+            return;
         }
     }
     panic!("the watch ended");

@@ -190,15 +190,15 @@ async fn create_and_wait(c: &Client, prefix: &str, n: usize) -> (Vec<Duration>, 
                 .await
                 .unwrap();
             while let Some(Ok(ev)) = w.next().await {
-                if let Event::Added(p) | Event::Modified(p) = ev {
-                    if p["status"]["phase"] == "Running" {
-                        let name = p["metadata"]["name"].as_str().unwrap().to_string();
-                        reached
-                            .lock()
-                            .unwrap()
-                            .entry(name)
-                            .or_insert_with(Instant::now);
-                    }
+                if let Event::Added(p) | Event::Modified(p) = ev
+                    && p["status"]["phase"] == "Running"
+                {
+                    let name = p["metadata"]["name"].as_str().unwrap().to_string();
+                    reached
+                        .lock()
+                        .unwrap()
+                        .entry(name)
+                        .or_insert_with(Instant::now);
                 }
             }
         })

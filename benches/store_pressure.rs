@@ -314,10 +314,10 @@ async fn start_etcd(bin: &str) -> Option<Etcd> {
     let etcd = Etcd { child, url, dir };
     let c = reqwest::Client::new();
     for _ in 0..300 {
-        if let Ok(r) = c.get(format!("{}/health", etcd.url)).send().await {
-            if r.status().is_success() {
-                return Some(etcd);
-            }
+        if let Ok(r) = c.get(format!("{}/health", etcd.url)).send().await
+            && r.status().is_success()
+        {
+            return Some(etcd);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

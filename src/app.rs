@@ -538,10 +538,10 @@ impl Cluster {
                         settings.agent.network = Some(Arc::new(network));
                         // With a network of their own, pods see the node at an address
                         // of the machine's, not at loopback.
-                        if settings.agent.node_ip == "127.0.0.1" {
-                            if let Some(ip) = crate::net::primary_address() {
-                                settings.agent.node_ip = ip.to_string();
-                            }
+                        if settings.agent.node_ip == "127.0.0.1"
+                            && let Some(ip) = crate::net::primary_address()
+                        {
+                            settings.agent.node_ip = ip.to_string();
                         }
                     }
                     Some((settings, runtime))

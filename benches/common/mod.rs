@@ -201,10 +201,10 @@ pub async fn start_in(netns: Option<&str>, extra: &[&str]) -> Server {
     let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
     let c = https::client_with(&ca, false);
     loop {
-        if let Ok(r) = c.get(format!("{url}/readyz")).send().await {
-            if r.status().is_success() {
-                break;
-            }
+        if let Ok(r) = c.get(format!("{url}/readyz")).send().await
+            && r.status().is_success()
+        {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

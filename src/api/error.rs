@@ -335,11 +335,11 @@ impl IntoResponse for Error {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if let Error::Registry(registry::Error::TooManyRequests { retry_after, .. }) = &self {
-            if *retry_after > 0 {
-                resp.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
-            }
+        if let Error::Registry(registry::Error::TooManyRequests { retry_after, .. }) = &self
+            && *retry_after > 0
+        {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
         }
         if code == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(

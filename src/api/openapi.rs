@@ -63,10 +63,10 @@ impl Cache {
     /// those of built-in group versions (which no definition may add to) kept.
     fn docs(&self, served: &Served) -> Arc<Docs> {
         let mut built = self.built.lock().expect("openapi cache lock");
-        if let Some((generation, docs)) = &*built {
-            if *generation == served.generation() {
-                return docs.clone();
-            }
+        if let Some((generation, docs)) = &*built
+            && *generation == served.generation()
+        {
+            return docs.clone();
         }
         let before = built.as_ref().map(|(_, d)| d.clone());
         let mut gvs: Vec<(&str, &str, bool)> = Vec::new();
@@ -100,10 +100,10 @@ impl Cache {
     fn swagger(&self, served: &Served) -> Arc<Doc> {
         let docs = self.docs(served);
         let mut built = self.swagger.lock().expect("openapi cache lock");
-        if let Some((generation, doc)) = &*built {
-            if *generation == served.generation() {
-                return doc.clone();
-            }
+        if let Some((generation, doc)) = &*built
+            && *generation == served.generation()
+        {
+            return doc.clone();
         }
         let custom: Vec<String> = served
             .iter()

@@ -470,14 +470,14 @@ impl Human {
                 if !(include_labels || self.with_namespace || name_column.is_some()) {
                     return cells;
                 }
-                if let (Some(i), Some(kind)) = (name_column, &self.kind) {
-                    if let Some(c) = cells.get_mut(i) {
-                        let name = match &*c {
-                            Value::String(s) => s.clone(),
-                            other => go::sprint(other),
-                        };
-                        *c = Value::String(format!("{kind}/{name}"));
-                    }
+                if let (Some(i), Some(kind)) = (name_column, &self.kind)
+                    && let Some(c) = cells.get_mut(i)
+                {
+                    let name = match &*c {
+                        Value::String(s) => s.clone(),
+                        other => go::sprint(other),
+                    };
+                    *c = Value::String(format!("{kind}/{name}"));
                 }
                 let object = &row["object"];
                 if !object.is_object() {

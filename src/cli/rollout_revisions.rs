@@ -118,16 +118,16 @@ fn observe_stateful_set(sts: &Value) -> Result<(String, bool), CliError> {
         .filter(|r| r.is_object())
     {
         let partition = ru.get("partition").and_then(Value::as_i64);
-        if let (Some(r), Some(p)) = (replicas, partition) {
-            if updated < r - p {
-                return Ok((
-                    format!(
-                        "Waiting for partitioned roll out to finish: {updated} out of {} new pods have been updated...",
-                        r - p
-                    ),
-                    false,
-                ));
-            }
+        if let (Some(r), Some(p)) = (replicas, partition)
+            && updated < r - p
+        {
+            return Ok((
+                format!(
+                    "Waiting for partitioned roll out to finish: {updated} out of {} new pods have been updated...",
+                    r - p
+                ),
+                false,
+            ));
         }
         return Ok((
             format!("partitioned roll out complete: {updated} new pods have been updated..."),

@@ -91,10 +91,10 @@ pub fn due(
     now: Timestamp,
 ) -> Due {
     let mut from = earliest;
-    if let Some(d) = deadline {
-        if let Ok(limit) = now.checked_sub(jiff::SignedDuration::from_secs(d)) {
-            from = from.max(limit);
-        }
+    if let Some(d) = deadline
+        && let Ok(limit) = now.checked_sub(jiff::SignedDuration::from_secs(d))
+    {
+        from = from.max(limit);
     }
     let mut scheduled = None;
     let mut missed = 0;

@@ -434,10 +434,10 @@ fn plan_rolling(
             surging += 1;
             continue;
         };
-        if let Some(p) = old.or(new) {
-            if is_available(p, min_ready) {
-                available += 1;
-            }
+        if let Some(p) = old.or(new)
+            && is_available(p, min_ready)
+        {
+            available += 1;
         }
         match (new, old) {
             (_, None) => {}

@@ -866,10 +866,10 @@ impl Controller {
             } else {
                 old.iter_mut().max_by(|a, b| by_creation(a, b))
             };
-            if let Some(rs) = target {
-                if rs.replicas() != s.b.replicas {
-                    self.scale_auto(s, rs, s.b.replicas).await?;
-                }
+            if let Some(rs) = target
+                && rs.replicas() != s.b.replicas
+            {
+                self.scale_auto(s, rs, s.b.replicas).await?;
             }
             return Ok(());
         }
@@ -923,10 +923,10 @@ impl Controller {
             added += p;
             sizes.push(rs.replicas() + p);
         }
-        if let Some(first) = sizes.first_mut() {
-            if to_add != 0 {
-                *first = (*first + to_add - added).max(0);
-            }
+        if let Some(first) = sizes.first_mut()
+            && to_add != 0
+        {
+            *first = (*first + to_add - added).max(0);
         }
         for (rs, size) in sets.into_iter().zip(sizes) {
             self.scale(s, rs, size, how).await?;
@@ -1199,10 +1199,8 @@ impl Controller {
             let stuck = has_deadline(d)
                 && !complete(d, &figures)
                 && current.is_some_and(|c| c.reason.as_deref() != Some("ProgressDeadlineExceeded"));
-            if stuck {
-                if let Some(left) = deadline_left(d) {
-                    return Ok(Action::RequeueAfter(left + Duration::from_secs(1)));
-                }
+            if stuck && let Some(left) = deadline_left(d) {
+                return Ok(Action::RequeueAfter(left + Duration::from_secs(1)));
             }
             return Ok(Action::Done);
         }

@@ -278,10 +278,10 @@ impl Controller {
             return Ok(None);
         };
         // A ReplicaSet a Deployment controls counts as the Deployment.
-        if kind == "ReplicaSet" {
-            if let Some(d) = controller_ref(&owner).filter(|d| str_at(d, "/kind") == "Deployment") {
-                return Box::pin(self.scale_of(ns, d)).await;
-            }
+        if kind == "ReplicaSet"
+            && let Some(d) = controller_ref(&owner).filter(|d| str_at(d, "/kind") == "Deployment")
+        {
+            return Box::pin(self.scale_of(ns, d)).await;
         }
         let res = catalog::RESOURCES
             .iter()

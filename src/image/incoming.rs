@@ -89,10 +89,10 @@ pub fn scan(store: &Store, incoming: &Path) -> Vec<Outcome> {
     // Archives gone from the directory are forgotten (their images stay).
     let before = cache.len();
     cache.retain(|name, _| incoming.join(name).exists());
-    if changed || cache.len() != before {
-        if let Err(e) = write_cache(store, &cache_path, &cache) {
-            tracing::warn!(error = %e, "could not remember the imported archives");
-        }
+    if (changed || cache.len() != before)
+        && let Err(e) = write_cache(store, &cache_path, &cache)
+    {
+        tracing::warn!(error = %e, "could not remember the imported archives");
     }
     out
 }

@@ -266,10 +266,10 @@ fn xattrs_of<R: Read>(entry: &mut tar::Entry<'_, R>) -> io::Result<Vec<(String, 
     for ext in exts {
         let ext = ext?;
         let Ok(key) = ext.key() else { continue };
-        if let Some(name) = key.strip_prefix("SCHILY.xattr.") {
-            if !name.starts_with("trusted.overlay.") {
-                out.push((name.to_string(), ext.value_bytes().to_vec()));
-            }
+        if let Some(name) = key.strip_prefix("SCHILY.xattr.")
+            && !name.starts_with("trusted.overlay.")
+        {
+            out.push((name.to_string(), ext.value_bytes().to_vec()));
         }
     }
     Ok(out)

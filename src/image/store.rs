@@ -234,15 +234,15 @@ impl Store {
             });
         }
         let digest = format!("sha256:{:x}", hash.finalize());
-        if let Some(want) = expected {
-            if want != digest {
-                let _ = fs::remove_file(&tmp);
-                return Err(Error::DigestMismatch {
-                    what: "blob".into(),
-                    expected: want.to_string(),
-                    got: digest,
-                });
-            }
+        if let Some(want) = expected
+            && want != digest
+        {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::DigestMismatch {
+                what: "blob".into(),
+                expected: want.to_string(),
+                got: digest,
+            });
         }
         let dst = self.blob_path(&digest)?;
         fs::rename(&tmp, &dst).map_err(io_err(format!("store blob {digest}")))?;

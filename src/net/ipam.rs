@@ -208,10 +208,10 @@ impl<A: Family> Ipam<A> {
     pub fn release(&self, uid: &str) -> Option<A> {
         let mut state = self.state.lock().expect("ipam lock");
         let ip = state.by_uid.remove(uid)?;
-        if let Err(e) = fs::remove_file(self.dir.join(ip.to_string())) {
-            if e.kind() != io::ErrorKind::NotFound {
-                tracing::warn!(%ip, pod = uid, error = %e, "could not free a pod's address");
-            }
+        if let Err(e) = fs::remove_file(self.dir.join(ip.to_string()))
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(%ip, pod = uid, error = %e, "could not free a pod's address");
         }
         Some(ip)
     }

@@ -84,10 +84,10 @@ impl PodNetwork {
     /// (and `ipam6`).
     pub async fn open(config: Config, data_dir: &Path) -> Result<PodNetwork, Error> {
         let links = Links::open()?;
-        if let Some(v6) = config.pod_cidr_v6 {
-            if !link::kernel_has_ipv6() {
-                return Err(Error::NoIpv6(v6));
-            }
+        if let Some(v6) = config.pod_cidr_v6
+            && !link::kernel_has_ipv6()
+        {
+            return Err(Error::NoIpv6(v6));
         }
         let existing = links.link(&config.bridge).await?.map(|l| l.header.index);
         let cidrs = std::iter::once(IpNet::from(config.pod_cidr))
@@ -232,10 +232,10 @@ impl PodNetwork {
         let mut holders: HashSet<String> = self.ipam.holders().into_iter().collect();
         holders.extend(self.ipam6.iter().flat_map(Ipam::holders));
         for uid in holders {
-            if !live.contains(&uid) {
-                if let Err(e) = self.detach(&uid).await {
-                    tracing::warn!(pod = %uid, error = %e, "could not remove a gone pod's network");
-                }
+            if !live.contains(&uid)
+                && let Err(e) = self.detach(&uid).await
+            {
+                tracing::warn!(pod = %uid, error = %e, "could not remove a gone pod's network");
             }
         }
     }

@@ -222,10 +222,10 @@ impl Strategy for StatefulSet {
                 st.insert("type".into(), json!("RollingUpdate"));
                 st.entry("rollingUpdate").or_insert_with(|| json!({}));
             }
-            if st["type"] == "RollingUpdate" {
-                if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
-                    ru.entry("partition").or_insert_with(|| json!(0));
-                }
+            if st["type"] == "RollingUpdate"
+                && let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut)
+            {
+                ru.entry("partition").or_insert_with(|| json!(0));
             }
         }
         let policy = spec
@@ -498,14 +498,14 @@ fn validate_daemon_set_spec(obj: &Value, causes: &mut Vec<Cause>) {
         causes.push(Cause::required("spec.template"));
         return;
     };
-    if let Some(selector) = selector.filter(|s| !s.is_empty()) {
-        if !selector.matches(&labels::map_at(template, "/metadata/labels")) {
-            causes.push(Cause::invalid(
-                "spec.template.metadata.labels",
-                template.pointer("/metadata/labels").unwrap_or(&Value::Null),
-                "`selector` does not match template `labels`",
-            ));
-        }
+    if let Some(selector) = selector.filter(|s| !s.is_empty())
+        && !selector.matches(&labels::map_at(template, "/metadata/labels"))
+    {
+        causes.push(Cause::invalid(
+            "spec.template.metadata.labels",
+            template.pointer("/metadata/labels").unwrap_or(&Value::Null),
+            "`selector` does not match template `labels`",
+        ));
     }
     match template.get("spec") {
         None => causes.push(Cause::required("spec.template.spec")),
@@ -629,14 +629,14 @@ fn validate_replicated_as(obj: &Value, selecting: &str, deadline: &str, causes: 
         return;
     };
     for field in ["replicas", "minReadySeconds"] {
-        if let Some(v) = spec.get(field) {
-            if v.as_i64().is_none_or(|n| n < 0) {
-                causes.push(Cause::invalid(
-                    &format!("spec.{field}"),
-                    v,
-                    "must be greater than or equal to 0",
-                ));
-            }
+        if let Some(v) = spec.get(field)
+            && v.as_i64().is_none_or(|n| n < 0)
+        {
+            causes.push(Cause::invalid(
+                &format!("spec.{field}"),
+                v,
+                "must be greater than or equal to 0",
+            ));
         }
     }
     let selector = match spec.get("selector") {

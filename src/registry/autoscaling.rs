@@ -110,14 +110,14 @@ fn set<'a>(obj: &'a Value, field: &str) -> Option<&'a Value> {
 /// `validateHorizontalPodAutoscalerSpec`.
 fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
     let min = set(spec, "minReplicas");
-    if let Some(m) = min {
-        if m.as_i64().is_none_or(|n| n < 1) {
-            causes.push(Cause::invalid(
-                "spec.minReplicas",
-                m,
-                "must be greater than or equal to 1",
-            ));
-        }
+    if let Some(m) = min
+        && m.as_i64().is_none_or(|n| n < 1)
+    {
+        causes.push(Cause::invalid(
+            "spec.minReplicas",
+            m,
+            "must be greater than or equal to 1",
+        ));
     }
     let max = set(spec, "maxReplicas");
     let max_n = max.and_then(Value::as_i64).unwrap_or(0);
@@ -128,14 +128,14 @@ fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
             "must be greater than 0",
         ));
     }
-    if let Some(min_n) = min.and_then(Value::as_i64) {
-        if max_n < min_n {
-            causes.push(Cause::invalid(
-                "spec.maxReplicas",
-                &json!(max_n),
-                "must be greater than or equal to `minReplicas`",
-            ));
-        }
+    if let Some(min_n) = min.and_then(Value::as_i64)
+        && max_n < min_n
+    {
+        causes.push(Cause::invalid(
+            "spec.maxReplicas",
+            &json!(max_n),
+            "must be greater than or equal to `minReplicas`",
+        ));
     }
     // As upstream, the metrics are checked only once the target is sound, and the
     // behavior only once the metrics are.
@@ -326,14 +326,14 @@ fn validate_target(t: &Value, path: &str, causes: &mut Vec<Cause>) {
             }
         }
     }
-    if let Some(u) = set(t, "averageUtilization") {
-        if u.as_i64().is_none_or(|n| n < 1) {
-            causes.push(Cause::invalid(
-                &format!("{path}.averageUtilization"),
-                u,
-                "must be greater than 0",
-            ));
-        }
+    if let Some(u) = set(t, "averageUtilization")
+        && u.as_i64().is_none_or(|n| n < 1)
+    {
+        causes.push(Cause::invalid(
+            &format!("{path}.averageUtilization"),
+            u,
+            "must be greater than 0",
+        ));
     }
 }
 
@@ -842,10 +842,9 @@ pub fn v2_to_v1(v: &Value) -> Value {
         if let Some(cpu) = current
             .iter()
             .find(|m| m["type"] == "Resource" && m["resource"]["name"] == "cpu")
+            && let Some(u) = cpu.pointer("/resource/current/averageUtilization")
         {
-            if let Some(u) = cpu.pointer("/resource/current/averageUtilization") {
-                st.insert("currentCPUUtilizationPercentage".into(), u.clone());
-            }
+            st.insert("currentCPUUtilizationPercentage".into(), u.clone());
         }
         if !current.is_empty() {
             let list: Vec<Value> = current.iter().map(metric_status_to_v1).collect();

@@ -208,14 +208,14 @@ fn default_job_spec(spec: &mut Value) {
 }
 
 fn nonnegative(spec: &Value, f: &str, path: &str, causes: &mut Vec<Cause>) {
-    if let Some(v) = spec.get(f).filter(|v| !v.is_null()) {
-        if v.as_i64().is_none_or(|n| n < 0) {
-            causes.push(Cause::invalid(
-                &format!("{path}.{f}"),
-                v,
-                "must be greater than or equal to 0",
-            ));
-        }
+    if let Some(v) = spec.get(f).filter(|v| !v.is_null())
+        && v.as_i64().is_none_or(|n| n < 0)
+    {
+        causes.push(Cause::invalid(
+            &format!("{path}.{f}"),
+            v,
+            "must be greater than or equal to 0",
+        ));
     }
 }
 
@@ -390,14 +390,14 @@ fn validate_job_spec(spec: &Value, path: &str, with_selector: bool, causes: &mut
                 "when maxFailedIndexes is specified",
             ));
         }
-        if let (Some(n), Some(c)) = (m.as_i64(), int("completions")) {
-            if n > c {
-                causes.push(Cause::invalid(
-                    &format!("{path}.maxFailedIndexes"),
-                    m,
-                    "must be less than or equal to completions",
-                ));
-            }
+        if let (Some(n), Some(c)) = (m.as_i64(), int("completions"))
+            && n > c
+        {
+            causes.push(Cause::invalid(
+                &format!("{path}.maxFailedIndexes"),
+                m,
+                "must be less than or equal to completions",
+            ));
         }
     }
     if let Some(p) = spec["podReplacementPolicy"].as_str() {
@@ -440,14 +440,14 @@ fn validate_job_spec(spec: &Value, path: &str, with_selector: bool, causes: &mut
         causes.push(Cause::required(&format!("{path}.template")));
         return;
     };
-    if let Some(sel) = selector.filter(|s| !s.is_empty()) {
-        if !sel.matches(&labels::map_at(template, "/metadata/labels")) {
-            causes.push(Cause::invalid(
-                &format!("{path}.template.metadata.labels"),
-                template.pointer("/metadata/labels").unwrap_or(&Value::Null),
-                "`selector` does not match template `labels`",
-            ));
-        }
+    if let Some(sel) = selector.filter(|s| !s.is_empty())
+        && !sel.matches(&labels::map_at(template, "/metadata/labels"))
+    {
+        causes.push(Cause::invalid(
+            &format!("{path}.template.metadata.labels"),
+            template.pointer("/metadata/labels").unwrap_or(&Value::Null),
+            "`selector` does not match template `labels`",
+        ));
     }
     for (k, v) in template
         .pointer("/metadata/labels")
@@ -645,14 +645,14 @@ impl Strategy for CronJob {
                 }
             }
         }
-        if let Some(tz) = spec["timeZone"].as_str() {
-            if tz.trim() != tz || tz.is_empty() || jiff::tz::db().get(tz).is_err() {
-                causes.push(Cause::invalid(
-                    "spec.timeZone",
-                    &json!(tz),
-                    &format!("unknown time zone {tz}"),
-                ));
-            }
+        if let Some(tz) = spec["timeZone"].as_str()
+            && (tz.trim() != tz || tz.is_empty() || jiff::tz::db().get(tz).is_err())
+        {
+            causes.push(Cause::invalid(
+                "spec.timeZone",
+                &json!(tz),
+                &format!("unknown time zone {tz}"),
+            ));
         }
         let policy = spec["concurrencyPolicy"].as_str().unwrap_or("");
         if !matches!(policy, "Allow" | "Forbid" | "Replace") {

@@ -48,10 +48,10 @@ fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Value {
 /// The status a definition has once its names are accepted and it is served.
 fn served_status(crd: &Value, stored: &[Value]) -> Value {
     let mut stored: Vec<Value> = stored.to_vec();
-    if let Some(storage) = storage_version(crd) {
-        if !stored.iter().any(|v| v == storage) {
-            stored.push(json!(storage));
-        }
+    if let Some(storage) = storage_version(crd)
+        && !stored.iter().any(|v| v == storage)
+    {
+        stored.push(json!(storage));
     }
     json!({
         "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or(json!({})),
@@ -90,10 +90,10 @@ impl Strategy for Definitions {
     fn prepare_create(&self, obj: &mut Value) {
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             let fins = m.entry("finalizers").or_insert_with(|| json!([]));
-            if let Some(list) = fins.as_array_mut() {
-                if !list.iter().any(|f| f == CLEANUP_FINALIZER) {
-                    list.push(json!(CLEANUP_FINALIZER));
-                }
+            if let Some(list) = fins.as_array_mut()
+                && !list.iter().any(|f| f == CLEANUP_FINALIZER)
+            {
+                list.push(json!(CLEANUP_FINALIZER));
             }
         }
         let status = served_status(obj, &[]);
@@ -554,10 +554,10 @@ fn validation(schema: &Value, root: bool) -> Value {
             }
         }
     }
-    if flag("nullable") {
-        if let Some(Value::String(t)) = out.get("type").cloned() {
-            out.insert("type".into(), json!([t, "null"]));
-        }
+    if flag("nullable")
+        && let Some(Value::String(t)) = out.get("type").cloned()
+    {
+        out.insert("type".into(), json!([t, "null"]));
     }
     if flag("x-kubernetes-int-or-string") {
         out.remove("type");
@@ -631,10 +631,10 @@ pub fn apply_defaults(schema: &Value, obj: &mut Value) {
         Value::Object(fields) => {
             if let Some(Value::Object(props)) = schema.get("properties") {
                 for (name, sub) in props {
-                    if !fields.contains_key(name) {
-                        if let Some(d) = sub.get("default") {
-                            fields.insert(name.clone(), d.clone());
-                        }
+                    if !fields.contains_key(name)
+                        && let Some(d) = sub.get("default")
+                    {
+                        fields.insert(name.clone(), d.clone());
                     }
                     if let Some(child) = fields.get_mut(name) {
                         apply_defaults(sub, child);
@@ -738,10 +738,10 @@ impl Strategy for CustomKind {
     }
 
     fn prepare_create(&self, obj: &mut Value) {
-        if self.status {
-            if let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
+        if self.status
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
         }
     }
 
@@ -771,10 +771,10 @@ impl Strategy for CustomKind {
         if !self.defaults {
             return None;
         }
-        if let (Some(since), Some(written)) = (self.since, crate::store::stored_revision(stored)) {
-            if written > since {
-                return None;
-            }
+        if let (Some(since), Some(written)) = (self.since, crate::store::stored_revision(stored))
+            && written > since
+        {
+            return None;
         }
         let mut obj: Value = serde_json::from_slice(stored).ok()?;
         let before = obj.clone();

@@ -32,18 +32,18 @@ impl Registry {
                     return Err(Self::uid_mismatch(res, name, uid, have));
                 }
             }
-            if let Some(rv) = expect_rv {
-                if rv != cur.revision {
-                    return Err(Error::Conflict {
-                        group: res.group.clone(),
-                        resource: res.qualified_plural(),
-                        name: name.to_string(),
-                        message: format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                            cur.revision
-                        ),
-                    });
-                }
+            if let Some(rv) = expect_rv
+                && rv != cur.revision
+            {
+                return Err(Error::Conflict {
+                    group: res.group.clone(),
+                    resource: res.qualified_plural(),
+                    name: name.to_string(),
+                    message: format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        cur.revision
+                    ),
+                });
             }
             if let Some(grace) = res.strategy.graceful_deletion(&obj, opts) {
                 // A pod a node runs is marked; the node stops its containers within the
@@ -87,10 +87,11 @@ impl Registry {
             };
             // A dependent policy only matters while there may be dependents; the garbage
             // collector removes these finalizers once it has handled them.
-            if let Some(f) = wanted {
-                if !had_dependent_finalizer && self.has_dependents(m) {
-                    fins.push(f.to_string());
-                }
+            if let Some(f) = wanted
+                && !had_dependent_finalizer
+                && self.has_dependents(m)
+            {
+                fins.push(f.to_string());
             }
             if !fins.is_empty() || res.strategy.holds_deletion(&obj) {
                 let m = meta_mut(&mut obj)?;

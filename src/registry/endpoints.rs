@@ -117,10 +117,10 @@ fn check_ports(ports: &[Value], path: &str, names_required: bool, causes: &mut V
             causes.push(duplicate(&at("name"), name));
         }
         check_port_number(&p["port"], &at("port"), causes);
-        if let Some(protocol) = p["protocol"].as_str() {
-            if !PROTOCOLS.contains(&protocol) {
-                causes.push(Cause::not_supported(&at("protocol"), protocol, PROTOCOLS));
-            }
+        if let Some(protocol) = p["protocol"].as_str()
+            && !PROTOCOLS.contains(&protocol)
+        {
+            causes.push(Cause::not_supported(&at("protocol"), protocol, PROTOCOLS));
         }
     }
 }

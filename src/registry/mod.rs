@@ -1171,13 +1171,13 @@ impl Registry {
                 let mut m = new;
                 // The status a client sent is not stored; the strategy may look at it.
                 let mut incoming = None;
-                if res.status {
-                    if let Some(dst) = m.as_object_mut() {
-                        incoming = match old.get("status") {
-                            Some(s) => dst.insert("status".into(), s.clone()),
-                            None => dst.remove("status"),
-                        };
-                    }
+                if res.status
+                    && let Some(dst) = m.as_object_mut()
+                {
+                    incoming = match old.get("status") {
+                        Some(s) => dst.insert("status".into(), s.clone()),
+                        None => dst.remove("status"),
+                    };
                 }
                 res.strategy.prepare_update(old, incoming.as_ref(), &mut m);
                 m
@@ -1274,19 +1274,21 @@ pub fn validate_pod(pod: &Value) -> Result<()> {
 
 /// The name and namespace a body gives, if any, must be those of the request.
 fn check_identity(m: &Map<String, Value>, ns: Option<&str>, name: Option<&str>) -> Result<()> {
-    if let (Some(want), Some(got)) = (name, m.get("name").and_then(Value::as_str)) {
-        if got != want {
-            return Err(Error::BadRequest(format!(
-                "the name of the object ({got}) does not match the name on the URL ({want})"
-            )));
-        }
+    if let (Some(want), Some(got)) = (name, m.get("name").and_then(Value::as_str))
+        && got != want
+    {
+        return Err(Error::BadRequest(format!(
+            "the name of the object ({got}) does not match the name on the URL ({want})"
+        )));
     }
-    if let (Some(want), Some(got)) = (ns, m.get("namespace").and_then(Value::as_str)) {
-        if !got.is_empty() && got != want {
-            return Err(Error::BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request".into(),
-            ));
-        }
+    if let (Some(want), Some(got)) = (ns, m.get("namespace").and_then(Value::as_str))
+        && !got.is_empty()
+        && got != want
+    {
+        return Err(Error::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
     }
     Ok(())
 }

@@ -80,14 +80,14 @@ impl Strategy for PodDisruptionBudget {
             "desiredHealthy",
             "expectedPods",
         ] {
-            if let Some(v) = new.pointer(&format!("/status/{f}")) {
-                if v.as_i64().is_none_or(|n| n < 0) {
-                    causes.push(Cause::invalid(
-                        &format!("status.{f}"),
-                        v,
-                        "must be greater than or equal to 0",
-                    ));
-                }
+            if let Some(v) = new.pointer(&format!("/status/{f}"))
+                && v.as_i64().is_none_or(|n| n < 0)
+            {
+                causes.push(Cause::invalid(
+                    &format!("status.{f}"),
+                    v,
+                    "must be greater than or equal to 0",
+                ));
             }
         }
     }

@@ -50,10 +50,10 @@ pub struct PriorityClass;
 
 impl Strategy for PriorityClass {
     fn default(&self, obj: &mut Value) {
-        if let Some(m) = obj.as_object_mut() {
-            if m.get("preemptionPolicy").is_none_or(Value::is_null) {
-                m.insert("preemptionPolicy".into(), json!(DEFAULT_POLICY));
-            }
+        if let Some(m) = obj.as_object_mut()
+            && m.get("preemptionPolicy").is_none_or(Value::is_null)
+        {
+            m.insert("preemptionPolicy".into(), json!(DEFAULT_POLICY));
         }
     }
 
@@ -80,10 +80,10 @@ impl Strategy for PriorityClass {
                 ),
             ));
         }
-        if let Some(p) = obj["preemptionPolicy"].as_str() {
-            if !POLICIES.contains(&p) {
-                causes.push(Cause::not_supported("preemptionPolicy", p, &POLICIES));
-            }
+        if let Some(p) = obj["preemptionPolicy"].as_str()
+            && !POLICIES.contains(&p)
+        {
+            causes.push(Cause::not_supported("preemptionPolicy", p, &POLICIES));
         }
     }
 
@@ -196,19 +196,19 @@ pub(super) fn admit_pod(reg: &Registry, pod: &mut Value) -> Result<(), Error> {
         .get_mut("spec")
         .and_then(Value::as_object_mut)
         .ok_or_else(|| Error::BadRequest("a pod needs a spec".into()))?;
-    if let Some(given) = spec.get("priority").and_then(Value::as_i64) {
-        if given != priority {
-            return Err(Error::Forbidden(format!(
-                "pods {name:?} is forbidden: the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
-            )));
-        }
+    if let Some(given) = spec.get("priority").and_then(Value::as_i64)
+        && given != priority
+    {
+        return Err(Error::Forbidden(format!(
+            "pods {name:?} is forbidden: the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
+        )));
     }
-    if let Some(given) = spec.get("preemptionPolicy").and_then(Value::as_str) {
-        if given != policy {
-            return Err(Error::Forbidden(format!(
-                "pods {name:?} is forbidden: the string value of PreemptionPolicy ({given}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
-            )));
-        }
+    if let Some(given) = spec.get("preemptionPolicy").and_then(Value::as_str)
+        && given != policy
+    {
+        return Err(Error::Forbidden(format!(
+            "pods {name:?} is forbidden: the string value of PreemptionPolicy ({given}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+        )));
     }
     if let (None, Some(c)) = (&named, &class) {
         spec.insert("priorityClassName".into(), c["metadata"]["name"].clone());

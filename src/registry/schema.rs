@@ -211,10 +211,10 @@ pub fn definitions() -> &'static Map<String, Value> {
 /// (server-side apply), `x-kubernetes-map-type`.
 fn annotate_merge_rules(defs: &mut Map<String, Value>) {
     for (name, def) in defs.iter_mut() {
-        if super::patch_meta::is_atomic_type(name) {
-            if let Some(d) = def.as_object_mut() {
-                d.insert("x-kubernetes-map-type".into(), json!("atomic"));
-            }
+        if super::patch_meta::is_atomic_type(name)
+            && let Some(d) = def.as_object_mut()
+        {
+            d.insert("x-kubernetes-map-type".into(), json!("atomic"));
         }
         let Some(Value::Object(props)) = def.get_mut("properties") else {
             continue;
@@ -248,10 +248,10 @@ fn annotate_merge_rules(defs: &mut Map<String, Value>) {
         // The defaults the Go types give list map keys (`+default`), which server-side
         // apply takes for an element that leaves the key out.
         for (schema, field, default) in KEY_DEFAULTS {
-            if name == schema {
-                if let Some(Value::Object(p)) = props.get_mut(*field) {
-                    p.insert("default".into(), json!(default));
-                }
+            if name == schema
+                && let Some(Value::Object(p)) = props.get_mut(*field)
+            {
+                p.insert("default".into(), json!(default));
             }
         }
     }

@@ -306,14 +306,14 @@ fn allocate(svc: &mut Value, taken: &Taken) -> Result<(), Cause> {
             .collect();
         // The ports named first, then the free ones for the rest.
         for (i, p) in ports.iter().enumerate() {
-            if let Some(n) = p.get("nodePort").and_then(Value::as_u64) {
-                if !used.insert(n) {
-                    return Err(Cause::invalid(
-                        &format!("spec.ports[{i}].nodePort"),
-                        &json!(n),
-                        "provided port is already allocated",
-                    ));
-                }
+            if let Some(n) = p.get("nodePort").and_then(Value::as_u64)
+                && !used.insert(n)
+            {
+                return Err(Cause::invalid(
+                    &format!("spec.ports[{i}].nodePort"),
+                    &json!(n),
+                    "provided port is already allocated",
+                ));
             }
         }
         for (i, p) in ports.into_iter().enumerate() {

@@ -463,10 +463,10 @@ pub struct Node;
 impl Strategy for Node {
     fn default(&self, obj: &mut Value) {
         // As the API server defaults it: `spec` is there, if empty.
-        if obj.get("spec").is_none_or(Value::is_null) {
-            if let Some(m) = obj.as_object_mut() {
-                m.insert("spec".into(), json!({}));
-            }
+        if obj.get("spec").is_none_or(Value::is_null)
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.insert("spec".into(), json!({}));
         }
     }
 }
@@ -722,14 +722,14 @@ impl Strategy for Lease {
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
         // Leader election decodes these as times; a Lease it cannot read stops it.
         for field in ["acquireTime", "renewTime"] {
-            if let Some(t) = obj["spec"].get(field).and_then(Value::as_str) {
-                if t.parse::<jiff::Timestamp>().is_err() {
-                    causes.push(Cause::invalid(
-                        &format!("spec.{field}"),
-                        &json!(t),
-                        "must be a time such as 2006-01-02T15:04:05.000000Z",
-                    ));
-                }
+            if let Some(t) = obj["spec"].get(field).and_then(Value::as_str)
+                && t.parse::<jiff::Timestamp>().is_err()
+            {
+                causes.push(Cause::invalid(
+                    &format!("spec.{field}"),
+                    &json!(t),
+                    "must be a time such as 2006-01-02T15:04:05.000000Z",
+                ));
             }
         }
     }
@@ -1033,10 +1033,10 @@ fn validate_sysctls(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
 
 /// A string field that must be one of `allowed` (when it is given).
 fn one_of(causes: &mut Vec<Cause>, v: &Value, field: &str, allowed: &[&str]) {
-    if let Some(value) = v.as_str() {
-        if !allowed.contains(&value) {
-            causes.push(Cause::not_supported(field, value, allowed));
-        }
+    if let Some(value) = v.as_str()
+        && !allowed.contains(&value)
+    {
+        causes.push(Cause::not_supported(field, value, allowed));
     }
 }
 
@@ -1084,14 +1084,14 @@ fn validate_container(
                 "must be between 1 and 65535, inclusive",
             )),
         }
-        if let Some(h) = p.get("hostPort").and_then(Value::as_i64) {
-            if !(0..=65535).contains(&h) {
-                causes.push(Cause::invalid(
-                    &format!("{field}.hostPort"),
-                    &p["hostPort"],
-                    "must be between 1 and 65535, inclusive",
-                ));
-            }
+        if let Some(h) = p.get("hostPort").and_then(Value::as_i64)
+            && !(0..=65535).contains(&h)
+        {
+            causes.push(Cause::invalid(
+                &format!("{field}.hostPort"),
+                &p["hostPort"],
+                "must be between 1 and 65535, inclusive",
+            ));
         }
         one_of(
             causes,
@@ -1210,14 +1210,14 @@ fn validate_rc(obj: &Value, causes: &mut Vec<Cause>) {
         required(causes, "spec");
         return;
     };
-    if let Some(r) = spec.get("replicas") {
-        if r.as_i64().is_none_or(|r| r < 0) {
-            causes.push(Cause::invalid(
-                "spec.replicas",
-                r,
-                "must be greater than or equal to 0",
-            ));
-        }
+    if let Some(r) = spec.get("replicas")
+        && r.as_i64().is_none_or(|r| r < 0)
+    {
+        causes.push(Cause::invalid(
+            "spec.replicas",
+            r,
+            "must be greater than or equal to 0",
+        ));
     }
     let selector = spec.get("selector").and_then(Value::as_object);
     if selector.is_none_or(|s| s.is_empty()) {

@@ -74,10 +74,11 @@ struct Renderer {
 
 impl Renderer {
     fn push(&mut self, e: &Entry<'_>, out: &mut Vec<u8>) {
-        if let Some(since) = self.since {
-            if !self.open && e.time.parse::<jiff::Timestamp>().is_ok_and(|t| t < since) {
-                return;
-            }
+        if let Some(since) = self.since
+            && !self.open
+            && e.time.parse::<jiff::Timestamp>().is_ok_and(|t| t < since)
+        {
+            return;
         }
         if self.timestamps && !self.open {
             out.extend_from_slice(e.time.as_bytes());

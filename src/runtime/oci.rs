@@ -491,12 +491,12 @@ pub fn resolve_user(
     if let Some(name) = name {
         for e in &groups {
             let members = field(e, 3);
-            if members.split(',').any(|m| m == name) {
-                if let Ok(g) = field(e, 2).parse::<u32>() {
-                    if g != gid && !extra.contains(&g) {
-                        extra.push(g);
-                    }
-                }
+            if members.split(',').any(|m| m == name)
+                && let Ok(g) = field(e, 2).parse::<u32>()
+                && g != gid
+                && !extra.contains(&g)
+            {
+                extra.push(g);
             }
         }
     }

@@ -774,10 +774,10 @@ impl Runtime for ProcessRuntime {
             )));
         }
         self.end_sandbox(pod_uid);
-        if let Ok(cgroups) = &self.inner.cgroups {
-            if let Err(e) = cgroups.remove_pod(pod_uid) {
-                tracing::warn!(pod = %pod_uid, error = %e, "could not remove a pod's cgroups");
-            }
+        if let Ok(cgroups) = &self.inner.cgroups
+            && let Err(e) = cgroups.remove_pod(pod_uid)
+        {
+            tracing::warn!(pod = %pod_uid, error = %e, "could not remove a pod's cgroups");
         }
         let dir = self.inner.root.join(pod_uid);
         match fs::remove_dir_all(&dir) {
@@ -788,12 +788,12 @@ impl Runtime for ProcessRuntime {
     }
 
     fn remove_container(&self, id: &ContainerId) -> Result<()> {
-        if let Some(s) = self.status_of(id.clone()) {
-            if matches!(s.state, State::Running | State::Created) {
-                return Err(Error::Invalid(format!(
-                    "container {id} still runs; stop it first"
-                )));
-            }
+        if let Some(s) = self.status_of(id.clone())
+            && matches!(s.state, State::Running | State::Created)
+        {
+            return Err(Error::Invalid(format!(
+                "container {id} still runs; stop it first"
+            )));
         }
         let dir = self.dir(id);
         match fs::remove_dir_all(&dir) {

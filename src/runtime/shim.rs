@@ -147,10 +147,10 @@ pub struct Exit {
 fn termination_message(dir: &Path, code: i32) -> Option<String> {
     let how: super::TerminationMessage = read_record(dir, TERMINATION_FILE)?;
     let mut text = Vec::new();
-    if how.path.is_some() {
-        if let Ok(f) = File::open(dir.join(TERMINATION_LOG)) {
-            let _ = f.take(MAX_MESSAGE).read_to_end(&mut text);
-        }
+    if how.path.is_some()
+        && let Ok(f) = File::open(dir.join(TERMINATION_LOG))
+    {
+        let _ = f.take(MAX_MESSAGE).read_to_end(&mut text);
     }
     if text.is_empty() && how.fallback_to_logs && code != 0 {
         let opts = super::logs::Options {
@@ -560,13 +560,11 @@ fn supervise(
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("no command to run"));
     };
-    if own_process {
-        if let Err(e) = rustix::process::set_child_subreaper(Some(Pid::INIT)) {
-            eprintln!(
-                "berth shim {}: become a child subreaper: {e}",
-                dir.display()
-            );
-        }
+    if own_process && let Err(e) = rustix::process::set_child_subreaper(Some(Pid::INIT)) {
+        eprintln!(
+            "berth shim {}: become a child subreaper: {e}",
+            dir.display()
+        );
     }
     let setup = match dir.join(MOUNTS_FILE).exists() {
         true => Some(
@@ -615,10 +613,10 @@ fn supervise(
             return finish(&cannot_run(e.to_string()));
         }
     }
-    if let Some(join) = read_record::<Join>(dir, JOIN_FILE) {
-        if let Err(e) = join_sandbox(&join) {
-            return finish(&cannot_run(e.to_string()));
-        }
+    if let Some(join) = read_record::<Join>(dir, JOIN_FILE)
+        && let Err(e) = join_sandbox(&join)
+    {
+        return finish(&cannot_run(e.to_string()));
     }
     let mut cmd = Command::new(program);
     cmd.args(args);

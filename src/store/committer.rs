@@ -226,11 +226,11 @@ impl Committer {
                 }
                 Request::Write { op, reply } => (op, reply),
             };
-            if let Some(over) = &over_quota {
-                if !matches!(op, Op::Delete { .. }) {
-                    let _ = reply.send(Err(over.duplicate()));
-                    continue;
-                }
+            if let Some(over) = &over_quota
+                && !matches!(op, Op::Delete { .. })
+            {
+                let _ = reply.send(Err(over.duplicate()));
+                continue;
             }
             let key = op.key().clone();
             let current = match overlay.get(&key) {

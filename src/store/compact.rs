@@ -57,10 +57,10 @@ fn bytes_floor(shared: &Shared, config: &Config, log: &mut LogBytes) -> Result<u
         return Ok(0);
     }
     let appended = shared.hub.appended();
-    if let Some(m) = log.measured {
-        if m + appended.saturating_sub(log.appended_then) <= config.retain_bytes {
-            return Ok(0);
-        }
+    if let Some(m) = log.measured
+        && m + appended.saturating_sub(log.appended_then) <= config.retain_bytes
+    {
+        return Ok(0);
     }
     let (floor, retained) = shared.backend.event_bytes_floor(config.retain_bytes)?;
     *log = LogBytes {

@@ -670,12 +670,12 @@ impl LogBackend {
             if w.offset > self.file_bytes {
                 // A record larger than the reserve grew the file.
                 let mut idx = self.index.write().expect("index lock");
-                if let Some(f) = idx.files.get_mut(&w.generation) {
-                    if w.offset > f.size {
-                        self.disk_bytes
-                            .fetch_add(w.offset - f.size, Ordering::AcqRel);
-                        f.size = w.offset;
-                    }
+                if let Some(f) = idx.files.get_mut(&w.generation)
+                    && w.offset > f.size
+                {
+                    self.disk_bytes
+                        .fetch_add(w.offset - f.size, Ordering::AcqRel);
+                    f.size = w.offset;
                 }
             }
             Ok(at)

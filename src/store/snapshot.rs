@@ -145,10 +145,10 @@ fn temp_path(file: &Path) -> PathBuf {
 }
 
 fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
     }
 }
 

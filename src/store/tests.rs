@@ -1047,7 +1047,11 @@ mod model {
     }
 
     fn key(k: u8) -> String {
-        format!("/{}/{}", if k % 2 == 0 { "even" } else { "odd" }, k)
+        format!(
+            "/{}/{}",
+            if k.is_multiple_of(2) { "even" } else { "odd" },
+            k
+        )
     }
 
     fn prefix(p: u8) -> &'static str {

@@ -198,16 +198,17 @@ impl Hub {
     /// thread. The writer's answer then does not wait behind the start of the fan-out,
     /// nor the fan-out behind the answer.
     fn wake(&self, mut wake: Vec<std::task::Waker>) {
-        if wake.len() >= OFFLOAD_WAKES && tokio::runtime::Handle::try_current().is_ok() {
-            if let Some(tx) = self.waking.get_or_init(spawn_waker_thread) {
-                match tx.try_send(wake) {
-                    Ok(()) => return,
-                    // Behind or gone: wake here rather than wait.
-                    Err(
-                        std::sync::mpsc::TrySendError::Full(w)
-                        | std::sync::mpsc::TrySendError::Disconnected(w),
-                    ) => wake = w,
-                }
+        if wake.len() >= OFFLOAD_WAKES
+            && tokio::runtime::Handle::try_current().is_ok()
+            && let Some(tx) = self.waking.get_or_init(spawn_waker_thread)
+        {
+            match tx.try_send(wake) {
+                Ok(()) => return,
+                // Behind or gone: wake here rather than wait.
+                Err(
+                    std::sync::mpsc::TrySendError::Full(w)
+                    | std::sync::mpsc::TrySendError::Disconnected(w),
+                ) => wake = w,
             }
         }
         wake.into_iter().for_each(std::task::Waker::wake);

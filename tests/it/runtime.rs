@@ -47,10 +47,10 @@ pub(crate) fn spec(pod: &str, name: &str, script: &str) -> ContainerSpec {
 async fn exited(events: &mut tokio::sync::broadcast::Receiver<Event>, id: &ContainerId) {
     within(20, async {
         loop {
-            if let Event::Exited(e) = events.recv().await.unwrap() {
-                if &e == id {
-                    return;
-                }
+            if let Event::Exited(e) = events.recv().await.unwrap()
+                && &e == id
+            {
+                return;
             }
         }
     })

@@ -74,10 +74,10 @@ impl DataDir {
             .flatten();
         let roots = std::iter::once(self.path().to_path_buf()).chain(below.map(|e| e.path()));
         for root in roots {
-            if root.join(berth::runtime::reset::ID_FILE).is_file() {
-                if let Err(e) = berth::runtime::reset::reset(&root) {
-                    eprintln!("could not reset {}: {e}", root.display());
-                }
+            if root.join(berth::runtime::reset::ID_FILE).is_file()
+                && let Err(e) = berth::runtime::reset::reset(&root)
+            {
+                eprintln!("could not reset {}: {e}", root.display());
             }
         }
     }
@@ -106,10 +106,10 @@ pub struct TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        if let Some(rt) = &self.runtime {
-            if let Err(e) = rt.close() {
-                eprintln!("could not end the containers of the test's node: {e}");
-            }
+        if let Some(rt) = &self.runtime
+            && let Err(e) = rt.close()
+        {
+            eprintln!("could not end the containers of the test's node: {e}");
         }
     }
 }

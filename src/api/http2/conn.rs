@@ -255,10 +255,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     "the first frame must be SETTINGS",
                 ));
             }
-            if let Some(g) = &self.gathering {
-                if kind != CONTINUATION || id != g.id {
-                    return Err(ConnError(PROTOCOL_ERROR, "expected CONTINUATION"));
-                }
+            if let Some(g) = &self.gathering
+                && (kind != CONTINUATION || id != g.id)
+            {
+                return Err(ConnError(PROTOCOL_ERROR, "expected CONTINUATION"));
             }
             match kind {
                 DATA => self.on_data(id, flags, payload)?,
@@ -314,7 +314,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             }
             return Ok(());
         }
-        if payload.len() % 6 != 0 {
+        if !payload.len().is_multiple_of(6) {
             return Err(ConnError(FRAME_SIZE_ERROR, "SETTINGS length"));
         }
         for s in payload.chunks_exact(6) {
@@ -523,11 +523,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         }
         self.recv_window += n as i64;
         self.out.window_update(0, n as u32);
-        if let Some(s) = self.streams.get_mut(&id) {
-            if s.inbound.is_some() {
-                s.recv_window += n as i64;
-                self.out.window_update(id, n as u32);
-            }
+        if let Some(s) = self.streams.get_mut(&id)
+            && s.inbound.is_some()
+        {
+            s.recv_window += n as i64;
+            self.out.window_update(id, n as u32);
         }
     }
 
@@ -603,7 +603,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 head.field(&name, &value, &mut regular_seen);
             })
             .map_err(|_| ConnError(COMPRESSION_ERROR, "invalid header block"))?;
-        if id % 2 == 0 {
+        if id.is_multiple_of(2) {
             return Err(ConnError(PROTOCOL_ERROR, "even stream id from a client"));
         }
         if let Some(s) = self.streams.get_mut(&id) {
@@ -750,11 +750,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                     self.blocked.push(id);
                 }
                 Step::Finished => {
-                    if let Some(s) = self.streams.remove(&id) {
-                        if s.inbound.is_some() {
-                            // The response is whole; the rest of the request is not needed.
-                            self.out.reset(id, NO_ERROR);
-                        }
+                    if let Some(s) = self.streams.remove(&id)
+                        && s.inbound.is_some()
+                    {
+                        // The response is whole; the rest of the request is not needed.
+                        self.out.reset(id, NO_ERROR);
                     }
                 }
                 Step::Reset(code) => self.reset(id, code),

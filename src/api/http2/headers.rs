@@ -49,10 +49,10 @@ pub(super) fn encode_headers(
         }
         hpack_literal(&mut block, name.as_str().as_bytes(), value.as_bytes());
     }
-    if let Some(n) = length {
-        if !headers.contains_key(axum::http::header::CONTENT_LENGTH) {
-            hpack_literal(&mut block, b"content-length", n.to_string().as_bytes());
-        }
+    if let Some(n) = length
+        && !headers.contains_key(axum::http::header::CONTENT_LENGTH)
+    {
+        hpack_literal(&mut block, b"content-length", n.to_string().as_bytes());
     }
     block
 }

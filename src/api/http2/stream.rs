@@ -73,18 +73,18 @@ impl Wake for Node {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.queued.swap(true, Ordering::AcqRel) {
-            if let Some(w) = self.wakes.upgrade() {
-                let first = {
-                    let mut ready = w.ready.lock().expect("ready list");
-                    ready.push(self.id);
-                    ready.len() == 1
-                };
-                // Whoever made the list non-empty wakes the connection, which takes
-                // the whole list: a publish that wakes a thousand streams wakes it once.
-                if first {
-                    w.conn.wake();
-                }
+        if !self.queued.swap(true, Ordering::AcqRel)
+            && let Some(w) = self.wakes.upgrade()
+        {
+            let first = {
+                let mut ready = w.ready.lock().expect("ready list");
+                ready.push(self.id);
+                ready.len() == 1
+            };
+            // Whoever made the list non-empty wakes the connection, which takes
+            // the whole list: a publish that wakes a thousand streams wakes it once.
+            if first {
+                w.conn.wake();
             }
         }
     }
@@ -244,10 +244,10 @@ pub(super) fn poll_stream(out: &mut Out, id: u32, s: &mut Stream) -> Step {
     let Phase::Sending(body) = &mut s.phase else {
         unreachable!("a stream past its handler sends its body");
     };
-    if let Some((data, end)) = s.pending.take() {
-        if let Some(step) = send(out, id, &mut s.send_window, &mut s.pending, data, end) {
-            return step;
-        }
+    if let Some((data, end)) = s.pending.take()
+        && let Some(step) = send(out, id, &mut s.send_window, &mut s.pending, data, end)
+    {
+        return step;
     }
     for _ in 0..FRAMES_PER_POLL {
         if out.full() {

@@ -275,7 +275,7 @@ impl Session {
         if self.going_away {
             return;
         }
-        if stream % 2 == 0 || stream <= self.last_stream {
+        if stream.is_multiple_of(2) || stream <= self.last_stream {
             let status = if self.streams.contains_key(&stream) {
                 rst::STREAM_IN_USE
             } else {

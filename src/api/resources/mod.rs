@@ -356,10 +356,10 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
     };
     let mut opts = DeleteOptions::from_json(&v)?;
     // The query's policy gives way to the body's, but not to its `orphanDependents`.
-    if v.get("propagationPolicy").is_none() {
-        if let Some(p) = q.get("propagationPolicy") {
-            opts.propagation = Some(registry::Propagation::parse(p)?);
-        }
+    if v.get("propagationPolicy").is_none()
+        && let Some(p) = q.get("propagationPolicy")
+    {
+        opts.propagation = Some(registry::Propagation::parse(p)?);
     }
     opts.dry_run |= write_options(q)?.dry_run;
     if opts.grace_period_seconds.is_none() {
@@ -634,10 +634,10 @@ pub async fn handle(
         (t.sub.as_deref(), t.name.as_deref(), &method)
     {
         // A kind may name the Scale of a missing object otherwise.
-        if let Some(missing) = res.strategy.missing_scale(name) {
-            if reg.get(res, ns, name).is_err() {
-                return Err(Error::Registry(missing));
-            }
+        if let Some(missing) = res.strategy.missing_scale(name)
+            && reg.get(res, ns, name).is_err()
+        {
+            return Err(Error::Registry(missing));
         }
     }
     // What the descriptor says of the subresource asked for, when not status or scale.
@@ -790,12 +790,12 @@ pub async fn handle(
         {
             let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
             let mut opts = write_options(&query)?;
-            if let Some(yaml) = &notes.yaml {
-                if opts.field_validation == FieldValidation::Strict {
-                    return Err(Error::BadRequest(format!(
-                        "error strict decoding YAML: {yaml}"
-                    )));
-                }
+            if let Some(yaml) = &notes.yaml
+                && opts.field_validation == FieldValidation::Strict
+            {
+                return Err(Error::BadRequest(format!(
+                    "error strict decoding YAML: {yaml}"
+                )));
             }
             opts.body = notes;
             let apply = registry::ApplyOptions {

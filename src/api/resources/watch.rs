@@ -20,10 +20,12 @@ fn event_line(type_name: &str, object: &[u8]) -> Bytes {
 static LAST_LINE: Mutex<Option<(&'static str, Bytes, Bytes)>> = Mutex::new(None);
 
 fn shared_event_line(type_name: &'static str, object: &Bytes) -> Bytes {
-    if let Some((t, o, line)) = &*LAST_LINE.lock().expect("line lock") {
-        if *t == type_name && o.as_ptr() == object.as_ptr() && o.len() == object.len() {
-            return line.clone();
-        }
+    if let Some((t, o, line)) = &*LAST_LINE.lock().expect("line lock")
+        && *t == type_name
+        && o.as_ptr() == object.as_ptr()
+        && o.len() == object.len()
+    {
+        return line.clone();
     }
     let line = event_line(type_name, object);
     *LAST_LINE.lock().expect("line lock") = Some((type_name, object.clone(), line.clone()));

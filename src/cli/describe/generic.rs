@@ -132,10 +132,11 @@ fn camel_case_split(s: &str) -> Vec<String> {
             runs[i].first().map(|c| class(*c)) == Some(2),
             runs[i + 1].first().map(|c| class(*c)) == Some(1),
         );
-        if upper && lower {
-            if let Some(c) = runs[i].pop() {
-                runs[i + 1].insert(0, c);
-            }
+        if upper
+            && lower
+            && let Some(c) = runs[i].pop()
+        {
+            runs[i + 1].insert(0, c);
         }
     }
     runs.into_iter()

@@ -259,10 +259,9 @@ fn finished_time(pod: &Value) -> Option<Timestamp> {
     }
     if let Some(c) =
         crate::types::condition(pod, "Ready").filter(|c| str_at(c, "/status") == "False")
+        && let Some(t) = parse_time(str_at(c, "/lastTransitionTime"))
     {
-        if let Some(t) = parse_time(str_at(c, "/lastTransitionTime")) {
-            return Some(t);
-        }
+        return Some(t);
     }
     if let Some(t) = parse_time(str_at(pod, "/metadata/deletionTimestamp")) {
         let grace = int_at(pod, "/metadata/deletionGracePeriodSeconds");
@@ -507,14 +506,14 @@ impl Controller {
                 s.failed_indexes = Some(failed_ix);
                 s.delayed = self.delayed_per_index(&job, &s, &active);
             }
-            if s.finished.is_none() {
-                if let Some(message) = match_success_policy(&job.spec, &s.succeeded_indexes, c) {
-                    s.finished = Some(Cond {
-                        kind: "SuccessCriteriaMet",
-                        reason: "SuccessPolicy".into(),
-                        message,
-                    });
-                }
+            if s.finished.is_none()
+                && let Some(message) = match_success_policy(&job.spec, &s.succeeded_indexes, c)
+            {
+                s.finished = Some(Cond {
+                    kind: "SuccessCriteriaMet",
+                    reason: "SuccessPolicy".into(),
+                    message,
+                });
             }
         }
         let mut suspend_changed = false;
@@ -636,10 +635,11 @@ impl Controller {
                 str_at(r, "/name")
             );
             // The Job is only looked at here: two fields, read without decoding it.
-            if let Some(job) = self.jobs.get(&job_key) {
-                if uid(&job) == str_at(r, "/uid") && finished_condition(&job).is_none() {
-                    return Ok(Action::Done);
-                }
+            if let Some(job) = self.jobs.get(&job_key)
+                && uid(&job) == str_at(r, "/uid")
+                && finished_condition(&job).is_none()
+            {
+                return Ok(Action::Done);
             }
         }
         self.remove_finalizer(&pod).await?;
@@ -678,10 +678,11 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                 Change::Deleted(_) => true,
                 Change::Added(_) => false,
             };
-            if removed && let Some(owner) = JOBS.key_of_controller(pod) {
-                if let Some(set) = removing.lock().expect("lock").get_mut(&owner) {
-                    set.remove(uid(pod));
-                }
+            if removed
+                && let Some(owner) = JOBS.key_of_controller(pod)
+                && let Some(set) = removing.lock().expect("lock").get_mut(&owner)
+            {
+                set.remove(uid(pod));
             }
             if has_finalizer(pod) && !matches!(change, Change::Deleted(_)) {
                 orphan_queue.add(key_of(pod));

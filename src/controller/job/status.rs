@@ -242,21 +242,21 @@ impl Controller {
         }
         let now = self.now_str();
         // The interim condition goes in before any finalizer is removed.
-        if let Some(f) = s.finished.clone() {
-            if matches!(f.kind, "FailureTarget" | "SuccessCriteriaMet") {
-                if !job.has_true_condition(f.kind) {
-                    ensure_condition(obj, f.kind, "True", &f.reason, &f.message, &now);
-                    needs_flush = true;
-                }
-                s.finished = Some(Cond {
-                    kind: if f.kind == "FailureTarget" {
-                        "Failed"
-                    } else {
-                        "Complete"
-                    },
-                    ..f
-                });
+        if let Some(f) = s.finished.clone()
+            && matches!(f.kind, "FailureTarget" | "SuccessCriteriaMet")
+        {
+            if !job.has_true_condition(f.kind) {
+                ensure_condition(obj, f.kind, "True", &f.reason, &f.message, &now);
+                needs_flush = true;
             }
+            s.finished = Some(Cond {
+                kind: if f.kind == "FailureTarget" {
+                    "Failed"
+                } else {
+                    "Complete"
+                },
+                ..f
+            });
         }
         if needs_flush {
             *obj = self.write_status(obj).await?;
@@ -328,12 +328,11 @@ impl Controller {
         if !failed {
             return false;
         }
-        if job.per_index_limit().is_some() {
-            if let Some(ix) = index_of(pod, job.completions().unwrap_or(0)) {
-                if s.delayed.get(&ix).is_some_and(|p| uid(p) == uid(pod)) {
-                    return false;
-                }
-            }
+        if job.per_index_limit().is_some()
+            && let Some(ix) = index_of(pod, job.completions().unwrap_or(0))
+            && s.delayed.get(&ix).is_some_and(|p| uid(p) == uid(pod))
+        {
+            return false;
         }
         true
     }

@@ -640,12 +640,12 @@ impl Index {
         };
         let mut sources = self.sources.lock().expect("dns sources lock");
         let before = sources.owner.remove(&key);
-        if let Some(before) = &before {
-            if let Some(m) = sources.slices.get_mut(before) {
-                m.remove(&slice);
-                if m.is_empty() {
-                    sources.slices.remove(before);
-                }
+        if let Some(before) = &before
+            && let Some(m) = sources.slices.get_mut(before)
+        {
+            m.remove(&slice);
+            if m.is_empty() {
+                sources.slices.remove(before);
             }
         }
         if let Some(now) = &now {

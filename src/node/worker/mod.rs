@@ -421,15 +421,16 @@ impl<R: Runtime + Clone> Worker<R> {
             etc: sandbox.filter(|s| s.network).map(|_| self.etc_files(pod)),
             rootfs,
         };
-        if spec.resources.any_limit() && !self.told_unenforced {
-            if let Some(why) = self.shared.runtime.limits_unenforced() {
-                self.told_unenforced = true;
-                let message = format!("Resource limits are not enforced on this node: {why}");
-                self.shared
-                    .recorder
-                    .warning(pod, "LimitsNotEnforced", &message)
-                    .await;
-            }
+        if spec.resources.any_limit()
+            && !self.told_unenforced
+            && let Some(why) = self.shared.runtime.limits_unenforced()
+        {
+            self.told_unenforced = true;
+            let message = format!("Resource limits are not enforced on this node: {why}");
+            self.shared
+                .recorder
+                .warning(pod, "LimitsNotEnforced", &message)
+                .await;
         }
         self.envs.insert(name.to_string(), env.clone());
         match self.shared.runtime.start(&spec).await {
@@ -621,17 +622,17 @@ impl<R: Runtime + Clone> Worker<R> {
                 let name = c["name"].as_str().unwrap_or("");
                 let mine = of(name);
                 // A running container whose spec changed is restarted.
-                if let Some(l) = mine.last() {
-                    if l.state == State::Running && l.hash != spec_hash(c) {
-                        let id = l.id.clone();
-                        let message =
-                            format!("Container {name} definition changed, will be restarted");
-                        self.kill(pod, Some(c), &id, grace(pod), &message).await;
-                        started_any |= self
-                            .start_or_wait(pod, c, id.attempt + 1, &mut waiting)
-                            .await;
-                        continue;
-                    }
+                if let Some(l) = mine.last()
+                    && l.state == State::Running
+                    && l.hash != spec_hash(c)
+                {
+                    let id = l.id.clone();
+                    let message = format!("Container {name} definition changed, will be restarted");
+                    self.kill(pod, Some(c), &id, grace(pod), &message).await;
+                    started_any |= self
+                        .start_or_wait(pod, c, id.attempt + 1, &mut waiting)
+                        .await;
+                    continue;
                 }
                 match self.step(pod, c, &mine, false) {
                     Step::Keep => {}
@@ -806,10 +807,10 @@ impl<R: Runtime + Clone> Worker<R> {
     /// Removes what the pod had of the node's network (its veth and its address).
     async fn unwire(&mut self) {
         self.wired = None;
-        if let Some(network) = &self.shared.config.network {
-            if let Err(e) = network.detach(&self.uid).await {
-                tracing::warn!(pod = %self.uid, error = %e, "could not remove a pod's network");
-            }
+        if let Some(network) = &self.shared.config.network
+            && let Err(e) = network.detach(&self.uid).await
+        {
+            tracing::warn!(pod = %self.uid, error = %e, "could not remove a pod's network");
         }
     }
 
@@ -824,10 +825,10 @@ impl<R: Runtime + Clone> Worker<R> {
             let mine = status::instances_of(instances, name);
             let old = mine.len().saturating_sub(2);
             for s in &mine[..old] {
-                if s.state == State::Exited {
-                    if let Err(e) = self.shared.runtime.remove_container(&s.id) {
-                        tracing::warn!(container = %s.id, error = %e, "could not remove a dead container");
-                    }
+                if s.state == State::Exited
+                    && let Err(e) = self.shared.runtime.remove_container(&s.id)
+                {
+                    tracing::warn!(container = %s.id, error = %e, "could not remove a dead container");
                 }
             }
         }

@@ -51,10 +51,11 @@ pub fn default(dc: &mut Value) {
         .get("selector")
         .and_then(Value::as_object)
         .is_none_or(Map::is_empty);
-    if selector_empty && spec.get("template").is_some_and(Value::is_object) {
-        if let Some(labels) = template_labels.filter(Value::is_object) {
-            spec.insert("selector".into(), labels);
-        }
+    if selector_empty
+        && spec.get("template").is_some_and(Value::is_object)
+        && let Some(labels) = template_labels.filter(Value::is_object)
+    {
+        spec.insert("selector".into(), labels);
     }
     let only_container = spec
         .get("template")
@@ -172,10 +173,10 @@ pub fn default(dc: &mut Value) {
 
 fn default_hook_container(hook: &mut Map<String, Value>, name: &str) {
     let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
-    if let Some(exec) = hook.get_mut("execNewPod").and_then(Value::as_object_mut) {
-        if empty(exec.get("containerName")) {
-            exec.insert("containerName".into(), json!(name));
-        }
+    if let Some(exec) = hook.get_mut("execNewPod").and_then(Value::as_object_mut)
+        && empty(exec.get("containerName"))
+    {
+        exec.insert("containerName".into(), json!(name));
     }
     if let Some(tags) = hook.get_mut("tagImages").and_then(Value::as_array_mut) {
         for t in tags.iter_mut().filter_map(Value::as_object_mut) {
@@ -205,13 +206,12 @@ pub fn prepare_create(dc: &mut Value) {
             .or_insert_with(|| json!(DEFAULT_REVISION_HISTORY_LIMIT));
         if let Some(triggers) = spec.get_mut("triggers").and_then(Value::as_array_mut) {
             for t in triggers {
-                if t.get("type").and_then(Value::as_str) == Some("ImageChange") {
-                    if let Some(p) = t
+                if t.get("type").and_then(Value::as_str) == Some("ImageChange")
+                    && let Some(p) = t
                         .get_mut("imageChangeParams")
                         .and_then(Value::as_object_mut)
-                    {
-                        p.insert("lastTriggeredImage".into(), json!(""));
-                    }
+                {
+                    p.insert("lastTriggeredImage".into(), json!(""));
                 }
             }
         }
@@ -232,10 +232,10 @@ pub fn keep_status_on_update(old: &Value, incoming: Option<&Value>, merged: &mut
     let wanted = incoming
         .and_then(|s| s.get("latestVersion"))
         .and_then(Value::as_i64);
-    if wanted == Some(old_latest + 1) {
-        if let Some(status) = merged.get_mut("status").and_then(Value::as_object_mut) {
-            status.insert("latestVersion".into(), json!(old_latest + 1));
-        }
+    if wanted == Some(old_latest + 1)
+        && let Some(status) = merged.get_mut("status").and_then(Value::as_object_mut)
+    {
+        status.insert("latestVersion".into(), json!(old_latest + 1));
     }
 }
 
@@ -701,14 +701,14 @@ fn validate_template(
         })
     });
     causes.extend(pod_causes);
-    if let Some(p) = ts.get("restartPolicy").and_then(Value::as_str) {
-        if p != "Always" {
-            causes.push(Cause::not_supported(
-                "spec.template.spec.restartPolicy",
-                p,
-                &["Always"],
-            ));
-        }
+    if let Some(p) = ts.get("restartPolicy").and_then(Value::as_str)
+        && p != "Always"
+    {
+        causes.push(Cause::not_supported(
+            "spec.template.spec.restartPolicy",
+            p,
+            &["Always"],
+        ));
     }
 }
 

@@ -376,13 +376,12 @@ fn rolled_back(current: &Value, from: &Value, req: &RollbackRequest) -> Value {
         .and_then(Value::as_array_mut)
     {
         for t in triggers {
-            if t.get("type").and_then(Value::as_str) == Some("ImageChange") {
-                if let Some(p) = t
+            if t.get("type").and_then(Value::as_str) == Some("ImageChange")
+                && let Some(p) = t
                     .get_mut("imageChangeParams")
                     .and_then(Value::as_object_mut)
-                {
-                    p.insert("automatic".into(), json!(false));
-                }
+            {
+                p.insert("automatic".into(), json!(false));
             }
         }
     }
