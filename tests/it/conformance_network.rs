@@ -141,6 +141,79 @@ async fn api_service(s: &TestServer) -> Value {
     .await
 }
 
+/// `validateEndpointsPortsOrFail`: waits until the Service's Endpoints and slices hold
+/// exactly the pods `want` names, each with its ports (sorted).
+async fn validate_endpoints_ports(s: &TestServer, svc: &str, want: &[(&str, &[i64])]) {
+    let want: Vec<(String, Vec<i64>)> = want
+        .iter()
+        .map(|(pod, ports)| (pod.to_string(), ports.to_vec()))
+        .collect();
+    // (pod, ports) of the Endpoints' subsets and of the slices, merged by pod.
+    fn by_pod(pairs: impl Iterator<Item = (String, i64)>) -> Vec<(String, Vec<i64>)> {
+        let mut m = std::collections::BTreeMap::<String, Vec<i64>>::new();
+        for (pod, port) in pairs {
+            m.entry(pod).or_default().push(port);
+        }
+        m.into_iter()
+            .map(|(pod, mut ports)| {
+                ports.sort();
+                (pod, ports)
+            })
+            .collect()
+    }
+    eventually(30, &format!("{svc} exposes {want:?}"), || async {
+        let (_, ep) = s.get(&format!("{ENDPOINTS}/{svc}")).await;
+        let from_endpoints = by_pod(items(&ep["subsets"]).iter().flat_map(|ss| {
+            let ports: Vec<i64> = items(&ss["ports"])
+                .iter()
+                .map(|p| p["port"].as_i64().unwrap())
+                .collect();
+            items(&ss["addresses"])
+                .iter()
+                .flat_map(|a| {
+                    let pod = a["targetRef"]["name"].as_str().unwrap_or("").to_string();
+                    ports.iter().map(move |p| (pod.clone(), *p))
+                })
+                .collect::<Vec<_>>()
+        }));
+        let from_slices = by_pod(slices_of(s, svc).await.iter().flat_map(|slice| {
+            let ports: Vec<i64> = items(&slice["ports"])
+                .iter()
+                .map(|p| p["port"].as_i64().unwrap())
+                .collect();
+            items(&slice["endpoints"])
+                .iter()
+                .filter(|e| e["conditions"]["ready"] == true)
+                .flat_map(|e| {
+                    let pod = e["targetRef"]["name"].as_str().unwrap_or("").to_string();
+                    ports.iter().map(move |p| (pod.clone(), *p))
+                })
+                .collect::<Vec<_>>()
+        }));
+        if from_endpoints == want && from_slices == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "Endpoints {from_endpoints:?}, slices {from_slices:?}"
+            ))
+        }
+    })
+    .await;
+}
+
+/// `e2epod.DeletePodOrFail`, with the kubelet's confirmation played by a zero grace
+/// period.
+async fn delete_pod(s: &TestServer, name: &str) {
+    let (code, out) = s
+        .call(
+            reqwest::Method::DELETE,
+            &format!("{PODS}/{name}"),
+            Some(json!({"gracePeriodSeconds": 0})),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+}
+
 fn items(v: &Value) -> Vec<Value> {
     v.as_array().cloned().unwrap_or_default()
 }
@@ -490,18 +563,31 @@ async fn services_should_complete_a_service_status_lifecycle() {
         "{e}"
     );
 
-    // updating the ServiceStatus
-    let (code, mut to_update) = s.get(&format!("{SERVICES}/{name}")).await;
-    assert_eq!(code, 200, "{to_update}");
-    let mut conditions = items(&to_update["status"]["conditions"]);
-    conditions.push(
-        json!({"type": "StatusUpdate", "status": "True", "reason": "E2E",
-                           "message": "Set from e2e test",
-                           "lastTransitionTime": berth::types::now()}),
+    // updating the ServiceStatus (retry.RetryOnConflict)
+    let mut tries = 0;
+    let updated = loop {
+        let (code, mut to_update) = s.get(&format!("{SERVICES}/{name}")).await;
+        assert_eq!(code, 200, "Unable to retrieve service {name}: {to_update}");
+        let mut conditions = items(&to_update["status"]["conditions"]);
+        conditions.push(
+            json!({"type": "StatusUpdate", "status": "True", "reason": "E2E",
+                               "message": "Set from e2e test",
+                               "lastTransitionTime": berth::types::now()}),
+        );
+        to_update["status"]["conditions"] = json!(conditions);
+        let (code, updated) = s.put(&format!("{SERVICES}/{name}/status"), to_update).await;
+        tries += 1;
+        if code != 409 || tries == 5 {
+            assert_eq!(code, 200, "Failed to UpdateStatus: {updated}");
+            break updated;
+        }
+    };
+    // The patched ingress is the client's: no controller takes it away.
+    assert_eq!(
+        updated["status"]["loadBalancer"]["ingress"],
+        json!([{"ip": "203.0.113.1"}]),
+        "{updated}"
     );
-    to_update["status"]["conditions"] = json!(conditions);
-    let (code, updated) = s.put(&format!("{SERVICES}/{name}/status"), to_update).await;
-    assert_eq!(code, 200, "Failed to UpdateStatus: {updated}");
     // watching for the Service to be updated
     until_from(&s, SERVICES, labels, &rv, "the status is updated", |e| {
         is_ours(e)
@@ -586,6 +672,101 @@ async fn services_should_delete_a_collection_of_services() {
     let left = items(&list["items"]);
     assert_eq!(left.len(), 1, "Required count of services out of sync");
     assert_eq!(left[0]["metadata"]["name"], "e2e-svc-c-9rmtd");
+}
+
+/// `[sig-network] Services should serve a basic endpoint from pods [Conformance]`: the
+/// Endpoints and slices follow the pods (`validateEndpointsPortsOrFail`); the traffic
+/// through the Service is not checked here.
+#[tokio::test]
+async fn services_should_serve_a_basic_endpoint_from_pods() {
+    let s = TestServer::start().await;
+    let svc = "endpoint-test2";
+    let labels = json!({"foo": "bar", "baz": "blah"});
+    // creating service endpoint-test2
+    create(
+        &s,
+        SERVICES,
+        json!({"metadata": {"name": svc},
+               "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 80}]}}),
+    )
+    .await;
+    // waiting for the service to expose no endpoints
+    validate_endpoints_ports(&s, svc, &[]).await;
+
+    // creating pod pod1 (and the kubelet starting it)
+    create(
+        &s,
+        PODS,
+        pod("pod1", labels.clone(), json!([{"containerPort": 80}])),
+    )
+    .await;
+    set_running(&s, "pod1", "10.1.0.31").await;
+    validate_endpoints_ports(&s, svc, &[("pod1", &[80])]).await;
+
+    create(
+        &s,
+        PODS,
+        pod("pod2", labels.clone(), json!([{"containerPort": 80}])),
+    )
+    .await;
+    set_running(&s, "pod2", "10.1.0.32").await;
+    validate_endpoints_ports(&s, svc, &[("pod1", &[80]), ("pod2", &[80])]).await;
+
+    // deleting the pods
+    delete_pod(&s, "pod1").await;
+    validate_endpoints_ports(&s, svc, &[("pod2", &[80])]).await;
+    delete_pod(&s, "pod2").await;
+    validate_endpoints_ports(&s, svc, &[]).await;
+}
+
+/// `[sig-network] Services should serve multiport endpoints from pods [Conformance]`: the
+/// named target ports resolve to each pod's own port.
+#[tokio::test]
+async fn services_should_serve_multiport_endpoints_from_pods() {
+    let s = TestServer::start().await;
+    let svc = "multi-endpoint-test";
+    let labels = json!({"foo": "bar"});
+    create(
+        &s,
+        SERVICES,
+        json!({"metadata": {"name": svc},
+               "spec": {"selector": labels,
+                        "ports": [{"name": "portname1", "port": 80, "targetPort": "svc1"},
+                                  {"name": "portname2", "port": 81, "targetPort": "svc2"}]}}),
+    )
+    .await;
+    validate_endpoints_ports(&s, svc, &[]).await;
+
+    create(
+        &s,
+        PODS,
+        pod(
+            "pod1",
+            labels.clone(),
+            json!([{"name": "svc1", "containerPort": 100}]),
+        ),
+    )
+    .await;
+    set_running(&s, "pod1", "10.1.0.41").await;
+    validate_endpoints_ports(&s, svc, &[("pod1", &[100])]).await;
+
+    create(
+        &s,
+        PODS,
+        pod(
+            "pod2",
+            labels.clone(),
+            json!([{"name": "svc2", "containerPort": 101}]),
+        ),
+    )
+    .await;
+    set_running(&s, "pod2", "10.1.0.42").await;
+    validate_endpoints_ports(&s, svc, &[("pod1", &[100]), ("pod2", &[101])]).await;
+
+    delete_pod(&s, "pod1").await;
+    validate_endpoints_ports(&s, svc, &[("pod2", &[101])]).await;
+    delete_pod(&s, "pod2").await;
+    validate_endpoints_ports(&s, svc, &[]).await;
 }
 
 /// `[sig-network] Services should serve endpoints on same port and different protocols
@@ -1186,5 +1367,81 @@ async fn endpoint_slice_should_support_a_service_with_multiple_ports_specified_i
     assert_eq!(
         got,
         vec![("port80".to_string(), 8090), ("port81".to_string(), 9090)]
+    );
+}
+
+/// `[sig-network] EndpointSlice should support a Service with multiple endpoint IPs
+/// specified in multiple EndpointSlices [Conformance]`: as the test before, with one
+/// address in each slice.
+#[tokio::test]
+async fn endpoint_slice_should_support_a_service_with_multiple_endpoint_ips_specified_in_multiple_endpoint_slices()
+ {
+    let s = TestServer::start().await;
+    let name = "example-custom-endpoints";
+    create(
+        &s,
+        SERVICES,
+        json!({"metadata": {"name": name},
+               "spec": {"ports": [{"name": "port80", "port": 80, "protocol": "TCP"},
+                                  {"name": "port81", "port": 81, "protocol": "TCP"}]}}),
+    )
+    .await;
+    let mut ips = Vec::new();
+    for (pod_name, ip) in [
+        ("pod1-handle-http-request", "10.1.0.51"),
+        ("pod2-handle-http-request", "10.1.0.52"),
+    ] {
+        create(
+            &s,
+            PODS,
+            json!({"metadata": {"name": pod_name},
+                   "spec": {"containers": [
+                       {"name": "container-handle-8090-request", "image": "i",
+                        "ports": [{"containerPort": 8090, "protocol": "TCP"}]}]}}),
+        )
+        .await;
+        let pod = set_running(&s, pod_name, ip).await;
+        ips.push(pod["status"]["podIP"].as_str().unwrap().to_string());
+    }
+
+    // creating
+    for (ip, port_name) in ips.iter().zip(["port80", "port81"]) {
+        create(
+            &s,
+            SLICES,
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"generateName": "e2e-custom-slice",
+                             "labels": {"kubernetes.io/service-name": name,
+                                        "endpointslice.kubernetes.io/managed-by":
+                                            "e2e-testdefault"}},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+                "ports": [{"name": port_name, "port": 8090, "protocol": "TCP"}]}),
+        )
+        .await;
+    }
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut got: Vec<(String, String, i64)> = slices_of(&s, name)
+        .await
+        .iter()
+        .map(|e| {
+            (
+                e["ports"][0]["name"].as_str().unwrap().to_string(),
+                e["endpoints"][0]["addresses"][0]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                e["ports"][0]["port"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("port80".to_string(), ips[0].clone(), 8090),
+            ("port81".to_string(), ips[1].clone(), 8090)
+        ]
     );
 }
