@@ -1,5 +1,5 @@
 //! The upstream `[sig-network]` Conformance tests (kubernetes/kubernetes
-//! `test/e2e/network/`: `service.go`, `endpointslice.go`) ported to berth as
+//! `test/e2e/network/`: `service.go`, `endpointslice.go`, `service_latency.go`) ported to berth as
 //! `conformance_apps.rs` ports `[sig-apps]`'s: one test per upstream test, named after it,
 //! following its steps and assertions (API calls, watch events, status subresource,
 //! Endpoints and EndpointSlices the controllers write) against a real server.
@@ -938,6 +938,97 @@ fn tcp_service(name: &str, kind: &str) -> Value {
     json!({"metadata": {"name": name, "labels": {"testid": name}},
            "spec": {"selector": {"testid": name}, "type": kind,
                     "ports": [{"protocol": "TCP", "port": 80}]}})
+}
+
+// ---------------------------------------------------------------------------------------
+// Service endpoints latency (service_latency.go).
+
+/// `[sig-network] Service endpoints latency should not be very high [Conformance]`: 200
+/// Services, 50 made at a time, each selecting one running pod; the time from a Service's
+/// create to its Endpoints listing the pod has a median under 20 s and a 99th percentile
+/// under 50 s. Upstream's pod comes from a ReplicationController; here it is made
+/// directly, its status set by the test.
+#[tokio::test]
+async fn service_endpoints_latency_should_not_be_very_high() {
+    use futures_util::StreamExt;
+    use std::collections::HashMap;
+    use std::time::Instant;
+
+    const TOTAL: usize = 200;
+    const IN_PARALLEL: usize = 50;
+    let s = TestServer::start().await;
+    create(
+        &s,
+        PODS,
+        pod(
+            "svc-latency-rc-x",
+            json!({"name": "svc-latency-rc"}),
+            json!([]),
+        ),
+    )
+    .await;
+    set_running(&s, "svc-latency-rc-x", "10.1.0.61").await;
+
+    let (code, list) = s.get(ENDPOINTS).await;
+    assert_eq!(code, 200, "{list}");
+    let mut w = s
+        .watch(&format!(
+            "{ENDPOINTS}?watch=true&resourceVersion={}",
+            list_rv(&list)
+        ))
+        .await;
+    let started = std::sync::Mutex::new(HashMap::<String, Instant>::new());
+    let creates = futures_util::stream::iter(0..TOTAL)
+        .map(|i| {
+            let started = &started;
+            let s = &s;
+            async move {
+                let name = format!("latency-svc-{i:03}");
+                started.lock().unwrap().insert(name.clone(), Instant::now());
+                create(
+                    s,
+                    SERVICES,
+                    json!({"metadata": {"name": name},
+                           "spec": {"selector": {"name": "svc-latency-rc"},
+                                    "ports": [{"port": 80, "targetPort": 9376}]}}),
+                )
+                .await;
+            }
+        })
+        .buffer_unordered(IN_PARALLEL)
+        .collect::<Vec<()>>();
+    let seen = async {
+        let mut seen = HashMap::<String, Instant>::new();
+        while seen.len() < TOTAL {
+            let e = w.next_change().await;
+            let ep = &e["object"];
+            let name = ep["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let ready = items(&ep["subsets"])
+                .iter()
+                .any(|ss| !items(&ss["addresses"]).is_empty());
+            if name.starts_with("latency-svc-") && ready {
+                seen.entry(name).or_insert_with(Instant::now);
+            }
+        }
+        seen
+    };
+    let (_, seen) = tokio::time::timeout(Duration::from_secs(120), async {
+        tokio::join!(creates, seen)
+    })
+    .await
+    .expect("every Service's Endpoints list the pod");
+
+    let started = started.into_inner().unwrap();
+    let mut latencies: Vec<Duration> = seen
+        .iter()
+        .map(|(name, at)| at.duration_since(started[name]))
+        .collect();
+    latencies.sort();
+    let percentile = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    let (p50, p90, p99) = (percentile(50), percentile(90), percentile(99));
+    eprintln!("Latencies: p50 {p50:?}, p90 {p90:?}, p99 {p99:?}");
+    assert!(p50 <= Duration::from_secs(20), "p50 {p50:?} is too high");
+    assert!(p99 <= Duration::from_secs(50), "p99 {p99:?} is too high");
 }
 
 // ---------------------------------------------------------------------------------------
