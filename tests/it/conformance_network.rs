@@ -1,8 +1,9 @@
 //! The upstream `[sig-network]` Conformance tests (kubernetes/kubernetes
-//! `test/e2e/network/`: `service.go`, `endpointslice.go`, `service_latency.go`) ported to berth as
-//! `conformance_apps.rs` ports `[sig-apps]`'s: one test per upstream test, named after it,
-//! following its steps and assertions (API calls, watch events, status subresource,
-//! Endpoints and EndpointSlices the controllers write) against a real server.
+//! `test/e2e/network/`: `service.go`, `endpointslice.go`, `service_latency.go`) ported
+//! to berth as `conformance_apps.rs` ports `[sig-apps]`'s: one test per upstream test,
+//! named after it, following its steps and assertions (API calls, watch events, status
+//! subresource, Endpoints and EndpointSlices the controllers write) against a real
+//! server.
 //!
 //! What stands in for what upstream has:
 //! - Pods get no address from a pod network here: the tests set their status (phase,
@@ -21,8 +22,9 @@
 //!   `ingressclass.go`, `netpol/`): `networking.k8s.io` is not served.
 //! - EndpointSliceMirroring and the proxy subresource tests (`endpointslicemirroring.go`,
 //!   `proxy.go`): `endpoints.rs` and `api_proxy.rs` cover them.
-//! - Those that are all traffic (session affinity, `networking.go`, `hostport.go`,
-//!   `dns.go`).
+//! - Those that are all traffic, with nothing left once it is taken out: Services
+//!   "should be able to create a functioning NodePort service" and the session affinity
+//!   ones, `dns.go`, `networking.go` (Granular Checks) and `hostport.go`.
 
 use std::time::Duration;
 
