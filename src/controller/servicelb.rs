@@ -2,8 +2,11 @@
 //! (klipper-lb) gives one, without a pod per port. A `LoadBalancer` Service that names
 //! no `loadBalancerClass` gets the nodes' InternalIP addresses as its
 //! `status.loadBalancer.ingress` (`ipMode: VIP`), and the service proxy (`net::proxy`)
-//! serves it on those addresses. A Service that stops being a `LoadBalancer` has its
-//! ingress cleared; one with a class is another controller's.
+//! serves it on those addresses. A Service that stops being a `LoadBalancer` has that
+//! ingress cleared; an ingress of a Service of another type that this controller did not
+//! write (a client may set any status) is left alone, as Kubernetes' service controller
+//! leaves Services it never gave a load balancer; one with a class is another
+//! controller's.
 //!
 //! Services are reconciled by key; a Node's change queues every `LoadBalancer` Service,
 //! since their ingress lists the nodes' addresses.
@@ -29,23 +32,30 @@ struct ServiceLb {
 
 /// The ingress `svc` should have, given the cluster's `nodes`: `Some` list for a
 /// LoadBalancer Service of no class (the nodes' IPv4 InternalIPs, in order), `Some`
-/// empty for a Service of another type (any ingress goes), `None` for one with a class.
+/// empty for a Service of another type whose ingress is (still) the one given here,
+/// `None` for one with a class or with an ingress someone else wrote.
 pub fn ingress_for(svc: &Service, nodes: &[Node]) -> Option<Vec<LoadBalancerIngress>> {
     let spec = svc.spec.as_ref();
     if spec.and_then(|s| s.load_balancer_class.as_ref()).is_some() {
         return None;
     }
+    let ips = node_ips(nodes);
     if spec.and_then(|s| s.type_.as_deref()) != Some("LoadBalancer") {
-        return Some(Vec::new());
+        let ours = |i: &LoadBalancerIngress| {
+            i.ip_mode.as_deref() == Some("VIP")
+                && i.hostname.is_none()
+                && i.ip
+                    .as_deref()
+                    .and_then(|ip| ip.parse().ok())
+                    .is_some_and(|ip| ips.contains(&ip))
+        };
+        let have = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref());
+        return have.is_none_or(|have| have.iter().all(ours)).then(Vec::new);
     }
-    let ips: BTreeSet<Ipv4Addr> = nodes
-        .iter()
-        .filter(|n| !n.metadata.is_deleting())
-        .filter_map(|n| n.status.as_ref()?.addresses.as_ref())
-        .flatten()
-        .filter(|a| a.type_ == "InternalIP")
-        .filter_map(|a| a.address.parse().ok())
-        .collect();
     Some(
         ips.into_iter()
             .map(|ip| LoadBalancerIngress {
@@ -55,6 +65,18 @@ pub fn ingress_for(svc: &Service, nodes: &[Node]) -> Option<Vec<LoadBalancerIngr
             })
             .collect(),
     )
+}
+
+/// The nodes' IPv4 InternalIPs, but those of nodes being deleted.
+fn node_ips(nodes: &[Node]) -> BTreeSet<Ipv4Addr> {
+    nodes
+        .iter()
+        .filter(|n| !n.metadata.is_deleting())
+        .filter_map(|n| n.status.as_ref()?.addresses.as_ref())
+        .flatten()
+        .filter(|a| a.type_ == "InternalIP")
+        .filter_map(|a| a.address.parse().ok())
+        .collect()
 }
 
 impl ServiceLb {
@@ -162,6 +184,19 @@ mod tests {
         );
         let cluster_ip = service(json!({"type": "ClusterIP"}));
         assert_eq!(ingress_for(&cluster_ip, &nodes), Some(vec![]));
+        // Once a LoadBalancer: the ingress given here goes.
+        let mut was_lb = service(json!({"type": "ClusterIP"}));
+        was_lb.status = serde_json::from_value(
+            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1", "ipMode": "VIP"}]}}),
+        )
+        .unwrap();
+        assert_eq!(ingress_for(&was_lb, &nodes), Some(vec![]));
+        // An ingress a client wrote (as the Service status conformance test does) stays.
+        let mut set = service(json!({"type": "ClusterIP"}));
+        set.status =
+            serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}))
+                .unwrap();
+        assert_eq!(ingress_for(&set, &nodes), None);
         let classed =
             service(json!({"type": "LoadBalancer", "loadBalancerClass": "example.com/lb"}));
         assert_eq!(ingress_for(&classed, &nodes), None);

@@ -27,6 +27,9 @@ impl Strategy for Service {
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
         validate(obj, causes)
     }
+    fn prepare_update(&self, old: &Value, _incoming: Option<&Value>, merged: &mut Value) {
+        drop_type_dependent_fields(old, merged)
+    }
     fn before_write<'r: 'a, 'a>(
         &'a self,
         reg: &'r Registry,
@@ -134,6 +137,14 @@ pub fn validate(obj: &Value, causes: &mut Vec<Cause>) {
     if kind == "ExternalName" {
         if spec["externalName"].as_str().is_none_or(str::is_empty) {
             causes.push(Cause::required("spec.externalName"));
+        }
+        let ip = spec["clusterIP"].as_str().is_some_and(|ip| !ip.is_empty());
+        let ips = spec["clusterIPs"].as_array().is_some_and(|a| !a.is_empty());
+        if ip || ips {
+            causes.push(Cause::forbidden(
+                "spec.clusterIPs",
+                "may not be set for ExternalName services",
+            ));
         }
         return;
     }
@@ -347,14 +358,85 @@ fn set_addresses(spec: &mut Map<String, Value>, ip: String) {
         .or_insert_with(|| json!("SingleStack"));
 }
 
-/// An update keeps what the Service was given when the new spec does not name it (as a
-/// replaced manifest usually does not), and may not change its cluster IP.
-fn keep_allocated(old: &Value, new: &mut Value, causes: &mut Vec<Cause>) {
-    let was = spec(old);
+/// What a change of type leaves behind that the new type has no use for and the client
+/// did not change, dropped as kube-apiserver drops it (`dropTypeDependentFields`): the
+/// cluster IP and its families of a Service that becomes an ExternalName, the node ports
+/// of one that needs none (unless it names new ones), the external traffic policy of one
+/// no longer reached from outside, and an ExternalName's internal traffic policy. An
+/// update that reads a Service and writes it back with another type (as `kubectl edit`
+/// and typed clients do) carries all of them.
+fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
+    let needs_ip = |v: &Value| kind_of(v) != "ExternalName";
+    let external = |v: &Value| {
+        has_node_ports(v)
+            || (kind_of(v) == "ClusterIP"
+                && spec(v)["externalIPs"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty()))
+    };
+    let node_ports = |v: &Value| -> HashSet<u64> {
+        spec(v)["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["nodePort"].as_u64())
+            .filter(|n| *n != 0)
+            .collect()
+    };
+    let drop_ip = needs_ip(old) && !needs_ip(new);
+    let drop_node_ports =
+        has_node_ports(old) && !has_node_ports(new) && node_ports(new).is_subset(&node_ports(old));
+    let drop_etp = external(old) && !external(new);
+    let was = spec(old).clone();
+    let external_name = kind_of(new) == "ExternalName";
+    let is_lb = kind_of(new) == "LoadBalancer";
     let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    let old_ip = was["clusterIP"].as_str().filter(|ip| !ip.is_empty());
+    let same = |spec: &Map<String, Value>, f: &str| spec.get(f) == was.get(f);
+    if drop_ip {
+        let ip_unset = spec
+            .get("clusterIP")
+            .is_none_or(|ip| ip.is_null() || ip == "");
+        if ip_unset || (same(spec, "clusterIP") && same(spec, "clusterIPs")) {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
+        }
+        for f in ["ipFamilies", "ipFamilyPolicy"] {
+            if same(spec, f) {
+                spec.remove(f);
+            }
+        }
+    }
+    if drop_node_ports {
+        let ports = spec.get_mut("ports").and_then(Value::as_array_mut);
+        for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+            p.remove("nodePort");
+        }
+    }
+    if drop_etp && same(spec, "externalTrafficPolicy") {
+        spec.remove("externalTrafficPolicy");
+    }
+    if kind_of(old) == "LoadBalancer" && !is_lb && same(spec, "allocateLoadBalancerNodePorts") {
+        spec.remove("allocateLoadBalancerNodePorts");
+    }
+    if external_name {
+        spec.remove("internalTrafficPolicy");
+    }
+}
+
+/// An update keeps what the Service was given when the new spec does not name it (as a
+/// replaced manifest usually does not) and its type still uses it, and may not change
+/// its cluster IP.
+fn keep_allocated(old: &Value, new: &mut Value, causes: &mut Vec<Cause>) {
+    let was = spec(old);
+    let (needs_ip, needs_node_ports) = (kind_of(new) != "ExternalName", has_node_ports(new));
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let old_ip = was["clusterIP"]
+        .as_str()
+        .filter(|ip| !ip.is_empty() && needs_ip);
     match (old_ip, spec.get("clusterIP").and_then(Value::as_str)) {
         (Some(_), None | Some("")) => {
             for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
@@ -371,7 +453,10 @@ fn keep_allocated(old: &Value, new: &mut Value, causes: &mut Vec<Cause>) {
         _ => {}
     }
     let old_ports = was["ports"].as_array().map_or(&[][..], Vec::as_slice);
-    let ports = spec.get_mut("ports").and_then(Value::as_array_mut);
+    let ports = spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .filter(|_| needs_node_ports);
     for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
         if p.get("nodePort").is_some_and(|n| !n.is_null()) {
             continue;
@@ -586,5 +671,70 @@ mod tests {
         let mut moved = json!({"spec": {"clusterIP": "10.96.0.10"}});
         keep_allocated(&old, &mut moved, &mut causes);
         assert_eq!(causes[0].field, "spec.clusterIP");
+    }
+
+    #[test]
+    fn a_change_of_type_drops_what_the_new_type_has_no_use_for() {
+        let old = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.9",
+            "clusterIPs": ["10.96.0.9"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "externalTrafficPolicy": "Cluster", "internalTrafficPolicy": "Cluster",
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30010}]}});
+        // Read and written back as an ExternalName: no address, node port or policies.
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ExternalName");
+        new["spec"]["externalName"] = json!("db.example");
+        drop_type_dependent_fields(&old, &mut new);
+        let mut causes = Vec::new();
+        keep_allocated(&old, &mut new, &mut causes);
+        validate(&new, &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        let spec = new["spec"].as_object().unwrap();
+        for f in [
+            "clusterIP",
+            "clusterIPs",
+            "ipFamilies",
+            "ipFamilyPolicy",
+            "externalTrafficPolicy",
+            "internalTrafficPolicy",
+        ] {
+            assert!(!spec.contains_key(f), "{f} is left: {new}");
+        }
+        assert!(new["spec"]["ports"][0].get("nodePort").is_none(), "{new}");
+
+        // NodePort to ClusterIP keeps the address and drops the node port.
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ClusterIP");
+        drop_type_dependent_fields(&old, &mut new);
+        keep_allocated(&old, &mut new, &mut causes);
+        validate(&new, &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(new["spec"]["clusterIP"], "10.96.0.9");
+        assert!(new["spec"]["ports"][0].get("nodePort").is_none(), "{new}");
+        assert!(new["spec"].get("externalTrafficPolicy").is_none(), "{new}");
+
+        // A node port the client names anew is its own: kept, and refused for the type.
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ClusterIP");
+        new["spec"]["ports"][0]["nodePort"] = json!(30011);
+        drop_type_dependent_fields(&old, &mut new);
+        validate(&new, &mut causes);
+        assert_eq!(
+            causes.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(),
+            ["spec.ports[0].nodePort"]
+        );
+    }
+
+    #[test]
+    fn an_external_name_has_no_cluster_ip() {
+        let mut causes = Vec::new();
+        validate(
+            &svc(json!({"type": "ExternalName", "externalName": "db.example",
+                        "clusterIP": "10.96.0.9"})),
+            &mut causes,
+        );
+        assert_eq!(
+            causes.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(),
+            ["spec.clusterIPs"]
+        );
     }
 }

@@ -18,6 +18,7 @@ mod cli_verbs;
 mod client;
 mod conformance_apps;
 mod conformance_core;
+mod conformance_network;
 mod console;
 mod crds;
 mod daemonsets;
