@@ -70,6 +70,12 @@ pub enum Kind {
     RuntimeClass,
     /// scheduling.k8s.io/v1 PriorityClass (see `registry::scheduling`).
     PriorityClass,
+    /// networking.k8s.io/v1 Ingress, IngressClass and NetworkPolicy (see
+    /// `registry::networking`): stored and validated; no ingress controller is built in
+    /// and nothing enforces a NetworkPolicy yet.
+    Ingress,
+    IngressClass,
+    NetworkPolicy,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -315,6 +321,7 @@ use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::networking::v1 as networking;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 
 /// The built-in kinds' names as owned strings.
@@ -1004,6 +1011,69 @@ fn builtin() -> Vec<Resource> {
             conversion: None,
         },
         Resource {
+            kind: Kind::Ingress,
+            group: "networking.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "Ingress".into(),
+            plural: "ingresses".into(),
+            singular: "ingress".into(),
+            short_names: names(&["ing"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: true,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::networking::Ingress),
+            schema: Source::typed::<networking::Ingress>(),
+            table: Arc::new(table::INGRESS),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::IngressClass,
+            group: "networking.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "IngressClass".into(),
+            plural: "ingressclasses".into(),
+            singular: "ingressclass".into(),
+            short_names: names(&[]),
+            namespaced: false,
+            categories: names(&[]),
+            status: false,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::networking::IngressClass),
+            schema: Source::typed::<networking::IngressClass>(),
+            table: Arc::new(table::INGRESS_CLASS),
+            conversion: None,
+        },
+        Resource {
+            kind: Kind::NetworkPolicy,
+            group: "networking.k8s.io".into(),
+            version: "v1".into(),
+            kind_name: "NetworkPolicy".into(),
+            plural: "networkpolicies".into(),
+            singular: "networkpolicy".into(),
+            short_names: names(&["netpol"]),
+            namespaced: true,
+            categories: names(&[]),
+            status: false,
+            generation: true,
+            scale: false,
+            verbs: VERBS,
+            subresources: vec![],
+            selectable: names(&[]),
+            strategy: Arc::new(super::networking::NetworkPolicy),
+            schema: Source::typed::<networking::NetworkPolicy>(),
+            table: Arc::new(table::NETWORK_POLICY),
+            conversion: None,
+        },
+        Resource {
             kind: Kind::NodeMetrics,
             group: "metrics.k8s.io".into(),
             version: "v1beta1".into(),
@@ -1330,6 +1400,7 @@ mod tests {
                 ("apiextensions.k8s.io", vec!["v1"]),
                 ("node.k8s.io", vec!["v1"]),
                 ("scheduling.k8s.io", vec!["v1"]),
+                ("networking.k8s.io", vec!["v1"]),
                 ("metrics.k8s.io", vec!["v1beta1"]),
             ]
         );

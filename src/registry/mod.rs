@@ -17,6 +17,7 @@ pub mod deploymentconfig;
 pub mod endpoints;
 mod error;
 pub mod metrics;
+pub mod networking;
 pub mod node;
 mod patch;
 mod patch_meta;

@@ -6,6 +6,7 @@ mod autoscaling;
 mod batch;
 mod corev1;
 mod endpoints;
+mod networking;
 mod other_groups;
 
 use bytes::Bytes;
@@ -82,6 +83,9 @@ printers! {
     HORIZONTAL_POD_AUTOSCALER_V1: autoscaling::autoscaler_columns, autoscaling::autoscaler_v1_cells;
     RUNTIME_CLASS: other_groups::runtime_class_columns, other_groups::runtime_class_cells;
     PRIORITY_CLASS: other_groups::priority_class_columns, other_groups::priority_class_cells;
+    INGRESS: networking::ingress_columns, networking::ingress_cells;
+    INGRESS_CLASS: networking::ingress_class_columns, networking::ingress_class_cells;
+    NETWORK_POLICY: networking::network_policy_columns, networking::network_policy_cells;
 }
 
 fn name_columns() -> Vec<Column> {
