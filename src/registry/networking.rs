@@ -108,6 +108,11 @@ fn path_segment_errors(s: &str) -> Vec<String> {
 pub struct Ingress;
 
 impl Strategy for Ingress {
+    /// A path's missing type is this kind's to report, in upstream's words.
+    fn may_leave_out(&self, field: &str) -> bool {
+        field.ends_with(".pathType")
+    }
+
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
         let spec = obj.get("spec").cloned().unwrap_or(json!({}));
         validate_ingress_spec(&spec, causes);
@@ -151,8 +156,8 @@ impl Strategy for Ingress {
 }
 
 /// The DefaultIngressClass admission of a new Ingress: one that names no class (neither
-/// `spec.ingressClassName` nor the older annotation) gets the default class, the newest
-/// when several are marked so.
+/// `spec.ingressClassName` nor the older annotation) gets the default class: when several
+/// are marked so, the newest, and of equally new ones the one of the lowest name.
 fn admit_default_class(reg: &Registry, ingress: &mut Value) -> Result<(), Error> {
     let named = is_set(ingress.pointer("/spec/ingressClassName")).is_some()
         || ingress
@@ -177,20 +182,19 @@ fn admit_default_class(reg: &Registry, ingress: &mut Value) -> Result<(), Error>
             defaults.push(class);
         }
     }
+    // The newest; of those made in the same second, the one of the lowest name.
     let newest = defaults.into_iter().max_by(|a, b| {
-        let key = |c: &Value| {
-            (
-                c.pointer("/metadata/creationTimestamp")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                c.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            )
+        let at = |c: &Value, p: &str| {
+            c.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
         };
-        key(a).cmp(&key(b))
+        let created = |c: &Value| at(c, "/metadata/creationTimestamp");
+        let name = |c: &Value| at(c, "/metadata/name");
+        created(a)
+            .cmp(&created(b))
+            .then_with(|| name(b).cmp(&name(a)))
     });
     if let Some(class) = newest
         && let Some(m) = ingress.as_object_mut()

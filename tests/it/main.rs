@@ -37,6 +37,7 @@ mod kube_client;
 mod lifecycle;
 mod metrics;
 mod netlab;
+mod networking;
 mod node;
 mod oci;
 mod podnet;

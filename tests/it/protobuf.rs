@@ -456,5 +456,20 @@ async fn kinds_beyond_kubectls_decode_from_protobuf() {
     );
     let (code, _, v) = send(&s, Method::POST, path, body).await;
     assert_eq!(code, 422, "{v}");
+
+    // networking.k8s.io/v1: an IngressClass (spec field 1, its controller).
+    let body = envelope(
+        "networking.k8s.io/v1",
+        "IngressClass",
+        &[
+            ld(1, meta("nginx", "")),
+            ld(2, ld(1, "k8s.io/ingress-nginx")),
+        ]
+        .concat(),
+    );
+    let path = "/apis/networking.k8s.io/v1/ingressclasses";
+    let (code, _, v) = send(&s, Method::POST, path, body).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["spec"]["controller"], "k8s.io/ingress-nginx");
     s.stop().await;
 }
