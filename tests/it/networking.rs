@@ -217,6 +217,20 @@ async fn defaults_and_the_default_ingress_class() {
     assert_eq!(p["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
     assert_eq!(p["spec"]["ingress"][0]["ports"][0]["protocol"], "TCP");
     assert_eq!(p["metadata"]["generation"], 1);
+    // Its generation moves with its spec only.
+    let web = format!("{POLICIES}/web");
+    let (_, p) = s
+        .patch(&web, MERGE, json!({"metadata": {"labels": {"a": "b"}}}))
+        .await;
+    assert_eq!(p["metadata"]["generation"], 1, "{p}");
+    let (_, p) = s
+        .patch(
+            &web,
+            MERGE,
+            json!({"spec": {"podSelector": {"matchLabels": {"app": "api"}}}}),
+        )
+        .await;
+    assert_eq!(p["metadata"]["generation"], 2, "{p}");
     let (_, p) = s
         .post(POLICIES, policy("deny", json!({"podSelector": {}})))
         .await;
@@ -246,6 +260,14 @@ async fn defaults_and_the_default_ingress_class() {
     annotated["metadata"]["annotations"] = json!({"kubernetes.io/ingress.class": "other"});
     let (_, i) = s.post(INGRESSES, annotated).await;
     assert!(i["spec"].get("ingressClassName").is_none(), "{i}");
+    // Of two default classes, the newer; of two made in the same second, the one of the
+    // lower name: "a-default" either way.
+    let mut second = class("a-default", "example.com/a");
+    second["metadata"]["annotations"] =
+        json!({"ingressclass.kubernetes.io/is-default-class": "true"});
+    assert_eq!(s.post(CLASSES, second).await.0, 201);
+    let (_, i) = s.post(INGRESSES, ingress("later", spec.clone())).await;
+    assert_eq!(i["spec"]["ingressClassName"], "a-default", "{i}");
     // Ingresses made before keep what they had.
     let (_, i) = s.get(&format!("{INGRESSES}/before")).await;
     assert!(i["spec"].get("ingressClassName").is_none(), "{i}");
