@@ -56,6 +56,8 @@ EMBEDDED = {
     "VolumeSource": "Volume",
     "ProbeHandler": "Probe",
     "EphemeralContainerCommon": "EphemeralContainer",
+    "IngressRuleValue": "IngressRule",
+    "PersistentVolumeSource": "PersistentVolumeSpec",
 }
 
 SCALARS = {"string": "Str", "int32": "Int", "int64": "Int", "bool": "Bool", "bytes": "Bytes", "double": "Double"}

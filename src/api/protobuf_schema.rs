@@ -3615,11 +3615,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
     name: "api.core.v1.PersistentVolumeSpec",
     fields: &[
         map(1, "capacity", Quantity),
-        one(
-            2,
-            "persistentVolumeSource",
-            Message(&CORE_V1_PERSISTENT_VOLUME_SOURCE),
-        ),
+        inline(2, &CORE_V1_PERSISTENT_VOLUME_SOURCE),
         rep(3, "accessModes", Str),
         one(4, "claimRef", Message(&CORE_V1_OBJECT_REFERENCE)),
         omitempty(5, "persistentVolumeReclaimPolicy", Str),
@@ -5191,11 +5187,7 @@ pub static NETWORKING_V1_INGRESS_RULE: Message = Message {
     name: "api.networking.v1.IngressRule",
     fields: &[
         omitempty(1, "host", Str),
-        one(
-            2,
-            "ingressRuleValue",
-            Message(&NETWORKING_V1_INGRESS_RULE_VALUE),
-        ),
+        inline(2, &NETWORKING_V1_INGRESS_RULE_VALUE),
     ],
 };
 

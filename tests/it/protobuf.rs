@@ -471,5 +471,26 @@ async fn kinds_beyond_kubectls_decode_from_protobuf() {
     let (code, _, v) = send(&s, Method::POST, path, body).await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["spec"]["controller"], "k8s.io/ingress-nginx");
+
+    // An Ingress as `kubectl create ingress` sends it: the rule's value (Go's inlined
+    // IngressRuleValue, field 2) is the rule's own `http` in JSON.
+    let port = ld(2, num(2, 80));
+    let backend = ld(2, ld(4, [ld(1, "web"), port].concat()));
+    let path = ld(1, [ld(1, "/"), backend, ld(3, "Prefix")].concat());
+    let rule = [ld(1, "web.example.com"), ld(2, ld(1, path))].concat();
+    let body = envelope(
+        "networking.k8s.io/v1",
+        "Ingress",
+        &[ld(1, meta("web", "")), ld(2, ld(3, rule))].concat(),
+    );
+    let path = "/apis/networking.k8s.io/v1/namespaces/default/ingresses";
+    let (code, _, v) = send(&s, Method::POST, path, body).await;
+    assert_eq!(code, 201, "{v}");
+    let rule = &v["spec"]["rules"][0];
+    assert_eq!(rule["host"], "web.example.com", "{v}");
+    assert_eq!(
+        rule["http"]["paths"][0]["backend"]["service"]["port"]["number"], 80,
+        "{v}"
+    );
     s.stop().await;
 }
