@@ -10,7 +10,9 @@
 //! refuses it ("Invalid map type"), so the crate cannot program this table at all; the
 //! text form loads it in one transaction.
 //!
-//! A full table is one `nft -f -` run. Smaller changes go to one `nft -i` that stays
+//! A full table is one `nft -f -` run (through the running `nft -i` below, as one line
+//! of 250 KB for 1,000 Services, it takes more than twice as long: the bench's
+//! `whole_again_in_session_ms_median`). Smaller changes go to one `nft -i` that stays
 //! running, a line per transaction: a new `nft` process costs about 15 ms on its own
 //! (the kernel waits out an RCU grace period when a process that committed closes its
 //! netlink socket), ten times a typical change. After each transaction line a marker
