@@ -773,6 +773,28 @@ async fn service_lb_gives_load_balancers_the_nodes_addresses() {
         )
         .await;
     assert_eq!(code, 201);
+    // Source ranges are CIDRs, on a load balancer only (as upstream's validation).
+    for (spec, field) in [
+        (
+            json!({"type": "LoadBalancer", "ports": [{"port": 80}],
+                   "loadBalancerSourceRanges": ["10.0.0.0/8", "10.0.0.300/32"]}),
+            "spec.LoadBalancerSourceRanges[1]",
+        ),
+        (
+            json!({"type": "NodePort", "ports": [{"port": 80}],
+                   "loadBalancerSourceRanges": ["10.0.0.0/8"]}),
+            "spec.LoadBalancerSourceRanges",
+        ),
+    ] {
+        let (code, body) = s
+            .post(
+                "/api/v1/namespaces/default/services",
+                json!({"metadata": {"name": "bad-ranges"}, "spec": spec}),
+            )
+            .await;
+        assert_eq!(code, 422, "{body}");
+        assert_eq!(body["details"]["causes"][0]["field"], field, "{body}");
+    }
     let ingress = || async {
         let (_, svc) = s.get("/api/v1/namespaces/default/services/lb").await;
         svc["status"]["loadBalancer"]["ingress"].clone()
@@ -800,4 +822,105 @@ async fn service_lb_gives_load_balancers_the_nodes_addresses() {
             .ok_or(i.to_string())
     })
     .await;
+}
+
+/// A TCP request to `addr` from the namespace `ns`, sent from its address `from`: what
+/// the server answered (an error after 2 s when nothing answers).
+fn tcp_from(ns: &str, from: Ipv4Addr, addr: SocketAddr) -> std::io::Result<String> {
+    use rustix::net::sockopt::{Timeout, set_socket_timeout};
+    use rustix::net::{AddressFamily, SocketType, bind, connect, socket};
+    use std::io::{Read, Write};
+    crate::netlab::in_netns(ns, || {
+        let fd = socket(AddressFamily::INET, SocketType::STREAM, None)?;
+        // A blocking connect gives up after the send timeout.
+        set_socket_timeout(&fd, Timeout::Send, Some(Duration::from_secs(2)))?;
+        set_socket_timeout(&fd, Timeout::Recv, Some(Duration::from_secs(2)))?;
+        bind(&fd, &SocketAddr::from((from, 0)))?;
+        connect(&fd, &addr)?;
+        let mut c = std::net::TcpStream::from(fd);
+        c.write_all(b"hi")?;
+        let mut out = String::new();
+        c.read_to_string(&mut out)?;
+        Ok(out)
+    })
+}
+
+#[tokio::test]
+async fn load_balancer_source_ranges_admit_only_their_clients() {
+    if !available() {
+        eprintln!("needs root, ip and nft: skipped");
+        return;
+    }
+    let lab = Lab::new(2);
+    // A second client outside, on the outside's link.
+    let [a, b, c, _] = lab.outside_ip.octets();
+    let other = Ipv4Addr::new(a, b, c, 3);
+    crate::netlab::ip(&[
+        "-n",
+        &lab.outside,
+        "addr",
+        "add",
+        &format!("{other}/24"),
+        "dev",
+        "eth0",
+    ]);
+    let lb = |ranges: Value| {
+        let mut lb = service(
+            "guarded",
+            json!({"type": "LoadBalancer", "clusterIP": "10.96.0.20",
+                   "loadBalancerSourceRanges": ranges,
+                   "ports": [{"name": "http", "port": 8000, "protocol": "TCP",
+                              "nodePort": 30082}]}),
+        );
+        lb.status = serde_json::from_value(json!({"loadBalancer": {"ingress": [
+            {"ip": lab.node_ip.to_string(), "ipMode": "VIP"}]}}))
+        .unwrap();
+        lb
+    };
+    let eps = [slice(&lab, "guarded", &[(0, NODE)])];
+    let mut proxy = Proxy::new(&lab);
+    let outside = lab.outside_ip;
+    let ingress = at(lab.node_ip, 8000);
+    proxy
+        .sync(&[(&lb(json!([format!("{outside}/32")])), &eps)])
+        .await;
+    assert!(proxy.listing().await.contains("firewall-ips"));
+
+    // The allowed client reaches the load balancer; the other one does not, but still
+    // reaches the node port on the same address.
+    assert_eq!(who(tcp_from(&lab.outside, outside, ingress)).0, "pod0");
+    unanswered(
+        tcp_from(&lab.outside, other, ingress),
+        "a source outside the ranges",
+    );
+    assert_eq!(
+        who(tcp_from(&lab.outside, other, at(lab.node_ip, 30082))).0,
+        "pod0",
+        "the node port is not filtered"
+    );
+    // A pod reaches the cluster IP; the load balancer address only from an allowed
+    // source (as upstream, pods are clients like any other).
+    let pod = &lab.pods[1];
+    assert_eq!(
+        who(tcp(&pod.ns, at("10.96.0.20".parse().unwrap(), 8000))).0,
+        "pod0"
+    );
+    unanswered(tcp(&pod.ns, ingress), "a pod outside the ranges");
+
+    // Other ranges, in a partial sync: the other client and the pods are allowed, the
+    // first client no longer is.
+    let ranges = json!([format!(" {other}/32"), lab.pod_cidr.clone()]);
+    proxy.sync(&[(&lb(ranges), &eps)]).await;
+    assert_eq!(who(tcp_from(&lab.outside, other, ingress)).0, "pod0");
+    assert_eq!(who(tcp(&pod.ns, ingress)).0, "pod0");
+    unanswered(
+        tcp_from(&lab.outside, outside, ingress),
+        "a client no longer allowed",
+    );
+
+    // No ranges: everyone.
+    proxy.sync(&[(&lb(json!([])), &eps)]).await;
+    for from in [outside, other] {
+        assert_eq!(who(tcp_from(&lab.outside, from, ingress)).0, "pod0");
+    }
 }

@@ -15,8 +15,11 @@
 //! What it serves: cluster IPs, node ports on every local address (127.0.0.1 too, so a
 //! developer reaches them from the host: such traffic is masqueraded, and the bridge
 //! gets `route_localnet`), load balancer ingress IPs (the node's own addresses, which
-//! `controller::servicelb` sets) and `externalIPs`, `sessionAffinity: ClientIP`, `Local`
-//! internal and external traffic policies, hairpin traffic, TCP, UDP and SCTP (when
+//! `controller::servicelb` sets) and `externalIPs`, `loadBalancerSourceRanges` (as
+//! kube-proxy: before DNAT, new connections to a load balancer IP and the Service's
+//! port from a source outside the IPv4 ranges are dropped; cluster IPs, external IPs
+//! and node ports are not filtered, and the node and pods are clients like any other),
+//! `sessionAffinity: ClientIP`, `Local` internal and external traffic policies, hairpin traffic, TCP, UDP and SCTP (when
 //! the kernel has SCTP). Headless and ExternalName Services get nothing. A Service
 //! without endpoints is rejected, and so is anything sent to an address of the Service
 //! CIDR that no Service holds, or to a pod address through another interface than the

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
+use ipnet::Ipv4Net;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
@@ -100,6 +101,11 @@ pub struct ServicePort {
     /// Addresses that are external destinations of the Service: its load balancer's
     /// ingress IPs (`ipMode` VIP) and `spec.externalIPs`.
     pub external_ips: Vec<Ipv4Addr>,
+    /// Of those, the load balancer's ingress IPs: the ones `source_ranges` guards.
+    pub lb_ips: Vec<Ipv4Addr>,
+    /// `spec.loadBalancerSourceRanges` (IPv4 ones, overlaps merged): the sources
+    /// allowed to reach `lb_ips`; empty, every source.
+    pub source_ranges: Vec<Ipv4Net>,
     /// `sessionAffinity: ClientIP`'s timeout in seconds.
     pub affinity: Option<u32>,
     /// `internalTrafficPolicy: Local`.
@@ -178,7 +184,19 @@ pub fn service_ports<'a>(
         .flatten()
         .filter_map(|ip| ip.parse().ok())
         .collect();
+    let mut lb_ips = Vec::new();
+    let mut source_ranges = Vec::new();
     if kind == "LoadBalancer" {
+        // As kube-proxy: trimmed (the API allows padding), other families and what
+        // does not parse left out.
+        let ranges: Vec<Ipv4Net> = spec
+            .load_balancer_source_ranges
+            .iter()
+            .flatten()
+            .filter_map(|r| r.trim().parse::<Ipv4Net>().ok())
+            .map(|r| r.trunc())
+            .collect();
+        source_ranges = Ipv4Net::aggregate(&ranges);
         let ingress = svc
             .status
             .as_ref()
@@ -192,11 +210,14 @@ pub fn service_ports<'a>(
             }
             if let Some(ip) = i.ip.as_deref().and_then(|ip| ip.parse().ok()) {
                 external_ips.push(ip);
+                lb_ips.push(ip);
             }
         }
     }
     external_ips.sort();
     external_ips.dedup();
+    lb_ips.sort();
+    lb_ips.dedup();
     let affinity = (spec.session_affinity.as_deref() == Some("ClientIP")).then(|| {
         spec.session_affinity_config
             .as_ref()
@@ -234,6 +255,8 @@ pub fn service_ports<'a>(
             port,
             node_port,
             external_ips: external_ips.clone(),
+            lb_ips: lb_ips.clone(),
+            source_ranges: source_ranges.clone(),
             affinity,
             internal_local,
             external_local: false,

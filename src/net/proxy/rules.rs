@@ -24,6 +24,11 @@
 //! drop the answer as coming from its own address: the `hairpin` set holds each
 //! endpoint's `address . address`, looked up on `saddr . daddr` after DNAT.
 //!
+//! `loadBalancerSourceRanges` is kube-proxy's firewall: the `firewall-check` chain,
+//! hooked before DNAT for new connections, looks `address . protocol . port` up in the
+//! verdict map `firewall-ips`, which leads each guarded load balancer IP to a chain of
+//! its port's (`firewall-…`) that drops sources outside the ranges.
+//!
 //! Pods' host ports ([`super::hostport`]) are the same kind of objects: the `hostports`
 //! chain, ahead of `services` in `nat-prerouting` and `nat-output`, looks local
 //! destinations up in the verdict maps `hostport-ips` and `hostport-any`, which lead
@@ -44,6 +49,9 @@ pub enum Map {
     ServiceIps,
     /// `protocol . port : verdict`: node ports, on every local address.
     ServiceNodePorts,
+    /// `address . protocol . port : verdict`: load balancer IPs whose Service has
+    /// `loadBalancerSourceRanges`, to its firewall chain, checked before DNAT.
+    FirewallIps,
     /// `address . protocol . port : verdict` checked before the packet is routed: reject
     /// (no endpoints at all) or drop (no endpoints for a `Local` policy).
     NoEndpointServices,
@@ -78,6 +86,7 @@ impl Map {
         let mut out = vec![
             Map::ServiceIps,
             Map::ServiceNodePorts,
+            Map::FirewallIps,
             Map::NoEndpointServices,
             Map::NoEndpointNodePorts,
         ];
@@ -101,6 +110,7 @@ impl Map {
         match self {
             Map::ServiceIps => "service-ips".into(),
             Map::ServiceNodePorts => "service-nodeports".into(),
+            Map::FirewallIps => "firewall-ips".into(),
             Map::NoEndpointServices => "no-endpoint-services".into(),
             Map::NoEndpointNodePorts => "no-endpoint-nodeports".into(),
             Map::Endpoints(p) => format!("endpoints-{}", p.nft()),
@@ -128,7 +138,7 @@ impl Map {
         };
         let target = |key: &str, p: Proto| format!("typeof {key} : ip daddr . {} dport;", p.nft());
         match self {
-            Map::ServiceIps | Map::NoEndpointServices | Map::HostPortIps => {
+            Map::ServiceIps | Map::FirewallIps | Map::NoEndpointServices | Map::HostPortIps => {
                 "type ipv4_addr . inet_proto . inet_service : verdict;".into()
             }
             Map::ServiceNodePorts | Map::NoEndpointNodePorts | Map::HostPortAny => {
@@ -419,6 +429,7 @@ impl Fragment {
         if internal.is_none() && externals.is_empty() {
             return;
         }
+        self.firewall(name, sp, &externals);
         for t in sp.cluster.iter().chain(&sp.local) {
             self.hairpin.insert(t.ip);
         }
@@ -446,6 +457,31 @@ impl Fragment {
         match sp.affinity {
             None => self.shared_port(sp, internal, &externals),
             Some(timeout) => self.affinity_port(name, sp, timeout, layout, internal, &externals),
+        }
+    }
+
+    /// kube-proxy's firewall for `loadBalancerSourceRanges`: each load balancer IP the
+    /// port holds leads, before DNAT, to a chain of the port's that drops the sources
+    /// outside the ranges. Cluster IPs, external IPs and node ports are not filtered.
+    fn firewall(&mut self, name: &PortName, sp: &ServicePort, externals: &[Dest]) {
+        if sp.source_ranges.is_empty() {
+            return;
+        }
+        let guarded: Vec<&Dest> = externals
+            .iter()
+            .filter(|d| matches!(d, Dest::Ip(ip, ..) if sp.lb_ips.contains(ip)))
+            .collect();
+        if guarded.is_empty() {
+            return;
+        }
+        let chain = format!("firewall-{}", port_base(name));
+        let ranges: Vec<String> = sp.source_ranges.iter().map(ToString::to_string).collect();
+        self.chains.insert(
+            chain.clone(),
+            vec![format!("ip saddr != {{ {} }} drop", ranges.join(", "))],
+        );
+        for d in guarded {
+            self.put(Map::FirewallIps, d.to_string(), format!("goto {chain}"));
         }
     }
 
@@ -508,10 +544,7 @@ impl Fragment {
         internal: Option<Dest>,
         externals: &[Dest],
     ) {
-        let base = [&*name.namespace, &name.name, name.proto.nft(), &name.port]
-            .map(clean)
-            .join("/");
-        let base = format!("{}-{base}", hash8(&name.to_string()));
+        let base = port_base(name);
         let cluster_chain = format!("service-{base}");
         let local_chain = format!("local-{base}");
         let external_chain = format!("external-{base}");
@@ -607,6 +640,15 @@ impl Fragment {
     }
 }
 
+/// The part of a port's own chain names that names the port: a hash of it, then its
+/// namespace, name, protocol and port name.
+fn port_base(name: &PortName) -> String {
+    let base = [&*name.namespace, &name.name, name.proto.nft(), &name.port]
+        .map(clean)
+        .join("/");
+    format!("{}-{base}", hash8(&name.to_string()))
+}
+
 /// The no-endpoint map and the verdict map of a Service's destination: a node port
 /// (`by_port`) or an address.
 fn no_endpoint_map(by_port: bool) -> (Map, Map) {
@@ -632,6 +674,13 @@ pub fn base(layout: &Layout) -> Vec<String> {
         ));
     }
     let base_chains = [
+        // Before DNAT (-100), as kube-proxy's `filter-prerouting-pre-dnat`: the load
+        // balancer firewall sees where the packet was sent.
+        (
+            "filter-prerouting-pre-dnat",
+            "filter hook prerouting priority -110",
+        ),
+        ("filter-output-pre-dnat", "filter hook output priority -110"),
         ("filter-input", "filter hook input priority -110"),
         ("filter-forward", "filter hook forward priority -110"),
         // After DNAT (-100), so that only what was not sent to an endpoint is checked.
@@ -649,6 +698,7 @@ pub fn base(layout: &Layout) -> Vec<String> {
         ));
     }
     for name in [
+        "firewall-check",
         "endpoints-check",
         "guard",
         REJECT_CHAIN,
@@ -660,6 +710,18 @@ pub fn base(layout: &Layout) -> Vec<String> {
         c.push(format!("add chain {t} {name}"));
     }
     let rules: &[(&str, String)] = &[
+        (
+            "filter-prerouting-pre-dnat",
+            "ct state new jump firewall-check".into(),
+        ),
+        (
+            "filter-output-pre-dnat",
+            "ct state new jump firewall-check".into(),
+        ),
+        (
+            "firewall-check",
+            "ip daddr . meta l4proto . th dport vmap @firewall-ips".into(),
+        ),
         ("filter-input", "ct state new jump endpoints-check".into()),
         ("filter-forward", "ct state new jump endpoints-check".into()),
         ("filter-forward", "jump guard".into()),

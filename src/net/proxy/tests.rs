@@ -679,3 +679,107 @@ fn pods_without_host_ports_or_changes_to_them_wake_nothing() {
     assert!(tr.host_ports.is_empty());
     assert!(!tr.on_pod(Change::Deleted(&done), &opts()));
 }
+
+fn guarded_lb(ranges: Value) -> Service {
+    let mut svc = service(
+        "lb",
+        json!({"type": "LoadBalancer", "clusterIP": "10.96.0.7",
+               "externalIPs": ["192.0.2.9"],
+               "loadBalancerSourceRanges": ranges,
+               "ports": [{"name": "http", "port": 80, "nodePort": 30080}]}),
+    );
+    svc.status = serde_json::from_value(
+        json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1", "ipMode": "VIP"}]}}),
+    )
+    .unwrap();
+    svc
+}
+
+fn firewall_commands(c: &[String]) -> Vec<&str> {
+    c.iter()
+        .map(String::as_str)
+        .filter(|c| c.contains("firewall"))
+        .collect()
+}
+
+#[test]
+fn source_ranges_guard_the_load_balancer_ips_before_dnat() {
+    let base = rules::base(&layout());
+    for want in [
+        "add map ip berth firewall-ips { type ipv4_addr . inet_proto . inet_service : verdict; }",
+        "add chain ip berth filter-prerouting-pre-dnat { type filter hook prerouting priority -110; policy accept; }",
+        "add chain ip berth filter-output-pre-dnat { type filter hook output priority -110; policy accept; }",
+        "add rule ip berth filter-prerouting-pre-dnat ct state new jump firewall-check",
+        "add rule ip berth filter-output-pre-dnat ct state new jump firewall-check",
+        "add rule ip berth firewall-check ip daddr . meta l4proto . th dport vmap @firewall-ips",
+    ] {
+        assert!(base.iter().any(|c| c == want), "{want}\nnot in\n{base:#?}");
+    }
+
+    // Padded, overlapping, IPv6 and unreadable ranges: the IPv4 ones, merged. Only the
+    // load balancer IP is guarded, not the external IP, the cluster IP or the node port.
+    let ranges = json!([
+        " 10.0.0.0/8",
+        "10.1.0.0/16 ",
+        "198.51.100.7/32",
+        "2001:db8::/64",
+        "x"
+    ]);
+    let s = http_slice("lb", json!([ep("10.42.0.2", "n1")]));
+    let (mut t, c) = full(&[guarded_lb(ranges)], std::slice::from_ref(&s));
+    let chain = "firewall-272798AB-default/lb/tcp/http";
+    assert_eq!(
+        firewall_commands(&c),
+        [
+            format!("add chain ip berth {chain}"),
+            format!("add rule ip berth {chain} ip saddr != {{ 10.0.0.0/8, 198.51.100.7/32 }} drop"),
+            format!("add element ip berth firewall-ips {{ 192.0.2.1 . tcp . 80 : goto {chain} }}"),
+        ]
+    );
+
+    // Other ranges: the chain is rewritten, in one transaction, nothing else.
+    set(
+        &mut t,
+        &guarded_lb(json!(["203.0.113.0/24"])),
+        std::slice::from_ref(&s),
+    );
+    assert_eq!(
+        t.commands(Instant::now()),
+        [
+            format!("flush chain ip berth {chain}"),
+            format!("add rule ip berth {chain} ip saddr != {{ 203.0.113.0/24 }} drop"),
+        ]
+    );
+
+    // Without endpoints the firewall stays (kube-proxy's too): the rejection is for the
+    // allowed sources.
+    set(&mut t, &guarded_lb(json!(["203.0.113.0/24"])), &[]);
+    let c = t.commands(Instant::now());
+    assert!(firewall_commands(&c).is_empty(), "{c:#?}");
+
+    // No IPv4 range left (only IPv6): no firewall, as kube-proxy, which filters by the
+    // ranges of the Service's family. Its element goes now, its chain later.
+    set(&mut t, &guarded_lb(json!(["2001:db8::/64"])), &[s]);
+    let now = Instant::now();
+    let c = t.commands(now);
+    assert_eq!(
+        firewall_commands(&c),
+        [
+            "delete element ip berth firewall-ips { 192.0.2.1 . tcp . 80 }".to_string(),
+            format!("flush chain ip berth {chain}"),
+        ]
+    );
+    assert_eq!(
+        t.commands(now + STALE_AFTER),
+        [format!("delete chain ip berth {chain}")]
+    );
+}
+
+#[test]
+fn source_ranges_are_for_load_balancers_only() {
+    let mut svc = guarded_lb(json!(["10.0.0.0/8"]));
+    svc.spec.as_mut().unwrap().type_ = Some("NodePort".into());
+    let s = http_slice("lb", json!([ep("10.42.0.2", "n1")]));
+    let (_, c) = full(&[svc], &[s]);
+    assert!(firewall_commands(&c).is_empty(), "{c:#?}");
+}
