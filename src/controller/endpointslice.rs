@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use super::claim::OwnerKind;
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::{Client, DeleteParams, Kind, ListParams, catalog, split_key};
+use crate::client::{Client, DeleteParams, Kind, ListParams, Resource, catalog, split_key};
 use crate::types::json::{array_at, str_at};
 use crate::types::labels::{self, Selector};
 use crate::types::meta::Meta;
@@ -415,6 +415,102 @@ fn is_ours(have: &Value, svc: &Service) -> bool {
     labels[MANAGED_BY] == CONTROLLER_NAME && labels[SERVICE_NAME] == svc.metadata.name()
 }
 
+/// What the slices a controller keeps for one object carry besides their content.
+#[derive(Default)]
+pub(super) struct SliceMeta {
+    /// The name of a new slice starts so.
+    pub generate_name: String,
+    pub labels: Value,
+    /// Set and compared only when given (the mirroring controller copies them).
+    pub annotations: Option<Value>,
+    /// The controller reference to the object they belong to.
+    pub owner: Value,
+}
+
+/// Carries out `plan` ([`arrange`]) over the stored slices `have` in `ns`: a stored
+/// slice is rewritten only when its content or `meta` differ, a new one made, and the
+/// stored ones the plan names nowhere deleted (one gone already, or changed since it
+/// was read, is left to the next round).
+pub(super) async fn write_plan(
+    client: &Client,
+    res: &Resource,
+    ns: &str,
+    have: &[Value],
+    plan: Vec<(Option<usize>, Slice)>,
+    meta: &SliceMeta,
+) -> Result<()> {
+    let owners = json!([meta.owner]);
+    let annotations_of = |v: &Value| match &v["metadata"]["annotations"] {
+        Value::Null => json!({}),
+        a => a.clone(),
+    };
+    let taken: BTreeSet<usize> = plan.iter().filter_map(|(i, _)| *i).collect();
+    for (at, slice) in plan {
+        match at {
+            Some(i) => {
+                let h = &have[i];
+                if slice.is_held_by(h)
+                    && h["metadata"]["labels"] == meta.labels
+                    && meta
+                        .annotations
+                        .as_ref()
+                        .is_none_or(|a| annotations_of(h) == *a)
+                    && h["metadata"]["ownerReferences"] == owners
+                {
+                    continue;
+                }
+                let mut obj = h.clone();
+                obj["metadata"]["labels"] = meta.labels.clone();
+                if let Some(a) = &meta.annotations {
+                    obj["metadata"]["annotations"] = a.clone();
+                }
+                obj["metadata"]["ownerReferences"] = owners.clone();
+                obj["addressType"] = json!(slice.address_type);
+                obj["ports"] = slice.json_ports();
+                obj["endpoints"] = slice.json_endpoints();
+                client.update(res, &obj).await?;
+            }
+            None => {
+                let mut obj = json!({
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "generateName": meta.generate_name,
+                        "namespace": ns,
+                        "labels": meta.labels,
+                        "ownerReferences": owners,
+                    },
+                    "addressType": slice.address_type,
+                    "ports": slice.json_ports(),
+                    "endpoints": slice.json_endpoints(),
+                });
+                if let Some(a) = &meta.annotations {
+                    obj["metadata"]["annotations"] = a.clone();
+                }
+                client.create(res, Some(ns), &obj).await?;
+            }
+        }
+    }
+    for (i, extra) in have.iter().enumerate() {
+        if taken.contains(&i) {
+            continue;
+        }
+        let params = DeleteParams {
+            uid: Some(str_at(extra, "/metadata/uid").to_string()),
+            ..DeleteParams::default()
+        };
+        match client
+            .delete(res, Some(ns), str_at(extra, "/metadata/name"), &params)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() || e.is_conflict() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 struct Controller {
     client: Client,
     services: Informer,
@@ -454,64 +550,14 @@ impl Controller {
             .filter(|s| is_ours(s, &svc) && str_at(s, "/metadata/deletionTimestamp").is_empty())
             .collect();
         have.sort_by(|a, b| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")));
-        let labels = json!(slice_labels(&svc));
-        let owner = owner_ref(&svc);
+        let meta = SliceMeta {
+            generate_name: format!("{}-", svc.metadata.name()),
+            labels: json!(slice_labels(&svc)),
+            annotations: None,
+            owner: owner_ref(&svc),
+        };
         let plan = arrange(&have, want, MAX_ENDPOINTS_PER_SLICE);
-        let taken: BTreeSet<usize> = plan.iter().filter_map(|(i, _)| *i).collect();
-        for (at, slice) in plan {
-            match at {
-                Some(i) => {
-                    let h = &have[i];
-                    if slice.is_held_by(h)
-                        && h["metadata"]["labels"] == labels
-                        && h["metadata"]["ownerReferences"] == json!([owner])
-                    {
-                        continue;
-                    }
-                    let mut obj = h.clone();
-                    obj["metadata"]["labels"] = labels.clone();
-                    obj["metadata"]["ownerReferences"] = json!([owner]);
-                    obj["addressType"] = json!(slice.address_type);
-                    obj["ports"] = slice.json_ports();
-                    obj["endpoints"] = slice.json_endpoints();
-                    self.client.update(res, &obj).await?;
-                }
-                None => {
-                    let obj = json!({
-                        "apiVersion": "discovery.k8s.io/v1",
-                        "kind": "EndpointSlice",
-                        "metadata": {
-                            "generateName": format!("{}-", svc.metadata.name()),
-                            "namespace": ns,
-                            "labels": labels,
-                            "ownerReferences": [owner],
-                        },
-                        "addressType": slice.address_type,
-                        "ports": slice.json_ports(),
-                        "endpoints": slice.json_endpoints(),
-                    });
-                    self.client.create(res, Some(ns), &obj).await?;
-                }
-            }
-        }
-        for (i, extra) in have.iter().enumerate() {
-            if taken.contains(&i) {
-                continue;
-            }
-            let params = DeleteParams {
-                uid: Some(str_at(extra, "/metadata/uid").to_string()),
-                ..DeleteParams::default()
-            };
-            match self
-                .client
-                .delete(res, Some(ns), str_at(extra, "/metadata/name"), &params)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() || e.is_conflict() => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        write_plan(&self.client, res, ns, &have, plan, &meta).await?;
         Ok(Action::Done)
     }
 }

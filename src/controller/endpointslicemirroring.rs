@@ -19,17 +19,19 @@
 //! configuration, and are controlled by the Endpoints; when mirroring stops (the
 //! Endpoints or Service goes, the Service gains a selector) they are deleted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
 use serde_json::{Value, json};
 
-use super::endpointslice::{MANAGED_BY, SERVICE_NAME, Slice, arrange, selector_of};
+use super::endpointslice::{
+    MANAGED_BY, SERVICE_NAME, Slice, SliceMeta, arrange, selector_of, write_plan,
+};
 use super::{Action, Context, Result, Supervisor, decode, runtime};
 use crate::client::informer::{Change, Informer};
-use crate::client::{Client, DeleteParams, Kind, ListParams, catalog, split_key};
+use crate::client::{Client, Kind, ListParams, catalog, split_key};
 use crate::types::json::str_at;
 use crate::types::meta::Meta;
 
@@ -179,87 +181,27 @@ impl Controller {
             .filter(|s| str_at(s, "/metadata/deletionTimestamp").is_empty())
             .collect();
         have.sort_by(|a, b| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")));
-        let (want, labels, annotations, owner) = match &endpoints {
+        let (want, meta) = match &endpoints {
             Some(e) if mirrored(e, svc.as_ref()) && !e.metadata.is_deleting() => (
                 desired(e, MAX_PER_SUBSET),
-                json!(slice_labels(e)),
-                json!(slice_annotations(e)),
-                json!({"apiVersion": "v1", "kind": "Endpoints", "name": e.metadata.name(),
-                       "uid": e.metadata.uid(), "controller": true, "blockOwnerDeletion": true}),
+                SliceMeta {
+                    generate_name: format!("{name}-"),
+                    labels: json!(slice_labels(e)),
+                    annotations: Some(json!(slice_annotations(e))),
+                    owner: json!({"apiVersion": "v1", "kind": "Endpoints",
+                        "name": e.metadata.name(), "uid": e.metadata.uid(),
+                        "controller": true, "blockOwnerDeletion": true}),
+                },
             ),
-            _ => (Vec::new(), Value::Null, Value::Null, Value::Null),
+            _ => (Vec::new(), SliceMeta::default()),
         };
+        // Nothing wanted: every mirrored slice goes.
         let plan = if want.is_empty() {
             Vec::new()
         } else {
             arrange(&have, want, MAX_PER_SUBSET)
         };
-        let taken: BTreeSet<usize> = plan.iter().filter_map(|(i, _)| *i).collect();
-        let annotations_of = |v: &Value| match &v["metadata"]["annotations"] {
-            Value::Null => json!({}),
-            a => a.clone(),
-        };
-        for (at, slice) in plan {
-            let endpoints = serde_json::to_value(&slice.endpoints).unwrap_or(Value::Null);
-            let ports = serde_json::to_value(&slice.ports).unwrap_or(Value::Null);
-            match at {
-                Some(i) => {
-                    let h = &have[i];
-                    if h["addressType"] == slice.address_type
-                        && h["endpoints"] == endpoints
-                        && h["ports"] == ports
-                        && h["metadata"]["labels"] == labels
-                        && annotations_of(h) == annotations
-                        && h["metadata"]["ownerReferences"] == json!([owner])
-                    {
-                        continue;
-                    }
-                    let mut obj = h.clone();
-                    obj["metadata"]["labels"] = labels.clone();
-                    obj["metadata"]["annotations"] = annotations.clone();
-                    obj["metadata"]["ownerReferences"] = json!([owner]);
-                    obj["addressType"] = json!(slice.address_type);
-                    obj["ports"] = ports;
-                    obj["endpoints"] = endpoints;
-                    self.client.update(res, &obj).await?;
-                }
-                None => {
-                    let obj = json!({
-                        "apiVersion": "discovery.k8s.io/v1",
-                        "kind": "EndpointSlice",
-                        "metadata": {
-                            "generateName": format!("{name}-"),
-                            "namespace": ns,
-                            "labels": labels,
-                            "annotations": annotations,
-                            "ownerReferences": [owner],
-                        },
-                        "addressType": slice.address_type,
-                        "ports": ports,
-                        "endpoints": endpoints,
-                    });
-                    self.client.create(res, Some(ns), &obj).await?;
-                }
-            }
-        }
-        for (i, extra) in have.iter().enumerate() {
-            if taken.contains(&i) {
-                continue;
-            }
-            let params = DeleteParams {
-                uid: Some(str_at(extra, "/metadata/uid").to_string()),
-                ..DeleteParams::default()
-            };
-            match self
-                .client
-                .delete(res, Some(ns), str_at(extra, "/metadata/name"), &params)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() || e.is_conflict() => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        write_plan(&self.client, res, ns, &have, plan, &meta).await?;
         Ok(Action::Done)
     }
 }
