@@ -748,6 +748,7 @@ async fn measure<R: Runtime>(
             () = cancel.cancelled() => break,
         }
         let machine = crate::runtime::cgroup::machine_usage();
+        let machine_at = jiff::Timestamp::now();
         let pods = shared
             .pods
             .list()
@@ -766,9 +767,9 @@ async fn measure<R: Runtime>(
                         .parse::<jiff::Timestamp>()
                         .ok()
                 };
-                let containers: Vec<ContainerSample> = shared
-                    .runtime
-                    .usage(&uid)
+                let usage = shared.runtime.usage(&uid);
+                let read_at = jiff::Timestamp::now();
+                let containers: Vec<ContainerSample> = usage
                     .into_iter()
                     .map(|(name, instance, u)| ContainerSample {
                         started_at: started(&name, instance),
@@ -783,12 +784,13 @@ async fn measure<R: Runtime>(
                     name: meta("name"),
                     uid,
                     containers,
+                    read_at: Some(read_at),
                 })
             })
             .collect();
         board.record(
             &node,
-            jiff::Timestamp::now(),
+            machine_at,
             machine.cpu_ns,
             machine.memory_working_set,
             pods,

@@ -37,6 +37,10 @@ pub struct PodSample {
     pub name: String,
     pub uid: String,
     pub containers: Vec<ContainerSample>,
+    /// When its counters were read, when not at the node's sample time: on a busy
+    /// machine the reads of many pods take a while, and a rate over a window of a few
+    /// hundred milliseconds must be of the moments its counters were read.
+    pub read_at: Option<Timestamp>,
 }
 
 /// Usage over a window: CPU in nanocores (CPU nanoseconds per second), memory in bytes
@@ -155,6 +159,7 @@ impl Board {
         entry.last = point;
         let mut next = HashMap::with_capacity(pods.len());
         for pod in pods {
+            let at = pod.read_at.unwrap_or(at);
             let old = entry.pods.remove(&pod.uid).unwrap_or_default();
             let mut last = HashMap::with_capacity(pod.containers.len());
             let mut rates = Vec::with_capacity(pod.containers.len());
@@ -255,6 +260,7 @@ mod tests {
                     started_at: None,
                 })
                 .collect(),
+            read_at: None,
         }
     }
 
@@ -269,6 +275,27 @@ mod tests {
         assert_eq!(m[0].window_ms, 4_000);
         assert_eq!(m[0].containers[0].1.cpu_nanocores, 500_000_000);
         assert_eq!(m[0].containers[0].1.memory_bytes, 10);
+    }
+
+    #[test]
+    fn a_pod_read_after_the_machine_is_measured_at_its_own_read() {
+        let board = Board::default();
+        board.record(
+            "n1",
+            at(0),
+            Some(0),
+            Some(1),
+            vec![pod("web", &[("app", 0, 0, 1)])],
+        );
+        // The node's sample is taken at 10 s, but this pod's counters only at 11 s (a
+        // busy machine): its 3 CPU-seconds are over 11 s, not 10.
+        let mut late = pod("web", &[("app", 0, 3_300_000_000, 1)]);
+        late.read_at = Some(at(11));
+        board.record("n1", at(10), Some(0), Some(1), vec![late]);
+        let m = board.pods(None);
+        assert_eq!(m[0].window_ms, 11_000);
+        assert_eq!(m[0].containers[0].1.cpu_nanocores, 300_000_000);
+        assert_eq!(m[0].timestamp, at(11));
     }
 
     #[test]
