@@ -12,6 +12,17 @@ use crate::types::labels;
 pub struct ReplicaSet;
 
 impl Strategy for ReplicaSet {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(reg, "replicasets", ns, name, old, obj, "/spec/template")
+    }
     fn default(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             spec.entry("replicas").or_insert_with(|| json!(1));
@@ -51,6 +62,17 @@ impl Strategy for ReplicaSet {
 pub struct Deployment;
 
 impl Strategy for Deployment {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(reg, "deployments", ns, name, old, obj, "/spec/template")
+    }
     fn prepare_status_update(&self, old: &Value, new: &mut Value) {
         // As kube-apiserver: the status writer (the controller) does not relabel.
         super::strategy::keep_metadata(old, new, &["labels"]);
@@ -210,6 +232,17 @@ const STATEFUL_SET_MUTABLE: [&str; 7] = [
 ];
 
 impl Strategy for StatefulSet {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(reg, "statefulsets", ns, name, old, obj, "/spec/template")
+    }
     fn default(&self, obj: &mut Value) {
         let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
             return;
@@ -425,6 +458,17 @@ impl Strategy for ControllerRevision {
 pub struct DaemonSet;
 
 impl Strategy for DaemonSet {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(reg, "daemonsets", ns, name, old, obj, "/spec/template")
+    }
     fn default(&self, obj: &mut Value) {
         let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
             return;

@@ -25,6 +25,17 @@ fn is_true(v: Option<&Value>) -> bool {
 pub struct Job;
 
 impl Strategy for Job {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(reg, "jobs", ns, name, old, obj, "/spec/template")
+    }
     fn default(&self, obj: &mut Value) {
         let uid = obj
             .pointer("/metadata/uid")
@@ -590,6 +601,25 @@ fn validate_pod_failure_policy(pfp: &Value, path: &str, per_index: bool, causes:
 pub struct CronJob;
 
 impl Strategy for CronJob {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(
+            reg,
+            "cronjobs",
+            ns,
+            name,
+            old,
+            obj,
+            "/spec/jobTemplate/spec/template",
+        )
+    }
     fn default(&self, obj: &mut Value) {
         let Some(s) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
             return;

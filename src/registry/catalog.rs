@@ -591,7 +591,7 @@ fn builtin() -> Vec<Resource> {
             ],
             subresources: vec![sub("finalize", &["update"], "Namespace")],
             selectable: names(&["status.phase"]),
-            strategy: Arc::new(strategy::Namespace),
+            strategy: Arc::new(super::namespace::Namespace),
             schema: Source::typed::<core::Namespace>(),
             table: Arc::new(table::NAMESPACE),
             conversion: None,

@@ -17,10 +17,12 @@ pub mod deploymentconfig;
 pub mod endpoints;
 mod error;
 pub mod metrics;
+pub mod namespace;
 pub mod networking;
 pub mod node;
 mod patch;
 mod patch_meta;
+pub mod podsecurity;
 pub mod policy;
 pub mod scheduling;
 pub mod schema;
@@ -640,6 +642,8 @@ impl Registry {
             Self::validate(res, &obj, &causes)?;
             self.check_namespace_open(res, ns, &name)?;
             res.strategy.admit(self, ns, &name, &obj)?;
+            let mut warnings = warnings.clone();
+            warnings.extend(res.strategy.police(self, ns, &name, None, &obj)?);
             if let Some(manager) = opts.manager.as_deref().filter(|_| attempt == 0) {
                 apply::record_update(res, None, &mut obj, manager, false);
             }
@@ -1055,10 +1059,6 @@ impl Registry {
                 &opts.body,
                 &mut schema_causes,
             )?;
-            let done = |object| Written {
-                object,
-                warnings: warnings.clone(),
-            };
             // A resourceVersion in the new object (a PUT body or a patch that sets it) is
             // a precondition.
             let wanted = match expect {
@@ -1095,6 +1095,15 @@ impl Registry {
             res.strategy
                 .validate_update(&old, &merged, part, &mut schema_causes);
             Self::validate(res, &merged, &schema_causes)?;
+            let mut warnings = warnings;
+            if part == Part::Main {
+                let ns = meta_str(&merged, "namespace");
+                warnings.extend(res.strategy.police(self, ns, name, Some(&old), &merged)?);
+            }
+            let done = |object| Written {
+                object,
+                warnings: warnings.clone(),
+            };
             if same_object(&old, &merged) {
                 return Ok(done(cur.value));
             }

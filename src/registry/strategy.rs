@@ -92,6 +92,20 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// Admission that may refuse a create (`old: None`) or an update of the main part,
+    /// or warn of it, with what the store holds (Pod Security): the warnings go back
+    /// with the answer.
+    fn police(
+        &self,
+        _reg: &Registry,
+        _ns: Option<&str>,
+        _name: &str,
+        _old: Option<&Value>,
+        _obj: &Value,
+    ) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
+
     /// Runs just before a create (`old: None`) or an update of `part` is written, with
     /// what the store holds: the returned guard is held until the write is done (a
     /// Service's addresses are chosen under one).
@@ -334,6 +348,16 @@ impl Strategy for Pod {
     ) -> Result<(), Error> {
         reg.check_service_account(ns, name, obj)
     }
+    fn police(
+        &self,
+        reg: &Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, Error> {
+        super::podsecurity::admit(reg, "pods", ns, name, old, obj, "")
+    }
     fn before_write<'r: 'a, 'a>(
         &'a self,
         reg: &'r Registry,
@@ -356,6 +380,25 @@ impl Strategy for Pod {
 
 pub struct ReplicationController;
 impl Strategy for ReplicationController {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, Error> {
+        super::podsecurity::admit(
+            reg,
+            "replicationcontrollers",
+            ns,
+            name,
+            old,
+            obj,
+            "/spec/template",
+        )
+    }
     fn default(&self, obj: &mut Value) {
         default_rc(obj)
     }
@@ -370,92 +413,6 @@ impl Strategy for ReplicationController {
     // The v1 API orphans an RC's pods unless told otherwise.
     fn default_propagation(&self) -> Option<Propagation> {
         Some(Propagation::Orphan)
-    }
-}
-
-/// The namespaces that are never deleted, as Kubernetes keeps them.
-const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
-
-fn has_namespace_finalizers(ns: &Value) -> bool {
-    ns.pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|f| !f.is_empty())
-}
-
-pub struct Namespace;
-impl Strategy for Namespace {
-    fn default(&self, obj: &mut Value) {
-        let name = obj["metadata"]["name"].clone();
-        let labels = obj["metadata"]
-            .as_object_mut()
-            .map(|m| m.entry("labels").or_insert_with(|| json!({})));
-        if let Some(Value::Object(labels)) = labels {
-            labels.insert("kubernetes.io/metadata.name".into(), name);
-        }
-        let spec = object_entry(obj, "spec");
-        spec.entry("finalizers")
-            .or_insert_with(|| json!(["kubernetes"]));
-    }
-    fn prepare_create(&self, obj: &mut Value) {
-        if let Some(m) = obj.as_object_mut() {
-            m.insert("status".into(), json!({"phase": "Active"}));
-        }
-    }
-    fn name_errors(&self, name: &str) -> Vec<String> {
-        names::dns1123_label(name)
-    }
-    // A namespace's finalizers change only through `finalize`.
-    fn prepare_update(&self, old: &Value, _incoming: Option<&Value>, merged: &mut Value) {
-        match (merged.as_object_mut(), old.pointer("/spec/finalizers")) {
-            (Some(dst), Some(f)) => {
-                let spec = dst.entry("spec").or_insert_with(|| json!({}));
-                if let Some(spec) = spec.as_object_mut() {
-                    spec.insert("finalizers".into(), f.clone());
-                }
-            }
-            (Some(dst), None) => {
-                if let Some(spec) = dst.get_mut("spec").and_then(Value::as_object_mut) {
-                    spec.remove("finalizers");
-                }
-            }
-            _ => {}
-        }
-    }
-    fn holds_deletion(&self, obj: &Value) -> bool {
-        has_namespace_finalizers(obj)
-    }
-    fn mark_deleting(&self, obj: &mut Value) {
-        if let Some(o) = obj.as_object_mut() {
-            o.insert("status".into(), json!({"phase": "Terminating"}));
-        }
-    }
-    fn act<'a>(
-        &'a self,
-        reg: &'a Registry,
-        sub: &'a str,
-        _ns: Option<&'a str>,
-        name: &'a str,
-        body: &'a Value,
-        _opts: &'a super::WriteOptions,
-    ) -> BoxFuture<'a, Result<Acted, Error>> {
-        Box::pin(async move {
-            match sub {
-                "finalize" => {
-                    super::actions::finalize(reg, catalog::of(Kind::Namespace), name, body).await
-                }
-                _ => Err(Error::MethodNotAllowed(format!(
-                    "namespaces do not serve the subresource {sub:?}"
-                ))),
-            }
-        })
-    }
-    fn check_delete(&self, name: &str) -> Result<(), Error> {
-        if IMMORTAL_NAMESPACES.contains(&name) {
-            return Err(Error::Forbidden(format!(
-                "namespaces {name:?} is forbidden: this namespace may not be deleted"
-            )));
-        }
-        Ok(())
     }
 }
 
@@ -497,6 +454,17 @@ impl Strategy for EventsV1Event {
 /// A PodTemplate: its template is defaulted and checked as a pod's spec is.
 pub struct PodTemplate;
 impl Strategy for PodTemplate {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, Error> {
+        super::podsecurity::admit(reg, "podtemplates", ns, name, old, obj, "/template")
+    }
     fn default(&self, obj: &mut Value) {
         if let Some(spec) = obj.pointer_mut("/template/spec") {
             default_pod_spec(spec);
@@ -756,7 +724,7 @@ fn string_data_into_data(secret: &mut serde_json::Map<String, Value>) {
     }
 }
 
-fn object_entry<'a>(obj: &'a mut Value, field: &str) -> &'a mut Map<String, Value> {
+pub(super) fn object_entry<'a>(obj: &'a mut Value, field: &str) -> &'a mut Map<String, Value> {
     let m = obj.as_object_mut().expect("objects are JSON objects");
     let e = m.entry(field).or_insert_with(|| json!({}));
     if !e.is_object() {

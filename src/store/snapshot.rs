@@ -49,6 +49,21 @@ fn info(entries: u64, meta: Meta) -> Info {
     }
 }
 
+/// A new file readable by its owner only: a snapshot holds every Secret of the cluster.
+fn private_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // An older file of that name keeps its mode through `open`: set it.
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
 /// Writes every entry of `backend` to `file`; returns the number of entries.
 pub(super) fn write(backend: &dyn Backend, file: &Path) -> Result<u64> {
     let io = |e: std::io::Error| snap_err(file, e);
@@ -58,7 +73,7 @@ pub(super) fn write(backend: &dyn Backend, file: &Path) -> Result<u64> {
     let tmp = temp_path(file);
     let result = (|| {
         let mut out = Crc(
-            BufWriter::new(File::create(&tmp).map_err(io)?),
+            BufWriter::new(private_file(&tmp).map_err(io)?),
             crc32fast::Hasher::new(),
         );
         out.write_all(MAGIC).map_err(io)?;

@@ -953,6 +953,10 @@ async fn snapshots_round_trip_and_damage_is_detected() {
     let file = dir.path().join("out.snap");
     let info = snapshot::save(dir.path(), &file).unwrap();
     assert_eq!(info.revision, rev);
+    // It holds every Secret: readable by its owner only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 
     let target = tempfile::tempdir().unwrap();
     snapshot::restore(&file, target.path()).unwrap();

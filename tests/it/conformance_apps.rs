@@ -2880,6 +2880,7 @@ async fn stateful_set_basic_stateful_set_functionality_burst_scaling_should_run_
 async fn stateful_set_basic_stateful_set_functionality_should_recreate_evicted_statefulset() {
     let node = "ca-sts-evicted";
     let s = cluster(node).await;
+    s.allow_privileged("default").await;
     headless_service(&s, sts_labels()).await;
     // a pod with a conflicting host port
     let conflicting = json!({"hostPort": 21017, "containerPort": 21017, "name": "conflict"});

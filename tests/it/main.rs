@@ -41,6 +41,7 @@ mod networking;
 mod node;
 mod oci;
 mod podnet;
+mod podsecurity;
 mod portforward;
 mod probes;
 mod protobuf;

@@ -502,6 +502,7 @@ async fn a_pod_of_an_image_that_cannot_be_had_waits_and_is_taken_once_imported()
 #[tokio::test]
 async fn the_security_context_holds_inside_the_container() {
     let Some(s) = server().await else { return };
+    s.allow_privileged("default").await;
     import(
         s.dir.path(),
         "example.com/tools:2",
@@ -594,6 +595,7 @@ fn words(said: &str) -> std::collections::HashMap<String, String> {
 #[tokio::test]
 async fn a_pods_containers_share_its_sandbox_and_the_host_only_when_asked() {
     let Some(s) = server().await else { return };
+    s.allow_privileged("default").await;
     import(
         s.dir.path(),
         "example.com/tools:3",
@@ -714,6 +716,7 @@ async fn a_pod_of_the_process_class_runs_its_command_on_this_machine() {
 #[tokio::test]
 async fn restarts_volumes_hooks_and_limits_hold_for_containers_of_images() {
     let Some(s) = server().await else { return };
+    s.allow_privileged("default").await;
     import(
         s.dir.path(),
         "example.com/tools:4",

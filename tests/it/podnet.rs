@@ -169,6 +169,21 @@ impl NetNode {
         assert_eq!(made.code, 0, "{made:?}");
     }
 
+    /// Lets the pods of the `default` namespace use the host (the `privileged` Pod
+    /// Security level).
+    pub fn allow_privileged(&self) {
+        let file = self.dir.path().join(format!(
+            "object-{}.json",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "default",
+                "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}});
+        std::fs::write(&file, ns.to_string()).unwrap();
+        let made = self.cli(&["apply", "-f", file.to_str().unwrap()]);
+        assert_eq!(made.code, 0, "{made:?}");
+    }
+
     /// A directory of the test's for a pod's files.
     pub fn web_root(&self, name: &str) -> PathBuf {
         let dir = self.dir.path().join("www").join(name);
@@ -363,6 +378,7 @@ fn pods_get_addresses_of_their_own_and_reach_each_other() {
         return;
     }
     let node = NetNode::start(&["--pod-cidr", "10.244.0.0/16"]);
+    node.allow_privileged();
     node.create(&web_pod(&node, "a", serde_json::json!({"app": "web"})));
     node.create(&web_pod(&node, "b", serde_json::json!({"app": "web"})));
     let a = node.pod_until("a", "runs and is ready", running);
@@ -704,6 +720,7 @@ fn a_pods_host_port_is_reached_at_the_nodes_addresses() {
         return;
     }
     let node = NetNode::start(&[]);
+    node.allow_privileged();
     // The node's address, on an uplink of its own (the namespace has only loopback).
     let node_ip = "192.0.2.10";
     let made = node.ns.sh(&format!(

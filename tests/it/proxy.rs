@@ -628,6 +628,7 @@ async fn the_proxier_follows_pods_host_ports_from_the_api() {
     }
     let lab = Lab::new(2);
     let s = crate::support::TestServer::start().await;
+    s.allow_privileged("default").await;
     let client = Client::http(&s.url, &s.ca_pem, &s.token).unwrap();
     let mut sup = berth::supervisor::Supervisor::new();
     let net = berth::net::Config {

@@ -220,6 +220,21 @@ impl TestServer {
         (code, v)
     }
 
+    /// Lets the pods of namespace `ns` use the host (host namespaces, `hostPath`, host
+    /// ports, privileged containers): labels it for the `privileged` Pod Security level,
+    /// as upstream's e2e framework does for such tests.
+    pub async fn allow_privileged(&self, ns: &str) {
+        let (code, out) = self
+            .patch(
+                &format!("/api/v1/namespaces/{ns}"),
+                "application/merge-patch+json",
+                serde_json::json!({"metadata": {"labels": {
+                    "pod-security.kubernetes.io/enforce": "privileged"}}}),
+            )
+            .await;
+        assert_eq!(code, 200, "{out}");
+    }
+
     /// A GET whose answer is text (logs), with its status code.
     pub async fn text(&self, path: &str) -> (u16, String) {
         let resp = self.req(reqwest::Method::GET, path).send().await.unwrap();

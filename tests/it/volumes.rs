@@ -372,6 +372,7 @@ async fn a_mount_point_the_host_lacks_is_never_made_on_the_host() {
 #[tokio::test]
 async fn host_paths_are_shared_with_the_host_and_checked_by_type() {
     let s = server().await;
+    s.allow_privileged("default").await;
     let host = tempfile::tempdir().unwrap();
     std::fs::write(host.path().join("in"), "from-host\n").unwrap();
     let mnt = tempfile::tempdir().unwrap();

@@ -19,6 +19,25 @@ use super::{Cause, Part};
 pub struct DeploymentConfig;
 
 impl super::strategy::Strategy for DeploymentConfig {
+    // Pod Security: the pods it makes are warned of when it is written.
+    fn police(
+        &self,
+        reg: &super::Registry,
+        ns: Option<&str>,
+        name: &str,
+        old: Option<&Value>,
+        obj: &Value,
+    ) -> Result<Vec<String>, super::Error> {
+        super::podsecurity::admit(
+            reg,
+            "deploymentconfigs",
+            ns,
+            name,
+            old,
+            obj,
+            "/spec/template",
+        )
+    }
     fn prepare_status_update(&self, old: &Value, new: &mut Value) {
         // As a Deployment's: the status writer does not relabel.
         super::strategy::keep_metadata(old, new, &["labels"]);
