@@ -441,6 +441,8 @@ impl Cluster {
         let lock = lock_data_dir(&data_dir)?;
         let store = Store::open(config.store.clone()).await?;
         let registry = Registry::new(store).with_bookmark_interval(config.bookmark_every);
+        let (sa_key, sa_public) = tls::ensure_service_account_key(&data_dir)?;
+        registry.set_token_keys(crate::registry::satoken::Keys::new(&sa_key, &sa_public));
         let address = client_address(address);
         let url = format!("https://{address}");
         let (tls, ca_pem) = match &config.tls_files {

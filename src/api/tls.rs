@@ -92,6 +92,25 @@ pub fn ensure_ca(data_dir: &Path) -> Result<(String, KeyPair), Error> {
     Ok((cert.pem(), key))
 }
 
+/// The key service-account tokens are signed with (`DATA/pki/sa.key`, P-256, made on
+/// first use): its PKCS#8 DER and its public key (the uncompressed point).
+pub fn ensure_service_account_key(data_dir: &Path) -> Result<(Vec<u8>, Vec<u8>), Error> {
+    let key_path = data_dir.join("pki").join("sa.key");
+    let key = match crate::types::private::read(&key_path)
+        .map_err(io(format!("read {}", key_path.display())))?
+    {
+        Some(pem) => KeyPair::from_pem(&pem).map_err(cert_err("read the service account key"))?,
+        None => {
+            std::fs::create_dir_all(data_dir.join("pki"))
+                .map_err(io("create the pki directory"))?;
+            let key = KeyPair::generate().map_err(cert_err("generate the service account key"))?;
+            write_private(&key_path, key.serialize_pem().as_bytes())?;
+            key
+        }
+    };
+    Ok((key.serialize_der(), key.public_key_raw().to_vec()))
+}
+
 /// A serving certificate (chain PEM) and key (PEM) for `hosts`, signed by the CA.
 pub fn serving_cert(ca_key: &KeyPair, hosts: &[String]) -> Result<(String, String), Error> {
     let issuer = Issuer::new(ca_params(), ca_key);

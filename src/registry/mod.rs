@@ -24,6 +24,7 @@ mod patch;
 mod patch_meta;
 pub mod podsecurity;
 pub mod policy;
+pub mod satoken;
 pub mod scheduling;
 pub mod schema;
 mod service;
@@ -180,6 +181,8 @@ pub struct Registry {
     catalog: Arc<catalog::Catalog>,
     /// The resource metrics the node agents record (`metrics.k8s.io`).
     metrics: Arc<crate::types::metrics::Board>,
+    /// The keys service-account tokens are signed and checked with, set once at start.
+    token_keys: Arc<std::sync::OnceLock<satoken::Keys>>,
 }
 
 /// How many times an update is retried when a concurrent writer got there first.
@@ -269,6 +272,7 @@ impl Registry {
             services: Arc::default(),
             catalog: Arc::default(),
             metrics: Arc::default(),
+            token_keys: Arc::default(),
         };
         for r in catalog::RESOURCES.iter() {
             r.strategy.on_open(&reg);
@@ -280,6 +284,12 @@ impl Registry {
     pub fn with_bookmark_interval(mut self, every: Duration) -> Self {
         self.bookmark_every = every;
         self
+    }
+
+    /// Signs and checks service-account tokens with `keys` from now on (a second call
+    /// keeps the first keys).
+    pub fn set_token_keys(&self, keys: satoken::Keys) {
+        let _ = self.token_keys.set(keys);
     }
 
     pub fn store(&self) -> &Store {

@@ -36,6 +36,9 @@ fn key(token: &str) -> String {
 impl Registry {
     /// The user a bearer token belongs to.
     pub fn authenticate(&self, token: &str) -> Option<User> {
+        if super::satoken::looks_like_jwt(token) {
+            return super::satoken::authenticate(self, token);
+        }
         if let Some(rec) = self.store.get(&key(token)) {
             let v: serde_json::Value = serde_json::from_slice(&rec.value).ok()?;
             return serde_json::from_value(v.get("user")?.clone()).ok();

@@ -315,3 +315,163 @@ async fn events_expire_after_their_ttl() {
     })
     .await;
 }
+
+/// Asks for a token of `account` in `default` with the TokenRequest `spec`.
+async fn token_request(s: &TestServer, account: &str, spec: Value) -> (u16, Value) {
+    s.post(
+        &format!("/api/v1/namespaces/default/serviceaccounts/{account}/token"),
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn bound_tokens_carry_an_audience_an_expiry_and_end_with_what_they_are_bound_to() {
+    let s = TestServer::start().await;
+    let whoami = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+    let (code, out) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "robot"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    // A token for the API: a signed JWT naming the account, an hour by default.
+    let (code, tr) = token_request(&s, "robot", json!({})).await;
+    assert_eq!(code, 201, "{tr}");
+    assert_eq!(tr["kind"], "TokenRequest");
+    assert_eq!(tr["spec"]["expirationSeconds"], 3600);
+    let token = tr["status"]["token"].as_str().unwrap().to_string();
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["sub"], "system:serviceaccount:default:robot");
+    assert_eq!(
+        claims["iss"],
+        "https://kubernetes.default.svc.cluster.local"
+    );
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3600
+    );
+    let resp = s
+        .client
+        .post(format!("{}{whoami}", s.url))
+        .bearer_auth(&token)
+        .json(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let review: Value = resp.json().await.unwrap();
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:robot"
+    );
+    let (code, out) = get_as(&s, &token, "/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(code, 200, "{out}");
+    // One for another audience is no key to the API; nor is one signed by another key.
+    let (_, tr) = token_request(&s, "robot", json!({"audiences": ["vault"]})).await;
+    let vault = tr["status"]["token"].as_str().unwrap();
+    assert_eq!(
+        get_as(&s, vault, "/api/v1/namespaces/default/configmaps")
+            .await
+            .0,
+        401
+    );
+    let mut parts: Vec<&str> = token.split('.').collect();
+    let forged_claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(claims.to_string().replace("robot", "default"));
+    parts[1] = &forged_claims;
+    let forged = parts.join(".");
+    assert_eq!(
+        get_as(&s, &forged, "/api/v1/namespaces/default/configmaps")
+            .await
+            .0,
+        401
+    );
+    // Bound to a pod: valid while the pod is, not after.
+    let (code, pod) = s
+        .post(
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "holder"}, "spec": {"containers": [
+                {"name": "a", "image": "busybox"}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{pod}");
+    let bind = |uid: &str| {
+        json!({"expirationSeconds": 600,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "holder", "uid": uid}})
+    };
+    let (code, out) = token_request(&s, "robot", bind("not-its-uid")).await;
+    assert_eq!(code, 409, "{out}");
+    let (code, tr) =
+        token_request(&s, "robot", bind(pod["metadata"]["uid"].as_str().unwrap())).await;
+    assert_eq!(code, 201, "{tr}");
+    let pod_token = tr["status"]["token"].as_str().unwrap().to_string();
+    assert_eq!(
+        get_as(&s, &pod_token, "/api/v1/namespaces/default/pods")
+            .await
+            .0,
+        200
+    );
+    let (code, _) = s
+        .delete("/api/v1/namespaces/default/pods/holder?gracePeriodSeconds=0")
+        .await;
+    assert_eq!(code, 200);
+    eventually(20, "the pod's token ends with it", || async {
+        match get_as(&s, &pod_token, "/api/v1/namespaces/default/pods").await {
+            (401, _) => Ok(()),
+            (code, out) => Err(format!("{code} {out}")),
+        }
+    })
+    .await;
+    // Bad requests say what is wrong.
+    let (code, out) = token_request(&s, "robot", json!({"expirationSeconds": 60})).await;
+    assert_eq!(code, 422, "{out}");
+    assert!(
+        out["message"]
+            .as_str()
+            .unwrap()
+            .contains("may not specify a duration less than 10 minutes"),
+        "{out}"
+    );
+    let (code, out) = token_request(
+        &s,
+        "robot",
+        json!({"boundObjectRef": {"kind": "ConfigMap", "name": "x"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{out}");
+    assert_eq!(token_request(&s, "nobody", json!({})).await.0, 404);
+    // The key outlives a restart; deleting the account revokes its tokens.
+    let dir = s.stop().await;
+    let s = TestServer::start_in(dir, |_| {}).await;
+    assert_eq!(
+        get_as(&s, &token, "/api/v1/namespaces/default/configmaps")
+            .await
+            .0,
+        200
+    );
+    let (code, _) = s
+        .delete("/api/v1/namespaces/default/serviceaccounts/robot")
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "robot"}}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        get_as(&s, &token, "/api/v1/namespaces/default/configmaps")
+            .await
+            .0,
+        401
+    );
+    s.stop().await;
+}

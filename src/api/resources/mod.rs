@@ -968,6 +968,7 @@ mod tests {
                 "pods/binding POST",
                 "pods/eviction POST",
                 "pods/log GET",
+                "serviceaccounts/token POST",
             ]
         );
     }
