@@ -196,6 +196,8 @@ pub(crate) struct Shared<R> {
     pub last_loop: std::sync::Mutex<tokio::time::Instant>,
     /// Pulls images into the node's store, one pull per image however many pods wait.
     pub puller: Arc<crate::image::pull::Puller>,
+    /// The bound service-account tokens the pods' volumes hold, while fresh.
+    pub tokens: volume::TokenCache,
 }
 
 /// Below this much available memory the node reports `MemoryPressure` (the kubelet's
@@ -614,6 +616,7 @@ pub fn start<R: Runtime + Clone>(
         config,
         pods: Arc::default(),
         last_loop: std::sync::Mutex::new(tokio::time::Instant::now()),
+        tokens: volume::TokenCache::default(),
     });
     // Told when the node's status changes between heartbeats.
     let status_changed = Arc::new(tokio::sync::Notify::new());

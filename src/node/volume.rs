@@ -8,9 +8,12 @@
 //! [`SERVICE_ACCOUNT_DIR`] unless `automountServiceAccountToken` is false (on the pod, else
 //! on the account) or a container mounts something there itself; this happens in the agent,
 //! not by admission, so the pod spec shows no `kube-api-access-*` volume, and only where
-//! mounts are possible. The token is the account's long-lived one (the Secret
-//! `<account>-token`); a `serviceAccountToken` projection gets the same token, its
-//! `audience` and `expirationSeconds` are not applied.
+//! mounts are possible. The tokens are bound ones (the TokenRequest API), bound to the
+//! pod: the service-account volume's lives an hour (3607 s, as upstream's
+//! `kube-api-access-*`), a `serviceAccountToken` projection's has its own `audience` and
+//! `expirationSeconds`; each is asked for again once 80 % of its life has passed (as the
+//! kubelet's token manager), so that the refresh at a resync always lands before it
+//! expires, and ends with the pod.
 //!
 //! [`mounts`] turns a container's `volumeMounts` into the runtime's bind mounts.
 
@@ -73,17 +76,71 @@ fn token_pending(ns: &str, account: &str) -> String {
     format!("the token of service account {ns}/{account} is not there yet")
 }
 
+/// The lifetime of the service-account volume's token (upstream's).
+const SERVICE_ACCOUNT_TOKEN_SECONDS: i64 = 3607;
+/// A projection's token lifetime when it names none.
+const PROJECTED_TOKEN_SECONDS: i64 = 3600;
+/// How many tokens the cache keeps at most (beyond, the oldest go).
+const TOKEN_CACHE_MAX: usize = 4096;
+
+/// What a token is asked for: the pod it is bound to, the account, the audience
+/// (empty: the API's) and the lifetime.
+type TokenKey = (String, String, String, i64);
+
+/// The bound tokens this node asked for, reused until 80 % of their life has passed.
+#[derive(Debug, Default)]
+pub struct TokenCache {
+    tokens: std::sync::Mutex<HashMap<TokenKey, (Vec<u8>, jiff::Timestamp)>>,
+}
+
+impl TokenCache {
+    fn get(&self, key: &TokenKey) -> Option<Vec<u8>> {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let (token, refresh_at) = tokens.get(key)?;
+        (jiff::Timestamp::now() < *refresh_at).then(|| token.clone())
+    }
+
+    fn put(&self, key: TokenKey, token: Vec<u8>, refresh_at: jiff::Timestamp) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let now = jiff::Timestamp::now();
+        tokens.retain(|_, (_, at)| *at > now);
+        while tokens.len() >= TOKEN_CACHE_MAX {
+            let Some(oldest) = tokens
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            tokens.remove(&oldest);
+        }
+        tokens.insert(key, (token, refresh_at));
+    }
+
+    /// Forgets the tokens of pod `uid` (it is gone).
+    pub fn forget(&self, uid: &str) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.retain(|k, _| k.0 != uid);
+    }
+}
+
 /// Materializes every volume of `pod` under `dir` (and the service-account volume when
 /// `config` allows mounts).
 pub async fn prepare(
     client: &Client,
     config: &Config,
+    tokens: &TokenCache,
     pod: &Value,
     dir: &Path,
 ) -> Result<Prepared, MountError> {
     let mut out = Prepared::default();
     let ns = str_at(pod, "/metadata/namespace");
-    let fetch = Fetch { client, ns };
+    let fetch = Fetch {
+        client,
+        ns,
+        tokens,
+        pod,
+    };
     let pod_ips = config.pod_ips(pod);
     for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
         let name = v["name"].as_str().unwrap_or("");
@@ -148,7 +205,10 @@ pub async fn prepare(
             data,
             mode: DEFAULT_MODE,
         };
-        let token = fetch.token(account).await.map_err(failed)?;
+        let token = fetch
+            .token(account, "", SERVICE_ACCOUNT_TOKEN_SECONDS)
+            .await
+            .map_err(failed)?;
         let Some(token) = token else {
             return Err(MountError {
                 message: failed(token_pending(ns, account)),
@@ -168,6 +228,9 @@ pub async fn prepare(
 struct Fetch<'a> {
     client: &'a Client,
     ns: &'a str,
+    tokens: &'a TokenCache,
+    /// The pod whose volumes these are (tokens are bound to it).
+    pod: &'a Value,
 }
 
 impl Fetch<'_> {
@@ -248,8 +311,11 @@ impl Fetch<'_> {
             } else if let Some(t) = s.get("serviceAccountToken") {
                 let account = str_at(pod, "/spec/serviceAccountName");
                 let path = str_at(t, "/path").to_string();
+                let seconds = t["expirationSeconds"]
+                    .as_i64()
+                    .unwrap_or(PROJECTED_TOKEN_SECONDS);
                 let data = self
-                    .token(account)
+                    .token(account, str_at(t, "/audience"), seconds)
                     .await?
                     .ok_or_else(|| token_pending(self.ns, account))?;
                 Payload::from([(path, File { data, mode })])
@@ -287,17 +353,68 @@ impl Fetch<'_> {
             .unwrap_or(true))
     }
 
-    /// The token of `account`, from the Secret the service-account controller keeps it in
-    /// (it authenticates to the API as `system:serviceaccount:<ns>:<account>`); `None`
-    /// until the controller has written it.
-    async fn token(&self, account: &str) -> Result<Option<Vec<u8>>, String> {
-        let secret_name = crate::types::accounts::token_secret_name(account);
-        let secret = self.get(Kind::Secret, &secret_name).await?;
-        Ok(secret
-            .as_ref()
-            .filter(|s| s["type"] == crate::types::accounts::SERVICE_ACCOUNT_TOKEN)
-            .and_then(|s| s.pointer("/data/token").and_then(Value::as_str))
-            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok()))
+    /// A token of `account` for `audience` (empty: the API's) living `seconds`, bound to
+    /// the pod, from the TokenRequest API (a cached one while it is fresh); `None` while
+    /// the account is not there yet.
+    async fn token(
+        &self,
+        account: &str,
+        audience: &str,
+        seconds: i64,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let uid = str_at(self.pod, "/metadata/uid");
+        let key: TokenKey = (
+            uid.to_string(),
+            account.to_string(),
+            audience.to_string(),
+            seconds,
+        );
+        if let Some(token) = self.tokens.get(&key) {
+            return Ok(Some(token));
+        }
+        let mut spec = serde_json::json!({
+            "expirationSeconds": seconds,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
+                "name": str_at(self.pod, "/metadata/name"), "uid": uid},
+        });
+        if !audience.is_empty() {
+            spec["audiences"] = serde_json::json!([audience]);
+        }
+        let request = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+        let asked = jiff::Timestamp::now();
+        let answer = match self
+            .client
+            .act(
+                catalog::of(Kind::ServiceAccount),
+                Some(self.ns),
+                account,
+                "token",
+                &request,
+            )
+            .await
+        {
+            Ok(a) => a,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(format!("request a token of service account {account}: {e}")),
+        };
+        let token = answer
+            .pointer("/status/token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                format!("the token request of service account {account} answered no token")
+            })?
+            .as_bytes()
+            .to_vec();
+        let life = answer
+            .pointer("/spec/expirationSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(seconds);
+        let refresh_at = asked
+            .checked_add(jiff::SignedDuration::from_secs(life * 4 / 5))
+            .unwrap_or(asked);
+        self.tokens.put(key, token.clone(), refresh_at);
+        Ok(Some(token))
     }
 }
 

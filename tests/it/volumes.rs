@@ -453,6 +453,35 @@ async fn the_service_account_token_authenticates_as_the_account() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 403);
+    // A bound token: of the pod, for the API, for an hour.
+    let claims = jwt_claims(&token);
+    assert_eq!(claims["kubernetes.io"]["pod"]["name"], "who", "{claims}");
+    assert_eq!(
+        claims["aud"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3607
+    );
+    // A projection asks for its own audience and lifetime.
+    let mut projected = pod("projected", "Never", "cat /var/run/vault/token");
+    projected["spec"]["volumes"] = json!([{"name": "vault", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "audience": "vault", "expirationSeconds": 600}}]}}]);
+    projected["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "vault", "mountPath": "/var/run/vault"}]);
+    s.post(PODS, projected).await;
+    pod_until(&s, "projected", "Succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    let claims = jwt_claims(log(&s, "projected", "c").await.trim());
+    assert_eq!(claims["aud"], json!(["vault"]), "{claims}");
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        600
+    );
+    assert_eq!(claims["kubernetes.io"]["pod"]["name"], "projected");
 
     let mut off = pod(
         "no-token",
@@ -466,9 +495,27 @@ async fn the_service_account_token_authenticates_as_the_account() {
     })
     .await;
     assert_eq!(log(&s, "no-token", "c").await, "absent\n");
-    for name in ["who", "no-token"] {
+    for name in ["who", "no-token", "projected"] {
         crate::node::delete_pod(&s, name).await;
     }
+    // The pod's token ended with it.
+    let resp = as_account(CONFIGMAPS).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+}
+
+/// The claims of a JWT, unchecked.
+fn jwt_claims(token: &str) -> serde_json::Value {
+    use base64::Engine;
+    let part = token
+        .split('.')
+        .nth(1)
+        .unwrap_or_else(|| panic!("not a JWT: {token}"));
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 #[tokio::test]

@@ -852,7 +852,14 @@ impl<R: Runtime + Clone> Worker<R> {
             return None;
         }
         let dir = self.shared.runtime.volumes_dir(&self.uid);
-        self.volumes = volume::prepare(&self.shared.client, &self.shared.config, pod, &dir).await;
+        self.volumes = volume::prepare(
+            &self.shared.client,
+            &self.shared.config,
+            &self.shared.tokens,
+            pod,
+            &dir,
+        )
+        .await;
         self.volumes_at = Some((tokio::time::Instant::now(), fingerprint));
         match &self.volumes {
             Ok(_) => {
@@ -1037,6 +1044,7 @@ pub(super) async fn run<R: Runtime + Clone>(
     };
     let retry = shared_retry;
     let clock = worker.shared.clone();
+    let after_worker = worker.shared.clone();
     let body = async move {
         // The pod as last seen: its grace period still applies once it is gone.
         let mut last: Option<Arc<Value>> = None;
@@ -1108,6 +1116,7 @@ pub(super) async fn run<R: Runtime + Clone>(
     if let Err(panic) = std::panic::AssertUnwindSafe(body).catch_unwind().await {
         tracing::error!(pod = %uid, panic = ?panic.downcast_ref::<&str>(), "a pod worker panicked");
     }
+    after_worker.tokens.forget(&uid);
     uid
 }
 
