@@ -1,9 +1,11 @@
 //! Service accounts: a `default` and a `deployer` ServiceAccount in every namespace (the
-//! deployer pods of DeploymentConfigs run as `deployer`, as in OpenShift), and a token for each
-//! service account, kept in a Secret `<account>-token` of type
-//! `kubernetes.io/service-account-token` owned by the account (so the garbage collector
-//! removes it with the account). The API accepts the token for requests in the account's
-//! namespace only; deleting the Secret revokes it and a new one is made.
+//! deployer pods of DeploymentConfigs run as `deployer`, as in OpenShift), and the legacy
+//! long-lived tokens, only when asked for (as upstream since 1.24): a Secret of type
+//! `kubernetes.io/service-account-token` annotated `kubernetes.io/service-account.name`
+//! gets the account's token, the CA and the namespace, and the account as its owner (so
+//! the garbage collector removes it with the account). The API accepts the token for
+//! requests in the account's namespace only; deleting the Secret revokes it. Pods get
+//! bound tokens from the TokenRequest API instead.
 //!
 //! A reconcile decodes the namespace, account and token Secret it reads as their
 //! k8s-openapi types (`Namespace`, `ServiceAccount`, `Secret`); the watch handlers read the
@@ -32,15 +34,15 @@ struct Accounts {
     namespaces: Informer,
     accounts: Informer,
     secrets: Informer,
+    /// The cluster's CA, written into the token Secrets.
+    ca_pem: Option<String>,
 }
-
-pub use crate::types::accounts::token_secret_name;
 
 impl Accounts {
     async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
         match key.split_once(':') {
             Some(("ns", name)) => self.ensure_default(name).await,
-            Some(("sa", account)) => self.ensure_token(account).await,
+            Some(("secret", secret)) => self.fill_token(secret).await,
             _ => Ok(Action::Done),
         }
     }
@@ -81,111 +83,115 @@ impl Accounts {
         Ok(Action::Done)
     }
 
-    /// A live service account has a token Secret that names it, and lists it.
-    async fn ensure_token(&self, key: &str) -> Result<Action> {
-        let Some(sa) = self.accounts.get(key) else {
+    /// A Secret of type `kubernetes.io/service-account-token` naming an account gets
+    /// that account's token (the legacy, long-lived kind, made only when asked for this
+    /// way, as upstream's tokens controller does), the cluster's CA and the namespace,
+    /// and the account as its owner (the garbage collector removes it with the account).
+    /// One naming an account that is not there, or an earlier account of that name, is
+    /// deleted.
+    async fn fill_token(&self, key: &str) -> Result<Action> {
+        let Some(secret) = self.secrets.get(key) else {
             return Ok(Action::Done);
         };
-        let sa: ServiceAccount = decode(&sa)?;
-        if sa.metadata.is_deleting() {
+        let secret: Secret = decode(&secret)?;
+        if secret.type_.as_deref() != Some(SERVICE_ACCOUNT_TOKEN) || secret.metadata.is_deleting() {
             return Ok(Action::Done);
         }
-        let (Some(ns), name) = split_key(key) else {
+        let (Some(ns), secret_name) = split_key(key) else {
             return Ok(Action::Done);
         };
-        let uid = sa.metadata.uid();
-        let secret_name = token_secret_name(name);
-        let current: Option<Secret> = match self.secrets.get(&format!("{ns}/{secret_name}")) {
-            Some(s) => Some(decode(&s)?),
-            None => None,
+        let Some(account) = secret.metadata.annotation(SA_NAME).map(str::to_string) else {
+            return Ok(Action::Done);
         };
-        let valid = current.as_ref().is_some_and(|s| {
-            s.type_.as_deref() == Some(SERVICE_ACCOUNT_TOKEN)
-                && s.metadata.annotation(SA_UID).unwrap_or("") == uid
-                && !s.metadata.is_deleting()
-        });
-        if !valid {
-            if let Some(stale) = &current {
-                // A token of an earlier account of the same name: replace it.
-                let params = crate::client::DeleteParams {
-                    uid: Some(stale.metadata.uid().to_string()),
-                    ..Default::default()
-                };
-                match self
-                    .client
-                    .delete(self.secrets.resource(), Some(ns), &secret_name, &params)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if e.is_not_found() || e.is_conflict() => {}
-                    Err(e) => return Err(e.into()),
-                }
-                // The deletion brings this key back through the secret informer.
-                return Ok(Action::Done);
-            }
-            let token = new_service_account_token(ns, &secret_name);
-            let b64 = |s: &str| {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD.encode(s)
+        let sa = match self.accounts.get(&format!("{ns}/{account}")) {
+            Some(sa) => Some(sa),
+            // The informer may lag behind an account made with its Secret: ask.
+            None => match self
+                .client
+                .get(self.accounts.resource(), Some(ns), &account)
+                .await
+            {
+                Ok(sa) => Some(Arc::new(sa)),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let sa: Option<ServiceAccount> = sa.map(|sa| decode(&sa)).transpose()?;
+        let uid = sa.as_ref().map(|sa| sa.metadata.uid().to_string());
+        let named_uid = secret.metadata.annotation(SA_UID).unwrap_or("");
+        let stale = match &uid {
+            None => true,
+            Some(uid) => !named_uid.is_empty() && named_uid != uid,
+        };
+        if stale {
+            let params = crate::client::DeleteParams {
+                uid: Some(secret.metadata.uid().to_string()),
+                ..Default::default()
             };
-            let secret = json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": SERVICE_ACCOUNT_TOKEN,
-                "metadata": {
-                    "name": secret_name,
-                    "namespace": ns,
-                    "annotations": {SA_NAME: name, SA_UID: uid},
-                    "ownerReferences": [{
-                        "apiVersion": "v1",
-                        "kind": "ServiceAccount",
-                        "name": name,
-                        "uid": uid,
-                    }],
-                },
-                "data": {"token": b64(&token), "namespace": b64(ns)},
-            });
-            match self
+            return match self
                 .client
-                .create(self.secrets.resource(), Some(ns), &secret)
+                .delete(self.secrets.resource(), Some(ns), secret_name, &params)
                 .await
             {
-                Ok(_) => {}
-                Err(e) if e.is_already_exists() => return Ok(Action::Done),
-                Err(crate::client::Error::Forbidden(_)) => return Ok(Action::Done),
-                Err(e) => return Err(e.into()),
-            }
+                Ok(_) => Ok(Action::Done),
+                Err(e) if e.is_not_found() || e.is_conflict() => Ok(Action::Done),
+                Err(e) => Err(e.into()),
+            };
         }
-        let listed = sa
-            .secrets
-            .iter()
-            .flatten()
-            .any(|s| s.name.as_deref() == Some(secret_name.as_str()));
-        if !listed {
-            let mut secrets: Vec<serde_json::Value> =
-                sa.secrets.iter().flatten().map(|s| json!(s)).collect();
-            secrets.push(json!({"name": secret_name}));
-            let patch = json!({
-                "metadata": {"resourceVersion": sa.metadata.resource_version},
-                "secrets": secrets,
-            });
-            match self
-                .client
-                .patch(
-                    self.accounts.resource(),
-                    Some(ns),
-                    name,
-                    &crate::client::Patch::Merge(patch),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
+        let filled = secret
+            .data
+            .as_ref()
+            .is_some_and(|d| d.contains_key("token"));
+        if filled && !named_uid.is_empty() {
+            return Ok(Action::Done);
         }
-        Ok(Action::Done)
+        let uid = uid.unwrap_or_default();
+        let token = new_service_account_token(ns, secret_name);
+        let b64 = |s: &str| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(s)
+        };
+        let mut data = json!({"token": b64(&token), "namespace": b64(ns)});
+        if let Some(ca) = &self.ca_pem {
+            data["ca.crt"] = json!(b64(ca));
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": secret.metadata.resource_version,
+                "annotations": {SA_UID: uid},
+                "ownerReferences": [{
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "name": account,
+                    "uid": uid,
+                }],
+            },
+            "data": data,
+        });
+        match self
+            .client
+            .patch(
+                self.secrets.resource(),
+                Some(ns),
+                secret_name,
+                &crate::client::Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(Action::Done),
+            Err(e) if e.is_not_found() => Ok(Action::Done),
+            Err(e) => Err(e.into()),
+        }
     }
+}
+
+/// Whether `secret` is a token Secret naming service account `account`.
+fn names_account(secret: &serde_json::Value, account: &str) -> bool {
+    str_at(secret, "/type") == SERVICE_ACCOUNT_TOKEN
+        && str_at(
+            secret,
+            &format!("/metadata/annotations/{}", SA_NAME.replace('/', "~1")),
+        ) == account
 }
 
 /// Registers the service-account controller's handlers and starts its workers.
@@ -198,14 +204,16 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         namespaces: namespaces.clone(),
         accounts: accounts.clone(),
         secrets: secrets.clone(),
+        ca_pem: ctx.config.root_ca.clone(),
     });
+    let secrets_of = secrets.clone();
     runtime::Controller::new("service-accounts")
         .watches(&namespaces, |change, queue| {
             if !matches!(change, Change::Deleted(_)) {
                 queue.add(format!("ns:{}", str_at(change.object(), "/metadata/name")));
             }
         })
-        .watches(&accounts, |change, queue| {
+        .watches(&accounts, move |change, queue| {
             let obj = change.object();
             let ns = str_at(obj, "/metadata/namespace");
             match change {
@@ -214,23 +222,24 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
                         queue.add(format!("ns:{ns}"));
                     }
                 }
-                _ => queue.add(format!("sa:{}", crate::client::key_of(obj))),
+                // The Secrets that name the account wait for it, or go with an
+                // earlier account of its name.
+                _ => {
+                    let name = str_at(obj, "/metadata/name");
+                    for secret in secrets_of.list_namespace(ns) {
+                        if names_account(&secret, name) {
+                            queue.add(format!("secret:{}", crate::client::key_of(&secret)));
+                        }
+                    }
+                }
             }
         })
         .watches(&secrets, |change, queue| {
             let obj = change.object();
-            if str_at(obj, "/type") != SERVICE_ACCOUNT_TOKEN {
-                return;
-            }
-            let account = str_at(
-                obj,
-                &format!("/metadata/annotations/{}", SA_NAME.replace('/', "~1")),
-            );
-            if !account.is_empty() {
-                queue.add(format!(
-                    "sa:{}/{account}",
-                    str_at(obj, "/metadata/namespace")
-                ));
+            if !matches!(change, Change::Deleted(_))
+                && str_at(obj, "/type") == SERVICE_ACCOUNT_TOKEN
+            {
+                queue.add(format!("secret:{}", crate::client::key_of(obj)));
             }
         })
         .workers(WORKERS)

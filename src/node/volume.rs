@@ -309,6 +309,9 @@ impl Fetch<'_> {
             } else if let Some(d) = s.get("downwardAPI") {
                 downward(pod, d, mode, ips)?
             } else if let Some(t) = s.get("serviceAccountToken") {
+                if super::manifests::is_static(pod) {
+                    return Err("a static pod cannot have service account tokens".into());
+                }
                 let account = str_at(pod, "/spec/serviceAccountName");
                 let path = str_at(t, "/path").to_string();
                 let seconds = t["expirationSeconds"]
@@ -330,7 +333,8 @@ impl Fetch<'_> {
 
     /// Whether the pod gets its service account's token: the pod's
     /// `automountServiceAccountToken` wins over the account's; both default to yes.
-    /// A pod that mounts something at [`SERVICE_ACCOUNT_DIR`] itself gets none.
+    /// A pod that mounts something at [`SERVICE_ACCOUNT_DIR`] itself, or a static pod,
+    /// gets none.
     async fn automount(&self, pod: &Value) -> Result<bool, String> {
         let own = ["containers", "initContainers"].iter().any(|list| {
             pod["spec"][*list]
@@ -340,7 +344,9 @@ impl Fetch<'_> {
                 .flat_map(|c| c["volumeMounts"].as_array().into_iter().flatten())
                 .any(|m| Path::new(str_at(m, "/mountPath")) == Path::new(SERVICE_ACCOUNT_DIR))
         });
-        if own {
+        // A static pod has no account to speak for (upstream's admission never gives
+        // one a token either): its spec comes from a file of this node's, not the API.
+        if own || super::manifests::is_static(pod) {
             return Ok(false);
         }
         if let Some(b) = pod["spec"]["automountServiceAccountToken"].as_bool() {

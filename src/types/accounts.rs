@@ -1,13 +1,8 @@
 //! Service accounts' tokens as the API and the service-account controller share them:
-//! the Secret type and annotations that hold one, the Secret's name, and the token's
+//! the Secret type and annotations that hold one, and the token's
 //! format (it names the Secret that holds it, so checking one is a single lookup).
 
 use base64::Engine;
-
-/// The name of the Secret holding `account`'s token.
-pub fn token_secret_name(account: &str) -> String {
-    format!("{account}-token")
-}
 
 /// The Secret type that holds a service account's token.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";

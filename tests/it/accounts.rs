@@ -8,12 +8,34 @@ use serde_json::{Value, json};
 
 use crate::support::{TestServer, eventually};
 
-/// Waits for the token of `namespace/account` and returns it with its Secret.
+/// A legacy token of `namespace/account`, asked for as upstream has it since 1.24: a
+/// Secret `<account>-token` of type `kubernetes.io/service-account-token` naming the
+/// account (made when missing), which the controller fills. Returns it with its Secret.
 pub async fn token(s: &TestServer, namespace: &str, account: &str) -> (String, Value) {
+    // The account first: a token Secret naming none is removed.
+    let sa = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{account}");
+    eventually(20, "the account", || async {
+        match s.get(&sa).await {
+            (200, _) => Ok(()),
+            (code, out) => Err(format!("{code} {out}")),
+        }
+    })
+    .await;
     let path = format!("/api/v1/namespaces/{namespace}/secrets/{account}-token");
-    let secret = eventually(20, "a token Secret", || async {
+    if s.get(&path).await.0 == 404 {
+        let (code, out) = s
+            .post(
+                &format!("/api/v1/namespaces/{namespace}/secrets"),
+                json!({"metadata": {"name": format!("{account}-token"),
+                    "annotations": {"kubernetes.io/service-account.name": account}},
+                    "type": "kubernetes.io/service-account-token"}),
+            )
+            .await;
+        assert!(code == 201 || code == 409, "{out}");
+    }
+    let secret = eventually(20, "a token Secret filled", || async {
         let (code, secret) = s.get(&path).await;
-        if code == 200 {
+        if code == 200 && secret["data"]["token"].is_string() {
             Ok(secret)
         } else {
             Err(secret.to_string())
@@ -40,7 +62,7 @@ async fn get_as(s: &TestServer, token: &str, path: &str) -> (u16, Value) {
 }
 
 #[tokio::test]
-async fn every_namespace_gets_a_default_account_with_a_token() {
+async fn every_namespace_gets_a_default_account_and_legacy_tokens_only_when_asked() {
     let s = TestServer::start().await;
     let (code, _) = s
         .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
@@ -59,14 +81,31 @@ async fn every_namespace_gets_a_default_account_with_a_token() {
         secret["metadata"]["ownerReferences"][0]["uid"],
         sa["metadata"]["uid"]
     );
-    eventually(20, "the account lists its token", || async {
-        let (_, sa) = s
-            .get("/api/v1/namespaces/team/serviceaccounts/default")
-            .await;
-        if sa["secrets"][0]["name"] == "default-token" {
-            Ok(())
-        } else {
-            Err(sa.to_string())
+    assert_eq!(
+        secret["data"]["ca.crt"]
+            .as_str()
+            .map(|c| base64::engine::general_purpose::STANDARD.decode(c).unwrap()),
+        Some(s.ca_pem.as_bytes().to_vec())
+    );
+    // No account gets one it did not ask for.
+    let (code, _) = s
+        .get("/api/v1/namespaces/team/secrets/deployer-token")
+        .await;
+    assert_eq!(code, 404);
+    // One naming an account that is not there is removed.
+    let (code, out) = s
+        .post(
+            "/api/v1/namespaces/team/secrets",
+            json!({"metadata": {"name": "ghost-token",
+                "annotations": {"kubernetes.io/service-account.name": "ghost"}},
+                "type": "kubernetes.io/service-account-token"}),
+        )
+        .await;
+    assert_eq!(code, 201, "{out}");
+    eventually(20, "the ghost's token Secret goes", || async {
+        match s.get("/api/v1/namespaces/team/secrets/ghost-token").await {
+            (404, _) => Ok(()),
+            (code, out) => Err(format!("{code} {out}")),
         }
     })
     .await;
@@ -225,7 +264,7 @@ async fn a_service_account_token_works_in_its_own_namespace_only() {
 }
 
 #[tokio::test]
-async fn deleting_the_token_secret_revokes_the_token_and_makes_a_new_one() {
+async fn deleting_the_token_secret_revokes_the_token() {
     let s = TestServer::start().await;
     s.post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
         .await;
@@ -236,15 +275,11 @@ async fn deleting_the_token_secret_revokes_the_token_and_makes_a_new_one() {
     assert_eq!(code, 200);
     let (code, _) = get_as(&s, &old, "/api/v1/namespaces/team/configmaps").await;
     assert_eq!(code, 401);
-    let new = eventually(20, "a new token", || async {
-        let (tok, _) = token(&s, "team", "default").await;
-        if tok != old {
-            Ok(tok)
-        } else {
-            Err("the old one".into())
-        }
-    })
-    .await;
+    // No other is made unasked; asked again, a new one works.
+    let (code, _) = s.get("/api/v1/namespaces/team/secrets/default-token").await;
+    assert_eq!(code, 404);
+    let (new, _) = token(&s, "team", "default").await;
+    assert_ne!(new, old);
     let (code, _) = get_as(&s, &new, "/api/v1/namespaces/team/configmaps").await;
     assert_eq!(code, 200);
 }

@@ -510,21 +510,11 @@ async fn the_agent_endpoints_answer_through_the_node_proxy() {
     let (code, status) = s.get("/api/v1/nodes/n2/proxy/pods").await;
     assert_eq!(code, 404, "{status}");
     // Admins only: a service account is refused.
-    let secret = eventually(20, "a token for t/default", || async {
-        match s.get("/api/v1/namespaces/t/secrets/default-token").await {
-            (200, secret) => Ok(secret),
-            (code, other) => Err(format!("{code} {other}")),
-        }
-    })
-    .await;
-    use base64::Engine;
-    let token = base64::engine::general_purpose::STANDARD
-        .decode(secret["data"]["token"].as_str().unwrap())
-        .unwrap();
+    let (token, _) = crate::accounts::token(&s, "t", "default").await;
     let resp = s
         .client
         .get(format!("{}{PROXY}/pods", s.url))
-        .bearer_auth(String::from_utf8(token).unwrap())
+        .bearer_auth(token)
         .send()
         .await
         .unwrap();
