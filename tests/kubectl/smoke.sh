@@ -144,7 +144,7 @@ check "the replication manager makes the pods" "condition met" k wait --for=json
 check "rc table" "frontend +3 +3 +0" k get rc frontend
 check "the pods belong to the rc" "frontend-" k get pods -l app=frontend -o name
 check "a pod without a command says why" "CreateContainerConfigError" k get pods -l app=frontend
-check "every namespace has a default service account" "default +1" k get serviceaccounts
+check "every namespace has a default service account" "default +0" k get serviceaccounts
 
 # A DeploymentConfig (apps.openshift.io/v1): served like a built-in kind.
 cat >"$work/dc.yaml" <<'YAML'
@@ -288,6 +288,10 @@ check "create serviceaccount (protobuf)" "serviceaccount/sa created" k create se
 check "run" "pod/p created" k run p --image=busybox --restart=Never --command -- sh -c 'echo hi'
 check "the node agent runs it" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded pod/p --timeout=30s
 check "its log says hi" "^hi$" k logs p
+# A node's debugging pod shares the host's namespaces and root: Pod Security's baseline
+# refuses it until the namespace is labelled privileged.
+check "debug node is refused by pod security" 'violates PodSecurity "baseline:latest"' k debug node/n1 --image=busybox -- true
+check "label the namespace privileged (protobuf)" "namespace/default labeled" k label namespace default pod-security.kubernetes.io/enforce=privileged
 debug_out=$(k debug node/n1 --image=busybox -- sh -c 'echo node-debug' 2>&1)
 debug_pod=$(grep -o 'node-debugger-n1-[a-z0-9]*' <<<"$debug_out" | head -1)
 check "debug node creates its pod (protobuf)" "Creating debugging pod node-debugger-n1-" echo "$debug_out"
