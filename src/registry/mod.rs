@@ -29,6 +29,7 @@ pub mod strategy;
 pub mod table;
 mod tokens;
 mod watch;
+mod yamldepth;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
