@@ -200,19 +200,33 @@ fn list_options(q: &Query) -> Result<ListOptions> {
             .map_err(|e| Error::BadRequest(format!("unable to parse requirement: {e}")))?,
         field: fields::Selector::parse(q.get("fieldSelector").map_or("", String::as_str))
             .map_err(Error::BadRequest)?,
-        limit: match q.get("limit") {
-            None => None,
-            Some(l) => Some(
-                l.parse()
-                    .map_err(|_| Error::BadRequest(format!("invalid limit {l:?}: not a number")))?,
-            ),
-        },
+        // As in Kubernetes, a limit of 0 or less asks for the whole list.
+        limit: int_param(q, "limit")?
+            .filter(|l| *l > 0)
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
         resource_version: q.get("resourceVersion").cloned(),
         resource_version_match: q
             .get("resourceVersionMatch")
             .filter(|m| !m.is_empty())
             .cloned(),
+    })
+}
+
+/// An integer query parameter (a 64-bit one, as Kubernetes' are): refused with a 400
+/// when it is not one, rather than ignored or left to overflow later.
+pub(super) fn int_param(q: &Query, name: &str) -> Result<Option<i64>> {
+    let Some(v) = q.get(name).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.trim().parse::<i64>().map(Some).map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "out of the range of a 64-bit integer"
+            }
+            _ => "not an integer",
+        };
+        Error::BadRequest(format!("invalid {name} {v:?}: {why}"))
     })
 }
 
@@ -363,7 +377,7 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
     }
     opts.dry_run |= write_options(q)?.dry_run;
     if opts.grace_period_seconds.is_none() {
-        opts.grace_period_seconds = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok());
+        opts.grace_period_seconds = int_param(q, "gracePeriodSeconds")?;
     }
     Ok(opts)
 }
@@ -922,6 +936,47 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> Query {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_negative_limit_lists_all_and_a_huge_one_does_not_overflow() {
+        let limit = |l: &str| list_options(&query(&[("limit", l)])).map(|o| o.limit);
+        assert_eq!(limit("-1").unwrap(), None);
+        assert_eq!(limit("0").unwrap(), None);
+        assert_eq!(limit("5").unwrap(), Some(5));
+        assert_eq!(
+            limit("9223372036854775807").unwrap(),
+            Some(i64::MAX as usize)
+        );
+        assert!(matches!(
+            limit("18446744073709551616"),
+            Err(Error::BadRequest(_))
+        ));
+        assert!(matches!(limit("many"), Err(Error::BadRequest(_))));
+    }
+
+    #[test]
+    fn a_grace_period_in_the_query_is_an_integer_or_refused() {
+        let grace = |g: &str| {
+            delete_options(&query(&[("gracePeriodSeconds", g)]), b"")
+                .map(|o| o.grace_period_seconds)
+        };
+        assert_eq!(grace("9223372036854775807").unwrap(), Some(i64::MAX));
+        assert_eq!(grace("0").unwrap(), Some(0));
+        let e = grace("9223372036854775808").unwrap_err().to_string();
+        assert!(e.contains("out of the range"), "{e}");
+        assert!(matches!(grace("soon"), Err(Error::BadRequest(_))));
+        // The body's wins over the query's.
+        let body = br#"{"kind":"DeleteOptions","gracePeriodSeconds":9223372036854775807}"#;
+        let opts = delete_options(&query(&[("gracePeriodSeconds", "1")]), body).unwrap();
+        assert_eq!(opts.grace_period_seconds, Some(i64::MAX));
+    }
 
     #[test]
     fn subresources_are_routed_as_their_descriptors_say() {
