@@ -298,6 +298,32 @@ fn protobuf_body(body: &[u8]) -> Result<Value> {
     })
 }
 
+/// Bodies larger than this are decoded on a blocking thread: parsing (and checking for
+/// keys given twice) a large one is CPU work that would hold a runtime thread, and the
+/// other clients' requests on it, for its whole length.
+const DECODE_OFF_THREAD: usize = 64 * 1024;
+
+/// `decode(body)`, on a blocking thread when the body is large (see
+/// [`DECODE_OFF_THREAD`]).
+async fn decoded<T: Send + 'static>(
+    body: &Bytes,
+    decode: impl FnOnce(&[u8]) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    if body.len() <= DECODE_OFF_THREAD {
+        return decode(body);
+    }
+    let body = body.clone();
+    match tokio::task::spawn_blocking(move || decode(&body)).await {
+        Ok(decoded) => decoded,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(Error::Unavailable(
+                "the server is shutting down: send the request again once it is back".into(),
+            )),
+        },
+    }
+}
+
 /// The body of a POST or PUT: JSON (also without a Content-Type), YAML or protobuf.
 pub(super) fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
     Ok(checked_body(headers, body)?.0)
@@ -705,7 +731,8 @@ pub async fn handle(
             }
         }
         (&Method::POST, None) => {
-            let (obj, notes) = checked_body(&headers, &body)?;
+            let h = headers.clone();
+            let (obj, notes) = decoded(&body, move |b| checked_body(&h, b)).await?;
             let opts = WriteOptions {
                 body: notes,
                 manager: field_manager(&query, &headers),
@@ -737,7 +764,8 @@ pub async fn handle(
                     super::dclog::serve(&state, ns.unwrap_or_default(), name, &query).await
                 }
                 _ => {
-                    let body = json_body(&headers, &body)?;
+                    let h = headers.clone();
+                    let body = decoded(&body, move |b| json_body(&h, b)).await?;
                     let acted = reg
                         .act(res, ns, name, sub, &body, &write_options(&query)?)
                         .await?;
@@ -768,7 +796,8 @@ pub async fn handle(
             }
         }
         (&Method::PUT, Some(name)) => {
-            let (obj, notes) = checked_body(&headers, &body)?;
+            let h = headers.clone();
+            let (obj, notes) = decoded(&body, move |b| checked_body(&h, b)).await?;
             let opts = WriteOptions {
                 body: notes,
                 manager: field_manager(&query, &headers),
@@ -802,7 +831,10 @@ pub async fn handle(
             if matches!(t.sub.as_deref(), None | Some("status"))
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml") =>
         {
-            let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
+            let (config, notes) = decoded(&body, |b| {
+                registry::parse_config(b).map_err(Error::BadRequest)
+            })
+            .await?;
             let mut opts = write_options(&query)?;
             if let Some(yaml) = &notes.yaml
                 && opts.field_validation == FieldValidation::Strict
@@ -830,10 +862,14 @@ pub async fn handle(
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml")
             {
                 // A Scale has one field a client sets: applied, it merges.
-                let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
+                let (config, notes) = decoded(&body, |b| {
+                    registry::parse_config(b).map_err(Error::BadRequest)
+                })
+                .await?;
                 (Patch::Merge(config), notes)
             } else {
-                patch_body(&headers, &body)?
+                let h = headers.clone();
+                decoded(&body, move |b| patch_body(&h, b)).await?
             };
             let opts = WriteOptions {
                 manager: field_manager(&query, &headers),
@@ -942,6 +978,25 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[tokio::test]
+    async fn large_bodies_are_decoded_off_the_runtime_thread() {
+        let here = std::thread::current().id();
+        let on = |len: usize| {
+            let body = Bytes::from(vec![b' '; len]);
+            async move {
+                decoded(&body, |_| Ok(std::thread::current().id()))
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(on(1024).await, here);
+        assert_ne!(on(DECODE_OFF_THREAD + 1).await, here);
+        // A decoding error is the request's, wherever it ran.
+        let big = Bytes::from(format!("{{\"a\": \"{}", "x".repeat(100_000)));
+        let e = decoded(&big, |b| json_body(&HeaderMap::new(), b)).await;
+        assert!(matches!(e, Err(Error::BadRequest(_))));
     }
 
     #[test]
