@@ -11,7 +11,7 @@
 
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml as sys;
+use unsafe_libyaml as unsafe_sys;
 
 /// Where a body nests deeper than allowed: the line and column (1-based) of the
 /// collection that goes beyond.
@@ -57,7 +57,7 @@ enum Event {
 /// A libyaml parser over a borrowed body, boxed so that its address never changes (it
 /// keeps pointers into itself and into the body).
 struct Parser<'a> {
-    sys: Box<MaybeUninit<sys::yaml_parser_t>>,
+    sys: Box<MaybeUninit<unsafe_sys::yaml_parser_t>>,
     /// Initialization succeeded: the parser must be deleted.
     initialized: bool,
     /// It reported an error (or was never initialized): it is not called again.
@@ -68,18 +68,18 @@ struct Parser<'a> {
 impl<'a> Parser<'a> {
     #[allow(unsafe_code)]
     fn new(body: &'a [u8]) -> Self {
-        let mut sys = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut sys = Box::new(MaybeUninit::<unsafe_sys::yaml_parser_t>::uninit());
         // SAFETY: the parser is initialized in place in its box (initialization zeroes it
         // first), and the input pointer stays valid for `'a`, which the parser cannot
         // outlive (`_body`). A failed initialization (no memory) leaves it unusable,
         // which `initialized` records so that it is neither used nor deleted.
         let initialized = unsafe {
             let p = sys.as_mut_ptr();
-            if sys::yaml_parser_initialize(p).fail {
+            if unsafe_sys::yaml_parser_initialize(p).fail {
                 false
             } else {
-                sys::yaml_parser_set_encoding(p, sys::YAML_UTF8_ENCODING);
-                sys::yaml_parser_set_input_string(p, body.as_ptr(), body.len() as u64);
+                unsafe_sys::yaml_parser_set_encoding(p, unsafe_sys::YAML_UTF8_ENCODING);
+                unsafe_sys::yaml_parser_set_input_string(p, body.as_ptr(), body.len() as u64);
                 true
             }
         };
@@ -97,29 +97,29 @@ impl<'a> Parser<'a> {
         if self.failed {
             return None;
         }
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_sys::yaml_event_t>::uninit();
         // SAFETY: the parser was initialized (`failed` is false) and lives in its box;
         // `yaml_parser_parse` fills `event` when it succeeds, and only then is it read
         // and deleted. A parser that reported an error is not called again.
         unsafe {
             let p = self.sys.as_mut_ptr();
-            if sys::yaml_parser_parse(p, event.as_mut_ptr()).fail {
+            if unsafe_sys::yaml_parser_parse(p, event.as_mut_ptr()).fail {
                 self.failed = true;
                 return None;
             }
             let e = event.as_mut_ptr();
             let out = match (*e).type_ {
-                sys::YAML_SEQUENCE_START_EVENT | sys::YAML_MAPPING_START_EVENT => {
+                unsafe_sys::YAML_SEQUENCE_START_EVENT | unsafe_sys::YAML_MAPPING_START_EVENT => {
                     Event::Open(TooDeep {
                         line: (*e).start_mark.line + 1,
                         column: (*e).start_mark.column + 1,
                     })
                 }
-                sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => Event::Close,
-                sys::YAML_STREAM_END_EVENT => Event::End,
+                unsafe_sys::YAML_SEQUENCE_END_EVENT | unsafe_sys::YAML_MAPPING_END_EVENT => Event::Close,
+                unsafe_sys::YAML_STREAM_END_EVENT => Event::End,
                 _ => Event::Other,
             };
-            sys::yaml_event_delete(e);
+            unsafe_sys::yaml_event_delete(e);
             Some(out)
         }
     }
@@ -131,7 +131,7 @@ impl Drop for Parser<'_> {
         if self.initialized {
             // SAFETY: a parser whose initialization succeeded is deleted once, here, also
             // after a parse error (deletion frees what parsing allocated).
-            unsafe { sys::yaml_parser_delete(self.sys.as_mut_ptr()) }
+            unsafe { unsafe_sys::yaml_parser_delete(self.sys.as_mut_ptr()) }
         }
     }
 }
