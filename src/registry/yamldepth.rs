@@ -115,7 +115,9 @@ impl<'a> Parser<'a> {
                         column: (*e).start_mark.column + 1,
                     })
                 }
-                unsafe_sys::YAML_SEQUENCE_END_EVENT | unsafe_sys::YAML_MAPPING_END_EVENT => Event::Close,
+                unsafe_sys::YAML_SEQUENCE_END_EVENT | unsafe_sys::YAML_MAPPING_END_EVENT => {
+                    Event::Close
+                }
                 unsafe_sys::YAML_STREAM_END_EVENT => Event::End,
                 _ => Event::Other,
             };
