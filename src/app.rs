@@ -34,6 +34,8 @@ pub struct Config {
     pub run_controllers: bool,
     /// Run a node agent for this machine (`--no-node` turns it off).
     pub node: Option<NodeSettings>,
+    /// What the API server allows its clients (timeouts, connections, requests in flight).
+    pub limits: api::Limits,
 }
 
 /// The node agent of `berth serve`.
@@ -92,6 +94,7 @@ impl Config {
             controllers: controller::Config::default(),
             run_controllers: true,
             node: None,
+            limits: api::Limits::default(),
         }
     }
 
@@ -367,6 +370,7 @@ pub struct Cluster {
     controllers: Option<controller::Config>,
     node: Option<(NodeSettings, ProcessRuntime)>,
     data_dir: PathBuf,
+    limits: api::Limits,
     _lock: DataDirLock,
 }
 
@@ -551,6 +555,7 @@ impl Cluster {
                 None => None,
             },
             data_dir,
+            limits: config.limits.clone(),
             _lock: lock,
         })
     }
@@ -704,7 +709,8 @@ impl Cluster {
             agent: agent_access,
             openapi: Arc::default(),
         };
-        api::serve(listeners, self.tls, api::router(state), stop, shutdown).await;
+        let router = api::router(state);
+        api::serve(listeners, self.tls, router, stop, shutdown, self.limits).await;
         tracing::info!("shutting down");
         supervisor.shutdown(Duration::from_secs(10)).await;
         if let Some(runtime) = stop_pods {

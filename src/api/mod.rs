@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod error;
 pub mod exec;
 mod http2;
+mod limits;
 pub mod logs;
 pub mod metrics;
 mod negotiate;
@@ -41,6 +42,7 @@ use tower::ServiceExt;
 use crate::registry::{Registry, User};
 use error::Error;
 
+pub use limits::Limits;
 pub use resources::MAX_BODY;
 
 /// What every handler shares.
@@ -633,14 +635,22 @@ async fn resource_request(
 
 /// Serves `router` over TLS on `listener` until `shutdown` completes; then stops
 /// accepting, ends open watches (through `stop`) and waits for requests in flight.
+/// `limits` bounds what clients may hold: connections, requests in flight, how long a
+/// connection may take to send a request or stay idle.
 pub async fn serve(
     listeners: Vec<TcpListener>,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     stop: watch::Sender<bool>,
     shutdown: impl Future<Output = ()>,
+    limits: Limits,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let router = router.layer(middleware::from_fn_with_state(
+        limits::InFlight::new(&limits),
+        limits::limit_in_flight,
+    ));
+    let connections = limits::Connections::new(&limits);
     // Every connection task holds a clone of `alive`; when all are gone, so are they.
     let (alive, mut all_done) = tokio::sync::mpsc::channel::<()>(1);
     let stopping = stop.subscribe();
@@ -660,25 +670,31 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        // Over a cap: closed at once, before the handshake costs anything.
+        let Some(admitted) = connections.admit(peer.ip()) else {
+            drop(tcp);
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let router = router.clone();
         let alive = alive.clone();
         let mut stopping = stopping.clone();
+        let limits = limits.clone();
         tokio::spawn(async move {
             let _alive = alive;
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
+            let _admitted = admitted;
+            let tls = match tokio::time::timeout(limits.header_read, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
             let stop_requested = async move {
                 let _ = stopping.wait_for(|s| *s).await;
             };
@@ -697,6 +713,7 @@ pub async fn serve(
                         }
                     },
                     stop_requested,
+                    limits,
                 )
                 .await
                 .map_err(|e| e.to_string())
@@ -706,8 +723,14 @@ pub async fn serve(
                         router.clone().oneshot(req.map(Body::new))
                     },
                 );
+                // A head must come whole within `header_read` (slowloris), and a kept-alive
+                // connection waits `idle` for the next.
+                let clock = limits::HeaderClock::new(&limits);
+                let io = TokioIo::new(clock.count(tls));
                 let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
+                    .timer(clock)
+                    .header_read_timeout(limits.header_read)
+                    .serve_connection(io, service)
                     .with_upgrades();
                 tokio::pin!(conn);
                 tokio::select! {

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The longest grace period a deletion waits (ten years): a longer one, however a client
+/// or a pod's spec says it, is cut to it, so that its deadline is always a time.
+pub const MAX_GRACE_PERIOD: i64 = 10 * 365 * 24 * 3600;
+
 impl Registry {
     /// Deletes an object, or marks it for deletion when finalizers hold it back.
     /// Returns the object's last state.
@@ -46,6 +50,8 @@ impl Registry {
                 });
             }
             if let Some(grace) = res.strategy.graceful_deletion(&obj, opts) {
+                // However long a client (or a pod's spec) asks for, the deadline is a time.
+                let grace = grace.min(MAX_GRACE_PERIOD);
                 // A pod a node runs is marked; the node stops its containers within the
                 // grace period, then deletes it for good (with a grace period of 0).
                 let current = meta(&obj)

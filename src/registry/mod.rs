@@ -32,6 +32,7 @@ pub mod strategy;
 pub mod table;
 mod tokens;
 mod watch;
+mod yamldepth;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -806,7 +807,7 @@ impl Registry {
         // Without selectors a page is exactly `limit` entries; ask for one more to know
         // whether to hand out a continue token.
         let want = if filter.is_trivial() {
-            limit.map_or(usize::MAX, |l| l + 1)
+            limit.map_or(usize::MAX, |l| l.saturating_add(1))
         } else {
             usize::MAX
         };
@@ -870,7 +871,7 @@ impl Registry {
             _ => None,
         };
         // The one read beyond the page is not in it either.
-        let remaining = after.filter(|_| more).map(|rest| (rest + 1) as u64);
+        let remaining = after.filter(|_| more).map(|rest| rest as u64 + 1);
         Ok(List {
             items,
             revision,
@@ -1258,7 +1259,7 @@ impl Registry {
                 .get("generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            meta_mut(&mut merged)?.insert("generation".into(), json!(g + 1));
+            meta_mut(&mut merged)?.insert("generation".into(), json!(g.saturating_add(1)));
         }
         Ok(merged)
     }

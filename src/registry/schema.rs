@@ -474,6 +474,10 @@ pub fn parse_json(body: &[u8]) -> serde_json::Result<(Value, BodyNotes)> {
     ))
 }
 
+/// How deep a body may nest: as deep as `serde_json` (which parses JSON bodies) and
+/// `serde_yaml_ng` allow.
+pub const MAX_NESTING: usize = 128;
+
 /// At most this many keys given twice are located by line in a YAML body (each takes
 /// one more pass over it); the others are counted.
 const YAML_LINES: usize = 16;
@@ -482,6 +486,15 @@ const YAML_LINES: usize = 16;
 /// their lines, as kube-apiserver's strict YAML decoding words them.
 pub fn parse_yaml(body: &[u8]) -> Result<(Value, BodyNotes), serde_yaml_ng::Error> {
     use serde::de::DeserializeSeed;
+    // Refused as a JSON body nested as deep is, and before libyaml's scan of the whole
+    // document, whose time grows with the square of the nesting of flow collections.
+    if let Err(at) = super::yamldepth::check(body, MAX_NESTING) {
+        return Err(serde::de::Error::custom(format!(
+            "the document is nested more than {MAX_NESTING} deep at line {} column {}: \
+             flatten it",
+            at.line, at.column
+        )));
+    }
     let walk = |stop_at: Option<usize>| {
         let mut duplicates = Vec::new();
         let de = serde_yaml_ng::Deserializer::from_slice(body);
@@ -854,6 +867,18 @@ mod tests {
         assert_eq!(notes, BodyNotes::default());
         assert!(parse_json(b"{} trailing").is_err());
         assert!(parse_json(b"{\"a\": ").is_err());
+    }
+
+    #[test]
+    fn yaml_nested_beyond_json_limit_is_refused_before_it_is_parsed_whole() {
+        let n = 20_000;
+        let body = format!("{{\"a\": {}1{}}}", "[".repeat(n), "]".repeat(n));
+        let e = parse_yaml(body.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("nested more than 128 deep"), "{e}");
+        assert!(parse_json(body.as_bytes()).is_err());
+        let ok = format!("{{\"a\": {}1{}}}", "[".repeat(100), "]".repeat(100));
+        parse_yaml(ok.as_bytes()).unwrap();
+        parse_json(ok.as_bytes()).unwrap();
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod dns;
 mod endpoints;
 mod exec;
 mod gc;
+mod hardening;
 mod https;
 mod images;
 mod jobs;

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 use tokio::time::Instant;
 
 use axum::body::Body;
@@ -44,6 +45,31 @@ struct Gathering {
     block: BytesMut,
 }
 
+/// A connection's timeouts (see [`super::serve_connection`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    pub preface: Duration,
+    pub idle: Duration,
+    pub ping_after: Duration,
+    pub ping_timeout: Duration,
+}
+
+/// Where a connection stands with its timeouts.
+struct Clock {
+    timing: Timing,
+    started: Instant,
+    /// When bytes last came from the client, or the socket last took ours.
+    heard: Instant,
+    /// When a stream was last open.
+    active: Instant,
+    /// When our unanswered PING was sent.
+    ping_sent: Option<Instant>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// The payload of the PINGs the server sends.
+const PING_PAYLOAD: [u8; 8] = *b"berthkap";
+
 pub(super) struct Conn<IO> {
     pub(super) io: IO,
     rd: BytesMut,
@@ -77,10 +103,16 @@ pub(super) struct Conn<IO> {
     shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
     shutdown_seen: bool,
     resets: (Instant, u32),
+    clock: Clock,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
-    pub(super) fn new(io: IO, shutdown: Pin<Box<dyn Future<Output = ()> + Send>>) -> Self {
+    pub(super) fn new(
+        io: IO,
+        shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+        timing: Timing,
+    ) -> Self {
+        let now = Instant::now();
         let mut decoder = loona_hpack::Decoder::new();
         decoder.set_max_allowed_table_size(4096);
         let mut out = Out {
@@ -122,8 +154,80 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             error: None,
             shutdown,
             shutdown_seen: false,
-            resets: (Instant::now(), 0),
+            resets: (now, 0),
+            clock: Clock {
+                timing,
+                started: now,
+                heard: now,
+                active: now,
+                ping_sent: None,
+                sleep: Box::pin(tokio::time::sleep_until(now + timing.preface)),
+            },
         }
+    }
+
+    /// Acts on the timeouts that have passed (a late preface or PING answer ends the
+    /// connection, an idle one is sent a GOAWAY, a quiet one a PING), and sets the timer
+    /// for the next.
+    fn timeouts(&mut self, cx: &mut Context<'_>) {
+        if !self.streams.is_empty() {
+            self.clock.active = Instant::now();
+        }
+        // A PING sent makes a later deadline; a timer found expired is acted on: at most
+        // a few rounds.
+        for _ in 0..4 {
+            let now = Instant::now();
+            let c = &self.clock;
+            let t = c.timing;
+            let preface = c.started + t.preface;
+            let ping = match c.ping_sent {
+                Some(sent) => sent + t.ping_timeout,
+                None => c.heard + t.ping_after,
+            };
+            let idle = (!self.closing && self.streams.is_empty()).then_some(c.active + t.idle);
+            let next = if self.got_settings {
+                idle.map_or(ping, |idle| idle.min(ping))
+            } else {
+                preface
+            };
+            if next > now {
+                if self.clock.sleep.deadline() != next {
+                    self.clock.sleep.as_mut().reset(next);
+                }
+                if self.clock.sleep.as_mut().poll(cx).is_ready() {
+                    // The clock moved past it meanwhile: act on it.
+                    continue;
+                }
+                return;
+            }
+            tracing::trace!(?next, "an HTTP/2 connection's timeout passed");
+            if !self.got_settings {
+                tracing::debug!("no HTTP/2 preface in time: closing the connection");
+                self.done = true;
+                return;
+            }
+            if idle.is_some_and(|i| i <= now) {
+                tracing::debug!("HTTP/2 connection idle: closing it");
+                self.go_away(NO_ERROR, "idle");
+                return;
+            }
+            if self.clock.ping_sent.is_some() {
+                tracing::debug!("no answer to a PING in time: closing the connection");
+                self.done = true;
+                return;
+            }
+            self.out.head(8, PING, 0, 0);
+            self.out.buf.extend_from_slice(&PING_PAYLOAD);
+            self.clock.ping_sent = Some(now);
+        }
+        // Rounds spent with the timer still expired: look again on the next poll.
+        cx.waker().wake_by_ref();
+    }
+
+    /// The client was heard from (bytes read).
+    fn heard(&mut self) {
+        self.clock.heard = Instant::now();
+        self.clock.ping_sent = None;
     }
 
     pub(super) fn poll(
@@ -135,6 +239,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         if !self.shutdown_seen && self.shutdown.as_mut().poll(cx).is_ready() {
             self.shutdown_seen = true;
             self.go_away(NO_ERROR, "server shutting down");
+        }
+        if !self.done {
+            self.timeouts(cx);
         }
         for _ in 0..TURNS_PER_POLL {
             let reading = if self.done || self.out.waiting() >= 4 * WRITE_HIGH {
@@ -208,6 +315,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                         return Ok(Poll::Ready(()));
                     }
                     self.rd.extend_from_slice(&self.scratch[..n]);
+                    self.heard();
                     if let Err(e) = self.frames(handler) {
                         self.error = Some(e);
                         return Ok(Poll::Ready(()));
@@ -769,7 +877,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 Poll::Ready(Ok(0)) => {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
-                Poll::Ready(Ok(n)) => self.out.written += n,
+                Poll::Ready(Ok(n)) => {
+                    self.out.written += n;
+                    // The client is taking what we send: no PING needed for a while (but
+                    // one sent is still waiting for its answer).
+                    self.clock.heard = Instant::now();
+                }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }

@@ -70,10 +70,16 @@ type Handling = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
 /// Serves one HTTP/2 connection until the client closes it, a connection error, or
 /// `shutdown` completes and the streams then open have ended. `io` must have been
 /// negotiated as `h2`; the client's preface is expected first.
+///
+/// `limits` gives the connection's timeouts: the preface (and first SETTINGS) must come
+/// within `h2_preface`; after `h2_ping_after` without a frame from the client a PING is
+/// sent, and without a frame within `h2_ping_timeout` after it the connection is
+/// closed; a connection without streams for `idle` is sent a GOAWAY and closed.
 pub async fn serve_connection<IO, H, F>(
     io: IO,
     handler: H,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    limits: super::Limits,
 ) -> io::Result<()>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -81,7 +87,13 @@ where
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     tracing::trace!("serving an HTTP/2 connection");
-    let mut conn = Conn::new(io, Box::pin(shutdown));
+    let timing = conn::Timing {
+        preface: limits.h2_preface,
+        idle: limits.idle,
+        ping_after: limits.h2_ping_after,
+        ping_timeout: limits.h2_ping_timeout,
+    };
+    let mut conn = Conn::new(io, Box::pin(shutdown), timing);
     // Our turns bound how long one poll runs; the cooperative budget would otherwise
     // make ready bodies look pending in the middle of a burst.
     let result = tokio::task::coop::unconstrained(std::future::poll_fn(|cx| {
@@ -181,7 +193,14 @@ mod tests {
     impl Peer {
         /// Connects with the given settings and completes the handshake.
         async fn start(settings: &[(u16, u32)]) -> (Self, Arc<AtomicUsize>) {
-            let (mut p, dropped) = Self::raw().await;
+            Self::start_with(settings, crate::api::Limits::default()).await
+        }
+
+        async fn start_with(
+            settings: &[(u16, u32)],
+            limits: crate::api::Limits,
+        ) -> (Self, Arc<AtomicUsize>) {
+            let (mut p, dropped) = Self::raw_with(limits).await;
             p.io.write_all(PREFACE).await.unwrap();
             let mut payload = Vec::new();
             for (k, v) in settings {
@@ -200,13 +219,22 @@ mod tests {
         }
 
         async fn raw() -> (Self, Arc<AtomicUsize>) {
+            Self::raw_with(crate::api::Limits::default()).await
+        }
+
+        async fn raw_with(limits: crate::api::Limits) -> (Self, Arc<AtomicUsize>) {
             let (client, server) = tokio::io::duplex(1 << 22);
             let dropped = Arc::new(AtomicUsize::new(0));
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let h = handler(dropped.clone());
-            let server = tokio::spawn(serve_connection(server, h, async move {
-                let _ = stopped.await;
-            }));
+            let server = tokio::spawn(serve_connection(
+                server,
+                h,
+                async move {
+                    let _ = stopped.await;
+                },
+                limits,
+            ));
             let peer = Peer {
                 io: client,
                 buf: BytesMut::new(),
@@ -355,6 +383,63 @@ mod tests {
 
     fn code(f: &Frame) -> u32 {
         u32::from_be_bytes([f.payload[0], f.payload[1], f.payload[2], f.payload[3]])
+    }
+
+    /// Timeouts short enough for the frames' 5 s read timeout (time is paused).
+    fn quick() -> crate::api::Limits {
+        crate::api::Limits {
+            h2_preface: std::time::Duration::from_secs(1),
+            h2_ping_after: std::time::Duration::from_secs(2),
+            h2_ping_timeout: std::time::Duration::from_secs(1),
+            idle: std::time::Duration::from_secs(3),
+            ..crate::api::Limits::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_sends_no_preface_in_time_is_closed() {
+        let (mut p, _) = Peer::raw_with(quick()).await;
+        p.io.write_all(&PREFACE[..5]).await.unwrap();
+        let started = tokio::time::Instant::now();
+        while p.try_next().await.is_some() {}
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(1));
+        p.server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_connection_is_pinged_and_an_idle_one_sent_away() {
+        let (mut p, _) = Peer::start_with(&[], quick()).await;
+        let ping = p.next().await;
+        assert_eq!((ping.kind, ping.flags, ping.id), (PING, 0, 0));
+        p.send(PING, ACK, 0, &ping.payload).await;
+        // No streams for 3 s: a GOAWAY, then the end.
+        assert_eq!(p.goaway().await, NO_ERROR);
+        assert!(p.try_next().await.is_none());
+        p.server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_does_not_answer_a_ping_is_closed_with_its_streams() {
+        let (mut p, dropped) = Peer::start_with(&[], quick()).await;
+        p.request(1, "GET", "/pending", &[], true).await;
+        // Streams open: not idle, but pinged after 2 s of silence, then closed.
+        p.next_of(PING).await;
+        while let Some(f) = p.try_next().await {
+            assert_ne!(f.kind, GOAWAY, "a dead peer gets no GOAWAY");
+        }
+        p.server.await.unwrap().unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_answers_its_pings_stays_open_while_streams_are() {
+        let (mut p, _) = Peer::start_with(&[], quick()).await;
+        p.request(1, "GET", "/pending", &[], true).await;
+        for _ in 0..5 {
+            let ping = p.next_of(PING).await;
+            p.send(PING, ACK, 0, &ping.payload).await;
+        }
+        assert!(!p.server.is_finished());
     }
 
     #[tokio::test]

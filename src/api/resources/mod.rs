@@ -200,19 +200,33 @@ fn list_options(q: &Query) -> Result<ListOptions> {
             .map_err(|e| Error::BadRequest(format!("unable to parse requirement: {e}")))?,
         field: fields::Selector::parse(q.get("fieldSelector").map_or("", String::as_str))
             .map_err(Error::BadRequest)?,
-        limit: match q.get("limit") {
-            None => None,
-            Some(l) => Some(
-                l.parse()
-                    .map_err(|_| Error::BadRequest(format!("invalid limit {l:?}: not a number")))?,
-            ),
-        },
+        // As in Kubernetes, a limit of 0 or less asks for the whole list.
+        limit: int_param(q, "limit")?
+            .filter(|l| *l > 0)
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
         resource_version: q.get("resourceVersion").cloned(),
         resource_version_match: q
             .get("resourceVersionMatch")
             .filter(|m| !m.is_empty())
             .cloned(),
+    })
+}
+
+/// An integer query parameter (a 64-bit one, as Kubernetes' are): refused with a 400
+/// when it is not one, rather than ignored or left to overflow later.
+pub(super) fn int_param(q: &Query, name: &str) -> Result<Option<i64>> {
+    let Some(v) = q.get(name).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.trim().parse::<i64>().map(Some).map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "out of the range of a 64-bit integer"
+            }
+            _ => "not an integer",
+        };
+        Error::BadRequest(format!("invalid {name} {v:?}: {why}"))
     })
 }
 
@@ -282,6 +296,32 @@ fn protobuf_body(body: &[u8]) -> Result<Value> {
             Error::UnsupportedMediaType(e.to_string())
         }
     })
+}
+
+/// Bodies larger than this are decoded on a blocking thread: parsing (and checking for
+/// keys given twice) a large one is CPU work that would hold a runtime thread, and the
+/// other clients' requests on it, for its whole length.
+const DECODE_OFF_THREAD: usize = 64 * 1024;
+
+/// `decode(body)`, on a blocking thread when the body is large (see
+/// [`DECODE_OFF_THREAD`]).
+async fn decoded<T: Send + 'static>(
+    body: &Bytes,
+    decode: impl FnOnce(&[u8]) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    if body.len() <= DECODE_OFF_THREAD {
+        return decode(body);
+    }
+    let body = body.clone();
+    match tokio::task::spawn_blocking(move || decode(&body)).await {
+        Ok(decoded) => decoded,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(Error::Unavailable(
+                "the server is shutting down: send the request again once it is back".into(),
+            )),
+        },
+    }
 }
 
 /// The body of a POST or PUT: JSON (also without a Content-Type), YAML or protobuf.
@@ -363,7 +403,7 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions> {
     }
     opts.dry_run |= write_options(q)?.dry_run;
     if opts.grace_period_seconds.is_none() {
-        opts.grace_period_seconds = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok());
+        opts.grace_period_seconds = int_param(q, "gracePeriodSeconds")?;
     }
     Ok(opts)
 }
@@ -691,7 +731,8 @@ pub async fn handle(
             }
         }
         (&Method::POST, None) => {
-            let (obj, notes) = checked_body(&headers, &body)?;
+            let h = headers.clone();
+            let (obj, notes) = decoded(&body, move |b| checked_body(&h, b)).await?;
             let opts = WriteOptions {
                 body: notes,
                 manager: field_manager(&query, &headers),
@@ -723,7 +764,8 @@ pub async fn handle(
                     super::dclog::serve(&state, ns.unwrap_or_default(), name, &query).await
                 }
                 _ => {
-                    let body = json_body(&headers, &body)?;
+                    let h = headers.clone();
+                    let body = decoded(&body, move |b| json_body(&h, b)).await?;
                     let acted = reg
                         .act(res, ns, name, sub, &body, &write_options(&query)?)
                         .await?;
@@ -754,7 +796,8 @@ pub async fn handle(
             }
         }
         (&Method::PUT, Some(name)) => {
-            let (obj, notes) = checked_body(&headers, &body)?;
+            let h = headers.clone();
+            let (obj, notes) = decoded(&body, move |b| checked_body(&h, b)).await?;
             let opts = WriteOptions {
                 body: notes,
                 manager: field_manager(&query, &headers),
@@ -788,7 +831,10 @@ pub async fn handle(
             if matches!(t.sub.as_deref(), None | Some("status"))
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml") =>
         {
-            let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
+            let (config, notes) = decoded(&body, |b| {
+                registry::parse_config(b).map_err(Error::BadRequest)
+            })
+            .await?;
             let mut opts = write_options(&query)?;
             if let Some(yaml) = &notes.yaml
                 && opts.field_validation == FieldValidation::Strict
@@ -816,10 +862,14 @@ pub async fn handle(
                 && media_type(&headers).as_deref() == Some("application/apply-patch+yaml")
             {
                 // A Scale has one field a client sets: applied, it merges.
-                let (config, notes) = registry::parse_config(&body).map_err(Error::BadRequest)?;
+                let (config, notes) = decoded(&body, |b| {
+                    registry::parse_config(b).map_err(Error::BadRequest)
+                })
+                .await?;
                 (Patch::Merge(config), notes)
             } else {
-                patch_body(&headers, &body)?
+                let h = headers.clone();
+                decoded(&body, move |b| patch_body(&h, b)).await?
             };
             let opts = WriteOptions {
                 manager: field_manager(&query, &headers),
@@ -922,6 +972,66 @@ fn to_scale(res: &Resource, obj: &Bytes) -> Result<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> Query {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn large_bodies_are_decoded_off_the_runtime_thread() {
+        let here = std::thread::current().id();
+        let on = |len: usize| {
+            let body = Bytes::from(vec![b' '; len]);
+            async move {
+                decoded(&body, |_| Ok(std::thread::current().id()))
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(on(1024).await, here);
+        assert_ne!(on(DECODE_OFF_THREAD + 1).await, here);
+        // A decoding error is the request's, wherever it ran.
+        let big = Bytes::from(format!("{{\"a\": \"{}", "x".repeat(100_000)));
+        let e = decoded(&big, |b| json_body(&HeaderMap::new(), b)).await;
+        assert!(matches!(e, Err(Error::BadRequest(_))));
+    }
+
+    #[test]
+    fn a_negative_limit_lists_all_and_a_huge_one_does_not_overflow() {
+        let limit = |l: &str| list_options(&query(&[("limit", l)])).map(|o| o.limit);
+        assert_eq!(limit("-1").unwrap(), None);
+        assert_eq!(limit("0").unwrap(), None);
+        assert_eq!(limit("5").unwrap(), Some(5));
+        assert_eq!(
+            limit("9223372036854775807").unwrap(),
+            Some(i64::MAX as usize)
+        );
+        assert!(matches!(
+            limit("18446744073709551616"),
+            Err(Error::BadRequest(_))
+        ));
+        assert!(matches!(limit("many"), Err(Error::BadRequest(_))));
+    }
+
+    #[test]
+    fn a_grace_period_in_the_query_is_an_integer_or_refused() {
+        let grace = |g: &str| {
+            delete_options(&query(&[("gracePeriodSeconds", g)]), b"")
+                .map(|o| o.grace_period_seconds)
+        };
+        assert_eq!(grace("9223372036854775807").unwrap(), Some(i64::MAX));
+        assert_eq!(grace("0").unwrap(), Some(0));
+        let e = grace("9223372036854775808").unwrap_err().to_string();
+        assert!(e.contains("out of the range"), "{e}");
+        assert!(matches!(grace("soon"), Err(Error::BadRequest(_))));
+        // The body's wins over the query's.
+        let body = br#"{"kind":"DeleteOptions","gracePeriodSeconds":9223372036854775807}"#;
+        let opts = delete_options(&query(&[("gracePeriodSeconds", "1")]), body).unwrap();
+        assert_eq!(opts.grace_period_seconds, Some(i64::MAX));
+    }
 
     #[test]
     fn subresources_are_routed_as_their_descriptors_say() {

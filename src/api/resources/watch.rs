@@ -141,17 +141,7 @@ pub(super) fn serve(
         label: lo.label,
         field: lo.field,
     };
-    // As in Kubernetes, 0 asks for no timeout of the client's own.
-    let timeout = match q.get("timeoutSeconds") {
-        None => None,
-        Some(t) => match t
-            .parse()
-            .map_err(|_| Error::BadRequest(format!("invalid timeoutSeconds {t:?}: not a number")))?
-        {
-            0 => None,
-            secs => Some(Duration::from_secs(secs)),
-        },
-    };
+    let timeout = watch_timeout(q)?;
     let w = state.registry.watch(res, ns, opts)?;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
     let open = OpenStream::new(state.metrics.watches.clone());
@@ -191,6 +181,34 @@ pub(super) fn serve(
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     Ok(r)
+}
+
+/// The longest a watch may ask to last ([`watch_timeout`]).
+pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a watch lasts: its `timeoutSeconds`, 0 (or none) for no timeout of the
+/// client's own (as in Kubernetes), at most [`MAX_WATCH_TIMEOUT`]: a longer one is cut
+/// to it (a client watches again when its watch ends), so no deadline overflows.
+fn watch_timeout(q: &Query) -> Result<Option<Duration>> {
+    let Some(t) = q.get("timeoutSeconds").filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let secs = match t.trim().parse::<u64>() {
+        Ok(secs) => secs,
+        // Beyond any integer type: as long as allowed.
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => u64::MAX,
+        Err(_) if t.trim().parse::<i128>().is_ok() || t.trim().starts_with('-') => {
+            return Err(Error::BadRequest(format!(
+                "invalid timeoutSeconds {t:?}: must be 0 or more"
+            )));
+        }
+        Err(_) => {
+            return Err(Error::BadRequest(format!(
+                "invalid timeoutSeconds {t:?}: not a number"
+            )));
+        }
+    };
+    Ok((secs > 0).then(|| Duration::from_secs(secs).min(MAX_WATCH_TIMEOUT)))
 }
 
 /// The line a watch sends for an event, and whether it is the last (an ERROR ends it).
@@ -263,6 +281,30 @@ fn clone_expired(e: &registry::Error) -> registry::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watch_timeout_is_clamped_and_never_overflows() {
+        let q = |t: &str| Query::from([("timeoutSeconds".to_string(), t.to_string())]);
+        assert_eq!(watch_timeout(&Query::new()).unwrap(), None);
+        assert_eq!(watch_timeout(&q("0")).unwrap(), None);
+        assert_eq!(
+            watch_timeout(&q("30")).unwrap(),
+            Some(Duration::from_secs(30))
+        );
+        for huge in [
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(watch_timeout(&q(huge)).unwrap(), Some(MAX_WATCH_TIMEOUT));
+        }
+        for bad in ["-1", "-99999999999999999999999", "soon", "1.5"] {
+            assert!(
+                matches!(watch_timeout(&q(bad)), Err(Error::BadRequest(_))),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn an_event_line_is_made_once_per_object_and_type() {
