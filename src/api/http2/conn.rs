@@ -30,8 +30,9 @@ use super::stream::{
     Inbound, Node, Phase, RequestBody, Step, Stream, StreamMap, Wakes, poll_stream,
 };
 use super::{
-    CONN_WINDOW, Handling, IDLE_BUFFER, MAX_FRAME_RECV, MAX_HEADER_LIST, MAX_STREAMS, MAX_WINDOW,
-    PREFACE, RESETS_PER_SECOND, STREAM_WINDOW, STREAMS_PER_TURN, TURNS_PER_POLL, WRITE_HIGH,
+    CONN_WINDOW, Handling, IDLE_BUFFER, MAX_CONTINUATIONS, MAX_FRAME_RECV, MAX_HEADER_LIST,
+    MAX_STREAMS, MAX_WINDOW, PREFACE, RESETS_PER_SECOND, STREAM_WINDOW, STREAMS_PER_TURN,
+    TURNS_PER_POLL, WRITE_HIGH,
 };
 
 /// A connection error: the GOAWAY code and what it says.
@@ -43,6 +44,9 @@ struct Gathering {
     id: u32,
     end_stream: bool,
     block: BytesMut,
+    /// CONTINUATION frames so far: empty ones grow no block, so the block's size alone
+    /// does not bound them.
+    frames: usize,
 }
 
 /// A connection's timeouts (see [`super::serve_connection`]).
@@ -539,6 +543,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
             if self.resets.1 > RESETS_PER_SECOND {
                 return Err(ConnError(ENHANCE_YOUR_CALM, "too many streams reset"));
             }
+            // Many connections each under that limit: the process's budget is shared,
+            // and a connection that resets past it is closed.
+            if !super::GLOBAL_RESETS.take(now) {
+                return Err(ConnError(
+                    ENHANCE_YOUR_CALM,
+                    "too many streams reset on this server",
+                ));
+            }
         }
         Ok(())
     }
@@ -663,6 +675,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
                 id,
                 end_stream,
                 block: BytesMut::from(&block[..]),
+                frames: 0,
             });
             return Ok(());
         }
@@ -681,6 +694,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Conn<IO> {
         };
         if g.block.len() + payload.len() > MAX_HEADER_LIST {
             return Err(ConnError(ENHANCE_YOUR_CALM, "header block too large"));
+        }
+        g.frames += 1;
+        if g.frames > MAX_CONTINUATIONS {
+            return Err(ConnError(ENHANCE_YOUR_CALM, "too many CONTINUATION frames"));
         }
         g.block.extend_from_slice(payload);
         if flags & END_HEADERS == 0 {

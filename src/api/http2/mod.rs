@@ -64,6 +64,35 @@ const FRAMES_PER_POLL: usize = 16;
 const TURNS_PER_POLL: usize = 4;
 /// Streams a client may cancel per second before the connection is closed (rapid reset).
 const RESETS_PER_SECOND: u32 = 2000;
+/// Streams all clients together may cancel per second; past it, a connection that
+/// cancels one more is closed (many connections each under the limit above).
+const GLOBAL_RESETS_PER_SECOND: u32 = 10_000;
+/// CONTINUATION frames one header block may take: a 1 MiB block in frames of the
+/// default 16 KiB is 64 (empty frames would otherwise cost us a read each, unbounded).
+const MAX_CONTINUATIONS: usize = 128;
+
+/// The reset budget all of the process's connections share, per second.
+struct ResetBudget {
+    /// The second (since the first reset) the count is of, and the count.
+    window: std::sync::Mutex<(Option<tokio::time::Instant>, u32)>,
+}
+
+impl ResetBudget {
+    /// Takes one reset at `now`; false when the budget of this second is spent.
+    fn take(&self, now: tokio::time::Instant) -> bool {
+        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        match w.0 {
+            Some(start) if now.duration_since(start) < std::time::Duration::from_secs(1) => {}
+            _ => *w = (Some(now), 0),
+        }
+        w.1 += 1;
+        w.1 <= GLOBAL_RESETS_PER_SECOND
+    }
+}
+
+static GLOBAL_RESETS: ResetBudget = ResetBudget {
+    window: std::sync::Mutex::new((None, 0)),
+};
 
 type Handling = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
 
@@ -706,6 +735,33 @@ mod tests {
             dropped.load(Ordering::SeqCst) >= MAX_STREAMS,
             "every handler dropped"
         );
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_empty_continuation_frames_is_cut_off() {
+        let (mut p, _) = Peer::start(&[]).await;
+        let block = request_block("GET", "/pending", &[]);
+        p.send(HEADERS, END_STREAM, 1, &block).await;
+        let mut flood = Vec::new();
+        for _ in 0..=MAX_CONTINUATIONS {
+            flood.extend_from_slice(&[0, 0, 0, CONTINUATION, 0, 0, 0, 0, 1]);
+        }
+        // The server may close before it has read them all.
+        let _ = p.io.write_all(&flood).await;
+        assert_eq!(p.goaway().await, ENHANCE_YOUR_CALM);
+    }
+
+    #[test]
+    fn the_servers_reset_budget_is_shared_and_renewed_each_second() {
+        let budget = ResetBudget {
+            window: std::sync::Mutex::new((None, 0)),
+        };
+        let start = tokio::time::Instant::now();
+        for _ in 0..GLOBAL_RESETS_PER_SECOND {
+            assert!(budget.take(start));
+        }
+        assert!(!budget.take(start + std::time::Duration::from_millis(500)));
+        assert!(budget.take(start + std::time::Duration::from_millis(1001)));
     }
 
     #[tokio::test]
