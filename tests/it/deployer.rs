@@ -827,15 +827,15 @@ async fn a_custom_strategy_runs_the_deployer_in_stages_inside_its_pod() {
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect::<Vec<_>>();
-    // The service account's token must exist before the pod can mount it.
-    eventually(30, "the deployer account has a token", || async {
-        let (_, list) = s.get("/api/v1/namespaces/default/secrets").await;
-        let has = list["items"].as_array().is_some_and(|items| {
-            items.iter().any(|s| {
-                s["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "deployer"
-            })
-        });
-        if has { Ok(()) } else { Err(list.to_string()) }
+    // The service account must exist before the pod can get a token of it.
+    eventually(30, "the deployer account", || async {
+        match s
+            .get("/api/v1/namespaces/default/serviceaccounts/deployer")
+            .await
+        {
+            (200, _) => Ok(()),
+            (code, out) => Err(format!("{code} {out}")),
+        }
     })
     .await;
     let (code, made) = s
