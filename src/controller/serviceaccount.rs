@@ -2,8 +2,9 @@
 //! deployer pods of DeploymentConfigs run as `deployer`, as in OpenShift), and a token for each
 //! service account, kept in a Secret `<account>-token` of type
 //! `kubernetes.io/service-account-token` owned by the account (so the garbage collector
-//! removes it with the account). The API accepts the token for requests in the account's
-//! namespace only; deleting the Secret revokes it and a new one is made.
+//! removes it with the account); deleting the Secret revokes it and a new one is made.
+//! What a token may do is RBAC's: `deployer` is bound to `system:deployer` in its
+//! namespace (the RoleBinding `system:deployers`), `default` to nothing.
 //!
 //! A reconcile decodes the namespace, account and token Secret it reads as their
 //! k8s-openapi types (`Namespace`, `ServiceAccount`, `Secret`); the watch handlers read the
@@ -32,6 +33,8 @@ struct Accounts {
     namespaces: Informer,
     accounts: Informer,
     secrets: Informer,
+    /// The namespaces whose deployer binding this process made (or found).
+    deployers_bound: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 pub use crate::types::accounts::token_secret_name;
@@ -54,6 +57,9 @@ impl Accounts {
         let phase = namespace.status.as_ref().and_then(|s| s.phase.as_deref());
         if namespace.metadata.is_deleting() || phase == Some("Terminating") {
             return Ok(Action::Done);
+        }
+        if !self.deployers_bound.lock().is_ok_and(|b| b.contains(ns)) {
+            self.bind_deployer(ns).await?;
         }
         for name in ACCOUNTS {
             if self.accounts.get(&format!("{ns}/{name}")).is_some() {
@@ -79,6 +85,36 @@ impl Accounts {
             }
         }
         Ok(Action::Done)
+    }
+
+    /// The `deployer` account of `ns` holds the ClusterRole `system:deployer` through the
+    /// RoleBinding `system:deployers`, as OpenShift binds it: made once per namespace
+    /// (put back when the namespace changes after a restart, not when deleted).
+    async fn bind_deployer(&self, ns: &str) -> Result<()> {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "system:deployers", "namespace": ns,
+                         "annotations": {"openshift.io/description":
+                "Allows deploymentconfigs in this namespace to rollout pods in this namespace."}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:deployer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns}],
+        });
+        let bindings = catalog::of(Kind::RoleBinding);
+        match self.client.create(bindings, Some(ns), &binding).await {
+            Ok(_) => {}
+            Err(e) if e.is_already_exists() => {}
+            // The namespace started terminating meanwhile.
+            Err(crate::client::Error::Forbidden(_) | crate::client::Error::NotFound(_)) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Ok(mut bound) = self.deployers_bound.lock() {
+            bound.insert(ns.to_string());
+        }
+        Ok(())
     }
 
     /// A live service account has a token Secret that names it, and lists it.
@@ -198,6 +234,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         namespaces: namespaces.clone(),
         accounts: accounts.clone(),
         secrets: secrets.clone(),
+        deployers_bound: Arc::default(),
     });
     runtime::Controller::new("service-accounts")
         .watches(&namespaces, |change, queue| {

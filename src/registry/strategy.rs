@@ -92,6 +92,20 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// Whether `user` may write `new` as it will be stored, `old` being what the store
+    /// holds on an update (RBAC's escalation and bind checks). Only writes a user asked
+    /// for through the API are checked.
+    fn authorize_write(
+        &self,
+        _reg: &Registry,
+        _user: &super::User,
+        _ns: Option<&str>,
+        _old: Option<&Value>,
+        _new: &Value,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// Runs just before a create (`old: None`) or an update of `part` is written, with
     /// what the store holds: the returned guard is held until the write is done (a
     /// Service's addresses are chosen under one).
