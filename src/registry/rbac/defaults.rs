@@ -159,10 +159,16 @@ pub fn cluster_roles() -> Vec<Value> {
                     &[""],
                     &["replicationcontrollers"],
                 ),
-                r(&["get", "update"], &[""], &["replicationcontrollers/scale"]),
+                // berth's deployer scales by patching the Scale; its event recorder
+                // patches the events it repeats.
+                r(
+                    &["get", "update", "patch"],
+                    &[""],
+                    &["replicationcontrollers/scale"],
+                ),
                 r(&["get", "list", "watch", "create"], &[""], &["pods"]),
                 r(&["get"], &[""], &["pods/log"]),
-                r(&["create", "list"], &[""], &["events"]),
+                r(&["create", "list", "patch"], &[""], &["events"]),
             ],
         ),
     ]
