@@ -499,10 +499,12 @@ impl Cluster {
                 &User {
                     name: "admin".into(),
                     groups: vec!["system:masters".into()],
-                    namespace: None,
+                    ..User::default()
                 },
             )
             .await?;
+        // The default RBAC roles and bindings, as kube-apiserver's bootstrap policy.
+        crate::registry::rbac::defaults::reconcile(&registry).await?;
         // The built-in priority classes, as kube-apiserver's bootstrap hook makes them.
         let classes = crate::client::catalog::of(crate::client::Kind::PriorityClass);
         for class in crate::registry::scheduling::system_classes() {

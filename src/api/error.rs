@@ -88,6 +88,16 @@ impl Error {
                 R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest", json!(null)),
                 R::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", json!(null)),
                 R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", json!(null)),
+                R::Denied {
+                    group,
+                    resource,
+                    name,
+                    ..
+                } => (
+                    StatusCode::FORBIDDEN,
+                    "Forbidden",
+                    details(name, group, resource),
+                ),
                 R::Expired(_) | R::ExpiredContinue { .. } => {
                     (StatusCode::GONE, "Expired", json!(null))
                 }

@@ -3,6 +3,7 @@
 //! under `/api/v1` and `/apis/{group}/{version}`.
 
 pub mod agent;
+mod authz;
 mod console;
 mod dclog;
 pub mod discovery;
@@ -195,13 +196,21 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    match token.and_then(|t| state.registry.authenticate(t)) {
-        Some(user) => {
+    let Some(user) = token.and_then(|t| state.registry.authenticate(t)) else {
+        return Error::Unauthorized.into_response();
+    };
+    // Who the request acts as, and, for what is no resource request, whether it may.
+    let acting = authz::impersonate(&state.registry, user, req.headers()).and_then(|user| {
+        authz::check_path(&state.registry, &user, req.method(), req.uri().path())?;
+        Ok(user)
+    });
+    match acting {
+        Ok(user) => {
             let mut req = req;
             req.extensions_mut().insert(user);
             next.run(req).await
         }
-        None => Error::Unauthorized.into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -321,12 +330,12 @@ fn stream_request(
     } else {
         ("pods/exec", "exec into")
     };
-    if user.namespace.as_deref().is_some_and(|own| own != ns) {
-        return Err(Error::Forbidden(format!(
-            "pods {name:?} is forbidden: User {:?} cannot create resource \"{what}\" in API group \"\" in the namespace {ns:?}",
-            user.name
-        )));
-    }
+    let sub = what.trim_start_matches("pods/");
+    authz::check(
+        &state.registry,
+        user,
+        &authz::resource("create", "", "pods", Some(sub), Some(ns), Some(name)),
+    )?;
     let req = exec::Request::parse(query);
     if !attach && req.command.is_empty() {
         return Err(Error::BadRequest(
@@ -382,14 +391,23 @@ async fn portforward_request(
     let (mut parts, _) = req.into_parts();
     async {
         if parts.method != Method::GET && parts.method != Method::POST {
-            return Err(Error::MethodNotAllowed(parts.method.to_string(), "GET, POST"));
+            return Err(Error::MethodNotAllowed(
+                parts.method.to_string(),
+                "GET, POST",
+            ));
         }
-        if user.namespace.as_deref().is_some_and(|own| own != ns) {
-            return Err(Error::Forbidden(format!(
-                "pods {name:?} is forbidden: User {:?} cannot create resource \"pods/portforward\" in API group \"\" in the namespace {ns:?}",
-                user.name
-            )));
-        }
+        authz::check(
+            &state.registry,
+            &user,
+            &authz::resource(
+                "create",
+                "",
+                "pods",
+                Some("portforward"),
+                Some(&ns),
+                Some(&name),
+            ),
+        )?;
         let pods = crate::registry::catalog::of(crate::registry::Kind::Pod);
         let pod: serde_json::Value =
             serde_json::from_slice(&state.registry.get(pods, Some(&ns), &name)?)
@@ -457,12 +475,10 @@ async fn node_proxy(
     Path((node, path)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    if !user.groups.iter().any(|g| g == "system:masters") {
-        return Error::Forbidden(format!(
-            "nodes {node:?} is forbidden: User {:?} cannot get resource \"nodes/proxy\" in API group \"\" at the cluster scope",
-            user.name
-        ))
-        .into_response();
+    let verb = authz::verb(req.method(), true, false);
+    let asked = authz::resource(verb, "", "nodes", Some("proxy"), None, Some(&node));
+    if let Err(e) = authz::check(&state.registry, &user, &asked) {
+        return e.into_response();
     }
     let nodes = crate::registry::catalog::of(crate::registry::Kind::Node);
     if let Err(e) = state.registry.get(nodes, None, &node) {

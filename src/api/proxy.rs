@@ -297,12 +297,12 @@ pub async fn serve(
 ) -> Response {
     let resource = through.plural();
     let result = async {
-        if user.namespace.as_deref().is_some_and(|own| own != ns) {
-            return Err(Error::Forbidden(format!(
-                "{resource} {id:?} is forbidden: User {:?} cannot get resource \"{resource}/proxy\" in API group \"\" in the namespace {ns:?}",
-                user.name
-            )));
-        }
+        let verb = super::authz::verb(req.method(), true, false);
+        super::authz::check(
+            &state.registry,
+            &user,
+            &super::authz::resource(verb, "", resource, Some("proxy"), Some(&ns), Some(&id)),
+        )?;
         let (scheme, name, port) = split_scheme_name_port(&id)
             .ok_or_else(|| Error::BadRequest(format!("invalid {resource} request {id:?}")))?;
         let target = match through {

@@ -28,7 +28,7 @@ impl From<registry::Error> for Error {
             R::BadRequest(_) | R::UnsupportedMediaType(_) | R::MethodNotAllowed(_) => {
                 Error::BadRequest(message)
             }
-            R::Forbidden(_) => Error::Forbidden(message),
+            R::Forbidden(_) | R::Denied { .. } => Error::Forbidden(message),
             R::Expired(_) | R::ExpiredContinue { .. } => Error::Gone(message),
             R::Timeout(_) | R::TooLargeResourceVersion(_) => Error::Server { code: 504, message },
             R::TooLarge(_) => Error::Server { code: 413, message },

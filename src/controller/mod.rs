@@ -11,6 +11,7 @@
 
 pub mod apiservice;
 pub mod claim;
+pub mod clusterroleaggregation;
 pub mod crdcleanup;
 pub mod cronjob;
 pub mod custom;
@@ -139,6 +140,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         deployer::start(ctx, sup);
     }
     apiservice::start(ctx, sup);
+    clusterroleaggregation::start(ctx, sup);
     crdcleanup::start(ctx, sup);
     cronjob::start(ctx, sup);
     daemonset::start(ctx, sup);

@@ -4,8 +4,9 @@
 //! `kubernetes.io/service-account-token` annotated `kubernetes.io/service-account.name`
 //! gets the account's token, the CA and the namespace, and the account as its owner (so
 //! the garbage collector removes it with the account). The API accepts the token for
-//! requests in the account's namespace only; deleting the Secret revokes it. Pods get
-//! bound tokens from the TokenRequest API instead.
+//! requests its RBAC bindings allow; deleting the Secret revokes it. Pods get bound
+//! tokens from the TokenRequest API instead. `deployer` is bound to `system:deployer` in
+//! its namespace (the RoleBinding `system:deployers`), `default` to nothing.
 //!
 //! A reconcile decodes the namespace, account and token Secret it reads as their
 //! k8s-openapi types (`Namespace`, `ServiceAccount`, `Secret`); the watch handlers read the
@@ -36,6 +37,8 @@ struct Accounts {
     secrets: Informer,
     /// The cluster's CA, written into the token Secrets.
     ca_pem: Option<String>,
+    /// The namespaces whose deployer binding this process made (or found).
+    deployers_bound: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl Accounts {
@@ -56,6 +59,9 @@ impl Accounts {
         let phase = namespace.status.as_ref().and_then(|s| s.phase.as_deref());
         if namespace.metadata.is_deleting() || phase == Some("Terminating") {
             return Ok(Action::Done);
+        }
+        if !self.deployers_bound.lock().is_ok_and(|b| b.contains(ns)) {
+            self.bind_deployer(ns).await?;
         }
         for name in ACCOUNTS {
             if self.accounts.get(&format!("{ns}/{name}")).is_some() {
@@ -81,6 +87,36 @@ impl Accounts {
             }
         }
         Ok(Action::Done)
+    }
+
+    /// The `deployer` account of `ns` holds the ClusterRole `system:deployer` through the
+    /// RoleBinding `system:deployers`, as OpenShift binds it: made once per namespace
+    /// (put back when the namespace changes after a restart, not when deleted).
+    async fn bind_deployer(&self, ns: &str) -> Result<()> {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "system:deployers", "namespace": ns,
+                         "annotations": {"openshift.io/description":
+                "Allows deploymentconfigs in this namespace to rollout pods in this namespace."}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:deployer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns}],
+        });
+        let bindings = catalog::of(Kind::RoleBinding);
+        match self.client.create(bindings, Some(ns), &binding).await {
+            Ok(_) => {}
+            Err(e) if e.is_already_exists() => {}
+            // The namespace started terminating meanwhile.
+            Err(crate::client::Error::Forbidden(_) | crate::client::Error::NotFound(_)) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Ok(mut bound) = self.deployers_bound.lock() {
+            bound.insert(ns.to_string());
+        }
+        Ok(())
     }
 
     /// A Secret of type `kubernetes.io/service-account-token` naming an account gets
@@ -205,6 +241,7 @@ pub fn start(ctx: &Context, sup: &mut Supervisor) {
         accounts: accounts.clone(),
         secrets: secrets.clone(),
         ca_pem: ctx.config.root_ca.clone(),
+        deployers_bound: Arc::default(),
     });
     let secrets_of = secrets.clone();
     runtime::Controller::new("service-accounts")

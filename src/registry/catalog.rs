@@ -76,6 +76,11 @@ pub enum Kind {
     Ingress,
     IngressClass,
     NetworkPolicy,
+    /// rbac.authorization.k8s.io/v1 (see `registry::rbac`).
+    Role,
+    ClusterRole,
+    RoleBinding,
+    ClusterRoleBinding,
     /// A kind that a CustomResourceDefinition serves.
     Custom,
 }
@@ -1131,8 +1136,13 @@ fn builtin() -> Vec<Resource> {
 }
 
 /// Every built-in resource, in discovery order.
-pub static RESOURCES: LazyLock<Vec<Arc<Resource>>> =
-    LazyLock::new(|| builtin().into_iter().map(Arc::new).collect());
+pub static RESOURCES: LazyLock<Vec<Arc<Resource>>> = LazyLock::new(|| {
+    builtin()
+        .into_iter()
+        .chain(super::rbac::resources())
+        .map(Arc::new)
+        .collect()
+});
 
 /// The built-in resource served at `group`/`version` under `plural`.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Arc<Resource>> {
@@ -1408,6 +1418,7 @@ mod tests {
                 ("scheduling.k8s.io", vec!["v1"]),
                 ("networking.k8s.io", vec!["v1"]),
                 ("metrics.k8s.io", vec!["v1beta1"]),
+                ("rbac.authorization.k8s.io", vec!["v1"]),
             ]
         );
         assert_eq!(of(Kind::EventsV1Event).key_prefix(), "/registry/events/");

@@ -98,6 +98,15 @@ pub enum Error {
     Unprocessable(String),
     #[error("{0}")]
     Forbidden(String),
+    /// Authorization refused a request or a write (HTTP 403 with the resource in the
+    /// Status' details).
+    #[error("{message}")]
+    Denied {
+        group: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
     /// The requested history is gone (HTTP 410, reason Expired).
     #[error("{0}")]
     Expired(String),

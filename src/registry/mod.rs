@@ -24,6 +24,7 @@ mod patch;
 mod patch_meta;
 pub mod podsecurity;
 pub mod policy;
+pub mod rbac;
 pub mod satoken;
 pub mod scheduling;
 pub mod schema;
@@ -51,7 +52,9 @@ pub use error::{Cause, Error};
 pub use patch::{ListMerge, Patch, Shape};
 pub use schema::{BodyNotes, FieldValidation};
 pub use service::KUBERNETES_SERVICE_IP;
-pub use tokens::{SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token};
+pub use tokens::{
+    AUTHENTICATED, SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, User, new_service_account_token,
+};
 pub use watch::{Watch, WatchEvent, WatchOptions};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -91,6 +94,9 @@ pub struct WriteOptions {
     /// Who writes (`fieldManager`, else the client's name), for a write other than an
     /// apply: recorded in managedFields as an Update. `None` records nothing.
     pub manager: Option<String>,
+    /// Who asks, for the checks of [`strategy::Strategy::authorize_write`]; `None` for
+    /// the cluster's own writes.
+    pub user: Option<User>,
 }
 
 /// A successful create, update or patch.
@@ -182,6 +188,8 @@ pub struct Registry {
     catalog: Arc<catalog::Catalog>,
     /// The resource metrics the node agents record (`metrics.k8s.io`).
     metrics: Arc<crate::types::metrics::Board>,
+    /// The RBAC objects, for authorization (see [`rbac`]).
+    rbac: Arc<rbac::Index>,
     /// The keys service-account tokens are signed and checked with, set once at start.
     token_keys: Arc<std::sync::OnceLock<satoken::Keys>>,
 }
@@ -273,6 +281,7 @@ impl Registry {
             services: Arc::default(),
             catalog: Arc::default(),
             metrics: Arc::default(),
+            rbac: Arc::default(),
             token_keys: Arc::default(),
         };
         for r in catalog::RESOURCES.iter() {
@@ -295,6 +304,11 @@ impl Registry {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The RBAC authorizer over this registry's roles and bindings.
+    pub fn rbac(&self) -> &rbac::Index {
+        &self.rbac
     }
 
     /// The board the node agents record resource metrics into.
@@ -653,6 +667,9 @@ impl Registry {
             Self::validate(res, &obj, &causes)?;
             self.check_namespace_open(res, ns, &name)?;
             res.strategy.admit(self, ns, &name, &obj)?;
+            if let Some(user) = &opts.user {
+                res.strategy.authorize_write(self, user, ns, None, &obj)?;
+            }
             let mut warnings = warnings.clone();
             warnings.extend(res.strategy.police(self, ns, &name, None, &obj)?);
             if let Some(manager) = opts.manager.as_deref().filter(|_| attempt == 0) {
@@ -1106,6 +1123,11 @@ impl Registry {
             res.strategy
                 .validate_update(&old, &merged, part, &mut schema_causes);
             Self::validate(res, &merged, &schema_causes)?;
+            if let Some(user) = &opts.user {
+                let ns = meta_str(&merged, "namespace");
+                res.strategy
+                    .authorize_write(self, user, ns, Some(&old), &merged)?;
+            }
             let mut warnings = warnings;
             if part == Part::Main {
                 let ns = meta_str(&merged, "namespace");

@@ -16,13 +16,20 @@ pub use crate::types::accounts::{
     SA_NAME, SA_UID, SERVICE_ACCOUNT_TOKEN, new_service_account_token, parse_service_account_token,
 };
 
+/// The group of every authenticated user.
+pub const AUTHENTICATED: &str = "system:authenticated";
+
 /// Who a token belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     pub name: String,
+    /// A unique id, when the authenticator (or an impersonation) gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     #[serde(default)]
     pub groups: Vec<String>,
-    /// Limits the user to one namespace (service accounts); `None` for cluster-wide.
+    /// The namespace of a service account; `None` for other users. (Authorization is
+    /// RBAC's: this grants nothing.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
@@ -41,7 +48,11 @@ impl Registry {
         }
         if let Some(rec) = self.store.get(&key(token)) {
             let v: serde_json::Value = serde_json::from_slice(&rec.value).ok()?;
-            return serde_json::from_value(v.get("user")?.clone()).ok();
+            let mut user: User = serde_json::from_value(v.get("user")?.clone()).ok()?;
+            if !user.groups.iter().any(|g| g == AUTHENTICATED) {
+                user.groups.push(AUTHENTICATED.into());
+            }
+            return Some(user);
         }
         self.service_account(token)
     }
@@ -83,9 +94,10 @@ impl Registry {
             groups: vec![
                 "system:serviceaccounts".into(),
                 format!("system:serviceaccounts:{ns}"),
-                "system:authenticated".into(),
+                AUTHENTICATED.into(),
             ],
             namespace: Some(ns),
+            uid: Some(sa_uid),
         })
     }
 

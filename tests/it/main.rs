@@ -48,6 +48,7 @@ mod probes;
 mod protobuf;
 mod proxy;
 mod pull;
+mod rbac;
 mod recovery;
 mod replication;
 mod resources;

@@ -447,12 +447,19 @@ async fn the_service_account_token_authenticates_as_the_account() {
             .bearer_auth(&token)
             .send()
     };
-    let resp = as_account(CONFIGMAPS).await.unwrap();
+    // Authenticated as the account, which RBAC grants discovery only.
+    let resp = as_account("/api").await.unwrap();
     assert_eq!(resp.status().as_u16(), 200);
-    let resp = as_account("/api/v1/namespaces/kube-system/configmaps")
-        .await
-        .unwrap();
+    let resp = as_account(CONFIGMAPS).await.unwrap();
     assert_eq!(resp.status().as_u16(), 403);
+    let status: serde_json::Value = resp.json().await.unwrap();
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("User \"system:serviceaccount:default:default\""),
+        "{status}"
+    );
     // A bound token: of the pod, for the API, for an hour.
     let claims = jwt_claims(&token);
     assert_eq!(claims["kubernetes.io"]["pod"]["name"], "who", "{claims}");

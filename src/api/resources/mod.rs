@@ -165,6 +165,7 @@ fn write_options(q: &Query) -> Result<WriteOptions> {
         field_validation,
         body: Default::default(),
         manager: None,
+        user: None,
     })
 }
 
@@ -544,81 +545,28 @@ fn verb(t: &Target, method: &Method, q: &Query) -> &'static str {
     }
 }
 
-/// Users bound to a namespace (service accounts) may act in that namespace only, and read
-/// the namespace itself; everyone else may do everything.
-fn authorize(user: &registry::User, t: &Target, method: &Method, q: &Query) -> Result<()> {
-    let Some(own) = user.namespace.as_deref() else {
-        return Ok(());
-    };
-    let in_own = t.res.namespaced && t.namespace.as_deref() == Some(own);
-    let own_namespace_object = catalog::holds_namespaces(&t.res)
-        && t.name.as_deref() == Some(own)
-        && t.sub.is_none()
-        && method == Method::GET;
-    if in_own || own_namespace_object {
-        return Ok(());
-    }
-    let mut resource = t.res.plural.to_string();
-    if let Some(sub) = &t.sub {
-        resource = format!("{resource}/{sub}");
-    }
-    let scope = match &t.namespace {
-        Some(ns) => format!("in the namespace {ns:?}"),
-        None => "at the cluster scope".to_string(),
-    };
-    let named = t
-        .name
-        .as_deref()
-        .map(|n| format!("{} {n:?}", t.res.qualified_plural()))
-        .unwrap_or_else(|| t.res.qualified_plural());
-    Err(Error::Forbidden(format!(
-        "{named} is forbidden: User {:?} cannot {} resource {resource:?} in API group {:?} {scope}",
-        user.name,
-        verb(t, method, q),
-        t.res.group,
-    )))
-}
-
-/// Whether `user` may `verb` the resource `group`/`resource` (its `sub`resource), in
-/// `namespace`, named `name`: what [`authorize`] decides of such a request. For
-/// SelfSubjectAccessReviews.
-pub(super) fn may(
+/// Whether RBAC allows `user` the request for `t` (the namespaces kind's objects are
+/// asked for in their own namespace, as kube-apiserver's request info has it).
+fn authorize(
+    reg: &registry::Registry,
     user: &registry::User,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    sub: Option<&str>,
-    namespace: Option<&str>,
-    name: Option<&str>,
-) -> bool {
-    if user.namespace.is_none() {
-        return true;
+    t: &Target,
+    method: &Method,
+    q: &Query,
+) -> Result<()> {
+    let mut namespace = t.namespace.as_deref();
+    if catalog::holds_namespaces(&t.res) && t.name.is_some() {
+        namespace = t.name.as_deref();
     }
-    let Some(res) = catalog::RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.plural == resource)
-    else {
-        return false;
-    };
-    let method = match verb {
-        "get" | "list" | "watch" => Method::GET,
-        "create" => Method::POST,
-        "update" => Method::PUT,
-        "patch" => Method::PATCH,
-        "delete" | "deletecollection" => Method::DELETE,
-        _ => return false,
-    };
-    let mut q = Query::new();
-    if verb == "watch" {
-        q.insert("watch".into(), "true".into());
-    }
-    let t = Target {
-        res: res.clone(),
-        namespace: namespace.map(str::to_string),
-        name: name.map(str::to_string),
-        sub: sub.map(str::to_string),
-    };
-    authorize(user, &t, &method, &q).is_ok()
+    let asked = super::authz::resource(
+        verb(t, method, q),
+        &t.res.group,
+        &t.res.plural,
+        t.sub.as_deref(),
+        namespace,
+        t.name.as_deref(),
+    );
+    super::authz::check(reg, user, &asked)
 }
 
 /// The methods a target serves, as a 405's `Allow` header lists them.
@@ -652,9 +600,16 @@ pub async fn handle(
         headers,
         body,
     } = call;
-    if let Some(answer) =
-        super::review::handle(group, version, rest, &method, &user, &headers, &body)
-    {
+    if let Some(answer) = super::review::handle(
+        &state.registry,
+        group,
+        version,
+        rest,
+        &method,
+        &user,
+        &headers,
+        &body,
+    ) {
         return answer;
     }
     let mut query = Cow::Owned(query);
@@ -666,7 +621,15 @@ pub async fn handle(
         &method,
         &mut query,
     )?;
-    authorize(&user, &t, &method, &query)?;
+    authorize(&state.registry, &user, &t, &method, &query)?;
+    // Writes carry their user, for the checks a kind makes of who writes (RBAC's
+    // escalation and bind checks).
+    let write_options = |q: &Query| -> Result<WriteOptions> {
+        Ok(WriteOptions {
+            user: Some(user.clone()),
+            ..write_options(q)?
+        })
+    };
     let reg = &state.registry;
     let ns = t.namespace.as_deref();
     let res = &*t.res;
