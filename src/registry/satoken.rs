@@ -312,6 +312,10 @@ pub(super) fn authenticate(reg: &Registry, token: &str) -> Option<User> {
     }
     Some(User {
         name: format!("system:serviceaccount:{ns}:{sa_name}"),
+        uid: private
+            .pointer("/serviceaccount/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         groups: vec![
             "system:serviceaccounts".into(),
             format!("system:serviceaccounts:{ns}"),
