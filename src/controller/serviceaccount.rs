@@ -60,9 +60,6 @@ impl Accounts {
         if namespace.metadata.is_deleting() || phase == Some("Terminating") {
             return Ok(Action::Done);
         }
-        if !self.deployers_bound.lock().is_ok_and(|b| b.contains(ns)) {
-            self.bind_deployer(ns).await?;
-        }
         for name in ACCOUNTS {
             if self.accounts.get(&format!("{ns}/{name}")).is_some() {
                 continue;
@@ -85,6 +82,10 @@ impl Accounts {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        // After the accounts: a deployer pod waits for its account, not for this.
+        if !self.deployers_bound.lock().is_ok_and(|b| b.contains(ns)) {
+            self.bind_deployer(ns).await?;
         }
         Ok(Action::Done)
     }

@@ -170,6 +170,18 @@ pub(crate) fn check_invariants(rcs: &[Value], pods: &[Value]) -> Result<(), Stri
 #[tokio::test]
 async fn a_first_rollout_completes_and_a_template_change_rolls_out_again() {
     let s = server().await;
+    // The deployer account is made moments after start: a deployer pod asked for before
+    // it is refused with a warning (and made again), which this test counts.
+    crate::support::eventually(30, "the deployer account", || async {
+        match s
+            .get("/api/v1/namespaces/default/serviceaccounts/deployer")
+            .await
+        {
+            (200, _) => Ok(()),
+            (code, out) => Err(format!("{code} {out}")),
+        }
+    })
+    .await;
     let (code, out) = s.post(DCS, simple("deployment-simple", "7951")).await;
     assert_eq!(code, 201, "{out}");
     let done = deployment_ends(&s, "deployment-simple-1", "Complete").await;
